@@ -1,0 +1,112 @@
+import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import swagger from '@fastify/swagger'
+import { Ajv } from 'ajv'
+import addFormats from 'ajv-formats'
+import type { Config } from './core/config.js'
+import type { Db } from './store/db.js'
+import { registerErrorHandling } from './core/http-errors.js'
+import { Authenticator } from './core/auth/authenticate.js'
+import type { RequestContext } from './core/context.js'
+import { MetamodelCache } from './metamodel/service.js'
+import { metamodelRoutes } from './metamodel/routes.js'
+import { assetRoutes } from './assets/routes.js'
+import { openapiRoutes, OPENAPI_INFO } from './openapi/routes.js'
+import { readFileSync } from 'node:fs'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    db: Db
+    config: Config
+    metamodels: MetamodelCache
+    authenticator: Authenticator
+    /** The store, the caller and its metamodel, for services (which never see `request`). */
+    requestContext(request: FastifyRequest): Promise<RequestContext>
+  }
+}
+
+export interface AppOptions {
+  db: Db
+  config: Config
+  logger?: FastifyServerOptions['logger']
+}
+
+export { INVALIDATE_CHANNEL } from './core/channels.js'
+import { INVALIDATE_CHANNEL } from './core/channels.js'
+
+const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
+
+/**
+ * Schemas are compiled once per route at start. Bodies are validated strictly (no coercion, no
+ * silent removal of unknown members); query strings and path parameters arrive as text, so
+ * their numbers are coerced.
+ */
+function validatorCompilers() {
+  const options = { allErrors: true, strict: false, removeAdditional: false, useDefaults: true } as const
+  const body = new Ajv({ ...options, coerceTypes: false })
+  const query = new Ajv({ ...options, coerceTypes: true })
+  for (const ajv of [body, query]) addFormats.default(ajv)
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
+    (httpPart === 'body' ? body : query).compile(schema)
+}
+
+/** Builds the whole application without listening (tests drive it with `inject`). */
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const { db, config } = options
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit: config.bodyLimit,
+    trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    return503OnClosing: true,
+  })
+  app.setValidatorCompiler(validatorCompilers())
+  registerErrorHandling(app)
+
+  const metamodels = new MetamodelCache(db)
+  const authenticator = new Authenticator(db)
+  app.decorate('db', db)
+  app.decorate('config', config)
+  app.decorate('metamodels', metamodels)
+  app.decorate('authenticator', authenticator)
+  app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => ({
+    db,
+    auth: request.auth,
+    metamodel: await metamodels.get(request.auth.orgId),
+  }))
+  app.decorateRequest('auth', null as never)
+
+  // A setup change anywhere (this process, another server, the CLI) empties the caches.
+  await db.listen(INVALIDATE_CHANNEL, (orgId) => {
+    metamodels.invalidate(orgId || undefined)
+    authenticator.invalidate()
+  })
+  const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), 5_000)
+  flush.unref()
+  app.addHook('onClose', async () => {
+    clearInterval(flush)
+    await authenticator.flushLastUsed().catch(() => undefined)
+  })
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: OPENAPI_INFO(VERSION),
+      servers: [{ url: '/' }],
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: kbis_<prefix>_<secret>' } } },
+      security: [{ bearerAuth: [] }],
+    },
+  })
+
+  await app.register(async (api) => {
+    await api.register(openapiRoutes)
+    await api.register(async (authed) => {
+      authed.addHook('onRequest', async (request) => {
+        request.auth = await authenticator.authenticate(request)
+      })
+      await authed.register(metamodelRoutes)
+      await authed.register(assetRoutes)
+    })
+  }, { prefix: '/api/v1' })
+
+  return app
+}

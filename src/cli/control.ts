@@ -1,0 +1,84 @@
+import http from 'node:http'
+import { createHash } from 'node:crypto'
+import { existsSync, mkdirSync, realpathSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type { Db } from '../store/db.js'
+import { applySetup } from '../setup/apply.js'
+import { createKeyFromCli, CommandError, type CliKeyRequest } from '../keys/cli.js'
+import type { SetupFile } from '../setup/schema.js'
+
+/**
+ * PGlite lets one process own a data directory. While `kbis serve` runs on one, the other CLI
+ * commands (`apply`, `keys create`) hand their work to it through this Unix socket instead of
+ * opening the directory a second time.
+ */
+export function controlSocketPath(dataDir: string): string {
+  mkdirSync(dataDir, { recursive: true })
+  const id = createHash('sha256').update(realpathSync(dataDir)).digest('hex').slice(0, 16)
+  return path.join(os.tmpdir(), `kbis-${id}.sock`)
+}
+
+export interface ControlSocket {
+  close(): Promise<void>
+}
+
+async function readJson(request: http.IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = []
+  for await (const chunk of request) chunks.push(chunk as Buffer)
+  return JSON.parse(Buffer.concat(chunks).toString('utf8'))
+}
+
+export async function startControlSocket(dataDir: string, db: Db): Promise<ControlSocket> {
+  const socketPath = controlSocketPath(dataDir)
+  if (existsSync(socketPath)) rmSync(socketPath)
+  const server = http.createServer((request, response) => {
+    const reply = (status: number, body: unknown) => {
+      response.writeHead(status, { 'content-type': 'application/json' })
+      response.end(JSON.stringify(body))
+    }
+    readJson(request)
+      .then(async (body) => {
+        if (request.url === '/apply') return reply(200, await applySetup(db, body as SetupFile))
+        if (request.url === '/keys') return reply(200, await createKeyFromCli(db, body as CliKeyRequest))
+        return reply(404, { error: `unknown command ${request.url}` })
+      })
+      .catch((err: unknown) => reply(err instanceof CommandError || (err as Error).name === 'SetupError' ? 400 : 500, { error: (err as Error).message }))
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(socketPath, () => resolve())
+  })
+  return {
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        rmSync(socketPath, { force: true })
+      }),
+  }
+}
+
+/** Sends a command to a running server; null when none runs on this data directory. */
+export async function sendToServer(dataDir: string, command: 'apply' | 'keys', body: unknown): Promise<unknown | null> {
+  const socketPath = controlSocketPath(dataDir)
+  if (!existsSync(socketPath)) return null
+  return new Promise((resolve, reject) => {
+    const request = http.request({ socketPath, path: `/${command}`, method: 'POST', headers: { 'content-type': 'application/json' } }, (response) => {
+      const chunks: Buffer[] = []
+      response.on('data', (c: Buffer) => chunks.push(c))
+      response.on('end', () => {
+        const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: string }
+        if (response.statusCode === 200) resolve(parsed)
+        else reject(new CommandError(parsed.error ?? 'the running server refused the command'))
+      })
+    })
+    request.on('error', (err: NodeJS.ErrnoException) => {
+      // A socket left behind by a server that died: nobody owns the directory any more.
+      if (err.code === 'ECONNREFUSED' || err.code === 'ENOENT') {
+        rmSync(socketPath, { force: true })
+        resolve(null)
+      } else reject(err)
+    })
+    request.end(JSON.stringify(body))
+  })
+}

@@ -1,0 +1,102 @@
+import { Command, InvalidArgumentError } from 'commander'
+import { loadConfig, type Config } from '../core/config.js'
+import { startServer, openStore } from '../server.js'
+import { loadSetupFile } from '../setup/load.js'
+import { applySetup } from '../setup/apply.js'
+import { createKeyFromCli, type CliKeyRequest } from '../keys/cli.js'
+import { sendToServer } from './control.js'
+
+const out = (line: string) => process.stdout.write(`${line}\n`)
+
+function port(value: string): number {
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number 0..65535')
+  return n
+}
+
+interface StoreFlags {
+  dataDir?: string
+}
+
+function configFrom(flags: StoreFlags & { port?: number; host?: string }): Config {
+  return loadConfig(process.env, {
+    ...(flags.port !== undefined ? { port: flags.port } : {}),
+    ...(flags.host !== undefined ? { host: flags.host } : {}),
+    ...(flags.dataDir !== undefined ? { dataDir: flags.dataDir } : {}),
+  })
+}
+
+/** Runs a store command here, or hands it to the server that owns the PGlite directory. */
+async function withStore<T>(config: Config, command: 'apply' | 'keys', body: unknown, local: (db: Awaited<ReturnType<typeof openStore>>) => Promise<T>): Promise<T> {
+  if (!config.databaseUrl) {
+    const remote = await sendToServer(config.dataDir, command, body)
+    if (remote !== null) return remote as T
+  }
+  const db = await openStore(config)
+  try {
+    return await local(db)
+  } finally {
+    await db.close()
+  }
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = new Command()
+  program.name('kbis').description('Knowledge-base inventory service').showHelpAfterError()
+
+  program
+    .command('serve')
+    .description('Start the HTTP API (PostgreSQL when DATABASE_URL is set, else PGlite in --data-dir)')
+    .option('--port <port>', 'port to listen on (env PORT, default 8080)', port)
+    .option('--host <host>', 'address to bind (env HOST, default 127.0.0.1)')
+    .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
+    .action(async (flags: { port?: number; host?: string; dataDir?: string }) => {
+      const server = await startServer(configFrom(flags), out)
+      const stop = () => {
+        server.close().then(() => process.exit(0), () => process.exit(1))
+      }
+      process.once('SIGINT', stop)
+      process.once('SIGTERM', stop)
+    })
+
+  program
+    .command('apply')
+    .description('Create or update one organization from a YAML or JSON file (idempotent)')
+    .argument('<file>', 'organization file (.yaml, .yml or .json)')
+    .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
+    .action(async (file: string, flags: StoreFlags) => {
+      const setup = await loadSetupFile(file)
+      const config = configFrom(flags)
+      const report = await withStore(config, 'apply', setup, (db) => applySetup(db, setup))
+      const r = report as { organization: { key: string; created: boolean }; changes: string[] }
+      out(`organization ${r.organization.key}: ${r.organization.created ? 'created' : 'updated'}; ${r.changes.length === 0 ? 'no changes' : `${r.changes.length} change(s)`}`)
+      for (const change of r.changes) out(`  ${change}`)
+    })
+
+  const keys = program.command('keys').description('Manage API keys')
+  keys
+    .command('create')
+    .description('Create an API key; its secret is printed once')
+    .requiredOption('--org <key>', 'organization key')
+    .requiredOption('--user <email>', 'owner of the key')
+    .requiredOption('--name <name>', 'name of the key')
+    .requiredOption('--type <type>', 'permission type: Viewer, Editor or Admin')
+    .requiredOption('--roles <r1,r2>', 'comma-separated role keys')
+    .option('--description <text>', 'description of the key')
+    .option('--json', 'print {"id", "secret"} as JSON')
+    .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
+    .action(async (flags: { org: string; user: string; name: string; type: string; roles: string; description?: string; json?: boolean; dataDir?: string }) => {
+      const request: CliKeyRequest = {
+        org: flags.org, user: flags.user, name: flags.name, type: flags.type,
+        roles: flags.roles.split(',').map((r) => r.trim()).filter(Boolean), description: flags.description,
+      }
+      const key = await withStore(configFrom(flags), 'keys', request, (db) => createKeyFromCli(db, request))
+      if (flags.json) out(JSON.stringify({ id: key.id, secret: key.secret }))
+      else {
+        out(`API key ${key.id} created. Secret (shown only this once):`)
+        out(key.secret)
+      }
+    })
+
+  await program.parseAsync(argv)
+}

@@ -1,0 +1,169 @@
+import type { FastifyRequest } from 'fastify'
+import ipaddr from 'ipaddr.js'
+import type { Db } from '../../store/db.js'
+import { AppError, Errors } from '../errors.js'
+import type { AuthContext } from './context.js'
+import { effectivePermission, type KeyPermission, type UserPermission } from './permissions.js'
+import { tokenMatches, tokenPrefix } from './tokens.js'
+import type { Grant } from '../../access/levels.js'
+
+interface KeyRow {
+  id: string
+  org_id: string
+  org_key: string
+  permission_type: KeyPermission
+  role_keys: string[]
+  owner_user_id: string
+  secret_hash: Uint8Array
+  owner_permission: UserPermission
+  owner_enabled: boolean
+  owner_sign_in_methods: string[]
+  api_access: boolean
+  ip_allowlist: string[]
+  rate_limit_requests: number
+  rate_limit_window_seconds: number
+  grants: Grant[]
+}
+
+type Cidr = [ipaddr.IPv4 | ipaddr.IPv6, number]
+
+interface CachedKey {
+  hash: Uint8Array
+  orgId: string
+  inactive: boolean
+  apiAccess: boolean
+  allowlist: Cidr[]
+  context: AuthContext
+  loadedAt: number
+}
+
+// One statement finds the key, its owner, the organization and the grants of the key's roles.
+const KEY_SQL = `
+SELECT k.id, k.org_id, o.key AS org_key, k.permission_type, k.role_keys, k.owner_user_id, k.secret_hash,
+       u.permission_type AS owner_permission, u.enabled AS owner_enabled,
+       u.sign_in_methods AS owner_sign_in_methods,
+       o.api_access, o.ip_allowlist, o.rate_limit_requests, o.rate_limit_window_seconds,
+       (SELECT coalesce(jsonb_agg(g), '[]'::jsonb) FROM roles r, jsonb_array_elements(r.grants) g
+         WHERE r.org_id = k.org_id AND r.key = ANY(k.role_keys)) AS grants
+FROM api_keys k
+JOIN users u ON u.org_id = k.org_id AND u.id = k.owner_user_id
+JOIN organizations o ON o.id = k.org_id
+WHERE k.secret_prefix = $1`
+
+/** Entries live this long at most even without an invalidation message (a safety net). */
+const MAX_AGE_MS = 30_000
+
+function parseCidr(entry: string): Cidr {
+  if (entry.includes('/')) return ipaddr.parseCIDR(entry)
+  const addr = ipaddr.parse(entry)
+  return [addr, addr.kind() === 'ipv4' ? 32 : 128]
+}
+
+function normalize(address: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
+  try {
+    const addr = ipaddr.parse(address)
+    return addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress()
+      ? (addr as ipaddr.IPv6).toIPv4Address()
+      : addr
+  } catch {
+    return null
+  }
+}
+
+export function addressAllowed(address: string, allowlist: Cidr[]): boolean {
+  if (allowlist.length === 0) return true
+  const addr = normalize(address)
+  if (!addr) return false
+  return allowlist.some(([range, bits]) => addr.kind() === range.kind() && addr.match(range, bits))
+}
+
+/**
+ * Resolves the Bearer key of a request to an AuthContext. Keys are cached in memory; every change to
+ * keys, users, roles or organizations sends `kbis_invalidate` (LISTEN/NOTIFY on PostgreSQL, in
+ * process on PGlite), which empties the cache in every server process.
+ */
+export class Authenticator {
+  private readonly cache = new Map<string, CachedKey>()
+  private readonly lastUsed = new Map<string, { orgId: string; at: Date }>()
+
+  constructor(private readonly db: Db) {}
+
+  invalidate(): void {
+    this.cache.clear()
+  }
+
+  async authenticate(request: FastifyRequest): Promise<AuthContext> {
+    const header = request.headers.authorization
+    const match = typeof header === 'string' ? /^Bearer +(\S+) *$/i.exec(header) : null
+    if (!match) throw new AppError(Errors.UNAUTHORIZED, 'send an API key as "Authorization: Bearer <key>"')
+    const token = match[1]!
+    const prefix = tokenPrefix(token)
+    const entry = prefix ? await this.lookup(prefix) : null
+    if (!entry || !tokenMatches(token, entry.hash)) throw new AppError(Errors.UNAUTHORIZED, 'the API key is not valid')
+    if (entry.inactive) {
+      throw new AppError(Errors.API_KEY_INACTIVE, "the API key's owner is disabled or has no active sign-in method")
+    }
+    if (!entry.apiAccess) throw new AppError(Errors.API_ACCESS_DISABLED, "the organization's plan has no API access")
+    if (!addressAllowed(request.ip, entry.allowlist)) {
+      throw new AppError(Errors.IP_NOT_ALLOWED, `the address ${request.ip} is not in the organization's IP allowlist`)
+    }
+    this.lastUsed.set(entry.context.keyId, { orgId: entry.orgId, at: new Date() })
+    return entry.context
+  }
+
+  private async lookup(prefix: string): Promise<CachedKey | null> {
+    const cached = this.cache.get(prefix)
+    if (cached && Date.now() - cached.loadedAt < MAX_AGE_MS) return cached
+    const row = (await this.db.query<KeyRow>(KEY_SQL, [prefix])).rows[0]
+    if (!row) {
+      this.cache.delete(prefix)
+      return null
+    }
+    const entry = toEntry(row)
+    this.cache.set(prefix, entry)
+    return entry
+  }
+
+  /** Writes the batched `last_used_at` values: one statement per flush, not one per request. */
+  async flushLastUsed(): Promise<void> {
+    if (this.lastUsed.size === 0) return
+    const entries = [...this.lastUsed.entries()]
+    this.lastUsed.clear()
+    await this.db.query(
+      `UPDATE api_keys k SET last_used_at = GREATEST(k.last_used_at, u.at)
+       FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS u(org_id, id, at)
+       WHERE k.org_id = u.org_id AND k.id = u.id`,
+      [entries.map(([, v]) => v.orgId), entries.map(([id]) => id), entries.map(([, v]) => v.at.toISOString())],
+    )
+  }
+}
+
+function toEntry(row: KeyRow): CachedKey {
+  const context: AuthContext = {
+    orgId: row.org_id,
+    orgKey: row.org_key,
+    keyId: row.id,
+    userId: row.owner_user_id,
+    keyPermission: row.permission_type,
+    ownerPermission: row.owner_permission,
+    permission: effectivePermission(row.permission_type, row.owner_permission),
+    roleKeys: row.role_keys,
+    grants: row.grants,
+    rateLimit: { requests: row.rate_limit_requests, windowSeconds: row.rate_limit_window_seconds },
+  }
+  return {
+    hash: row.secret_hash,
+    orgId: row.org_id,
+    inactive: !row.owner_enabled || row.owner_sign_in_methods.length === 0,
+    apiAccess: row.api_access,
+    allowlist: row.ip_allowlist.flatMap((e) => {
+      try {
+        return [parseCidr(e)]
+      } catch {
+        return []
+      }
+    }),
+    context,
+    loadedAt: Date.now(),
+  }
+}

@@ -1,0 +1,24 @@
+import type { Grant } from '../../access/levels.js'
+import type { KeyPermission, UserPermission } from './permissions.js'
+
+/** Who is calling, resolved once per key and cached (see authenticate.ts). */
+export interface AuthContext {
+  orgId: string
+  orgKey: string
+  keyId: string
+  userId: string
+  keyPermission: KeyPermission
+  ownerPermission: UserPermission
+  /** min(key type, owner's type), Owner counting as Admin. */
+  permission: KeyPermission
+  roleKeys: string[]
+  /** The grants of the key's roles, flattened. */
+  grants: Grant[]
+  rateLimit: { requests: number; windowSeconds: number }
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth: AuthContext
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * Service configuration: environment variables, overridden by CLI flags. Documented in
+ * docs/configuration.md and the README; every variable here is listed there.
+ */
+export interface Config {
+  host: string
+  port: number
+  /** PostgreSQL connection string; when unset, the embedded PGlite store in `dataDir` is used. */
+  databaseUrl: string | undefined
+  dataDir: string
+  /** Redis URL for the shared rate-limit counters; when unset the store keeps them. */
+  redisUrl: string | undefined
+  /** Addresses/CIDRs of reverse proxies whose X-Forwarded-For is trusted (CONTRACT §10). */
+  trustedProxies: string[]
+  /** Largest accepted body, in bytes, for single-record requests. */
+  bodyLimit: number
+  /** Largest accepted body, in bytes, for bulk requests (10,000 realistic items fit). */
+  bulkBodyLimit: number
+  logLevel: string
+  /** PostgreSQL pool size. */
+  poolSize: number
+}
+
+export class ConfigError extends Error {}
+
+function intFrom(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
+  if (raw === undefined || raw === '') return fallback
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(`${name}: must be an integer from ${min} to ${max}, got "${raw}"`)
+  }
+  return value
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+  return {
+    host: env.HOST || '127.0.0.1',
+    port: intFrom('PORT', env.PORT, 8080, 0, 65535),
+    databaseUrl: env.DATABASE_URL || undefined,
+    dataDir: env.KBIS_DATA_DIR || './data',
+    redisUrl: env.REDIS_URL || undefined,
+    trustedProxies: (env.KBIS_TRUSTED_PROXIES ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+    bodyLimit: intFrom('KBIS_BODY_LIMIT', env.KBIS_BODY_LIMIT, 1024 * 1024, 1024, 1024 ** 3),
+    bulkBodyLimit: intFrom('KBIS_BULK_BODY_LIMIT', env.KBIS_BULK_BODY_LIMIT, 16 * 1024 * 1024, 1024, 1024 ** 3),
+    logLevel: env.LOG_LEVEL || 'info',
+    poolSize: intFrom('KBIS_POOL_SIZE', env.KBIS_POOL_SIZE, 10, 1, 1000),
+    ...overrides,
+  }
+}

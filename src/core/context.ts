@@ -1,0 +1,10 @@
+import type { Db } from '../store/db.js'
+import type { AuthContext } from './auth/context.js'
+import type { LoadedMetamodel } from '../metamodel/service.js'
+
+/** What a service needs of a request: the store, the caller and its organization's metamodel. */
+export interface RequestContext {
+  db: Db
+  auth: AuthContext
+  metamodel: LoadedMetamodel
+}

@@ -1,0 +1,92 @@
+/**
+ * The one catalogue of error codes (CONTRACT §1). Codes are never renamed or reused;
+ * docs/errors.md lists every one of them and a unit test checks it.
+ */
+export interface ErrorDef {
+  readonly status: number
+  readonly code: string
+  readonly title: string
+}
+
+function def(status: number, code: string, title: string): ErrorDef {
+  return Object.freeze({ status, code, title })
+}
+
+export const Errors = {
+  INVALID_REQUEST: def(400, 'invalid_request', 'The request is malformed'),
+  INVALID_FILTER: def(400, 'invalid_filter', 'The filter is not valid'),
+  INVALID_SORT: def(400, 'invalid_sort', 'The sort is not valid'),
+  INVALID_PAGE: def(400, 'invalid_page', 'The page is not valid'),
+  INVALID_INCLUDE: def(400, 'invalid_include', 'The include is not valid'),
+  UNAUTHORIZED: def(401, 'unauthorized', 'Authentication is required'),
+  API_KEY_INACTIVE: def(401, 'api_key_inactive', 'The API key is inactive'),
+  FORBIDDEN: def(403, 'forbidden', 'The API key may not do this'),
+  IP_NOT_ALLOWED: def(403, 'ip_not_allowed', 'The client address is not allowed'),
+  API_ACCESS_DISABLED: def(403, 'api_access_disabled', 'The organization has no API access'),
+  NOT_FOUND: def(404, 'not_found', 'Not found'),
+  METHOD_NOT_ALLOWED: def(405, 'method_not_allowed', 'Method not allowed'),
+  UNIQUE_VIOLATION: def(409, 'unique_violation', 'A unique value is already taken'),
+  DUPLICATE_RELATIONSHIP: def(409, 'duplicate_relationship', 'The relationship exists already'),
+  PAYLOAD_TOO_LARGE: def(413, 'payload_too_large', 'The request body is too large'),
+  UNSUPPORTED_MEDIA_TYPE: def(415, 'unsupported_media_type', 'The body must be JSON'),
+  VALIDATION_FAILED: def(422, 'validation_failed', 'The data is not valid'),
+  TOO_MANY_ITEMS: def(422, 'too_many_items', 'Too many items in one bulk request'),
+  RATE_LIMIT_EXCEEDED: def(429, 'rate_limit_exceeded', 'The rate limit is exceeded'),
+  INTERNAL_ERROR: def(500, 'internal_error', 'Internal error'),
+  SERVICE_UNAVAILABLE: def(503, 'service_unavailable', 'The service is not ready'),
+} as const
+
+export type ErrorKey = keyof typeof Errors
+
+/** One entry of the CONTRACT's `errors` array. */
+export interface Issue {
+  detail: string
+  /** JSON pointer into the request body (`source.pointer`). */
+  pointer?: string
+  /** Query parameter name (`source.parameter`). */
+  parameter?: string
+  meta?: Record<string, unknown>
+}
+
+/**
+ * An error the API answers with. It holds a list of issues so that a bulk request can fail once
+ * with every failing item.
+ */
+export class AppError extends Error {
+  readonly def: ErrorDef
+  readonly issues: Issue[]
+  readonly headers: Record<string, string>
+
+  constructor(errorDef: ErrorDef, issues: Issue[] | string, headers: Record<string, string> = {}) {
+    const list = typeof issues === 'string' ? [{ detail: issues }] : issues
+    super(list[0]?.detail ?? errorDef.title)
+    this.name = 'AppError'
+    this.def = errorDef
+    this.issues = list.length > 0 ? list : [{ detail: errorDef.title }]
+    this.headers = headers
+  }
+
+  get status(): number {
+    return this.def.status
+  }
+}
+
+export function errorBody(err: AppError): { errors: Record<string, unknown>[] } {
+  return {
+    errors: err.issues.map((issue) => {
+      const entry: Record<string, unknown> = {
+        status: String(err.def.status),
+        code: err.def.code,
+        detail: issue.detail,
+      }
+      if (issue.pointer !== undefined) entry.source = { pointer: issue.pointer }
+      else if (issue.parameter !== undefined) entry.source = { parameter: issue.parameter }
+      if (issue.meta !== undefined) entry.meta = issue.meta
+      return entry
+    }),
+  }
+}
+
+export function assertNever(value: never): never {
+  throw new Error(`unexpected value ${JSON.stringify(value)}`)
+}

@@ -1,0 +1,109 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { AppError, Errors, errorBody, type ErrorDef, type Issue } from './errors.js'
+import { mapPgError } from '../store/pg-errors.js'
+
+interface AjvError {
+  keyword: string
+  instancePath: string
+  message?: string
+  params: Record<string, unknown>
+}
+
+/** Query parameters whose errors carry their own code (CONTRACT §1). */
+function queryErrorDef(parameter: string): ErrorDef {
+  if (parameter.startsWith('page') || parameter.startsWith('relationships_page')) return Errors.INVALID_PAGE
+  if (parameter === 'sort' || parameter === 'relationships_sort') return Errors.INVALID_SORT
+  if (parameter === 'include') return Errors.INVALID_INCLUDE
+  if (parameter.startsWith('filter') || parameter.startsWith('relationships_filter')) return Errors.INVALID_FILTER
+  return Errors.INVALID_REQUEST
+}
+
+function describe(error: AjvError, where: string): string {
+  const params = error.params
+  switch (error.keyword) {
+    case 'additionalProperties':
+      return `unknown field ${String(params.additionalProperty)}${where ? ` in ${where}` : ''}`
+    case 'required':
+      return `${where ? `${where}.` : ''}${String(params.missingProperty)} is required`
+    case 'enum':
+      return `${where || 'value'} must be one of ${(params.allowedValues as unknown[]).join(', ')}`
+    default:
+      return `${where || 'value'} ${error.message ?? 'is not valid'}`
+  }
+}
+
+/** Ajv errors of a route schema → the CONTRACT envelope. Unknown fields are 400, bad values 422. */
+export function validationError(errors: AjvError[], context: string): AppError {
+  if (context === 'querystring' || context === 'params') {
+    const first = errors[0]!
+    const parameter =
+      first.keyword === 'additionalProperties'
+        ? String(first.params.additionalProperty)
+        : first.instancePath.replace(/^\//, '').split('/')[0] ?? ''
+    const def = first.keyword === 'additionalProperties' ? Errors.INVALID_REQUEST : queryErrorDef(parameter)
+    const detail =
+      first.keyword === 'additionalProperties'
+        ? `unknown query parameter ${parameter}`
+        : describe(first, parameter)
+    return new AppError(def, [{ detail, parameter }])
+  }
+  const unknownField = errors.some((e) => e.keyword === 'additionalProperties')
+  const def = unknownField ? Errors.INVALID_REQUEST : Errors.VALIDATION_FAILED
+  const relevant = unknownField ? errors.filter((e) => e.keyword === 'additionalProperties') : errors
+  const issues: Issue[] = relevant
+    .filter((e) => !['if', 'anyOf', 'oneOf'].includes(e.keyword))
+    .map((e) => {
+      const pointer =
+        e.keyword === 'additionalProperties'
+          ? `${e.instancePath}/${String(e.params.additionalProperty)}`
+          : e.keyword === 'required'
+            ? `${e.instancePath}/${String(e.params.missingProperty)}`
+            : e.instancePath
+      const where = e.instancePath.replace(/^\//, '').replaceAll('/', '.')
+      return { detail: describe(e, where), pointer: pointer || '/' }
+    })
+  return new AppError(def, issues.length > 0 ? issues : [{ detail: 'the body is not valid', pointer: '/' }])
+}
+
+function toAppError(err: FastifyError, request: FastifyRequest): AppError {
+  if (err instanceof AppError) return err
+  const validation = (err as { validation?: AjvError[] }).validation
+  if (validation) return validationError(validation, (err as { validationContext?: string }).validationContext ?? 'body')
+  const mapped = mapPgError(err)
+  if (mapped) return mapped
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new AppError(Errors.INVALID_REQUEST, 'the body is not valid JSON')
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError(Errors.PAYLOAD_TOO_LARGE, `the body is larger than ${request.routeOptions.bodyLimit ?? 'the limit of'} bytes`)
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError(Errors.UNSUPPORTED_MEDIA_TYPE, 'send the body as application/json')
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new AppError(Errors.INVALID_REQUEST, 'the Content-Length does not match the body')
+    default:
+      break
+  }
+  if (err.name === 'SyntaxError' || (typeof err.statusCode === 'number' && err.statusCode === 400)) {
+    return new AppError(Errors.INVALID_REQUEST, 'the request is malformed')
+  }
+  return new AppError(Errors.INTERNAL_ERROR, 'an internal error occurred; it has been logged')
+}
+
+export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
+  for (const [name, value] of Object.entries(err.headers)) reply.header(name, value)
+  if (err.def === Errors.UNAUTHORIZED || err.def === Errors.API_KEY_INACTIVE) reply.header('WWW-Authenticate', 'Bearer')
+  return reply.code(err.status).type('application/json; charset=utf-8').send(errorBody(err))
+}
+
+/** The one error handler: AppError as is, schema errors with pointers, anything else 500. */
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const appError = toAppError(err, request)
+    if (appError.def === Errors.INTERNAL_ERROR) request.log.error({ err }, 'unhandled error')
+    return sendError(reply, appError)
+  })
+  app.setNotFoundHandler((request, reply) =>
+    sendError(reply, new AppError(Errors.NOT_FOUND, `no route ${request.method} ${request.url.split('?')[0]}`)),
+  )
+}

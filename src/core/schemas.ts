@@ -1,0 +1,74 @@
+/**
+ * Shared JSON Schemas of the envelopes (CONTRACT §1). Routes reference them in their `response`
+ * members; the OpenAPI document is generated from the same objects.
+ */
+export const errorEnvelopeSchema = {
+  type: 'object',
+  description: 'Error envelope: one entry per problem (a bulk request lists every failing item).',
+  required: ['errors'],
+  properties: {
+    errors: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['status', 'code', 'detail'],
+        properties: {
+          status: { type: 'string', examples: ['422'] },
+          code: { type: 'string', examples: ['validation_failed'] },
+          detail: { type: 'string' },
+          source: {
+            type: 'object',
+            properties: { pointer: { type: 'string' }, parameter: { type: 'string' } },
+          },
+          meta: { type: 'object', additionalProperties: true },
+        },
+      },
+    },
+  },
+} as const
+
+export const pageMetaSchema = {
+  type: 'object',
+  required: ['page'],
+  properties: {
+    page: {
+      type: 'object',
+      required: ['number', 'size', 'total_items', 'total_pages'],
+      properties: {
+        number: { type: 'integer' },
+        size: { type: 'integer' },
+        total_items: { type: 'integer' },
+        total_pages: { type: 'integer' },
+      },
+    },
+  },
+} as const
+
+const nullableUrl = { type: ['string', 'null'] } as const
+
+export const linksSchema = {
+  type: 'object',
+  properties: { self: { type: 'string' }, first: { type: 'string' }, prev: nullableUrl, next: nullableUrl, last: { type: 'string' } },
+} as const
+
+export function listEnvelope(item: object, withLinks = true): object {
+  return {
+    type: 'object',
+    required: ['data', 'meta'],
+    properties: { data: { type: 'array', items: item }, meta: pageMetaSchema, ...(withLinks ? { links: linksSchema } : {}) },
+  }
+}
+
+export function recordEnvelope(item: object): object {
+  return { type: 'object', required: ['data'], properties: { data: item } }
+}
+
+/** Error responses every authenticated route can give, for the OpenAPI document. */
+export const commonErrorResponses = {
+  400: { ...errorEnvelopeSchema, description: 'Malformed request (invalid_request, invalid_filter, invalid_sort, invalid_page, invalid_include)' },
+  401: { ...errorEnvelopeSchema, description: 'Missing, unknown or inactive API key (unauthorized, api_key_inactive)' },
+  403: { ...errorEnvelopeSchema, description: 'Not allowed (forbidden, ip_not_allowed, api_access_disabled)' },
+  429: { ...errorEnvelopeSchema, description: 'Organization quota spent (rate_limit_exceeded); see Retry-After' },
+} as const
+
+export const KEY_SCHEMA = { type: 'string', pattern: '^[a-z][a-z0-9_]{0,62}$' } as const

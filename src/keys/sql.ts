@@ -1,0 +1,88 @@
+import type { Queryable } from '../store/db.js'
+
+export interface ApiKeyRow {
+  id: string
+  name: string
+  description: string | null
+  permission_type: 'Viewer' | 'Editor' | 'Admin'
+  role_keys: string[]
+  owner_user_id: string
+  secret_prefix: string
+  created_at: Date
+  updated_at: Date
+  last_used_at: Date | null
+}
+
+export const API_KEY_COLUMNS =
+  'id, name, description, permission_type, role_keys, owner_user_id, secret_prefix, created_at, updated_at, last_used_at'
+
+export interface NewApiKey {
+  id: string
+  name: string
+  description: string | null
+  permission_type: 'Viewer' | 'Editor' | 'Admin'
+  role_keys: string[]
+  owner_user_id: string
+  secret_prefix: string
+  secret_hash: Buffer
+}
+
+export async function insertApiKey(tx: Queryable, orgId: string, key: NewApiKey): Promise<ApiKeyRow> {
+  const result = await tx.query<ApiKeyRow>(
+    `INSERT INTO api_keys (org_id, id, name, description, permission_type, role_keys, owner_user_id, secret_prefix, secret_hash,
+                           created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, date_trunc('second', now()), date_trunc('second', now()))
+     RETURNING ${API_KEY_COLUMNS}`,
+    [orgId, key.id, key.name, key.description, key.permission_type, key.role_keys, key.owner_user_id, key.secret_prefix, key.secret_hash],
+  )
+  return result.rows[0]!
+}
+
+/** One page of an organization's keys, optionally only those of one owner, oldest first. */
+export async function selectApiKeyPage(
+  db: Queryable,
+  orgId: string,
+  ownerUserId: string | null,
+  limit: number,
+  offset: number,
+): Promise<{ rows: ApiKeyRow[]; total: number }> {
+  const where = 'org_id = $1 AND ($2::uuid IS NULL OR owner_user_id = $2::uuid)'
+  const [rows, count] = await Promise.all([
+    db.query<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE ${where} ORDER BY created_at, id LIMIT $3 OFFSET $4`, [
+      orgId, ownerUserId, limit, offset,
+    ]),
+    db.query<{ n: number }>(`SELECT count(*) AS n FROM api_keys WHERE ${where}`, [orgId, ownerUserId]),
+  ])
+  return { rows: rows.rows, total: Number(count.rows[0]?.n ?? 0) }
+}
+
+/** One key of the organization; `forUpdate` locks it for the rest of the transaction. */
+export async function selectApiKey(db: Queryable, orgId: string, id: string, forUpdate = false): Promise<ApiKeyRow | null> {
+  const lock = forUpdate ? ' FOR UPDATE' : ''
+  const result = await db.query<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE org_id = $1 AND id = $2${lock}`, [orgId, id])
+  return result.rows[0] ?? null
+}
+
+export interface ApiKeyChange {
+  name: string
+  description: string | null
+  permission_type: 'Viewer' | 'Editor' | 'Admin'
+  role_keys: string[]
+  owner_user_id: string
+}
+
+export async function updateApiKey(tx: Queryable, orgId: string, id: string, change: ApiKeyChange): Promise<ApiKeyRow> {
+  const result = await tx.query<ApiKeyRow>(
+    `UPDATE api_keys SET name = $3, description = $4, permission_type = $5, role_keys = $6::text[], owner_user_id = $7,
+            updated_at = date_trunc('second', now())
+     WHERE org_id = $1 AND id = $2
+     RETURNING ${API_KEY_COLUMNS}`,
+    [orgId, id, change.name, change.description, change.permission_type, change.role_keys, change.owner_user_id],
+  )
+  return result.rows[0]!
+}
+
+/** Deletes a key for good (a suspected-exposed key is deleted and replaced); true when it existed. */
+export async function deleteApiKey(db: Queryable, orgId: string, id: string): Promise<boolean> {
+  return (await db.query('DELETE FROM api_keys WHERE org_id = $1 AND id = $2', [orgId, id])).rowCount > 0
+}

@@ -1,0 +1,107 @@
+import { Ajv, type ValidateFunction, type ErrorObject } from 'ajv'
+import addFormats from 'ajv-formats'
+import type { AssetType, PropertyDefinition } from './types.js'
+import type { Issue } from '../core/errors.js'
+
+/** Characters a unique_key value may not contain (CONTRACT §2): it must be safe in a path. */
+export const UNIQUE_KEY_PATTERN = "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s]+$"
+
+const ajv = new Ajv({ allErrors: true, strict: false })
+addFormats.default(ajv, ['date', 'uri'])
+
+/** JSON Schema of one property's value, from its definition. */
+export function propertyValueSchema(def: PropertyDefinition): Record<string, unknown> {
+  const bounds = (): Record<string, unknown> => ({
+    ...(def.min !== null ? { minimum: def.min } : {}),
+    ...(def.max !== null ? { maximum: def.max } : {}),
+  })
+  switch (def.type) {
+    case 'text': case 'long_text': case 'rich_text':
+      return { type: 'string' }
+    case 'url':
+      return { type: 'string', format: 'uri' }
+    case 'unique_key':
+      return { type: 'string', minLength: 1, pattern: UNIQUE_KEY_PATTERN }
+    case 'number': case 'currency':
+      return { type: 'number', ...bounds() }
+    case 'integer':
+      return { type: 'integer', ...bounds() }
+    case 'percentage':
+      return { type: 'number', minimum: 0, maximum: 100 }
+    case 'score':
+      return { type: 'integer', minimum: def.min ?? 0, maximum: def.max ?? 5 }
+    case 'date':
+      // `format: date` alone would also take other shapes in some Ajv modes; the pattern pins
+      // exactly YYYY-MM-DD and the format rejects impossible days such as 2026-02-30.
+      return { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$', format: 'date' }
+    case 'boolean':
+      return { type: 'boolean' }
+    case 'select':
+      return { type: 'string', enum: def.options ?? [] }
+    case 'multi_select':
+      return { type: 'array', items: { type: 'string', enum: def.options ?? [] }, uniqueItems: true }
+  }
+}
+
+/** The JSON Schema of an asset type's whole `properties` object. */
+export function propertiesSchema(type: AssetType): Record<string, unknown> {
+  return {
+    type: 'object',
+    properties: Object.fromEntries(type.properties.map((p) => [p.key, propertyValueSchema(p)])),
+    required: type.properties.filter((p) => p.required).map((p) => p.key),
+    additionalProperties: false,
+  }
+}
+
+function expectation(def: PropertyDefinition): string {
+  switch (def.type) {
+    case 'date': return 'a date YYYY-MM-DD'
+    case 'url': return 'a URL'
+    case 'unique_key': return "a non-empty value without white space or any of : / ? # [ ] @ ! $ & ' ( ) * + , ; = \\"
+    case 'integer': return `an integer${def.min !== null ? ` ≥ ${def.min}` : ''}${def.max !== null ? ` ≤ ${def.max}` : ''}`
+    case 'score': return `an integer from ${def.min ?? 0} to ${def.max ?? 5}`
+    case 'percentage': return 'a number from 0 to 100'
+    case 'number': case 'currency':
+      return `a number${def.min !== null ? ` ≥ ${def.min}` : ''}${def.max !== null ? ` ≤ ${def.max}` : ''}`
+    case 'boolean': return 'true or false'
+    case 'select': return `one of ${(def.options ?? []).join(', ')}`
+    case 'multi_select': return `a list of distinct values from ${(def.options ?? []).join(', ')}`
+    default: return 'a string'
+  }
+}
+
+export type PropertiesValidator = (properties: Record<string, unknown>, pointer: string) => Issue[]
+
+/** Compiles once per asset type (and metamodel version) a validator returning CONTRACT issues. */
+export function compilePropertiesValidator(type: AssetType): PropertiesValidator {
+  const validate: ValidateFunction = ajv.compile(propertiesSchema(type))
+  const defs = new Map(type.properties.map((p) => [p.key, p]))
+  return (properties, pointer) => {
+    if (validate(properties)) return []
+    const seen = new Set<string>()
+    const issues: Issue[] = []
+    for (const error of validate.errors as ErrorObject[]) {
+      const issue = describe(error, type, defs, pointer)
+      if (issue && !seen.has(issue.pointer!)) {
+        seen.add(issue.pointer!)
+        issues.push(issue)
+      }
+    }
+    return issues
+  }
+}
+
+function describe(error: ErrorObject, type: AssetType, defs: Map<string, PropertyDefinition>, pointer: string): Issue | null {
+  if (error.keyword === 'additionalProperties') {
+    const key = String(error.params.additionalProperty)
+    return { detail: `${key} is not a property of asset type ${type.key}`, pointer: `${pointer}/${key}` }
+  }
+  if (error.keyword === 'required') {
+    const key = String(error.params.missingProperty)
+    return { detail: `${key} is required for asset type ${type.key}`, pointer: `${pointer}/${key}` }
+  }
+  const key = error.instancePath.split('/')[1]
+  const def = key !== undefined ? defs.get(key) : undefined
+  if (!def) return null
+  return { detail: `${key} must be ${expectation(def)}`, pointer: `${pointer}/${key}` }
+}

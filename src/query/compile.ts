@@ -1,0 +1,236 @@
+import { assertNever } from '../core/errors.js'
+import { KEY_PATTERN, type ValueKind } from '../metamodel/types.js'
+import { escapeLike, ident, literal, type Params } from '../store/sql.js'
+import type { Operator } from './ast.js'
+import type { ColumnField, FieldType, PropertyField, RelatedEnd, SystemColumn } from './fields.js'
+import type { RelatedCondition, ResolvedCondition, ResolvedGroup, ResolvedNode, ResolvedValue, SqlFragment } from './resolve.js'
+
+/**
+ * Stage 3 of parse → resolve → compile, the only one that knows SQL. Values enter the text only
+ * as `$n` from `params.add`, numbered in traversal order; identifiers only from the fixed column
+ * map; property keys only through `literal()` inside {@link propertyExpr} / {@link propertyContains}.
+ */
+
+/**
+ * Compiles a resolved filter to a boolean SQL expression over the row alias `alias`
+ * (`a` for assets, `r` for relationships).
+ *
+ * @example
+ *   // {or: [{field: 'properties.environment', operator: 'equals', value: 'prod'},
+ *   //       {field: 'name', operator: 'starts_with', value: 'db-'}]}
+ *   compileFilter(resolved, params, 'a')
+ *   // → (a.properties @> $1::jsonb OR a."name" ILIKE $2 ESCAPE '\')
+ *   //   params.values: ['{"environment":"prod"}', 'db-%']
+ * @throws Error on anything it cannot compile: a clause is never dropped
+ */
+export function compileFilter(node: ResolvedNode, params: Params, alias: string): string {
+  checkAlias(alias)
+  switch (node.kind) {
+    case 'and': case 'or':
+      return compileGroup(node, params, alias)
+    case 'condition':
+      return compileCondition(node, params, alias)
+    case 'related':
+      return compileRelated(node, params, alias)
+    case 'sql':
+      return compileFragment(node, params)
+    default:
+      return assertNever(node)
+  }
+}
+
+function compileGroup(node: ResolvedGroup, params: Params, alias: string): string {
+  // Empty groups follow logic (and kysely): an empty AND matches all, an empty OR matches none.
+  if (node.children.length === 0) return node.kind === 'and' ? 'TRUE' : 'FALSE'
+  const parts = node.children.map((child) => compileFilter(child, params, alias))
+  return parts.length === 1 ? (parts[0] as string) : `(${parts.join(node.kind === 'and' ? ' AND ' : ' OR ')})`
+}
+
+const RELATED_ALIAS: Readonly<Record<RelatedEnd, string>> = { source: 'sa', target: 'ta' }
+
+/**
+ * `source_asset.*` / `target_asset.*` → a correlated EXISTS on the asset's primary key, never a
+ * join: a join could duplicate or drop relationship rows, EXISTS only filters them.
+ */
+function compileRelated(node: RelatedCondition, params: Params, alias: string): string {
+  const inner = RELATED_ALIAS[node.end]
+  if (inner === alias) throw new Error(`alias ${alias} is reserved for ${node.end} assets`)
+  const column = node.end === 'source' ? 'source_asset_id' : 'target_asset_id'
+  const condition = compileCondition(node.condition, params, inner)
+  return `EXISTS (SELECT 1 FROM assets ${inner} WHERE ${inner}.org_id = ${alias}.org_id AND ${inner}.id = ${alias}.${column} AND ${condition})`
+}
+
+/** Binds the fragment's own `$1`…`$k` through `params`, in order, and renumbers them. */
+function compileFragment(node: SqlFragment, params: Params): string {
+  const placeholders = node.values.map((value) => params.add(value))
+  const text = node.text.replace(/\$(\d+)/g, (_, n: string) => {
+    const placeholder = placeholders[Number(n) - 1]
+    if (placeholder === undefined) throw new Error(`SQL fragment refers to $${n} but has ${placeholders.length} values`)
+    return placeholder
+  })
+  return `(${text})`
+}
+
+function compileCondition(node: ResolvedCondition, params: Params, alias: string): string {
+  return node.field.kind === 'column'
+    ? compileColumn(node.field, node.operator, node.value, params, alias)
+    : compileProperty(node.field, node.operator, node.value, params, alias)
+}
+
+const COMPARISON: Readonly<Partial<Record<Operator, string>>> = {
+  greater_than: '>', greater_than_or_equals: '>=', less_than: '<', less_than_or_equals: '<=',
+}
+
+/** Element type of the one array parameter of `in`/`not_in`. */
+const ARRAY_CAST: Readonly<Partial<Record<FieldType, string>>> = {
+  text: 'text[]', date: 'text[]', number: 'numeric[]', uuid: 'uuid[]',
+}
+
+const ILIKE = (expr: string, placeholder: string): string => `${expr} ILIKE ${placeholder} ESCAPE '\\'`
+
+/** The SQL expression of a system column: the name comes from the fixed column map. */
+export function columnExpr(alias: string, column: SystemColumn): string {
+  return `${alias}.${ident(column)}`
+}
+
+function compileColumn(field: ColumnField, operator: Operator, value: ResolvedValue, params: Params, alias: string): string {
+  const x = columnExpr(alias, field.column)
+  // Negative operators also match empty values (CONTRACT §4). Only access_domain_key can be NULL;
+  // on NOT NULL columns the guard would be dead text, so it is left out.
+  const orNull = (negated: string): string => (field.nullable ? `(${x} IS NULL OR ${negated})` : negated)
+  if (value.kind === 'asset_ref') return compileAssetRef(x, operator, value, params, alias)
+  switch (operator) {
+    case 'equals': return `${x} = ${params.add(scalar(value))}`
+    case 'not_equals': return orNull(`${x} <> ${params.add(scalar(value))}`)
+    case 'greater_than': case 'greater_than_or_equals': case 'less_than': case 'less_than_or_equals':
+      return `${x} ${COMPARISON[operator]} ${params.add(scalar(value))}`
+    case 'contains': return ILIKE(x, params.add(containsPattern(value)))
+    case 'not_contains': return orNull(`NOT (${ILIKE(x, params.add(containsPattern(value)))})`)
+    case 'starts_with': return ILIKE(x, params.add(prefixPattern(value)))
+    case 'in': return anyOf(x, field.type, value, params)
+    case 'not_in': return orNull(`NOT (${anyOf(x, field.type, value, params)})`)
+    case 'is_empty': return `(${x} IS NULL OR ${x} = '')`
+    case 'is_not_empty': return `(${x} IS NOT NULL AND ${x} <> '')`
+    case 'includes': case 'not_includes':
+      throw new Error(`${operator} cannot be compiled on column ${field.column}`)
+    default: return assertNever(operator)
+  }
+}
+
+/**
+ * A composite key `type:unique_key:value` is looked up in the same statement, through the index
+ * `assets_unique_prop` (live assets only, where the value is unique).
+ */
+function compileAssetRef(x: string, operator: Operator, ref: ResolvedValue & { kind: 'asset_ref' }, params: Params, alias: string): string {
+  const lookup = `${x} IN (SELECT ca.id FROM assets ca WHERE ca.org_id = ${alias}.org_id`
+    + ` AND ca.asset_type_key = ${params.add(ref.asset_type_key)} AND ca.unique_value = ${params.add(ref.unique_value)}`
+    + ' AND ca.archived_at IS NULL)'
+  if (operator === 'equals') return lookup
+  if (operator === 'not_equals') return `NOT (${lookup})`
+  throw new Error(`${operator} cannot take a composite key`)
+}
+
+function compileProperty(field: PropertyField, operator: Operator, value: ResolvedValue, params: Params, alias: string): string {
+  const { key, type } = field
+  const e = propertyExpr(alias, key, type)
+  // Every negative operator also matches empty values (CONTRACT §4): missing and JSON null give
+  // SQL NULL here, and "" / [] simply differ from any value asked for.
+  const orNull = (negated: string): string => `(${e} IS NULL OR ${negated})`
+  switch (operator) {
+    // Equality is jsonb containment so that the GIN index assets_live_properties (jsonb_path_ops)
+    // serves it; containment compares numbers by value (16 matches 16.0) and text exactly.
+    case 'equals': return propertyContains(alias, key, scalar(value), params)
+    // NOT (containment) is true for a missing key, null, "" and [] as well.
+    case 'not_equals': return `NOT (${propertyContains(alias, key, scalar(value), params)})`
+    // Numbers compare through the guarded cast of propertyExpr; dates as 'YYYY-MM-DD' text,
+    // whose lexicographic order is chronological.
+    case 'greater_than': case 'greater_than_or_equals': case 'less_than': case 'less_than_or_equals':
+      return `${e} ${COMPARISON[operator]} ${params.add(scalar(value))}`
+    case 'contains': return ILIKE(e, params.add(containsPattern(value)))
+    case 'not_contains': return orNull(`NOT (${ILIKE(e, params.add(containsPattern(value)))})`)
+    case 'starts_with': return ILIKE(e, params.add(prefixPattern(value)))
+    case 'in': return anyOf(e, type, value, params)
+    case 'not_in': return orNull(`NOT (${anyOf(e, type, value, params)})`)
+    // Membership is containment of a one-element array: {"tags": ["web"]}, GIN-indexed too.
+    case 'includes': return propertyContains(alias, key, [scalar(value)], params)
+    case 'not_includes': return `NOT (${propertyContains(alias, key, [scalar(value)], params)})`
+    case 'is_empty': return isEmptyProperty(alias, key)
+    case 'is_not_empty': return `NOT (${isEmptyProperty(alias, key)})`
+    default: return assertNever(operator)
+  }
+}
+
+/** Missing, JSON null, "" and [] are empty (CONTRACT §4); COALESCE makes a missing key `null`. */
+function isEmptyProperty(alias: string, key: string): string {
+  return `COALESCE(${propertyExpr(alias, key, 'json')}, 'null'::jsonb) IN ('null'::jsonb, '""'::jsonb, '[]'::jsonb)`
+}
+
+/**
+ * `in`/`not_in` bind ONE array parameter (PostgREST's choice): the statement text does not grow
+ * with the list, and the plan is shared by lists of any length.
+ */
+function anyOf(expr: string, type: FieldType, value: ResolvedValue, params: Params): string {
+  const cast = ARRAY_CAST[type]
+  if (cast === undefined || value.kind !== 'list') throw new Error(`cannot compile in/not_in on a ${type} field`)
+  return `${expr} = ANY(${params.add([...value.values])}::${cast})`
+}
+
+/** contains/not_contains: case-insensitive (ILIKE), with the user's %, _ and \ matched literally. */
+function containsPattern(value: ResolvedValue): string {
+  return `%${escapeLike(text(value))}%`
+}
+
+function prefixPattern(value: ResolvedValue): string {
+  return `${escapeLike(text(value))}%`
+}
+
+function scalar(value: ResolvedValue): string | number | boolean {
+  if (value.kind !== 'scalar') throw new Error(`expected one value, got ${value.kind}`)
+  return value.value
+}
+
+function text(value: ResolvedValue): string {
+  const v = scalar(value)
+  if (typeof v !== 'string') throw new Error('expected a string value')
+  return v
+}
+
+/** How a property is read: its value kind, or `json` for the raw jsonb value. */
+export type PropertyForm = ValueKind | 'json'
+
+/**
+ * THE place that knows how properties are stored (jsonb column `properties`): every property
+ * expression of filters and sorts comes from here, so moving storage (e.g. to a typed projection
+ * table) changes this function and {@link propertyContains} only. The key goes through
+ * `literal()`, not a parameter, so expression indexes on `properties->>'key'` still match.
+ *
+ * - `number`: a guarded cast, NULL unless the stored value is a JSON number, so a bad stored value
+ *   never raises a cast error in the middle of a query.
+ * - `json`: the jsonb value (NULL when the key is missing).
+ * - others: the text form (`->>`): strings as such, dates as 'YYYY-MM-DD', booleans 'true'/'false'.
+ */
+export function propertyExpr(alias: string, key: string, form: PropertyForm): string {
+  checkAlias(alias)
+  if (!KEY_PATTERN.test(key)) throw new Error(`not a property key: ${JSON.stringify(key)}`)
+  const json = `${alias}.properties->${literal(key)}`
+  switch (form) {
+    case 'json': return json
+    case 'number': return `(CASE WHEN jsonb_typeof(${json}) = 'number' THEN (${alias}.properties->>${literal(key)})::numeric END)`
+    case 'text': case 'date': case 'boolean': case 'multi': return `(${alias}.properties->>${literal(key)})`
+    default: return assertNever(form)
+  }
+}
+
+/** The jsonb containment form `properties @> {"key": value}` (one JSON parameter). */
+export function propertyContains(alias: string, key: string, value: unknown, params: Params): string {
+  checkAlias(alias)
+  if (!KEY_PATTERN.test(key)) throw new Error(`not a property key: ${JSON.stringify(key)}`)
+  return `${alias}.properties @> ${params.add(JSON.stringify({ [key]: value }))}::jsonb`
+}
+
+const ALIAS = /^[a-z_][a-z0-9_]*$/
+
+/** Aliases come from code, never from a request; this only guards against mistakes. */
+function checkAlias(alias: string): void {
+  if (!ALIAS.test(alias)) throw new Error(`not a table alias: ${JSON.stringify(alias)}`)
+}

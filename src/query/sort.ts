@@ -1,0 +1,103 @@
+import { AppError, Errors, type Issue } from '../core/errors.js'
+import type { Metamodel } from '../metamodel/types.js'
+import type { Params } from '../store/sql.js'
+import { columnExpr, propertyExpr } from './compile.js'
+import { PROPERTY_PREFIX, columnField, propertyFields, sortableFieldsText, type Target } from './fields.js'
+import { escapePointer } from './parse.js'
+import { describeValue } from './values.js'
+
+/**
+ * Sorting: `sort=name,-created_at` on GET lists, `[{field, order}]` in search bodies. Parsing
+ * checks the shape; {@link compileOrderBy} checks fields against the whitelist and writes SQL.
+ */
+
+export type SortOrder = 'asc' | 'desc'
+
+export interface SortSpec {
+  readonly field: string
+  readonly order: SortOrder
+  /** JSON pointer of the body entry; absent for the `sort` query parameter. */
+  readonly pointer?: string
+}
+
+/**
+ * `sort=name,-created_at` → `[{field: 'name', order: 'asc'}, {field: 'created_at', order: 'desc'}]`.
+ * An empty parameter means the default order. Items are trimmed.
+ * @throws AppError invalid_sort with `source.parameter` `sort`
+ */
+export function parseSortParam(sort: string): SortSpec[] {
+  if (sort.trim() === '') return []
+  return sort.split(',').map((raw, i) => {
+    const item = raw.trim()
+    const desc = item.startsWith('-')
+    const field = desc ? item.slice(1) : item
+    if (field === '') fail({ parameter: 'sort' }, `sort item ${i + 1} names no field; use sort=<field> or sort=-<field>, comma-separated`)
+    return Object.freeze({ field, order: desc ? 'desc' : 'asc' })
+  })
+}
+
+const SORT_MEMBERS = new Set(['field', 'order'])
+
+/**
+ * `[{field: 'name', order: 'asc'}]` from a search body (`order` defaults to `asc`); `undefined`
+ * or `null` mean the default order.
+ * @throws AppError invalid_sort with `source.pointer`, e.g. `/sort/0/order`
+ */
+export function parseSortBody(value: unknown, pointer = '/sort'): SortSpec[] {
+  if (value === undefined || value === null) return []
+  if (!Array.isArray(value)) fail({ pointer }, 'sort must be an array of {"field", "order"} objects')
+  return value.map((entry: unknown, i) => parseSortEntry(entry, `${pointer}/${i}`))
+}
+
+function parseSortEntry(entry: unknown, pointer: string): SortSpec {
+  if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) fail({ pointer }, 'a sort entry must be an object {"field", "order"}')
+  const record = entry as Record<string, unknown>
+  const extra = Object.keys(record).find((key) => !SORT_MEMBERS.has(key))
+  if (extra !== undefined) fail({ pointer: `${pointer}/${escapePointer(extra)}` }, `unknown member "${extra}" in a sort entry; it has "field" and "order"`)
+  const { field, order = 'asc' } = record
+  if (typeof field !== 'string' || field === '') fail({ pointer: `${pointer}/field` }, 'field must be a non-empty string')
+  if (order !== 'asc' && order !== 'desc') fail({ pointer: `${pointer}/order` }, `order must be "asc" or "desc", got ${describeValue(order)}`)
+  return Object.freeze({ field, order, pointer })
+}
+
+/**
+ * The ORDER BY list (without the keyword) for `specs` over the row alias `alias`. The row's `id`
+ * is appended as the final key unless it is already the last one, so equal keys never make pages
+ * overlap; no specs give the default `created_at, id`. Empty values follow PostgreSQL's rule
+ * (NULL sorts above every value): last ascending, first descending, which a backward index scan
+ * serves. Numbers sort numerically through the guarded cast, every other property as text in byte
+ * order (`COLLATE "C"`, as the text columns: the same order on every store).
+ *
+ * `params` is unused today (sort keys take no values) and kept so that they may later.
+ *
+ * @example compileOrderBy(parseSortParam('-properties.cpu_count,name'), 'assets', mm, 'a', params)
+ *   // → (CASE WHEN jsonb_typeof(a.properties->'cpu_count') = 'number' THEN (a.properties->>'cpu_count')::numeric END) DESC, a."name" ASC, a."id" ASC
+ * @throws AppError invalid_sort for a field that cannot be sorted on `target`
+ */
+export function compileOrderBy(specs: readonly SortSpec[], target: Target, metamodel: Metamodel, alias: string, params: Params): string {
+  void params
+  const keys = (specs.length === 0 ? DEFAULT_SORT : specs).map((spec) => `${sortExpr(spec, target, metamodel, alias)} ${spec.order.toUpperCase()}`)
+  const last = specs.length === 0 ? DEFAULT_SORT.at(-1) : specs.at(-1)
+  if (last?.field !== 'id') keys.push(`${columnExpr(alias, 'id')} ASC`)
+  return keys.join(', ')
+}
+
+const DEFAULT_SORT: readonly SortSpec[] = [{ field: 'created_at', order: 'asc' }, { field: 'id', order: 'asc' }]
+
+function sortExpr(spec: SortSpec, target: Target, metamodel: Metamodel, alias: string): string {
+  const column = columnField(target, spec.field)
+  if (column !== undefined) return columnExpr(alias, column.column)
+  const at: Pick<Issue, 'pointer' | 'parameter'> = spec.pointer === undefined ? { parameter: 'sort' } : { pointer: `${spec.pointer}/field` }
+  if (target !== 'assets' || !spec.field.startsWith(PROPERTY_PREFIX)) {
+    fail(at, `cannot sort by ${describeValue(spec.field)}; ${target} sort by ${sortableFieldsText(target)}`)
+  }
+  const key = spec.field.slice(PROPERTY_PREFIX.length)
+  const fields = propertyFields(key, metamodel)
+  if (fields.length === 0) fail(at, `cannot sort by ${describeValue(spec.field)}: no asset type in the metamodel defines property ${describeValue(key)}`)
+  // A key that is a number on every type sorts numerically; any other kind (or a mix) as text.
+  return fields.every((f) => f.type === 'number') ? propertyExpr(alias, key, 'number') : `${propertyExpr(alias, key, 'text')} COLLATE "C"`
+}
+
+function fail(at: Pick<Issue, 'pointer' | 'parameter'>, detail: string): never {
+  throw new AppError(Errors.INVALID_SORT, [{ detail, ...at }])
+}

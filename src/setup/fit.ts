@@ -1,0 +1,96 @@
+import { Params } from '../store/sql.js'
+import type { PropertySpec } from './types.js'
+
+/**
+ * SQL deciding whether a stored property value fits a property definition: the same rules as the
+ * API's value validation (metamodel/validate.ts), evaluated where the data is instead of loading
+ * every asset. Every cast sits behind a CASE that has checked the JSON type first, so a value of
+ * another type yields false rather than a cast error. Values enter only as parameters.
+ */
+
+/** CONTRACT §2: non-empty, none of `: / ? # [ ] @ ! $ & ' ( ) * + , ; = \` nor white space. */
+export const UNIQUE_KEY_SQL_PATTERN = "^[^:/?#\\[\\]@!$&'()*+,;=\\\\[:space:]]+$"
+/** A scheme, then anything without white space: a looser test than the API's `format: uri`. */
+const URL_SQL_PATTERN = '^[A-Za-z][A-Za-z0-9+.-]*:[^[:space:]]+$'
+const DATE_SQL_PATTERN = '^[0-9]{4}-[0-9]{2}-[0-9]{2}$'
+
+function string(v: string): string {
+  return `jsonb_typeof(${v}) = 'string'`
+}
+
+function numeric(v: string, p: PropertySpec, params: Params, integer: boolean): string {
+  const n = `(${v})::numeric`
+  const tests = [integer ? `${n} = trunc(${n})` : 'true']
+  const min = p.type === 'percentage' ? 0 : p.min
+  const max = p.type === 'percentage' ? 100 : p.max
+  if (min !== null) tests.push(`${n} >= ${params.add(min)}::numeric`)
+  if (max !== null) tests.push(`${n} <= ${params.add(max)}::numeric`)
+  return `CASE WHEN jsonb_typeof(${v}) = 'number' THEN ${tests.join(' AND ')} ELSE false END`
+}
+
+/** YYYY-MM-DD naming a real day (2024-02-29 yes, 2026-02-30 no), without a cast that could fail. */
+function date(v: string, params: Params): string {
+  const s = `(${v} #>> '{}')`
+  const y = `substr(${s}, 1, 4)::int`
+  const m = `substr(${s}, 6, 2)::int`
+  const d = `substr(${s}, 9, 2)::int`
+  const leap = `((${y} % 4 = 0 AND ${y} % 100 <> 0) OR ${y} % 400 = 0)`
+  const days = `CASE WHEN ${m} = 2 THEN CASE WHEN ${leap} THEN 29 ELSE 28 END WHEN ${m} IN (4, 6, 9, 11) THEN 30 ELSE 31 END`
+  return `CASE WHEN ${string(v)} AND ${s} ~ ${params.add(DATE_SQL_PATTERN)}
+    THEN ${m} BETWEEN 1 AND 12 AND ${d} BETWEEN 1 AND ${days} ELSE false END`
+}
+
+function multiSelect(v: string, options: string, params: Params): string {
+  return `CASE WHEN jsonb_typeof(${v}) = 'array' THEN
+      NOT EXISTS (SELECT 1 FROM jsonb_array_elements(${v}) e
+                  WHERE jsonb_typeof(e) <> 'string' OR NOT (e #>> '{}') = ANY(${options}::text[]))
+      AND (SELECT count(*) = count(DISTINCT e) FROM jsonb_array_elements(${v}) e)
+    ELSE false END`
+}
+
+/** A boolean SQL expression: the jsonb value `v` (not JSON null) is valid for `p`. */
+export function fitsSql(v: string, p: PropertySpec, params: Params): string {
+  switch (p.type) {
+    case 'text': case 'long_text': case 'rich_text':
+      return string(v)
+    case 'url':
+      return `(${string(v)} AND (${v} #>> '{}') ~ ${params.add(URL_SQL_PATTERN)})`
+    case 'unique_key':
+      return `(${string(v)} AND (${v} #>> '{}') ~ ${params.add(UNIQUE_KEY_SQL_PATTERN)})`
+    case 'number': case 'currency': case 'percentage':
+      return numeric(v, p, params, false)
+    case 'integer': case 'score':
+      return numeric(v, p, params, true)
+    case 'date':
+      return date(v, params)
+    case 'boolean':
+      return `jsonb_typeof(${v}) = 'boolean'`
+    case 'select':
+      return `(${string(v)} AND (${v} #>> '{}') = ANY(${params.add(p.options ?? [])}::text[]))`
+    case 'multi_select':
+      return multiSelect(v, params.add(p.options ?? []), params)
+  }
+}
+
+function bounds(p: PropertySpec): string {
+  if (p.min !== null && p.max !== null) return ` from ${p.min} to ${p.max}`
+  if (p.min !== null) return ` ≥ ${p.min}`
+  if (p.max !== null) return ` ≤ ${p.max}`
+  return ''
+}
+
+/** What a valid value of `p` is, for refusal messages. */
+export function expectation(p: PropertySpec): string {
+  switch (p.type) {
+    case 'text': case 'long_text': case 'rich_text': return 'a string'
+    case 'url': return 'a URL'
+    case 'unique_key': return "a unique key (non-empty, without white space or any of : / ? # [ ] @ ! $ & ' ( ) * + , ; = \\)"
+    case 'number': case 'currency': return `a number${bounds(p)}`
+    case 'integer': case 'score': return `an integer${bounds(p)}`
+    case 'percentage': return 'a number from 0 to 100'
+    case 'date': return 'a date YYYY-MM-DD'
+    case 'boolean': return 'true or false'
+    case 'select': return `one of ${(p.options ?? []).join(', ')}`
+    case 'multi_select': return `a list of distinct values from ${(p.options ?? []).join(', ')}`
+  }
+}

@@ -1,0 +1,176 @@
+import pg from 'pg'
+import type { PGlite } from '@electric-sql/pglite'
+
+export interface QueryResult<R> {
+  rows: R[]
+  rowCount: number
+}
+
+/** Anything that runs parameterized SQL: the store itself or an open transaction. */
+export interface Queryable {
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>
+}
+
+export type Tx = Queryable
+
+export type StoreKind = 'postgres' | 'pglite'
+
+/** Called before every statement; tests count statements through it (the N+1 guard). */
+export type QueryHook = (sql: string) => void
+
+/**
+ * One store over either backend. Both speak the same SQL dialect (PGlite is PostgreSQL in WASM);
+ * nothing above this file knows which one it has.
+ */
+export interface Db extends Queryable {
+  readonly kind: StoreKind
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
+  /** Subscribes to a notification channel (PostgreSQL LISTEN); a no-op store-wide on PGlite. */
+  listen(channel: string, onMessage: (payload: string) => void): Promise<void>
+  notify(channel: string, payload: string): Promise<void>
+  close(): Promise<void>
+  onQuery: QueryHook | null
+}
+
+// int8 (count(*), sums of integers) and numeric come back as JS numbers, not strings: the API
+// answers JSON numbers and counts never exceed 2^53 here.
+pg.types.setTypeParser(20, (v) => Number(v))
+pg.types.setTypeParser(1700, (v) => Number(v))
+
+class PostgresDb implements Db {
+  readonly kind = 'postgres' as const
+  onQuery: QueryHook | null = null
+  private listener: pg.Client | null = null
+  private readonly handlers = new Map<string, ((payload: string) => void)[]>()
+
+  constructor(readonly pool: pg.Pool, private readonly config: pg.PoolConfig) {}
+
+  async query<R>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
+    this.onQuery?.(sql)
+    const res = await this.pool.query(sql, params as unknown[])
+    return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
+  }
+
+  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect()
+    const tx: Tx = {
+      query: async <R>(sql: string, params: readonly unknown[] = []) => {
+        this.onQuery?.(sql)
+        const res = await client.query(sql, params as unknown[])
+        return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
+      },
+    }
+    try {
+      await client.query('BEGIN')
+      const result = await fn(tx)
+      await client.query('COMMIT')
+      return result
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined)
+      throw err
+    } finally {
+      client.release()
+    }
+  }
+
+  async listen(channel: string, onMessage: (payload: string) => void): Promise<void> {
+    if (!/^[a-z_]+$/.test(channel)) throw new Error(`bad channel name ${channel}`)
+    const list = this.handlers.get(channel) ?? []
+    list.push(onMessage)
+    this.handlers.set(channel, list)
+    if (!this.listener) {
+      const client = new pg.Client(this.config)
+      client.on('notification', (msg) => {
+        for (const handler of this.handlers.get(msg.channel) ?? []) handler(msg.payload ?? '')
+      })
+      client.on('error', () => undefined)
+      await client.connect()
+      this.listener = client
+    }
+    if (list.length === 1) await this.listener.query(`LISTEN ${channel}`)
+  }
+
+  /**
+   * Other processes learn of the change through LISTEN; this process applies it at once, so its
+   * next request never sees what it has just changed in a stale state.
+   */
+  async notify(channel: string, payload: string): Promise<void> {
+    for (const handler of this.handlers.get(channel) ?? []) handler(payload)
+    await this.query('SELECT pg_notify($1, $2)', [channel, payload])
+  }
+
+  async close(): Promise<void> {
+    await this.listener?.end().catch(() => undefined)
+    await this.pool.end()
+  }
+}
+
+class PgliteDb implements Db {
+  readonly kind = 'pglite' as const
+  onQuery: QueryHook | null = null
+  private readonly handlers = new Map<string, ((payload: string) => void)[]>()
+
+  constructor(private readonly pglite: PGlite) {}
+
+  async query<R>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
+    this.onQuery?.(sql)
+    const res = await this.pglite.query<R>(sql, params as unknown[])
+    return { rows: res.rows, rowCount: res.affectedRows ?? res.rows.length }
+  }
+
+  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.pglite.transaction(async (t) =>
+      fn({
+        query: async <R>(sql: string, params: readonly unknown[] = []) => {
+          this.onQuery?.(sql)
+          const res = await t.query<R>(sql, params as unknown[])
+          return { rows: res.rows, rowCount: res.affectedRows ?? res.rows.length }
+        },
+      }),
+    )
+  }
+
+  // One process owns a PGlite data directory, so notifications never leave the process:
+  // they are delivered directly.
+  async listen(channel: string, onMessage: (payload: string) => void): Promise<void> {
+    const list = this.handlers.get(channel) ?? []
+    list.push(onMessage)
+    this.handlers.set(channel, list)
+  }
+
+  async notify(channel: string, payload: string): Promise<void> {
+    for (const handler of this.handlers.get(channel) ?? []) handler(payload)
+  }
+
+  async close(): Promise<void> {
+    await this.pglite.close()
+  }
+}
+
+export interface StoreOptions {
+  /** PostgreSQL connection string; when absent, PGlite is used. */
+  databaseUrl?: string | undefined
+  /** PGlite data directory; `memory://` for an in-memory store. */
+  dataDir?: string | undefined
+  /** PostgreSQL schema to use (tests isolate each file in its own schema). */
+  schema?: string | undefined
+  poolSize?: number | undefined
+}
+
+export async function openDb(options: StoreOptions): Promise<Db> {
+  if (options.databaseUrl) {
+    const config: pg.PoolConfig = {
+      connectionString: options.databaseUrl,
+      max: options.poolSize ?? 10,
+      ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
+    }
+    const pool = new pg.Pool(config)
+    pool.on('error', () => undefined)
+    return new PostgresDb(pool, config)
+  }
+  const { PGlite } = await import('@electric-sql/pglite')
+  const dir = options.dataDir ?? './data'
+  const pglite = dir === 'memory://' ? new PGlite() : new PGlite(dir)
+  await pglite.waitReady
+  return new PgliteDb(pglite)
+}

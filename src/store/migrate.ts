@@ -1,0 +1,39 @@
+import { readdir, readFile } from 'node:fs/promises'
+import { fileURLToPath } from 'node:url'
+import path from 'node:path'
+import type { Db } from './db.js'
+
+// Migrations stay .sql files beside this module; dist/ gets a copy at build time (see the build script).
+const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations')
+
+/**
+ * Applies every migration not yet applied, in file-name order, each in its own transaction.
+ * Append-only: a migration file is never edited once released.
+ */
+export async function migrate(db: Db): Promise<string[]> {
+  await db.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
+  const done = new Set(
+    (await db.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version),
+  )
+  const files = (await readdir(MIGRATIONS_DIR)).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort()
+  const applied: string[] = []
+  for (const file of files) {
+    if (done.has(file)) continue
+    const sql = await readFile(path.join(MIGRATIONS_DIR, file), 'utf8')
+    await db.transaction(async (tx) => {
+      for (const statement of splitStatements(sql)) await tx.query(statement)
+      await tx.query('INSERT INTO schema_migrations (version) VALUES ($1)', [file])
+    })
+    applied.push(file)
+  }
+  return applied
+}
+
+/** Splits a migration into statements (prepared statements take one at a time). */
+function splitStatements(sql: string): string[] {
+  return sql
+    .split(/;\s*$/m)
+    .map((s) => s.replace(/^\s*--.*$/gm, '').trim())
+    .filter((s) => s.length > 0)
+}

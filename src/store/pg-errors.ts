@@ -1,0 +1,28 @@
+import { AppError, Errors } from '../core/errors.js'
+
+/**
+ * The one place that reads SQLSTATEs. Maps by constraint name, never by message text; PGlite
+ * raises the same SQLSTATEs and constraint names as PostgreSQL.
+ */
+export function mapPgError(err: unknown): AppError | null {
+  if (typeof err !== 'object' || err === null) return null
+  const { code, constraint } = err as { code?: unknown; constraint?: unknown }
+  if (typeof code !== 'string') return null
+  if (code === '23505' && constraint === 'assets_unique_prop') {
+    return new AppError(Errors.UNIQUE_VIOLATION, 'the unique key value is already taken by another asset of this type')
+  }
+  if (code === '23505' && constraint === 'relationships_unique') {
+    return new AppError(Errors.DUPLICATE_RELATIONSHIP, 'a relationship of this type between these assets exists already')
+  }
+  // 40001 serialization failure / 40P01 deadlock: the client may retry.
+  if (code === '40001' || code === '40P01') {
+    return new AppError(Errors.SERVICE_UNAVAILABLE, 'a concurrent write conflicted with this request; retry it', { 'Retry-After': '1' })
+  }
+  return null
+}
+
+export function isPgError(err: unknown, code: string, constraint?: string): boolean {
+  if (typeof err !== 'object' || err === null) return false
+  const e = err as { code?: unknown; constraint?: unknown }
+  return e.code === code && (constraint === undefined || e.constraint === constraint)
+}

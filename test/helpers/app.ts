@@ -1,0 +1,73 @@
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/core/config.js'
+import type { StoreKind } from '../../src/store/db.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { createKeyFromCli } from '../../src/keys/cli.js'
+import { createTestStore, type TestStore } from './stores.js'
+import { ACME } from './fixtures.js'
+
+export interface Response<T = any> {
+  status: number
+  body: T
+  headers: Record<string, string | string[] | number | undefined>
+}
+
+export interface TestApp {
+  app: FastifyInstance
+  store: TestStore
+  orgId: string
+  /** An Admin key of the Owner with role `all`. */
+  adminKey: string
+  request<T = any>(method: string, url: string, options?: { key?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<Response<T>>
+  givenKey(spec: { user?: string; type: 'Viewer' | 'Editor' | 'Admin'; roles?: string[]; org?: string }): Promise<string>
+  close(): Promise<void>
+}
+
+/** A running app (not listening) over a fresh store seeded with `setup` (ACME by default). */
+export async function createTestApp(kind: StoreKind, setup: unknown = ACME, configOverrides = {}): Promise<TestApp> {
+  const store = await createTestStore(kind)
+  const report = await applySetup(store.db, setup as SetupFile)
+  const app = await buildApp({ db: store.db, config: loadConfig({}, configOverrides) })
+  await app.ready()
+  const orgKey = (setup as { organization: { key: string } }).organization.key
+  const givenKey: TestApp['givenKey'] = async (spec) =>
+    (
+      await createKeyFromCli(store.db, {
+        org: spec.org ?? orgKey,
+        user: spec.user ?? 'owner@acme.test',
+        name: `test ${spec.type}`,
+        type: spec.type,
+        roles: spec.roles ?? ['all'],
+      })
+    ).secret
+  const adminKey = await givenKey({ type: 'Admin' })
+  return {
+    app,
+    store,
+    orgId: report.organization.id,
+    adminKey,
+    givenKey,
+    async request(method, url, options = {}) {
+      const key = options.key === undefined ? adminKey : options.key
+      const res = await app.inject({
+        method: method as 'GET',
+        url,
+        headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(options.headers ?? {}) },
+        ...(options.body !== undefined ? { payload: options.body as object } : {}),
+      })
+      const text = res.body
+      return { status: res.statusCode, body: text === '' ? null : JSON.parse(text), headers: res.headers }
+    },
+    async close() {
+      await app.close()
+      await store.drop()
+    },
+  }
+}
+
+/** Shorthand for the error body's first entry. */
+export function firstError(body: { errors: { code: string; detail: string; status: string }[] }) {
+  return body.errors[0]
+}

@@ -1,0 +1,199 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+
+for (const store of STORES) {
+  describe(`${store}: assets`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store)
+    })
+    afterAll(async () => t.close())
+
+    const server = (hostname: string, extra: Record<string, unknown> = {}) => ({
+      asset_type_key: 'server',
+      name: hostname,
+      properties: { hostname, environment: 'prod', cpu_count: 8, ...extra },
+    })
+
+    it('creates an asset and answers 201 with the whole record', async () => {
+      const res = await t.request('POST', '/api/v1/assets', {
+        body: { ...server('web-01', { purchased_on: '2024-02-29', tags: ['pci'], managed: true }), access_domain_key: 'it' },
+      })
+      expect(res.status).toBe(201)
+      expect(res.body).toEqual({
+        data: {
+          id: expect.stringMatching(UUID),
+          asset_type_key: 'server',
+          name: 'web-01',
+          access_domain_key: 'it',
+          properties: { hostname: 'web-01', environment: 'prod', cpu_count: 8, purchased_on: '2024-02-29', tags: ['pci'], managed: true },
+          created_at: expect.stringMatching(TIMESTAMP),
+          updated_at: expect.stringMatching(TIMESTAMP),
+        },
+      })
+    })
+
+    it('sets access_domain_key to null when omitted', async () => {
+      const res = await t.request('POST', '/api/v1/assets', { body: server('web-02') })
+      expect(res.status).toBe(201)
+      expect(res.body.data.access_domain_key).toBeNull()
+    })
+
+    it('reads an asset by id and by composite key', async () => {
+      const created = (await t.request('POST', '/api/v1/assets', { body: server('web-03') })).body.data
+      const byId = await t.request('GET', `/api/v1/assets/${created.id}`)
+      expect(byId.status).toBe(200)
+      expect(byId.body).toEqual({ data: created })
+      const byKey = await t.request('GET', '/api/v1/assets/server:hostname:web-03')
+      expect(byKey.status).toBe(200)
+      expect(byKey.body).toEqual({ data: created })
+    })
+
+    it('answers 404 for unknown ids, unknown composite keys and types without a unique key', async () => {
+      for (const ref of ['0190b3b0-0000-7000-8000-000000000000', 'server:hostname:nope', 'server:owner:x', 'note:body:x', 'nothing', 'a:b:c:d']) {
+        const res = await t.request('GET', `/api/v1/assets/${encodeURIComponent(ref)}`)
+        expect(res.status, ref).toBe(404)
+        expect(res.body.errors[0]).toMatchObject({ status: '404', code: 'not_found' })
+      }
+    })
+
+    it('rejects a full timestamp in a date property with 422 and a pointer', async () => {
+      const res = await t.request('POST', '/api/v1/assets', { body: server('bad-date', { purchased_on: '2024-01-01T00:00:00Z' }) })
+      expect(res.status).toBe(422)
+      expect(res.body).toEqual({
+        errors: [{ status: '422', code: 'validation_failed', detail: 'purchased_on must be a date YYYY-MM-DD', source: { pointer: '/properties/purchased_on' } }],
+      })
+    })
+
+    it('lists every property error at once: unknown key, wrong type, unknown option, missing required', async () => {
+      const res = await t.request('POST', '/api/v1/assets', {
+        body: { asset_type_key: 'server', name: 'x', properties: { bogus: 1, cpu_count: 'eight', environment: 'moon', tags: ['pci', 'nope'], purchased_on: '2023-02-30' } },
+      })
+      expect(res.status).toBe(422)
+      const pointers = res.body.errors.map((e: { source: { pointer: string } }) => e.source.pointer).sort()
+      expect(pointers).toEqual([
+        '/properties/bogus', '/properties/cpu_count', '/properties/environment', '/properties/hostname', '/properties/purchased_on', '/properties/tags',
+      ])
+      expect(res.body.errors.find((e: { source: { pointer: string } }) => e.source.pointer === '/properties/hostname').detail).toBe('hostname is required for asset type server')
+      expect(res.body.errors.find((e: { source: { pointer: string } }) => e.source.pointer === '/properties/environment').detail).toBe('environment must be one of dev, staging, prod')
+    })
+
+    it('validates every property type', async () => {
+      const cases: [string, unknown, boolean][] = [
+        ['cost', 12.5, true], ['cost', '12', false],
+        ['uptime', 99.9, true], ['uptime', 101, false],
+        ['rating', 5, true], ['rating', 6, false], ['rating', 2.5, false],
+        ['homepage', 'https://example.com/x', true], ['homepage', 'not a url', false],
+        ['notes', 'long text', true], ['summary', '<p>rich</p>', true], ['summary', 3, false],
+        ['managed', false, true], ['managed', 'yes', false],
+        ['cpu_count', 0, false], ['cpu_count', 1.5, false], ['memory_gb', 1.5, true],
+        ['tags', ['pci', 'pci'], false], ['tags', [], true],
+      ]
+      let n = 0
+      for (const [key, value, ok] of cases) {
+        const res = await t.request('POST', '/api/v1/assets', { body: server(`types-${n++}`, { [key]: value }) })
+        expect(res.status, `${key}=${JSON.stringify(value)}`).toBe(ok ? 201 : 422)
+      }
+    })
+
+    it('enforces unique_key characters and uniqueness among live assets', async () => {
+      for (const bad of ['a b', 'a/b', 'a:b', "a'b", 'a#b', '']) {
+        const res = await t.request('POST', '/api/v1/assets', { body: server(bad || 'empty', { hostname: bad }) })
+        expect(res.status, bad).toBe(422)
+      }
+      expect((await t.request('POST', '/api/v1/assets', { body: server('dup-1') })).status).toBe(201)
+      const clash = await t.request('POST', '/api/v1/assets', { body: server('dup-1') })
+      expect(clash.status).toBe(409)
+      expect(clash.body.errors[0]).toMatchObject({ status: '409', code: 'unique_violation' })
+    })
+
+    it('frees a unique value when its asset is archived', async () => {
+      const first = (await t.request('POST', '/api/v1/assets', { body: server('reuse-1') })).body.data
+      expect((await t.request('DELETE', `/api/v1/assets/${first.id}`)).status).toBe(204)
+      expect((await t.request('POST', '/api/v1/assets', { body: server('reuse-1') })).status).toBe(201)
+    })
+
+    it('archives: the asset disappears from reads, and PATCH/DELETE answer 404', async () => {
+      const a = (await t.request('POST', '/api/v1/assets', { body: server('gone-1') })).body.data
+      const del = await t.request('DELETE', '/api/v1/assets/server:hostname:gone-1')
+      expect(del.status).toBe(204)
+      expect(del.body).toBeNull()
+      expect((await t.request('GET', `/api/v1/assets/${a.id}`)).status).toBe(404)
+      expect((await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'x' } })).status).toBe(404)
+      expect((await t.request('DELETE', `/api/v1/assets/${a.id}`)).status).toBe(404)
+      const list = await t.request('GET', '/api/v1/assets?filter[name]=gone-1')
+      expect(list.body.data).toEqual([])
+      const row = await t.store.db.query<{ archived: boolean }>('SELECT archived_at IS NOT NULL AS archived FROM assets WHERE id = $1', [a.id])
+      expect(row.rows).toEqual([{ archived: true }])
+    })
+
+    it('PATCH merges properties key by key and null clears a key', async () => {
+      const a = (await t.request('POST', '/api/v1/assets', { body: server('patch-1', { owner: 'ann', memory_gb: 16 }) })).body.data
+      const res = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'patched', properties: { owner: null, cpu_count: 32 } } })
+      expect(res.status).toBe(200)
+      expect(res.body.data).toEqual({
+        ...a,
+        name: 'patched',
+        properties: { hostname: 'patch-1', environment: 'prod', cpu_count: 32, memory_gb: 16 },
+        updated_at: expect.stringMatching(TIMESTAMP),
+      })
+      expect((await t.request('GET', `/api/v1/assets/${a.id}`)).body.data).toEqual(res.body.data)
+    })
+
+    it('PATCH refuses to change asset_type_key (422) and to clear a required property (422), changing nothing', async () => {
+      const a = (await t.request('POST', '/api/v1/assets', { body: server('patch-2') })).body.data
+      const typeChange = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { asset_type_key: 'application' } })
+      expect(typeChange.status).toBe(422)
+      expect(typeChange.body.errors[0]).toMatchObject({ code: 'validation_failed', source: { pointer: '/asset_type_key' } })
+      const clear = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'changed', properties: { hostname: null } } })
+      expect(clear.status).toBe(422)
+      expect((await t.request('GET', `/api/v1/assets/${a.id}`)).body.data).toEqual(a)
+    })
+
+    it('PATCH by composite key, and 409 when the new unique value is taken', async () => {
+      await t.request('POST', '/api/v1/assets', { body: server('pk-1') })
+      await t.request('POST', '/api/v1/assets', { body: server('pk-2') })
+      const res = await t.request('PATCH', '/api/v1/assets/server:hostname:pk-1', { body: { properties: { hostname: 'pk-2' } } })
+      expect(res.status).toBe(409)
+      const ok = await t.request('PATCH', '/api/v1/assets/server:hostname:pk-1', { body: { properties: { hostname: 'pk-3' } } })
+      expect(ok.status).toBe(200)
+      expect((await t.request('GET', '/api/v1/assets/server:hostname:pk-3')).body.data.id).toBe(ok.body.data.id)
+    })
+
+    it('rejects unknown asset types and access domains with 422', async () => {
+      const res = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'spaceship', name: 'x', access_domain_key: 'mars' } })
+      expect(res.status).toBe(422)
+      expect(res.body.errors.map((e: { source: { pointer: string } }) => e.source.pointer).sort()).toEqual(['/access_domain_key', '/asset_type_key'])
+    })
+
+    it('answers 400 invalid_request for unknown fields and malformed JSON, and 422 for a missing name', async () => {
+      const unknown = await t.request('POST', '/api/v1/assets', { body: { ...server('u-1'), colour: 'red' } })
+      expect(unknown.status).toBe(400)
+      expect(unknown.body.errors[0]).toMatchObject({ code: 'invalid_request', source: { pointer: '/colour' } })
+      const malformed = await t.app.inject({
+        method: 'POST', url: '/api/v1/assets', payload: '{"name": ', headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' },
+      })
+      expect(malformed.statusCode).toBe(400)
+      expect(JSON.parse(malformed.body).errors[0]).toMatchObject({ status: '400', code: 'invalid_request' })
+      const missing = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server' } })
+      expect(missing.status).toBe(422)
+      expect(missing.body.errors[0]).toMatchObject({ code: 'validation_failed', source: { pointer: '/name' } })
+    })
+
+    it('answers 413 payload_too_large for a body over the limit', async () => {
+      const res = await t.request('POST', '/api/v1/assets', { body: server('big', { notes: 'x'.repeat(2 * 1024 * 1024) }) })
+      expect(res.status).toBe(413)
+      expect(res.body.errors[0]).toMatchObject({ status: '413', code: 'payload_too_large' })
+    })
+
+    it('answers 404 in the error envelope for unknown routes', async () => {
+      const res = await t.request('GET', '/api/v1/nothing-here')
+      expect(res.status).toBe(404)
+      expect(res.body.errors[0]).toMatchObject({ status: '404', code: 'not_found' })
+    })
+  })
+}

@@ -1,0 +1,105 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+for (const store of STORES) {
+  describe(`${store}: GET /assets list queries`, () => {
+    let t: TestApp
+    const names = ['delta', 'alpha', 'charlie', 'bravo', 'echo']
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      for (const [i, name] of names.entries()) {
+        const res = await t.request('POST', '/api/v1/assets', {
+          body: {
+            asset_type_key: 'server', name, access_domain_key: i % 2 === 0 ? 'it' : 'finance',
+            properties: { hostname: name, environment: i < 2 ? 'prod' : 'dev', cpu_count: (i + 1) * 4, tags: i === 0 ? ['pci', 'gdpr'] : ['legacy'], managed: i % 2 === 0, purchased_on: `2024-0${i + 1}-15` },
+          },
+        })
+        expect(res.status).toBe(201)
+      }
+      expect((await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'application', name: 'crm', properties: { code: 'crm' } } })).status).toBe(201)
+    })
+    afterAll(async () => t.close())
+
+    const list = async (query: string) => t.request('GET', `/api/v1/assets${query}`)
+    const namesOf = (body: { data: { name: string }[] }) => body.data.map((a) => a.name)
+
+    it('orders by created_at then id by default, with the list envelope and links', async () => {
+      const res = await list('')
+      expect(res.status).toBe(200)
+      expect(namesOf(res.body)).toEqual([...names, 'crm'])
+      expect(res.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 6, total_pages: 1 } })
+      expect(res.body.links).toEqual({
+        self: 'http://localhost:80/api/v1/assets?page[number]=1&page[size]=50',
+        first: 'http://localhost:80/api/v1/assets?page[number]=1&page[size]=50',
+        prev: null,
+        next: null,
+        last: 'http://localhost:80/api/v1/assets?page[number]=1&page[size]=50',
+      })
+    })
+
+    it('filters by equality on type, name, domain and properties (AND)', async () => {
+      expect(namesOf((await list('?filter[asset_type_key]=application')).body)).toEqual(['crm'])
+      expect(namesOf((await list('?filter[properties.environment]=prod')).body)).toEqual(['delta', 'alpha'])
+      expect(namesOf((await list('?filter[properties.environment]=dev&filter[access_domain_key]=it')).body)).toEqual(['charlie', 'echo'])
+      expect(namesOf((await list('?filter[properties.cpu_count]=12')).body)).toEqual(['charlie'])
+      expect(namesOf((await list('?filter[properties.managed]=true')).body)).toEqual(['delta', 'charlie', 'echo'])
+      expect(namesOf((await list('?filter[properties.purchased_on]=2024-02-15')).body)).toEqual(['alpha'])
+      expect(namesOf((await list('?filter[name]=bravo')).body)).toEqual(['bravo'])
+    })
+
+    it('matches a multi-select filter when the array includes the value', async () => {
+      expect(namesOf((await list('?filter[properties.tags]=gdpr')).body)).toEqual(['delta'])
+      expect(namesOf((await list('?filter[properties.tags]=legacy')).body)).toEqual(['alpha', 'charlie', 'bravo', 'echo'])
+    })
+
+    it('rejects unknown filter fields and badly typed values with 400 invalid_filter', async () => {
+      for (const q of ['?filter[colour]=red', '?filter[properties.nope]=1', '?filter[properties.cpu_count]=many', '?filter[properties.purchased_on]=2024-01-01T00:00:00Z']) {
+        const res = await list(q)
+        expect(res.status, q).toBe(400)
+        expect(res.body.errors[0].code, q).toBe('invalid_filter')
+      }
+    })
+
+    it('sorts ascending and descending on several fields, numbers numerically', async () => {
+      expect(namesOf((await list('?filter[asset_type_key]=server&sort=name')).body)).toEqual(['alpha', 'bravo', 'charlie', 'delta', 'echo'])
+      expect(namesOf((await list('?filter[asset_type_key]=server&sort=-name')).body)).toEqual(['echo', 'delta', 'charlie', 'bravo', 'alpha'])
+      expect(namesOf((await list('?filter[asset_type_key]=server&sort=-properties.cpu_count')).body)).toEqual(['echo', 'bravo', 'charlie', 'alpha', 'delta'])
+      expect(namesOf((await list('?filter[asset_type_key]=server&sort=properties.environment,-name')).body)).toEqual(['echo', 'charlie', 'bravo', 'delta', 'alpha'])
+    })
+
+    it('rejects unknown sort fields with 400 invalid_sort', async () => {
+      const res = await list('?sort=colour')
+      expect(res.status).toBe(400)
+      expect(res.body.errors[0].code).toBe('invalid_sort')
+    })
+
+    it('pages with page[number] and page[size]; a page past the end is empty', async () => {
+      const p2 = await list('?sort=name&page[number]=2&page[size]=2')
+      expect(namesOf(p2.body)).toEqual(['charlie', 'crm'])
+      expect(p2.body.meta.page).toEqual({ number: 2, size: 2, total_items: 6, total_pages: 3 })
+      expect(p2.body.links.prev).toBe('http://localhost:80/api/v1/assets?sort=name&page[number]=1&page[size]=2')
+      expect(p2.body.links.next).toBe('http://localhost:80/api/v1/assets?sort=name&page[number]=3&page[size]=2')
+      expect(p2.body.links.last).toBe('http://localhost:80/api/v1/assets?sort=name&page[number]=3&page[size]=2')
+      const past = await list('?page[number]=9&page[size]=2')
+      expect(past.status).toBe(200)
+      expect(past.body.data).toEqual([])
+      expect(past.body.links.next).toBeNull()
+    })
+
+    it('rejects page[size] outside 1..100 and page[number] < 1 with 400 invalid_page', async () => {
+      for (const q of ['?page[size]=101', '?page[size]=0', '?page[number]=0', '?page[number]=abc', '?page[size]=1.5']) {
+        const res = await list(q)
+        expect(res.status, q).toBe(400)
+        expect(res.body.errors[0]).toMatchObject({ status: '400', code: 'invalid_page' })
+      }
+      expect((await list('?page[size]=100')).status).toBe(200)
+    })
+
+    it('rejects unknown query parameters with 400 invalid_request', async () => {
+      const res = await list('?colour=red')
+      expect(res.status).toBe(400)
+      expect(res.body.errors[0]).toMatchObject({ code: 'invalid_request', source: { parameter: 'colour' } })
+    })
+  })
+}

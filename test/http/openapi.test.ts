@@ -1,0 +1,45 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Validator } from '@seriousme/openapi-schema-validator'
+import { parse } from 'yaml'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+for (const store of STORES) {
+  describe(`${store}: OpenAPI base description`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store)
+    })
+    afterAll(async () => t.close())
+
+    it('is a valid OpenAPI 3.1 document, served without authentication', async () => {
+      const res = await t.request('GET', '/api/v1/openapi/base.json', { key: null })
+      expect(res.status).toBe(200)
+      expect(res.headers['content-type']).toBe('application/json; charset=utf-8')
+      const result = await new Validator().validate(res.body)
+      expect(result.errors ?? []).toEqual([])
+      expect(result.valid).toBe(true)
+      expect(res.body.openapi).toBe('3.1.0')
+    })
+
+    it('serves the same document as YAML', async () => {
+      const json = await t.request('GET', '/api/v1/openapi/base.json', { key: null })
+      const yaml = await t.app.inject({ method: 'GET', url: '/api/v1/openapi/base.yaml' })
+      expect(yaml.statusCode).toBe(200)
+      expect(yaml.headers['content-type']).toBe('application/yaml; charset=utf-8')
+      expect(parse(yaml.body)).toEqual(json.body)
+    })
+
+    it('describes the routes with the schemas they validate with', async () => {
+      const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
+      const post = doc.paths['/api/v1/assets'].post
+      expect(post.requestBody.content['application/json'].schema.required).toEqual(['asset_type_key', 'name'])
+      expect(Object.keys(post.responses)).toEqual(expect.arrayContaining(['201', '400', '401', '403', '409', '422', '429']))
+      const get = doc.paths['/api/v1/assets'].get
+      const size = get.parameters.find((p: { name: string }) => p.name === 'page[size]')
+      expect(size.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 100 })
+      expect(doc.paths['/api/v1/openapi/base.json'].get.security).toEqual([])
+      expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' })
+    })
+  })
+}

@@ -1,0 +1,126 @@
+import { describe, expect, it } from 'vitest'
+import { Params } from '../../../src/store/sql.js'
+import { compileOrderBy, parseSortBody, parseSortParam, type SortSpec } from '../../../src/query/sort.js'
+import type { Target } from '../../../src/query/fields.js'
+import { caught, givenMetamodel } from './fixtures.js'
+
+const mm = givenMetamodel()
+
+function orderBy(specs: readonly SortSpec[], target: Target = 'assets', alias = target === 'assets' ? 'a' : 'r'): string {
+  return compileOrderBy(specs, target, mm, alias, new Params())
+}
+
+const invalidSort = (detail: string, source: { pointer: string } | { parameter: string }) => ({ status: 400, code: 'invalid_sort', issues: [{ detail, ...source }] })
+
+describe('parseSortParam', () => {
+  it('reads sort=name,-created_at', () => {
+    expect(parseSortParam('name,-created_at')).toEqual([{ field: 'name', order: 'asc' }, { field: 'created_at', order: 'desc' }])
+  })
+
+  it('trims items and reads an empty parameter as the default order', () => {
+    expect(parseSortParam(' -name , properties.cpu_count')).toEqual([{ field: 'name', order: 'desc' }, { field: 'properties.cpu_count', order: 'asc' }])
+    expect(parseSortParam('')).toEqual([])
+  })
+
+  it.each([['name,,id', 2], ['-', 1], ['name,', 2]])('rejects %s (item %i names no field)', (sort, item) => {
+    expect(caught(() => parseSortParam(sort))).toEqual(invalidSort(
+      `sort item ${item} names no field; use sort=<field> or sort=-<field>, comma-separated`, { parameter: 'sort' }))
+  })
+})
+
+describe('parseSortBody', () => {
+  it('reads [{field, order}] with pointers, order defaulting to asc', () => {
+    expect(parseSortBody([{ field: 'name', order: 'asc' }, { field: 'created_at', order: 'desc' }, { field: 'id' }])).toEqual([
+      { field: 'name', order: 'asc', pointer: '/sort/0' },
+      { field: 'created_at', order: 'desc', pointer: '/sort/1' },
+      { field: 'id', order: 'asc', pointer: '/sort/2' },
+    ])
+  })
+
+  it('reads undefined and null as the default order, and uses the pointer given', () => {
+    expect(parseSortBody(undefined)).toEqual([])
+    expect(parseSortBody(null)).toEqual([])
+    expect(parseSortBody([{ field: 'name' }], '/relationships/sort')).toEqual([{ field: 'name', order: 'asc', pointer: '/relationships/sort/0' }])
+  })
+
+  it.each<[unknown, string, string]>([
+    ['name', 'sort must be an array of {"field", "order"} objects', '/sort'],
+    [{ field: 'name' }, 'sort must be an array of {"field", "order"} objects', '/sort'],
+    [['name'], 'a sort entry must be an object {"field", "order"}', '/sort/0'],
+    [[{ field: 'name' }, null], 'a sort entry must be an object {"field", "order"}', '/sort/1'],
+    [[{ field: 'name', direction: 'asc' }], 'unknown member "direction" in a sort entry; it has "field" and "order"', '/sort/0/direction'],
+    [[{ order: 'asc' }], 'field must be a non-empty string', '/sort/0/field'],
+    [[{ field: '', order: 'asc' }], 'field must be a non-empty string', '/sort/0/field'],
+    [[{ field: 'name', order: 'ASC' }], 'order must be "asc" or "desc", got "ASC"', '/sort/0/order'],
+    [[{ field: 'name', order: null }], 'order must be "asc" or "desc", got null', '/sort/0/order'],
+  ])('rejects %j', (body, detail, pointer) => {
+    expect(caught(() => parseSortBody(body))).toEqual(invalidSort(detail, { pointer }))
+  })
+})
+
+describe('compileOrderBy', () => {
+  it('defaults to created_at, id', () => {
+    expect(orderBy([])).toBe('a."created_at" ASC, a."id" ASC')
+    expect(orderBy([], 'relationships')).toBe('r."created_at" ASC, r."id" ASC')
+  })
+
+  it('appends id as the final tie-break', () => {
+    expect(orderBy(parseSortParam('name,-created_at'))).toBe('a."name" ASC, a."created_at" DESC, a."id" ASC')
+  })
+
+  it('does not repeat id when it is the last key, whatever its order', () => {
+    expect(orderBy(parseSortParam('name,-id'))).toBe('a."name" ASC, a."id" DESC')
+    expect(orderBy(parseSortParam('id,name'))).toBe('a."id" ASC, a."name" ASC, a."id" ASC')
+  })
+
+  it.each([
+    ['asset_type_key', 'a."asset_type_key" ASC, a."id" ASC'],
+    ['-access_domain_key', 'a."access_domain_key" DESC, a."id" ASC'],
+    ['updated_at', 'a."updated_at" ASC, a."id" ASC'],
+    ['-properties.cpu_count', `(CASE WHEN jsonb_typeof(a.properties->'cpu_count') = 'number' THEN (a.properties->>'cpu_count')::numeric END) DESC, a."id" ASC`],
+    ['properties.memory_gb', `(CASE WHEN jsonb_typeof(a.properties->'memory_gb') = 'number' THEN (a.properties->>'memory_gb')::numeric END) ASC, a."id" ASC`],
+    ['properties.hostname', `(a.properties->>'hostname') COLLATE "C" ASC, a."id" ASC`],
+    ['properties.purchased_on', `(a.properties->>'purchased_on') COLLATE "C" ASC, a."id" ASC`],
+    ['properties.managed', `(a.properties->>'managed') COLLATE "C" ASC, a."id" ASC`],
+    ['properties.tags', `(a.properties->>'tags') COLLATE "C" ASC, a."id" ASC`],
+    ['properties.size', `(a.properties->>'size') COLLATE "C" ASC, a."id" ASC`],
+  ])('sorts assets by %s', (sort, text) => {
+    expect(orderBy(parseSortParam(sort))).toBe(text)
+  })
+
+  it.each([
+    ['relationship_type_key', 'r."relationship_type_key" ASC, r."id" ASC'],
+    ['-source_asset_id', 'r."source_asset_id" DESC, r."id" ASC'],
+    ['target_asset_id,-created_at', 'r."target_asset_id" ASC, r."created_at" DESC, r."id" ASC'],
+  ])('sorts relationships by %s', (sort, text) => {
+    expect(orderBy(parseSortParam(sort), 'relationships')).toBe(text)
+  })
+
+  it.each([
+    ['nope', 'cannot sort by "nope"; assets sort by id, asset_type_key, name, access_domain_key, created_at, updated_at, properties.<key>'],
+    ['properties.nope', 'cannot sort by "properties.nope": no asset type in the metamodel defines property "nope"'],
+    ['properties.x\'); DROP TABLE assets;--', 'cannot sort by "properties.x\'); DROP TABLE assets;--": no asset type in the metamodel defines property "x\'); DROP TABLE assets;--"'],
+    ['relationship_type_key', 'cannot sort by "relationship_type_key"; assets sort by id, asset_type_key, name, access_domain_key, created_at, updated_at, properties.<key>'],
+  ])('rejects sort=%s on assets', (sort, detail) => {
+    expect(caught(() => orderBy(parseSortParam(sort)))).toEqual(invalidSort(detail, { parameter: 'sort' }))
+  })
+
+  it.each([
+    ['name', 'cannot sort by "name"; relationships sort by id, relationship_type_key, source_asset_id, target_asset_id, created_at'],
+    ['source_asset.name', 'cannot sort by "source_asset.name"; relationships sort by id, relationship_type_key, source_asset_id, target_asset_id, created_at'],
+    ['properties.owner', 'cannot sort by "properties.owner"; relationships sort by id, relationship_type_key, source_asset_id, target_asset_id, created_at'],
+  ])('rejects sort=%s on relationships', (sort, detail) => {
+    expect(caught(() => orderBy(parseSortParam(sort), 'relationships'))).toEqual(invalidSort(detail, { parameter: 'sort' }))
+  })
+
+  it('points into the body for a body sort', () => {
+    expect(caught(() => orderBy(parseSortBody([{ field: 'name' }, { field: 'nope', order: 'desc' }])))).toEqual(invalidSort(
+      'cannot sort by "nope"; assets sort by id, asset_type_key, name, access_domain_key, created_at, updated_at, properties.<key>', { pointer: '/sort/1/field' }))
+  })
+
+  it('adds no values', () => {
+    const params = new Params(['org'])
+    compileOrderBy(parseSortParam('properties.cpu_count,name'), 'assets', mm, 'a', params)
+    expect(params.values).toEqual(['org'])
+  })
+})
