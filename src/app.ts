@@ -5,6 +5,7 @@ import addFormats from 'ajv-formats'
 import type { Config } from './core/config.js'
 import type { Db } from './store/db.js'
 import { registerErrorHandling } from './core/http-errors.js'
+import { registerInputGuards } from './core/http-input.js'
 import { Authenticator } from './core/auth/authenticate.js'
 import type { RequestContext } from './core/context.js'
 import { MetamodelCache } from './metamodel/service.js'
@@ -61,6 +62,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
   app.setValidatorCompiler(validatorCompilers())
   registerErrorHandling(app)
+  registerInputGuards(app)
 
   const metamodels = new MetamodelCache(db)
   const authenticator = new Authenticator(db)
