@@ -1,0 +1,135 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+const CLI = path.resolve('test/helpers/kbis-cli.ts')
+
+interface Run {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, DATABASE_URL: '', ...env } })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+/** Starts `kbis serve` and resolves once it prints its address (and the key, on a new store). */
+function serve(dataDir: string): Promise<{ child: ChildProcess; url: string; output: () => string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve', '--port', '0', '--data-dir', dataDir], {
+      env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' },
+    })
+    let out = ''
+    const timer = setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 200_000)
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString()
+      const url = /kbis listening on (\S+)/.exec(out)?.[1]
+      if (url && (out.includes('Admin API key') || out.split('\n').length > 1)) {
+        clearTimeout(timer)
+        setTimeout(() => resolve({ child, url, output: () => out }), 200)
+      }
+    })
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()))
+  })
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    child.once('close', () => resolve())
+    child.kill('SIGTERM')
+  })
+}
+
+const SETUP = `
+organization: {key: acme, name: Acme}
+access_domains: [{key: it, name: IT}]
+roles:
+  - {key: all, name: Everything, grants: [{access_domain_key: "*", asset_type_keys: ["*"], level: edit_access_domain}]}
+users: [{email: owner@acme.test, name: Owner, permission_type: Owner, role_keys: [all], sign_in_methods: [password]}]
+metamodel:
+  asset_types:
+    - key: server
+      name: Server
+      properties:
+        - {key: hostname, name: Hostname, type: unique_key, required: true}
+        - {key: environment, type: select, options: [dev, prod]}
+`
+
+describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
+  let dir: string
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-cli-'))
+    writeFileSync(path.join(dir, 'acme.yaml'), SETUP)
+    writeFileSync(path.join(dir, 'bad.yaml'), 'organization: {key: acme, name: Acme}\nmetamodel: {asset_types: [{key: server, properties: [{key: x, type: colour}]}]}\n')
+  })
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+  it('serve creates organization default and prints one Admin key once; the key works', async () => {
+    const data = path.join(dir, 'data1')
+    const first = await serve(data)
+    const key = /Admin API key \(shown only this once\): (kbis_\S+)/.exec(first.output())?.[1]
+    expect(key).toMatch(/^kbis_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$/)
+    const res = await fetch(`${first.url}/api/v1/metamodel/asset-types`, { headers: { authorization: `Bearer ${key}` } })
+    expect(res.status).toBe(200)
+    await stop(first.child)
+    const second = await serve(data)
+    expect(second.output()).not.toContain('Admin API key')
+    const again = await fetch(`${second.url}/api/v1/assets`, { headers: { authorization: `Bearer ${key}` } })
+    expect(again.status).toBe(200)
+    await stop(second.child)
+  })
+
+  it('apply is idempotent and keys create prints {id, secret} with --json (store closed)', async () => {
+    const data = path.join(dir, 'data2')
+    const applied = await kbis(['apply', path.join(dir, 'acme.yaml'), '--data-dir', data])
+    expect(applied.stderr).toBe('')
+    expect(applied.code).toBe(0)
+    expect(applied.stdout.split('\n')[0]).toBe('organization acme: created; 5 change(s)')
+    const again = await kbis(['apply', path.join(dir, 'acme.yaml'), '--data-dir', data])
+    expect(again.stdout).toBe('organization acme: updated; no changes\n')
+    const key = await kbis(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'sync', '--type', 'Editor', '--roles', 'all', '--json', '--data-dir', data])
+    expect(key.code).toBe(0)
+    const parsed = JSON.parse(key.stdout) as { id: string; secret: string }
+    expect(Object.keys(parsed)).toEqual(['id', 'secret'])
+    expect(parsed.secret).toMatch(/^kbis_/)
+  })
+
+  it('apply and keys create reach a running server through its socket', async () => {
+    const data = path.join(dir, 'data3')
+    const server = await serve(data)
+    const applied = await kbis(['apply', path.join(dir, 'acme.yaml'), '--data-dir', data])
+    expect(applied.code).toBe(0)
+    const key = await kbis(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'live', '--type', 'Editor', '--roles', 'all', '--json', '--data-dir', data])
+    const { secret } = JSON.parse(key.stdout) as { secret: string }
+    const created = await fetch(`${server.url}/api/v1/assets`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ asset_type_key: 'server', name: 'web-01', properties: { hostname: 'web-01', environment: 'prod' } }),
+    })
+    expect(created.status).toBe(201)
+    await stop(server.child)
+  })
+
+  it('prints one-line errors naming the file and the field, with exit code 1', async () => {
+    const bad = await kbis(['apply', path.join(dir, 'bad.yaml'), '--data-dir', path.join(dir, 'data4')])
+    expect(bad.code).toBe(1)
+    expect(bad.stderr.trim().split('\n')).toHaveLength(1)
+    expect(bad.stderr).toContain('bad.yaml: metamodel.asset_types[0].properties[0].type: must be one of')
+    const missing = await kbis(['apply', path.join(dir, 'nope.yaml'), '--data-dir', path.join(dir, 'data4')])
+    expect(missing.code).toBe(1)
+    expect(missing.stderr.trim().split('\n')).toHaveLength(1)
+    const type = await kbis(['keys', 'create', '--org', 'acme', '--user', 'x@y', '--name', 'n', '--type', 'Root', '--roles', 'all', '--data-dir', path.join(dir, 'data4')])
+    expect(type.code).toBe(1)
+    expect(type.stderr).toBe('kbis: --type: must be one of Viewer, Editor, Admin, got "Root"\n')
+  })
+})
