@@ -11,6 +11,7 @@ import type { RequestContext } from './core/context.js'
 import { MetamodelCache } from './metamodel/service.js'
 import { metamodelRoutes } from './metamodel/routes.js'
 import { assetRoutes } from './assets/routes.js'
+import { relationshipRoutes } from './relationships/routes.js'
 import { openapiRoutes, OPENAPI_INFO } from './openapi/routes.js'
 import { readFileSync } from 'node:fs'
 
@@ -107,6 +108,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       })
       await authed.register(metamodelRoutes)
       await authed.register(assetRoutes)
+      await authed.register(relationshipRoutes)
     })
   }, { prefix: '/api/v1' })
 

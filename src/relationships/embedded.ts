@@ -1,17 +1,153 @@
-import { AppError, Errors } from '../core/errors.js'
+import { AppError, Errors, type Issue } from '../core/errors.js'
 import type { RequestContext } from '../core/context.js'
 import type { Tx } from '../store/db.js'
+import { hasLevel } from '../access/scope.js'
+import { newId } from '../core/time.js'
 import type { AssetRow } from '../assets/mapper.js'
+import { cannotEdit, endAllows, endNotAllowed, resolveAssetRefs, type End } from './resolve.js'
+import { insertRelationships, type NewRelationshipRow } from './sql.js'
+import { deleteReplacedRelationships, type Direction, type KeptRelated, type PairKey } from './embedded-sql.js'
+
+// The batch helpers of POST /bulk/relationships live next door; re-exported for one import site.
+export { prepareRelationships, type PreparedRelationships, type RelationshipInput } from './prepare.js'
+export { findDuplicateRelationships, insertRelationships, type NewRelationshipRow } from './sql.js'
 
 export interface EmbeddedSync {
   asset: AssetRow
   relationships: unknown
   /** JSON pointer of the `relationships` member in the request body. */
   pointer: string
+  /** Added to every issue about this item, e.g. `{index, client_ref}` in bulk requests. */
+  meta?: Record<string, unknown>
 }
 
-/** Replaces each submitted (direction, type) pair of each asset by exactly the submitted set. */
-export async function syncEmbeddedRelationships(_tx: Tx, _ctx: RequestContext, items: EmbeddedSync[]): Promise<void> {
-  // Not available yet: refused explicitly (422) rather than silently ignored.
-  throw new AppError(Errors.VALIDATION_FAILED, [{ detail: 'embedded relationships are not available yet', pointer: items[0]?.pointer ?? '/relationships' }])
+interface SubmittedPair {
+  item: EmbeddedSync
+  direction: Direction
+  typeKey: string
+  pointer: string
+  refs: { ref: string; pointer: string }[]
+}
+
+interface Plan {
+  pairs: PairKey[]
+  kept: KeptRelated[]
+  rows: NewRelationshipRow[]
+  /** Rows whose source the key may not edit (incoming pairs), by row key → the 403 issue. */
+  uneditable: Map<string, Issue>
+  issues: Issue[]
+}
+
+const DIRECTIONS: readonly Direction[] = ['outgoing', 'incoming']
+
+/**
+ * Replaces each submitted (direction, type) pair of each asset by exactly the submitted set
+ * (spec "Embedded relationship sync rules"): `[]` removes every relationship of the pair, pairs
+ * not sent are untouched. Runs inside the caller's transaction and is set-based whatever the
+ * number of items (bulk sends up to 10,000): one lookup of every related asset, one DELETE, one
+ * INSERT. Any invalid related asset throws 422 before anything is written, so the caller's
+ * transaction (the asset write included) rolls back and nothing changes. The caller has checked
+ * `edit` on each asset; incoming pairs also need `edit` on the related asset (it is the source).
+ *
+ * @example relationships: {"outgoing": {"runs_on": {"related_assets": [{"id": "server:hostname:web-01"}]}}}
+ */
+export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, items: EmbeddedSync[]): Promise<void> {
+  const issues: Issue[] = []
+  const submitted = items.flatMap((item) => readPairs(item, issues))
+  const assets = await resolveAssetRefs(ctx, tx, submitted.flatMap((pair) => pair.refs.map((r) => r.ref)))
+  const plan = planSync(ctx, submitted, assets)
+  issues.push(...plan.issues)
+  if (issues.length > 0) throw new AppError(Errors.VALIDATION_FAILED, issues)
+  const removed = await deleteReplacedRelationships(tx, ctx.auth, plan.pairs, plan.kept)
+  const blockedRemovals = removed.filter((r) => !r.editable)
+  if (blockedRemovals.length > 0) throw forbiddenRemovals(blockedRemovals, items)
+  const inserted = await insertRelationships(tx, ctx.auth.orgId, plan.rows, { ignoreDuplicates: true })
+  // Only relationships that are really new need edit on their source; existing ones are kept as is.
+  const blocked = inserted.flatMap((row) => plan.uneditable.get(rowKey(row)) ?? [])
+  if (blocked.length > 0) throw new AppError(Errors.FORBIDDEN, blocked)
+}
+
+function escapePointer(token: string): string {
+  return token.replaceAll('~', '~0').replaceAll('/', '~1')
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** Reads the body shape (the route schemas check it too; bulk items may arrive unchecked). */
+function readPairs(item: EmbeddedSync, issues: Issue[]): SubmittedPair[] {
+  const bad = (pointer: string, detail: string): [] => {
+    issues.push({ detail, pointer, ...(item.meta ? { meta: item.meta } : {}) })
+    return []
+  }
+  if (!isObject(item.relationships)) return bad(item.pointer, 'relationships must be an object with "outgoing" and/or "incoming"')
+  const body = item.relationships
+  return DIRECTIONS.flatMap((direction) => {
+    const byType = body[direction]
+    if (byType === undefined) return []
+    if (!isObject(byType)) return bad(`${item.pointer}/${direction}`, `${direction} must be an object keyed by relationship type`)
+    return Object.entries(byType).flatMap(([typeKey, group]): SubmittedPair[] => {
+      const pointer = `${item.pointer}/${direction}/${escapePointer(typeKey)}`
+      const list = isObject(group) ? group.related_assets : undefined
+      if (!Array.isArray(list)) return bad(pointer, 'each relationship type holds {"related_assets": [{"id": "..."}]}')
+      const refs = list.flatMap((entry: unknown, i) => {
+        const id = isObject(entry) ? entry.id : undefined
+        return typeof id === 'string' && id !== '' ? [{ ref: id, pointer: `${pointer}/related_assets/${i}/id` }] : bad(`${pointer}/related_assets/${i}`, 'a related asset is {"id": "<UUID or composite key>"}')
+      })
+      return [{ item, direction, typeKey, pointer, refs }]
+    })
+  })
+}
+
+function planSync(ctx: RequestContext, submitted: SubmittedPair[], assets: Map<string, AssetRow | undefined>): Plan {
+  const plan: Plan = { pairs: [], kept: [], rows: [], uneditable: new Map(), issues: [] }
+  for (const pair of submitted) {
+    const { item, direction, typeKey } = pair
+    const issue = (pointer: string, detail: string): void => {
+      plan.issues.push({ detail, pointer, ...(item.meta ? { meta: item.meta } : {}) })
+    }
+    const type = ctx.metamodel.relationshipTypes.get(typeKey)
+    if (!type) {
+      issue(pair.pointer, `unknown relationship type ${typeKey}`)
+      continue
+    }
+    const ownEnd: End = direction === 'outgoing' ? 'source' : 'target'
+    const relatedEnd: End = direction === 'outgoing' ? 'target' : 'source'
+    if (pair.refs.length > 0 && !endAllows(type, ownEnd, item.asset.asset_type_key)) issue(pair.pointer, endNotAllowed(type, ownEnd, item.asset.asset_type_key))
+    plan.pairs.push({ asset_id: item.asset.id, direction, relationship_type_key: type.key })
+    const seen = new Set<string>()
+    for (const { ref, pointer } of pair.refs) {
+      const related = assets.get(ref)
+      if (!related) issue(pointer, `related asset ${ref} not found`)
+      else if (!endAllows(type, relatedEnd, related.asset_type_key)) issue(pointer, endNotAllowed(type, relatedEnd, related.asset_type_key))
+      // The same asset named twice (say by UUID and by composite key) is one relationship.
+      if (!related || seen.has(related.id)) continue
+      seen.add(related.id)
+      plan.kept.push({ asset_id: item.asset.id, direction, relationship_type_key: type.key, related_id: related.id })
+      const [source, target] = direction === 'outgoing' ? [item.asset, related] : [related, item.asset]
+      const row = { id: newId(), relationship_type_key: type.key, source_asset_id: source.id, target_asset_id: target.id }
+      plan.rows.push(row)
+      if (direction === 'incoming' && !hasLevel(ctx.auth, related, 'edit')) {
+        plan.uneditable.set(rowKey(row), { detail: cannotEdit(related), pointer, ...(item.meta ? { meta: item.meta } : {}) })
+      }
+    }
+  }
+  return plan
+}
+
+function rowKey(row: { relationship_type_key: string; source_asset_id: string; target_asset_id: string }): string {
+  return `${row.relationship_type_key}\u0000${row.source_asset_id}\u0000${row.target_asset_id}`
+}
+
+function forbiddenRemovals(removed: { asset_id: string; relationship_type_key: string; related_id: string }[], items: EmbeddedSync[]): AppError {
+  const byAsset = new Map(items.map((item) => [item.asset.id, item]))
+  return new AppError(Errors.FORBIDDEN, removed.map((r) => {
+    const item = byAsset.get(r.asset_id)
+    return {
+      detail: `the incoming ${r.relationship_type_key} relationship from asset ${r.related_id} cannot be removed: the key may not edit that asset, its source`,
+      pointer: `${item?.pointer ?? '/relationships'}/incoming/${escapePointer(r.relationship_type_key)}`,
+      ...(item?.meta ? { meta: item.meta } : {}),
+    }
+  }))
 }

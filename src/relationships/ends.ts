@@ -1,0 +1,61 @@
+import { AppError, Errors } from '../core/errors.js'
+import type { RequestContext } from '../core/context.js'
+import { toRelatedAsset, type RelationshipRecord } from './mapper.js'
+import { selectRelatedAssets } from './sql.js'
+
+type Expansion = 'none' | 'asset' | 'properties'
+
+/** What include asks of a relationship's ends (include=source_asset,target_asset.properties). */
+export interface EndIncludes {
+  source: Expansion
+  target: Expansion
+}
+
+export const NO_ENDS: EndIncludes = Object.freeze({ source: 'none', target: 'none' })
+
+// `source_asset.properties` alone implies `source_asset`, as a nested JSON:API include does.
+const END_INCLUDES: Readonly<Record<string, [keyof EndIncludes, Expansion]>> = {
+  source_asset: ['source', 'asset'],
+  'source_asset.properties': ['source', 'properties'],
+  target_asset: ['target', 'asset'],
+  'target_asset.properties': ['target', 'properties'],
+}
+
+/** `include` of the relationship endpoints, comma-separated; anything else is 400 invalid_include. */
+export function parseEndIncludes(include: unknown): EndIncludes {
+  const values = typeof include === 'string' ? include.split(',').map((v) => v.trim()).filter((v) => v !== '') : []
+  const out = { ...NO_ENDS }
+  for (const value of values) {
+    const hit = END_INCLUDES[value]
+    if (hit === undefined) {
+      throw new AppError(Errors.INVALID_INCLUDE, [{
+        detail: `unknown include ${JSON.stringify(value)}; relationships include source_asset, target_asset, each optionally with .properties`,
+        parameter: 'include',
+      }])
+    }
+    if (out[hit[0]] !== 'properties') out[hit[0]] = hit[1]
+  }
+  return out
+}
+
+/**
+ * Expands the ends of a page of relationships with one statement for the whole page. The
+ * records come from reads that already required both ends live and visible.
+ */
+export async function attachEnds(ctx: RequestContext, records: RelationshipRecord[], include: EndIncludes): Promise<RelationshipRecord[]> {
+  if (include.source === 'none' && include.target === 'none') return records
+  const ids = records.flatMap((r) => [
+    ...(include.source === 'none' ? [] : [r.source_asset_id]),
+    ...(include.target === 'none' ? [] : [r.target_asset_id]),
+  ])
+  const withProperties = include.source === 'properties' || include.target === 'properties'
+  const rows = new Map((await selectRelatedAssets(ctx.db, ctx.auth.orgId, ids, withProperties)).map((row) => [row.id, row]))
+  return records.map((record) => {
+    const out = { ...record }
+    const source = rows.get(record.source_asset_id)
+    const target = rows.get(record.target_asset_id)
+    if (include.source !== 'none' && source) out.source_asset = toRelatedAsset(source, include.source === 'properties')
+    if (include.target !== 'none' && target) out.target_asset = toRelatedAsset(target, include.target === 'properties')
+    return out
+  })
+}

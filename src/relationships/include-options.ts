@@ -1,0 +1,180 @@
+import { AppError, Errors, type ErrorDef, type Issue } from '../core/errors.js'
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, pageFromQuery, type Page } from '../core/pagination.js'
+import type { Direction } from './embedded-sql.js'
+import type { IncludeFilter, IncludeSort, IncludeSortField } from './include-sql.js'
+
+/** How much of each related asset an asset include carries. */
+export type RelatedExpansion = 'ids' | 'asset' | 'properties'
+
+/** Everything that shapes the included relationships of a page of assets, parsed and checked. */
+export interface RelationshipIncludeOptions {
+  expand: RelatedExpansion
+  page: Page
+  filter: IncludeFilter
+  sort: IncludeSort[]
+}
+
+type At = Pick<Issue, 'pointer' | 'parameter'>
+
+function fail(def: ErrorDef, at: At, detail: string): never {
+  throw new AppError(def, [{ detail, ...at }])
+}
+
+// CONTRACT §3: `relationships`, `relationships,relationships.related_asset`,
+// `relationships,relationships.related_asset.properties`. A deeper value implies the shallower
+// ones (as in JSON:API), so `relationships.related_asset` alone is read as the pair.
+const ASSET_INCLUDES: Readonly<Record<string, RelatedExpansion>> = {
+  relationships: 'ids',
+  'relationships.related_asset': 'asset',
+  'relationships.related_asset.properties': 'properties',
+}
+const RANK: Readonly<Record<RelatedExpansion, number>> = { ids: 0, asset: 1, properties: 2 }
+
+/**
+ * The expansion asked for by asset include values, or null when none is. Any other value is a
+ * 400 invalid_include located by `at(index)`.
+ */
+export function parseAssetIncludes(values: readonly string[], at: (index: number) => At): RelatedExpansion | null {
+  let expand: RelatedExpansion | null = null
+  values.forEach((value, i) => {
+    const level = ASSET_INCLUDES[value]
+    if (level === undefined) {
+      fail(Errors.INVALID_INCLUDE, at(i), `unknown include ${JSON.stringify(value)}; assets include relationships, relationships.related_asset, relationships.related_asset.properties`)
+    }
+    if (expand === null || RANK[level] > RANK[expand]) expand = level
+  })
+  return expand
+}
+
+/** `include=a,b` → ['a', 'b']; blanks are ignored, so `include=` asks for nothing. */
+export function splitInclude(value: unknown): string[] {
+  return typeof value === 'string' ? value.split(',').map((v) => v.trim()).filter((v) => v !== '') : []
+}
+
+const SORT_FIELDS: readonly IncludeSortField[] = ['created_at', 'relationship_type_key', 'related_asset.name']
+const FILTER_FIELDS: readonly (keyof IncludeFilter)[] = ['relationship_type_key', 'direction', 'related_asset.asset_type_key']
+const DIRECTIONS: readonly Direction[] = ['outgoing', 'incoming']
+
+function sortField(field: string, at: At): IncludeSortField {
+  if (!(SORT_FIELDS as readonly string[]).includes(field)) {
+    fail(Errors.INVALID_SORT, at, `cannot sort included relationships by ${JSON.stringify(field)}; they sort by ${SORT_FIELDS.join(', ')}`)
+  }
+  return field as IncludeSortField
+}
+
+function filterValue(field: string, value: unknown, at: At): string[] {
+  if (!(FILTER_FIELDS as readonly string[]).includes(field)) {
+    fail(Errors.INVALID_FILTER, at, `unknown relationships filter field ${JSON.stringify(field)}; it takes ${FILTER_FIELDS.join(', ')}`)
+  }
+  const values = Array.isArray(value) ? value : [value]
+  if (values.length === 0 || values.some((v) => typeof v !== 'string')) fail(Errors.INVALID_FILTER, at, `${field} takes a string or an array of strings`)
+  if (field === 'direction' && values.some((v) => !DIRECTIONS.includes(v as Direction))) fail(Errors.INVALID_FILTER, at, 'direction must be outgoing or incoming')
+  return values as string[]
+}
+
+const QUERY_FILTER = /^relationships_filter\[(.*)\]$/s
+
+/**
+ * The query-string form: include, relationships_page[number|size],
+ * relationships_filter[relationship_type_key|direction|related_asset.asset_type_key] and
+ * relationships_sort=created_at|relationship_type_key|related_asset.name (`-` for descending).
+ * Null when no relationships are included (the other parameters are then ignored).
+ */
+export function includeOptionsFromQuery(query: Record<string, unknown>): RelationshipIncludeOptions | null {
+  const expand = parseAssetIncludes(splitInclude(query.include), () => ({ parameter: 'include' }))
+  if (expand === null) return null
+  const filter: Record<string, string[]> = {}
+  for (const [key, value] of Object.entries(query)) {
+    const field = QUERY_FILTER.exec(key)?.[1]
+    if (field !== undefined) filter[field] = filterValue(field, value, { parameter: key })
+  }
+  const sort = splitInclude(query.relationships_sort).map((item): IncludeSort => {
+    const desc = item.startsWith('-')
+    return { field: sortField(desc ? item.slice(1) : item, { parameter: 'relationships_sort' }), order: desc ? 'desc' : 'asc' }
+  })
+  return { expand, page: pageFromQuery(query, 'relationships_page'), filter: filter as IncludeFilter, sort }
+}
+
+/** The search-body form (CONTRACT §4): `include` array and the `relationships` block. */
+export interface IncludeBody {
+  include?: unknown
+  relationships?: unknown
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/**
+ * Reads `{"include": [...], "relationships": {"page": {number, size}, "filter": {...}, "sort": [{field, order}]}}`
+ * of a search body. `filter` is either a flat object (`{"relationship_type_key": "runs_on",
+ * "direction": ["outgoing"]}`) or search conditions on those fields with `equals`/`in`, possibly
+ * in `and` groups. Errors point into the body below `base`.
+ */
+export function includeOptionsFromBody(body: IncludeBody, base = ''): RelationshipIncludeOptions | null {
+  if (body.include === undefined) return null
+  if (!Array.isArray(body.include) || body.include.some((v) => typeof v !== 'string')) {
+    fail(Errors.INVALID_INCLUDE, { pointer: `${base}/include` }, 'include must be an array of strings')
+  }
+  const expand = parseAssetIncludes(body.include as string[], (i) => ({ pointer: `${base}/include/${i}` }))
+  if (expand === null) return null
+  const block = body.relationships ?? {}
+  const at = `${base}/relationships`
+  if (!isObject(block)) fail(Errors.INVALID_REQUEST, { pointer: at }, 'relationships must be an object {page, filter, sort}')
+  return { expand, page: bodyPage(block.page, `${at}/page`), filter: bodyFilter(block.filter, `${at}/filter`), sort: bodySort(block.sort, `${at}/sort`) }
+}
+
+function bodyPage(value: unknown, pointer: string): Page {
+  if (value === undefined) return { number: 1, size: DEFAULT_PAGE_SIZE }
+  if (!isObject(value)) fail(Errors.INVALID_PAGE, { pointer }, 'page must be an object {number, size}')
+  const { number = 1, size = DEFAULT_PAGE_SIZE } = value
+  if (!Number.isInteger(number) || (number as number) < 1) fail(Errors.INVALID_PAGE, { pointer: `${pointer}/number` }, 'number must be an integer ≥ 1')
+  if (!Number.isInteger(size) || (size as number) < 1 || (size as number) > MAX_PAGE_SIZE) {
+    fail(Errors.INVALID_PAGE, { pointer: `${pointer}/size` }, `size must be an integer in 1..${MAX_PAGE_SIZE}`)
+  }
+  return { number: number as number, size: size as number }
+}
+
+function bodySort(value: unknown, pointer: string): IncludeSort[] {
+  if (value === undefined || value === null) return []
+  if (!Array.isArray(value)) fail(Errors.INVALID_SORT, { pointer }, 'sort must be an array of {"field", "order"} objects')
+  return value.map((entry: unknown, i): IncludeSort => {
+    const at = `${pointer}/${i}`
+    if (!isObject(entry) || typeof entry.field !== 'string') fail(Errors.INVALID_SORT, { pointer: at }, 'a sort entry is {"field", "order"}')
+    const order = entry.order ?? 'asc'
+    if (order !== 'asc' && order !== 'desc') fail(Errors.INVALID_SORT, { pointer: `${at}/order` }, 'order must be "asc" or "desc"')
+    return { field: sortField(entry.field, { pointer: `${at}/field` }), order }
+  })
+}
+
+function bodyFilter(value: unknown, pointer: string): IncludeFilter {
+  if (value === undefined || value === null) return {}
+  if (!isObject(value)) fail(Errors.INVALID_FILTER, { pointer }, 'filter must be an object')
+  const out: Record<string, string[]> = {}
+  // Several conditions on one field in an `and` must all hold: keep the values common to them.
+  const add = (field: string, values: string[]): void => {
+    out[field] = out[field] === undefined ? values : out[field].filter((v) => values.includes(v))
+  }
+  collectConditions(value, pointer, add)
+  return out as IncludeFilter
+}
+
+function collectConditions(node: Record<string, unknown>, pointer: string, add: (field: string, values: string[]) => void): void {
+  if (Array.isArray(node.and)) {
+    node.and.forEach((child: unknown, i) => {
+      if (!isObject(child)) fail(Errors.INVALID_FILTER, { pointer: `${pointer}/and/${i}` }, 'a filter node must be an object')
+      collectConditions(child, `${pointer}/and/${i}`, add)
+    })
+  } else if ('field' in node || 'operator' in node) {
+    const { field, operator } = node
+    if (typeof field !== 'string') fail(Errors.INVALID_FILTER, { pointer: `${pointer}/field` }, 'field must be a string')
+    if (operator !== 'equals' && operator !== 'in') {
+      fail(Errors.INVALID_FILTER, { pointer: `${pointer}/operator` }, 'included relationships are filtered with equals or in, combined by and')
+    }
+    add(field, filterValue(field, node.value, { pointer: `${pointer}/value` }))
+  } else if ('or' in node) {
+    fail(Errors.INVALID_FILTER, { pointer: `${pointer}/or` }, 'included relationships are filtered with equals or in, combined by and (no or)')
+  } else {
+    for (const [field, v] of Object.entries(node)) add(field, filterValue(field, v, { pointer: `${pointer}/${field}` }))
+  }
+}

@@ -1,0 +1,132 @@
+import type { AuthContext } from '../core/auth/context.js'
+import type { Queryable } from '../store/db.js'
+import { Params } from '../store/sql.js'
+import { scopeCondition } from '../access/scope.js'
+import { offsetOf, type Page } from '../core/pagination.js'
+import type { Direction } from './embedded-sql.js'
+
+export type IncludeSortField = 'created_at' | 'relationship_type_key' | 'related_asset.name'
+
+export interface IncludeSort {
+  field: IncludeSortField
+  order: 'asc' | 'desc'
+}
+
+/** Equality filters of the included relationships; a list means "any of". */
+export interface IncludeFilter {
+  relationship_type_key?: string | readonly string[]
+  direction?: Direction | readonly Direction[]
+  'related_asset.asset_type_key'?: string | readonly string[]
+}
+
+export interface IncludeQuery {
+  page: Page
+  filter: IncludeFilter
+  sort: readonly IncludeSort[]
+  withProperties: boolean
+}
+
+/** One included relationship of one asset, numbered `rn` in the asset's order. */
+export interface IncludedRow {
+  asset_id: string
+  total: number
+  rn: number
+  id: string
+  relationship_type_key: string
+  direction: Direction
+  related_id: string
+  related_asset_type_key: string
+  related_name: string
+  related_created_at: Date | string
+  related_updated_at: Date | string
+  related_properties?: Record<string, unknown>
+}
+
+// Sort keys come only from this map: the field names of a request never reach SQL.
+const SORT_COLUMN: Readonly<Record<IncludeSortField, string>> = {
+  created_at: 'created_at',
+  relationship_type_key: 'relationship_type_key',
+  'related_asset.name': 'related_name',
+}
+
+// Over `base b` (the relationship seen from the asset) and `assets o` (the related asset).
+const FILTER_EXPR: Readonly<Record<keyof IncludeFilter, string>> = {
+  relationship_type_key: 'b.relationship_type_key',
+  direction: 'b.direction',
+  'related_asset.asset_type_key': 'o.asset_type_key',
+}
+
+/**
+ * The included relationships of a whole page of assets in ONE statement, whatever the number of
+ * assets (no query per asset): both directions of every asset are gathered, joined to the
+ * related asset (live and visible to the key, in the same statement), filtered, then numbered
+ * per asset with `row_number() OVER (PARTITION BY asset_id …)` so that each asset gets its own
+ * page, and counted per asset with `count(*) OVER (PARTITION BY asset_id)`. Row 1 of every asset
+ * is always returned (it carries the total even when the page asked for is past the end); the
+ * caller drops it when it is not on the page.
+ *
+ * Plan shape, on purpose: each step is a LATERAL subquery fenced with `OFFSET 0`, so the planner
+ * can neither flatten and reorder it nor push conditions into it. It always walks page ids →
+ * index lookups of their relationships (relationships_unique leads with the source,
+ * relationships_target with the target) → primary-key lookups of the related assets, whose
+ * liveness and scope are checked on the row outside the fence (inside, `archived_at IS NULL`
+ * would make the partial assets_live_* indexes candidates, scanned whole per lookup). Cost is
+ * linear in the relationships of the page. Without the fences a store without statistics (PGlite
+ * has no autovacuum; PostgreSQL right after a bulk load) estimated `assets` at one row and
+ * rescanned every relationship once per asset: minutes for 100 × 100 relationships.
+ */
+export async function selectIncludedRelationships(db: Queryable, auth: AuthContext, assetIds: readonly string[], q: IncludeQuery): Promise<IncludedRow[]> {
+  if (assetIds.length === 0) return []
+  const params = new Params([auth.orgId, [...new Set(assetIds)]])
+  const scope = scopeCondition(auth, 'o', 'view', params)
+  const filters = compileIncludeFilter(q.filter, params)
+  const from = params.add(offsetOf(q.page))
+  const to = params.add(offsetOf(q.page) + q.page.size)
+  const props = q.withProperties ? ', o.properties AS related_properties' : ''
+  const result = await db.query<IncludedRow>(
+    `SELECT p.asset_id, p.total, p.rn, p.id, p.relationship_type_key, p.direction, p.related_id, p.related_asset_type_key, p.related_name,
+            p.related_created_at, p.related_updated_at${q.withProperties ? ', p.related_properties' : ''}
+     FROM (
+       SELECT v.*, row_number() OVER (PARTITION BY v.asset_id ORDER BY ${orderBy(q.sort, 'v')}) AS rn,
+              count(*) OVER (PARTITION BY v.asset_id) AS total
+       FROM (
+         SELECT ids.asset_id, b.id, b.relationship_type_key, b.direction, b.related_id, b.created_at,
+                o.asset_type_key AS related_asset_type_key, o.name AS related_name,
+                o.created_at AS related_created_at, o.updated_at AS related_updated_at${props}
+         FROM unnest($2::uuid[]) AS ids(asset_id)
+         CROSS JOIN LATERAL (
+           SELECT r.id, r.relationship_type_key, 'outgoing'::text AS direction, r.target_asset_id AS related_id, r.created_at
+           FROM relationships r WHERE r.org_id = $1 AND r.source_asset_id = ids.asset_id
+           UNION ALL
+           SELECT r.id, r.relationship_type_key, 'incoming'::text, r.source_asset_id, r.created_at
+           FROM relationships r WHERE r.org_id = $1 AND r.target_asset_id = ids.asset_id
+           OFFSET 0
+         ) b
+         CROSS JOIN LATERAL (SELECT o.* FROM assets o WHERE o.org_id = $1 AND o.id = b.related_id OFFSET 0) o
+         WHERE o.archived_at IS NULL${scope === 'TRUE' ? '' : ` AND ${scope}`} AND ${filters}
+       ) v
+     ) p
+     WHERE p.rn = 1 OR (p.rn > ${from}::bigint AND p.rn <= ${to}::bigint)
+     ORDER BY p.asset_id, p.rn`,
+    params.values,
+  )
+  return result.rows
+}
+
+function compileIncludeFilter(filter: IncludeFilter, params: Params): string {
+  const conds: string[] = []
+  for (const field of Object.keys(FILTER_EXPR) as (keyof IncludeFilter)[]) {
+    const value = filter[field]
+    if (value === undefined) continue
+    // One array parameter whatever the number of values (= ANY), so the statement text is stable.
+    conds.push(`${FILTER_EXPR[field]} = ANY(${params.add(typeof value === 'string' ? [value] : [...value])}::text[])`)
+  }
+  return conds.length === 0 ? 'TRUE' : conds.join(' AND ')
+}
+
+/** Default created_at; the relationship id then the direction break ties (a self-loop shows twice). */
+function orderBy(sort: readonly IncludeSort[], alias: string): string {
+  const specs = sort.length === 0 ? [{ field: 'created_at', order: 'asc' } as const] : sort
+  const keys = specs.map((s) => `${alias}.${SORT_COLUMN[s.field]} ${s.order.toUpperCase()}`)
+  return [...keys, `${alias}.id ASC`, `${alias}.direction ASC`].join(', ')
+}

@@ -1,0 +1,54 @@
+import type { RequestContext } from '../core/context.js'
+import { Params } from '../store/sql.js'
+import { offsetOf, pageFromQuery, pageMeta, type PageMeta } from '../core/pagination.js'
+import { isUuid } from '../core/time.js'
+import { parseAssetRef } from '../assets/refs.js'
+import { parseListFilters, resolveListFilters } from '../query/list.js'
+import { compileFilter } from '../query/compile.js'
+import { compileOrderBy, parseSortParam } from '../query/sort.js'
+import { toRelationshipRecord, type RelationshipRecord } from './mapper.js'
+import { selectRelationshipPage } from './sql.js'
+import { visibleRelationship } from './scope.js'
+import { attachEnds, parseEndIncludes } from './ends.js'
+
+const END_FILTERS = ['filter[source_asset_id]', 'filter[target_asset_id]']
+
+/**
+ * An end filter naming no asset at all (not a UUID, not a composite key of a type with a unique
+ * key) matches nothing, as GET /assets/{that} answers 404: it is taken out of the query and the
+ * list made empty, rather than answered 400.
+ */
+function splitUnresolvable(query: Record<string, unknown>, ctx: RequestContext): { query: Record<string, unknown>; nothing: boolean } {
+  const rest = { ...query }
+  let nothing = false
+  for (const key of END_FILTERS) {
+    const value = rest[key]
+    if (typeof value === 'string' && !isUuid(value) && parseAssetRef(value, ctx.metamodel) === null) {
+      delete rest[key]
+      nothing = true
+    }
+  }
+  return { query: rest, nothing }
+}
+
+/**
+ * GET /relationships: equality filters (relationship_type_key, source_asset_id, target_asset_id,
+ * composite keys accepted), sort, page and include, compiled by the query compiler and ANDed with
+ * the visibility of both ends in one statement (plus one count, plus one for included ends).
+ */
+export async function listRelationships(ctx: RequestContext, query: Record<string, unknown>): Promise<{ data: RelationshipRecord[]; page: PageMeta }> {
+  const include = parseEndIncludes(query.include)
+  const page = pageFromQuery(query)
+  const split = splitUnresolvable(query, ctx)
+  const params = new Params([ctx.auth.orgId])
+  const conditions = ['r.org_id = $1']
+  const filter = parseListFilters(split.query)
+  conditions.push(compileFilter(resolveListFilters(filter, 'relationships', ctx.metamodel), params, 'r'))
+  if (split.nothing) conditions.push('FALSE')
+  conditions.push(visibleRelationship(ctx.auth, 'r', params))
+  const sort = typeof query.sort === 'string' ? parseSortParam(query.sort) : []
+  const orderBy = compileOrderBy(sort, 'relationships', ctx.metamodel, 'r', params)
+  const result = await selectRelationshipPage(ctx.db, { where: conditions.join(' AND '), orderBy, limit: page.size, offset: offsetOf(page), params })
+  const data = await attachEnds(ctx, result.rows.map(toRelationshipRecord), include)
+  return { data, page: pageMeta(page, result.total) }
+}

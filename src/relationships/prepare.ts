@@ -1,0 +1,78 @@
+import type { Issue } from '../core/errors.js'
+import type { RequestContext } from '../core/context.js'
+import type { Queryable } from '../store/db.js'
+import { hasLevel } from '../access/scope.js'
+import { newId } from '../core/time.js'
+import type { AssetRow } from '../assets/mapper.js'
+import type { RelationshipType } from '../metamodel/types.js'
+import { cannotEdit, endAllows, endNotAllowed, resolveAssetRefs, type End } from './resolve.js'
+import type { NewRelationshipRow } from './sql.js'
+
+/** Body of POST /relationships, and of each POST /bulk/relationships item. */
+export interface RelationshipInput {
+  relationship_type_key: string
+  source_asset_id: string
+  target_asset_id: string
+}
+
+export interface PreparedRelationships {
+  /** One row per valid item, in item order: when both issue lists are empty, rows[i] is items[i]. */
+  rows: NewRelationshipRow[]
+  /** 422 validation_failed: unknown type, unknown/archived/hidden end, end type not allowed. */
+  issues: Issue[]
+  /** 403 forbidden: the source is visible but the key may not edit it. */
+  forbidden: Issue[]
+}
+
+/**
+ * Validates and resolves a whole batch of relationships against the metamodel, the store and the
+ * key's roles, with ONE lookup statement for every end of every item. Nothing is written.
+ * Every problem is reported (not only the first), each issue with `meta.index` and a pointer
+ * `${pointerBase(index)}/<member>` (default `/<index>/<member>`, the bulk body's shape).
+ *
+ * @example await prepareRelationships(ctx, [{relationship_type_key: 'runs_on',
+ *   source_asset_id: 'application:code:crm', target_asset_id: 'server:hostname:web-01'}], tx)
+ *   // → {rows: [{id, relationship_type_key: 'runs_on', source_asset_id: '<uuid>', target_asset_id: '<uuid>'}], issues: [], forbidden: []}
+ */
+export async function prepareRelationships(
+  ctx: RequestContext,
+  items: readonly RelationshipInput[],
+  tx: Queryable,
+  pointerBase: (index: number) => string = (index) => `/${index}`,
+): Promise<PreparedRelationships> {
+  const assets = await resolveAssetRefs(ctx, tx, items.flatMap((item) => [item.source_asset_id, item.target_asset_id]))
+  const out: PreparedRelationships = { rows: [], issues: [], forbidden: [] }
+  items.forEach((item, index) => {
+    const at = (member: string, detail: string): Issue => ({ detail, pointer: `${pointerBase(index)}/${member}`, meta: { index } })
+    const type = ctx.metamodel.relationshipTypes.get(item.relationship_type_key)
+    if (!type) out.issues.push(at('relationship_type_key', `unknown relationship type ${item.relationship_type_key}`))
+    const source = checkEnd(type, 'source', item.source_asset_id, assets.get(item.source_asset_id), at, out.issues)
+    const target = checkEnd(type, 'target', item.target_asset_id, assets.get(item.target_asset_id), at, out.issues)
+    // Creating (or deleting) a relationship needs edit on its source asset (CONTRACT §9).
+    if (source && !hasLevel(ctx.auth, source, 'edit')) out.forbidden.push(at('source_asset_id', cannotEdit(source)))
+    if (type && source && target) {
+      out.rows.push({ id: newId(), relationship_type_key: type.key, source_asset_id: source.id, target_asset_id: target.id })
+    }
+  })
+  return out
+}
+
+function checkEnd(
+  type: RelationshipType | undefined,
+  end: End,
+  ref: string,
+  asset: AssetRow | undefined,
+  at: (member: string, detail: string) => Issue,
+  issues: Issue[],
+): AssetRow | undefined {
+  const member = `${end}_asset_id`
+  if (!asset) {
+    issues.push(at(member, `${end} asset ${ref} not found`))
+    return undefined
+  }
+  if (type && !endAllows(type, end, asset.asset_type_key)) {
+    issues.push(at(member, endNotAllowed(type, end, asset.asset_type_key)))
+    return undefined
+  }
+  return asset
+}

@@ -1,0 +1,58 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { requirePermission } from '../core/auth/permissions.js'
+import { pageLinks } from '../core/pagination.js'
+import { relationshipCreateBody, relationshipGetQuery, relationshipIdParams, relationshipListQuery, relationshipResponses } from './schemas.js'
+import { createRelationship, deleteRelationship, getRelationship } from './service.js'
+import { listRelationships } from './list.js'
+import { parseEndIncludes } from './ends.js'
+import type { RelationshipInput } from './prepare.js'
+
+const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
+
+/** /relationships: create, read, delete (permanent), list (CONTRACT §6, §3). HTTP only. */
+export async function relationshipRoutes(app: FastifyInstance): Promise<void> {
+  const tags = ['relationships']
+  const writer = { preHandler: requirePermission('Editor') }
+
+  app.post('/relationships', {
+    ...writer,
+    schema: {
+      tags, summary: 'Create a relationship (ends by UUID or composite key)', body: relationshipCreateBody,
+      response: { 201: relationshipResponses.one, 409: relationshipResponses.conflict, 422: relationshipResponses.invalid, ...relationshipResponses.errors },
+    },
+  }, async (request, reply) => {
+    const data = await createRelationship(await app.requestContext(request), request.body as RelationshipInput)
+    return reply.code(201).send({ data })
+  })
+
+  app.get('/relationships', {
+    schema: {
+      tags, summary: 'List relationships (equality filters, sort, pages, include)', querystring: relationshipListQuery,
+      response: { 200: relationshipResponses.list, ...relationshipResponses.errors },
+    },
+  }, async (request) => {
+    const result = await listRelationships(await app.requestContext(request), request.query as Record<string, unknown>)
+    return { data: result.data, meta: { page: result.page }, links: pageLinks(request, result.page) }
+  })
+
+  app.get('/relationships/:id', {
+    schema: {
+      tags, summary: 'Read one relationship', params: relationshipIdParams, querystring: relationshipGetQuery,
+      response: { 200: relationshipResponses.one, 404: relationshipResponses.notFound, ...relationshipResponses.errors },
+    },
+  }, async (request) => {
+    const include = parseEndIncludes((request.query as { include?: string }).include)
+    return { data: await getRelationship(await app.requestContext(request), idOf(request), include) }
+  })
+
+  app.delete('/relationships/:id', {
+    ...writer,
+    schema: {
+      tags, summary: 'Delete a relationship (permanent)', params: relationshipIdParams,
+      response: { 204: { type: 'null', description: 'Deleted' }, 404: relationshipResponses.notFound, ...relationshipResponses.errors },
+    },
+  }, async (request, reply) => {
+    await deleteRelationship(await app.requestContext(request), idOf(request))
+    return reply.code(204).send()
+  })
+}

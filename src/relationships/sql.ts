@@ -1,0 +1,122 @@
+import type { Queryable } from '../store/db.js'
+import { Params } from '../store/sql.js'
+import { RELATIONSHIP_COLUMNS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
+
+/** A validated relationship ready to be written (see prepare.ts). */
+export interface NewRelationshipRow {
+  id: string
+  relationship_type_key: string
+  source_asset_id: string
+  target_asset_id: string
+}
+
+/**
+ * Inserts relationships with one statement whatever their number: each column travels as one
+ * array parameter through unnest (10,000 rows × 4 columns would pass PostgreSQL's 65,535
+ * parameter limit as a VALUES list). Without `ignoreDuplicates`, an existing (type, source,
+ * target) raises 23505 on `relationships_unique`, which pg-errors.ts maps to 409
+ * duplicate_relationship; with it, existing ones are kept as they are (id and created_at
+ * unchanged) and only new rows are returned.
+ */
+export async function insertRelationships(
+  tx: Queryable,
+  orgId: string,
+  rows: readonly NewRelationshipRow[],
+  options: { ignoreDuplicates?: boolean } = {},
+): Promise<RelationshipRow[]> {
+  if (rows.length === 0) return []
+  const result = await tx.query<RelationshipRow>(
+    `INSERT INTO relationships AS r (org_id, id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at)
+     SELECT $1, u.id, u.relationship_type_key, u.source_asset_id, u.target_asset_id,
+            date_trunc('second', now()), date_trunc('second', now())
+     FROM unnest($2::uuid[], $3::text[], $4::uuid[], $5::uuid[])
+       AS u(id, relationship_type_key, source_asset_id, target_asset_id)
+     ${options.ignoreDuplicates ? 'ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING' : ''}
+     RETURNING ${RELATIONSHIP_COLUMNS}`,
+    [
+      orgId,
+      rows.map((r) => r.id),
+      rows.map((r) => r.relationship_type_key),
+      rows.map((r) => r.source_asset_id),
+      rows.map((r) => r.target_asset_id),
+    ],
+  )
+  return result.rows
+}
+
+/**
+ * Indexes of `rows` whose (type, source, target) exists already or repeats an earlier row of the
+ * batch, in one statement: lets a bulk request list every duplicate with its index instead of
+ * stopping at the first unique violation.
+ */
+export async function findDuplicateRelationships(tx: Queryable, orgId: string, rows: readonly NewRelationshipRow[]): Promise<Set<number>> {
+  const duplicates = new Set<number>()
+  const seen = new Set<string>()
+  rows.forEach((row, i) => {
+    const key = `${row.relationship_type_key}\u0000${row.source_asset_id}\u0000${row.target_asset_id}`
+    if (seen.has(key)) duplicates.add(i)
+    seen.add(key)
+  })
+  if (rows.length === 0) return duplicates
+  const result = await tx.query<{ i: number }>(
+    `SELECT (u.ord - 1)::int AS i
+     FROM unnest($2::text[], $3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(relationship_type_key, source_asset_id, target_asset_id, ord)
+     WHERE EXISTS (SELECT 1 FROM relationships r WHERE r.org_id = $1 AND r.source_asset_id = u.source_asset_id
+                   AND r.relationship_type_key = u.relationship_type_key AND r.target_asset_id = u.target_asset_id)`,
+    [orgId, rows.map((r) => r.relationship_type_key), rows.map((r) => r.source_asset_id), rows.map((r) => r.target_asset_id)],
+  )
+  for (const { i } of result.rows) duplicates.add(i)
+  return duplicates
+}
+
+/** Rows of `relationships r` matching `where` (which carries org, visibility and filters). */
+export async function selectRelationships(db: Queryable, where: string, params: Params, lock = false): Promise<RelationshipRow[]> {
+  const result = await db.query<RelationshipRow>(
+    `SELECT ${RELATIONSHIP_COLUMNS} FROM relationships r WHERE ${where}${lock ? ' FOR UPDATE OF r' : ''}`,
+    params.values,
+  )
+  return result.rows
+}
+
+export interface RelationshipPageQuery {
+  where: string
+  orderBy: string
+  limit: number
+  offset: number
+  params: Params
+}
+
+/** One page of relationships and the total, for GET /relationships (and search). */
+export async function selectRelationshipPage(db: Queryable, q: RelationshipPageQuery): Promise<{ rows: RelationshipRow[]; total: number }> {
+  const countParams = q.params.values.slice()
+  const pageParams = new Params(q.params.values)
+  const limit = pageParams.add(q.limit)
+  const offset = pageParams.add(q.offset)
+  const [rows, count] = await Promise.all([
+    db.query<RelationshipRow>(
+      `SELECT ${RELATIONSHIP_COLUMNS} FROM relationships r WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}`,
+      pageParams.values,
+    ),
+    db.query<{ n: number }>(`SELECT count(*)::int AS n FROM relationships r WHERE ${q.where}`, countParams),
+  ])
+  return { rows: rows.rows, total: count.rows[0]?.n ?? 0 }
+}
+
+export async function deleteRelationshipById(tx: Queryable, orgId: string, id: string): Promise<boolean> {
+  const result = await tx.query('DELETE FROM relationships WHERE org_id = $1 AND id = $2', [orgId, id])
+  return result.rowCount === 1
+}
+
+/**
+ * The expanded ends of a page of relationships, one statement for the whole page. The callers
+ * only ask for ends of relationships already found visible, so no scope is repeated here.
+ */
+export async function selectRelatedAssets(db: Queryable, orgId: string, ids: readonly string[], withProperties: boolean): Promise<RelatedAssetRow[]> {
+  if (ids.length === 0) return []
+  const result = await db.query<RelatedAssetRow>(
+    `SELECT a.id, a.asset_type_key, a.name, a.created_at, a.updated_at${withProperties ? ', a.properties' : ''}
+     FROM assets a WHERE a.org_id = $1 AND a.id = ANY($2::uuid[])`,
+    [orgId, [...new Set(ids)]],
+  )
+  return result.rows
+}

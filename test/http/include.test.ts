@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/
+
+type Included = { id: string; relationship_type_key: string; direction: string; related_asset_id: string; related_asset?: Record<string, unknown> }
+
+for (const store of STORES) {
+  describe(`${store}: include=relationships on assets`, () => {
+    let t: TestApp
+    let editorKey: string
+    const ids: Record<string, string> = {}
+    const assets: Record<string, Record<string, unknown>> = {}
+    const rels: Record<string, string> = {}
+
+    const createAsset = async (key: string, type: string, domain: string, properties: Record<string, unknown>) => {
+      const res = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: type, name: key, access_domain_key: domain, properties } })
+      expect(res.status, JSON.stringify(res.body)).toBe(201)
+      ids[key] = res.body.data.id
+      assets[key] = res.body.data
+    }
+    const relate = async (type: string, source: string, target: string) => {
+      const res = await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: type, source_asset_id: ids[source], target_asset_id: ids[target] } })
+      expect(res.status).toBe(201)
+      rels[`${source}>${target}`] = res.body.data.id
+    }
+
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      editorKey = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      await createAsset('crm', 'application', 'it', { code: 'crm' })
+      await createAsset('erp', 'application', 'it', { code: 'erp', tier: 'gold' })
+      await createAsset('billing', 'application', 'it', { code: 'billing' })
+      await createAsset('secret', 'application', 'finance', { code: 'secret' })
+      for (const h of ['web-a', 'web-b', 'web-c', 'old']) await createAsset(h, 'server', 'it', { hostname: h, environment: 'prod' })
+      for (const h of ['web-a', 'web-b', 'web-c', 'old']) await relate('runs_on', 'crm', h)
+      await relate('depends_on', 'crm', 'erp')
+      await relate('depends_on', 'billing', 'crm')
+      await relate('depends_on', 'secret', 'crm')
+      await relate('runs_on', 'erp', 'web-a')
+      expect((await t.request('DELETE', `/api/v1/assets/${ids.old}`)).status).toBe(204)
+    })
+    afterAll(async () => t.close())
+
+    const get = (query: string, key?: string) => t.request('GET', `/api/v1/assets/${ids.crm}?${query}`, key ? { key } : {})
+    const related = (list: Included[]) => list.map((r) => `${r.direction} ${r.relationship_type_key} ${Object.keys(ids).find((k) => ids[k] === r.related_asset_id)}`)
+    const BY_NAME = 'relationships_sort=related_asset.name'
+
+    it('include=relationships attaches IDs of both directions and relationships_meta', async () => {
+      const res = await get(`include=relationships&${BY_NAME}`)
+      expect(res.status).toBe(200)
+      expect(res.body.data).toEqual({
+        ...assets.crm,
+        relationships: [
+          { id: rels['billing>crm'], relationship_type_key: 'depends_on', direction: 'incoming', related_asset_id: ids.billing },
+          { id: rels['crm>erp'], relationship_type_key: 'depends_on', direction: 'outgoing', related_asset_id: ids.erp },
+          { id: rels['secret>crm'], relationship_type_key: 'depends_on', direction: 'incoming', related_asset_id: ids.secret },
+          { id: rels['crm>web-a'], relationship_type_key: 'runs_on', direction: 'outgoing', related_asset_id: ids['web-a'] },
+          { id: rels['crm>web-b'], relationship_type_key: 'runs_on', direction: 'outgoing', related_asset_id: ids['web-b'] },
+          { id: rels['crm>web-c'], relationship_type_key: 'runs_on', direction: 'outgoing', related_asset_id: ids['web-c'] },
+        ],
+        relationships_meta: { page: { number: 1, size: 50, total_items: 6, total_pages: 1 } },
+      })
+    })
+
+    it('relationships.related_asset expands the related asset; .properties adds its properties', async () => {
+      const expanded = await get(`include=relationships,relationships.related_asset&${BY_NAME}&relationships_filter[related_asset.asset_type_key]=application&relationships_page[size]=1`)
+      const erp = assets.erp as { created_at: string; updated_at: string }
+      expect(expanded.body.data.relationships).toEqual([{
+        id: rels['billing>crm'], relationship_type_key: 'depends_on', direction: 'incoming', related_asset_id: ids.billing,
+        related_asset: { id: ids.billing, asset_type_key: 'application', name: 'billing', created_at: expect.stringMatching(TIMESTAMP), updated_at: expect.stringMatching(TIMESTAMP) },
+      }])
+      const withProps = await get(`include=relationships,relationships.related_asset.properties&relationships_filter[direction]=outgoing&relationships_filter[relationship_type_key]=depends_on`)
+      expect(withProps.body.data.relationships).toEqual([{
+        id: rels['crm>erp'], relationship_type_key: 'depends_on', direction: 'outgoing', related_asset_id: ids.erp,
+        related_asset: { id: ids.erp, asset_type_key: 'application', name: 'erp', created_at: erp.created_at, updated_at: erp.updated_at, properties: { code: 'erp', tier: 'gold' } },
+      }])
+    })
+
+    it('pages each asset independently, with a page past the end empty but counted', async () => {
+      const second = await get(`include=relationships&${BY_NAME}&relationships_page[number]=2&relationships_page[size]=2`)
+      expect(related(second.body.data.relationships)).toEqual(['incoming depends_on secret', 'outgoing runs_on web-a'])
+      expect(second.body.data.relationships_meta).toEqual({ page: { number: 2, size: 2, total_items: 6, total_pages: 3 } })
+      const past = await get('include=relationships&relationships_page[number]=9&relationships_page[size]=2')
+      expect(past.body.data.relationships).toEqual([])
+      expect(past.body.data.relationships_meta).toEqual({ page: { number: 9, size: 2, total_items: 6, total_pages: 3 } })
+    })
+
+    it('filters by relationship_type_key, direction and related_asset.asset_type_key', async () => {
+      const incoming = await get(`include=relationships&${BY_NAME}&relationships_filter[direction]=incoming`)
+      expect(related(incoming.body.data.relationships)).toEqual(['incoming depends_on billing', 'incoming depends_on secret'])
+      const runsOn = await get(`include=relationships&${BY_NAME}&relationships_filter[relationship_type_key]=runs_on`)
+      expect(related(runsOn.body.data.relationships)).toEqual(['outgoing runs_on web-a', 'outgoing runs_on web-b', 'outgoing runs_on web-c'])
+      expect(runsOn.body.data.relationships_meta.page.total_items).toBe(3)
+      const servers = await get('include=relationships&relationships_filter[related_asset.asset_type_key]=server&relationships_filter[direction]=incoming')
+      expect(servers.body.data.relationships).toEqual([])
+    })
+
+    it('sorts with relationships_sort, - for descending, ties broken by id', async () => {
+      const desc = await get('include=relationships&relationships_sort=-related_asset.name')
+      expect(related(desc.body.data.relationships)).toEqual([
+        'outgoing runs_on web-c', 'outgoing runs_on web-b', 'outgoing runs_on web-a', 'incoming depends_on secret', 'outgoing depends_on erp', 'incoming depends_on billing',
+      ])
+      const byType = await get('include=relationships&relationships_sort=-relationship_type_key,related_asset.name')
+      expect(related(byType.body.data.relationships).slice(0, 3)).toEqual(['outgoing runs_on web-a', 'outgoing runs_on web-b', 'outgoing runs_on web-c'])
+      const byCreated = await get('include=relationships&relationships_sort=created_at')
+      const list = byCreated.body.data.relationships as Included[]
+      expect(list).toHaveLength(6)
+    })
+
+    it('only includes relationships whose other end is visible to the key (and never archived ones)', async () => {
+      const res = await get(`include=relationships&${BY_NAME}`, editorKey)
+      expect(related(res.body.data.relationships)).toEqual([
+        'incoming depends_on billing', 'outgoing depends_on erp', 'outgoing runs_on web-a', 'outgoing runs_on web-b', 'outgoing runs_on web-c',
+      ])
+      expect(res.body.data.relationships_meta.page.total_items).toBe(5)
+    })
+
+    it('includes on GET /assets give every asset of the page its own relationships and meta', async () => {
+      const res = await t.request('GET', `/api/v1/assets?filter[asset_type_key]=application&sort=name&include=relationships&relationships_page[size]=1&${BY_NAME}`)
+      expect(res.status).toBe(200)
+      const summary = res.body.data.map((a: { name: string; relationships: Included[]; relationships_meta: { page: { total_items: number } } }) =>
+        [a.name, related(a.relationships), a.relationships_meta.page.total_items])
+      expect(summary).toEqual([
+        ['billing', ['outgoing depends_on crm'], 1],
+        ['crm', ['incoming depends_on billing'], 6],
+        ['erp', ['incoming depends_on crm'], 2],
+        ['secret', ['outgoing depends_on crm'], 1],
+      ])
+      const plain = await t.request('GET', '/api/v1/assets?filter[asset_type_key]=application')
+      expect(plain.body.data[0]).not.toHaveProperty('relationships')
+    })
+
+    it('rejects other include values (400 invalid_include), unknown sorts, filters and bad pages', async () => {
+      const cases: [string, string, Record<string, string>][] = [
+        ['include=related_asset', 'invalid_include', { parameter: 'include' }],
+        ['include=relationships,owner', 'invalid_include', { parameter: 'include' }],
+        ['include=relationships&relationships_sort=name', 'invalid_sort', { parameter: 'relationships_sort' }],
+        ['include=relationships&relationships_filter[direction]=sideways', 'invalid_filter', { parameter: 'relationships_filter[direction]' }],
+        ['include=relationships&relationships_page[size]=101', 'invalid_page', { parameter: 'relationships_page[size]' }],
+      ]
+      for (const [q, code, source] of cases) {
+        const res = await get(q)
+        expect(res.status, q).toBe(400)
+        expect(res.body.errors[0].code, q).toBe(code)
+        expect(res.body.errors[0].source, q).toEqual(source)
+      }
+      expect((await t.request('GET', '/api/v1/assets?include=nope')).body.errors[0].code).toBe('invalid_include')
+    })
+  })
+
+  describe(`${store}: included relationships cost a constant number of statements`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      for (let i = 0; i < 20; i++) {
+        const code = `app-${String(i).padStart(2, '0')}`
+        const hosts = [`${code}-a`, `${code}-b`]
+        for (const h of hosts) await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: h, properties: { hostname: h } } })
+        const res = await t.request('POST', '/api/v1/assets', {
+          body: { asset_type_key: 'application', name: code, properties: { code }, relationships: { outgoing: { runs_on: { related_assets: hosts.map((h) => ({ id: `server:hostname:${h}` })) } } } },
+        })
+        expect(res.status).toBe(201)
+      }
+    })
+    afterAll(async () => t.close())
+
+    /** Statements of one request; the periodic last_used_at flush of API keys is not the request's. */
+    const statementsOf = async (url: string) => {
+      const seen: string[] = []
+      t.store.db.onQuery = (sql) => {
+        if (!sql.includes('last_used_at')) seen.push(sql)
+      }
+      try {
+        const res = await t.request('GET', url)
+        expect(res.status).toBe(200)
+        return { res, seen }
+      } finally {
+        t.store.db.onQuery = null
+      }
+    }
+
+    it('issues the same statements for a page of 1 asset and a page of 20', async () => {
+      const url = (size: number) => `/api/v1/assets?filter[asset_type_key]=application&page[size]=${size}&include=relationships,relationships.related_asset.properties`
+      await statementsOf(url(1)) // warms the key and metamodel caches
+      const one = await statementsOf(url(1))
+      const twenty = await statementsOf(url(20))
+      expect(one.res.body.data).toHaveLength(1)
+      expect(twenty.res.body.data).toHaveLength(20)
+      expect(twenty.res.body.data.every((a: { relationships: unknown[] }) => a.relationships.length === 2)).toBe(true)
+      expect(twenty.seen.length).toBe(one.seen.length)
+      expect(twenty.seen.filter((sql) => sql.includes('row_number()'))).toHaveLength(1)
+    })
+  })
+}
