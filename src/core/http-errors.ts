@@ -40,10 +40,14 @@ export function validationError(errors: AjvError[], context: string): AppError {
       first.keyword === 'additionalProperties'
         ? String(first.params.additionalProperty)
         : first.instancePath.replace(/^\//, '').split('/')[0] ?? ''
-    const def = first.keyword === 'additionalProperties' ? Errors.INVALID_REQUEST : queryErrorDef(parameter)
+    // An unknown `filter[x]` is a filter error, an unknown `page[x]` a page error; any other
+    // unknown parameter is a malformed request.
+    const def = queryErrorDef(parameter)
     const detail =
       first.keyword === 'additionalProperties'
-        ? `unknown query parameter ${parameter}`
+        ? def === Errors.INVALID_FILTER
+          ? `unknown filter field ${parameter}`
+          : `unknown query parameter ${parameter}`
         : describe(first, parameter)
     return new AppError(def, [{ detail, parameter }])
   }

@@ -96,6 +96,14 @@ for (const store of STORES) {
       expect((await list('?page[size]=100')).status).toBe(200)
     })
 
+    it('rejects unknown filter and page members with their own codes', async () => {
+      const filter = await list('?relationships_filter[colour]=red')
+      expect(filter.body.errors).toEqual([
+        { status: '400', code: 'invalid_filter', detail: 'unknown filter field relationships_filter[colour]', source: { parameter: 'relationships_filter[colour]' } },
+      ])
+      expect((await list('?page[offset]=3')).body.errors[0].code).toBe('invalid_page')
+    })
+
     it('rejects unknown query parameters with 400 invalid_request', async () => {
       const res = await list('?colour=red')
       expect(res.status).toBe(400)
