@@ -11,8 +11,9 @@ import type { RequestContext } from './core/context.js'
 import { MetamodelCache } from './metamodel/service.js'
 import { metamodelRoutes } from './metamodel/routes.js'
 import { assetRoutes } from './assets/routes.js'
-import { relationshipRoutes } from './relationships/routes.js'
-import { openapiRoutes, OPENAPI_INFO } from './openapi/routes.js'
+import { openapiRoutes, typedOpenapiRoutes, OPENAPI_INFO } from './openapi/routes.js'
+import { apiKeyRoutes, directoryRoutes } from './admin/routes.js'
+import { createRateLimiter, enforceRateLimit, type RateLimiter } from './core/rate-limit.js'
 import { readFileSync } from 'node:fs'
 
 declare module 'fastify' {
@@ -30,6 +31,8 @@ export interface AppOptions {
   db: Db
   config: Config
   logger?: FastifyServerOptions['logger']
+  /** The rate limiter (tests share one Redis prefix between apps); by default from `config` and the store. */
+  rateLimiter?: RateLimiter
 }
 
 export { INVALIDATE_CHANNEL } from './core/channels.js'
@@ -71,6 +74,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorate('config', config)
   app.decorate('metamodels', metamodels)
   app.decorate('authenticator', authenticator)
+  const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, 'rate-limit store unavailable; counting in process'))
   app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => ({
     db,
     auth: request.auth,
@@ -88,6 +92,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.addHook('onClose', async () => {
     clearInterval(flush)
     await authenticator.flushLastUsed().catch(() => undefined)
+    await rateLimiter.close().catch(() => undefined)
   })
 
   await app.register(swagger, {
@@ -106,9 +111,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       authed.addHook('onRequest', async (request) => {
         request.auth = await authenticator.authenticate(request)
       })
+      // After authentication: only requests of a known organization count against its quota.
+      authed.addHook('onRequest', async (request, reply) => enforceRateLimit(rateLimiter, request, reply))
       await authed.register(metamodelRoutes)
       await authed.register(assetRoutes)
-      await authed.register(relationshipRoutes)
+      await authed.register((await import('./relationships/routes.js')).relationshipRoutes)
+      await authed.register(apiKeyRoutes)
+      await authed.register(directoryRoutes)
+      await authed.register(typedOpenapiRoutes)
+      await authed.register((await import('./bulk/routes.js')).bulkRoutes)
+      await authed.register((await import('./search/routes.js')).searchRoutes)
     })
   }, { prefix: '/api/v1' })
 

@@ -1,6 +1,7 @@
 import { newId } from '../core/time.js'
 import type { Issue } from '../core/errors.js'
 import type { LoadedMetamodel } from '../metamodel/service.js'
+import { compilePropertiesValidator, type PropertiesValidator } from '../metamodel/validate.js'
 import type { AssetChange, NewAssetRow } from './sql.js'
 import type { AssetRow } from './mapper.js'
 
@@ -35,7 +36,7 @@ function uniqueValueOf(metamodel: LoadedMetamodel, typeKey: string, properties: 
   return typeof value === 'string' ? value : null
 }
 
-function checkDomain(metamodel: LoadedMetamodel, domain: string | null, pointer: string): Issue[] {
+export function checkDomain(metamodel: LoadedMetamodel, domain: string | null, pointer: string): Issue[] {
   if (domain === null || metamodel.accessDomains.has(domain)) return []
   return [{ detail: `unknown access domain ${domain}`, pointer }]
 }
@@ -95,4 +96,46 @@ export function prepareAssetChange(
     },
     issues,
   }
+}
+
+// Per metamodel version (a new version is a new LoadedMetamodel object) and asset type.
+const patchValidators = new WeakMap<LoadedMetamodel, Map<string, PropertiesValidator>>()
+
+/** The type's validator with no property required: it checks the values a patch sets. */
+function patchValidator(metamodel: LoadedMetamodel, typeKey: string): PropertiesValidator {
+  let byType = patchValidators.get(metamodel)
+  if (!byType) patchValidators.set(metamodel, (byType = new Map()))
+  let validate = byType.get(typeKey)
+  if (!validate) {
+    const type = metamodel.assetType(typeKey)
+    validate = compilePropertiesValidator({ ...type, properties: type.properties.map((p) => ({ ...p, required: false })) })
+    byType.set(typeKey, validate)
+  }
+  return validate
+}
+
+/** A PATCH's `properties`, split into values to set and keys to clear (null). */
+export interface PropertiesPatch {
+  set: Record<string, unknown>
+  clear: string[]
+  issues: Issue[]
+}
+
+/**
+ * Validates a PATCH's `properties` without the stored asset (bulk updates merge in SQL, on the
+ * locked row): every value set must fit its property, and a required property may not be
+ * cleared. The stored properties fit the metamodel (every write is validated, and `kbis apply`
+ * refuses metamodel changes that existing data contradicts), so the merge then fits too: the same
+ * verdict, with the same messages, as validating the merged whole in `prepareAssetChange`.
+ */
+export function preparePropertiesPatch(metamodel: LoadedMetamodel, typeKey: string, properties: Record<string, unknown>, base = ''): PropertiesPatch {
+  const set = withoutNulls(properties)
+  const clear = Object.keys(properties).filter((key) => properties[key] === null)
+  const issues = patchValidator(metamodel, typeKey)(set, `${base}/properties`)
+  for (const key of clear) {
+    if (metamodel.assetType(typeKey).properties.some((p) => p.key === key && p.required)) {
+      issues.push({ detail: `${key} is required for asset type ${typeKey}`, pointer: `${base}/properties/${key}` })
+    }
+  }
+  return { set, clear, issues }
 }

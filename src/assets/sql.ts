@@ -77,17 +77,29 @@ export async function archiveAsset(tx: Queryable, orgId: string, id: string): Pr
 /** Reference to an asset as the API accepts it: a UUID or a composite key, already parsed. */
 export type AssetKey = { id: string } | { asset_type_key: string; unique_value: string }
 
+/** What resolving and access checks need of an asset: no properties, no timestamps. */
+export interface AssetReference {
+  id: string
+  asset_type_key: string
+  access_domain_key: string | null
+  unique_value: string | null
+}
+
 /**
  * Finds live assets by UUID or by composite key in one statement. `lock` takes row locks
  * (FOR UPDATE) in id order, so concurrent writers over overlapping assets queue instead of
- * deadlocking.
+ * deadlocking. `columns: 'reference'` returns only AssetReference columns: for 10,000 keys that
+ * skips reading, sending and parsing 10,000 property documents and 20,000 timestamps.
  */
+export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: readonly AssetKey[], lock?: boolean): Promise<AssetRow[]>
+export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: readonly AssetKey[], lock: boolean, columns: 'reference'): Promise<AssetReference[]>
 export async function selectAssetsByKeys(
   db: Queryable,
   orgId: string,
   keys: readonly AssetKey[],
   lock = false,
-): Promise<AssetRow[]> {
+  columns: 'record' | 'reference' = 'record',
+): Promise<AssetRow[] | AssetReference[]> {
   const ids = keys.flatMap((k) => ('id' in k ? [k.id] : []))
   const composite = keys.flatMap((k) => ('id' in k ? [] : [k]))
   const params = new Params([orgId])
@@ -97,8 +109,9 @@ export async function selectAssetsByKeys(
     conds.push(`(a.asset_type_key, a.unique_value) IN (SELECT * FROM unnest(${params.add(composite.map((c) => c.asset_type_key))}::text[], ${params.add(composite.map((c) => c.unique_value))}::text[]))`)
   }
   if (conds.length === 0) return []
+  const selected = columns === 'reference' ? 'a.id, a.asset_type_key, a.access_domain_key' : ASSET_COLUMNS
   const result = await db.query<AssetRow & { unique_value: string | null }>(
-    `SELECT ${ASSET_COLUMNS}, a.unique_value FROM assets a
+    `SELECT ${selected}, a.unique_value FROM assets a
      WHERE a.org_id = $1 AND a.archived_at IS NULL AND (${conds.join(' OR ')})
      ORDER BY a.id${lock ? ' FOR UPDATE' : ''}`,
     params.values,

@@ -1,5 +1,7 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { stringify } from 'yaml'
+import { typedDocument } from './typed.js'
+import { commonErrorResponses } from '../core/schemas.js'
 
 export const OPENAPI_INFO = (version: string) => ({
   title: 'kbis inventory API',
@@ -27,4 +29,43 @@ export async function openapiRoutes(app: FastifyInstance): Promise<void> {
   app.get('/openapi/base.yaml', { schema: schema('YAML') }, async (_request, reply) =>
     reply.type('application/yaml; charset=utf-8').send(stringify(baseDocument(app), { aliasDuplicateObjects: false })),
   )
+}
+
+interface TypedEntry {
+  version: number
+  document: Record<string, unknown>
+  /** Serialized once per version: the document is large (hundreds of KB). */
+  json: string
+  yaml?: string
+}
+
+/**
+ * /openapi/typed.json|yaml (CONTRACT §11): the base description typed by the caller's metamodel.
+ * Any permission type may read it. Documents are cached per organization and metamodel version:
+ * every metamodel change bumps the version, so the next request regenerates the document.
+ */
+export async function typedOpenapiRoutes(app: FastifyInstance): Promise<void> {
+  const cache = new Map<string, TypedEntry>()
+  const entryFor = async (request: FastifyRequest): Promise<TypedEntry> => {
+    const { metamodel, auth } = await app.requestContext(request)
+    const cached = cache.get(auth.orgId)
+    if (cached && cached.version === metamodel.version) return cached
+    const document = typedDocument(baseDocument(app), metamodel, auth.orgKey)
+    const entry: TypedEntry = { version: metamodel.version, document, json: JSON.stringify(document) }
+    cache.set(auth.orgId, entry)
+    return entry
+  }
+  const schema = (format: string) => ({
+    tags: ['openapi'],
+    summary: `OpenAPI 3.1 description typed by the organization's metamodel (${format}): one schema per asset type`,
+    response: { 200: { type: 'object', additionalProperties: true, description: 'An OpenAPI 3.1 document' }, ...commonErrorResponses },
+  })
+  app.get('/openapi/typed.json', { schema: schema('JSON') }, async (request, reply) =>
+    reply.type('application/json; charset=utf-8').send((await entryFor(request)).json),
+  )
+  app.get('/openapi/typed.yaml', { schema: { ...schema('YAML'), response: commonErrorResponses } }, async (request, reply) => {
+    const entry = await entryFor(request)
+    entry.yaml ??= stringify(entry.document, { aliasDuplicateObjects: false })
+    return reply.type('application/yaml; charset=utf-8').send(entry.yaml)
+  })
 }

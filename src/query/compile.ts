@@ -21,17 +21,20 @@ import type { RelatedCondition, ResolvedCondition, ResolvedGroup, ResolvedNode, 
  *   compileFilter(resolved, params, 'a')
  *   // → (a.properties @> $1::jsonb OR a."name" ILIKE $2 ESCAPE '\')
  *   //   params.values: ['{"environment":"prod"}', 'db-%']
+ * `storage` says where property values live: the jsonb document of `assets` (the default, whose
+ * SQL this file's examples show) or a typed projection (src/projection/storage.ts). System
+ * columns compile the same either way.
  * @throws Error on anything it cannot compile: a clause is never dropped
  */
-export function compileFilter(node: ResolvedNode, params: Params, alias: string): string {
+export function compileFilter(node: ResolvedNode, params: Params, alias: string, storage: PropertyStorage = JSONB_STORAGE): string {
   checkAlias(alias)
   switch (node.kind) {
     case 'and': case 'or':
-      return compileGroup(node, params, alias)
+      return compileGroup(node, params, alias, storage)
     case 'condition':
-      return compileCondition(node, params, alias)
+      return compileCondition(node, params, alias, storage)
     case 'related':
-      return compileRelated(node, params, alias)
+      return compileRelated(node, params, alias, storage)
     case 'sql':
       return compileFragment(node, params)
     default:
@@ -39,10 +42,10 @@ export function compileFilter(node: ResolvedNode, params: Params, alias: string)
   }
 }
 
-function compileGroup(node: ResolvedGroup, params: Params, alias: string): string {
+function compileGroup(node: ResolvedGroup, params: Params, alias: string, storage: PropertyStorage): string {
   // Empty groups follow logic (and kysely): an empty AND matches all, an empty OR matches none.
   if (node.children.length === 0) return node.kind === 'and' ? 'TRUE' : 'FALSE'
-  const parts = node.children.map((child) => compileFilter(child, params, alias))
+  const parts = node.children.map((child) => compileFilter(child, params, alias, storage))
   return parts.length === 1 ? (parts[0] as string) : `(${parts.join(node.kind === 'and' ? ' AND ' : ' OR ')})`
 }
 
@@ -52,12 +55,12 @@ const RELATED_ALIAS: Readonly<Record<RelatedEnd, string>> = { source: 'sa', targ
  * `source_asset.*` / `target_asset.*` → a correlated EXISTS on the asset's primary key, never a
  * join: a join could duplicate or drop relationship rows, EXISTS only filters them.
  */
-function compileRelated(node: RelatedCondition, params: Params, alias: string): string {
+function compileRelated(node: RelatedCondition, params: Params, alias: string, storage: PropertyStorage): string {
   const inner = RELATED_ALIAS[node.end]
   if (inner === alias) throw new Error(`alias ${alias} is reserved for ${node.end} assets`)
   const column = node.end === 'source' ? 'source_asset_id' : 'target_asset_id'
-  const condition = compileCondition(node.condition, params, inner)
-  return `EXISTS (SELECT 1 FROM assets ${inner} WHERE ${inner}.org_id = ${alias}.org_id AND ${inner}.id = ${alias}.${column} AND ${condition})`
+  const condition = compileCondition(node.condition, params, inner, storage)
+  return `EXISTS (SELECT 1 FROM ${storage.assetRow(inner, alias, column)} AND ${condition})`
 }
 
 /** Binds the fragment's own `$1`…`$k` through `params`, in order, and renumbers them. */
@@ -71,13 +74,37 @@ function compileFragment(node: SqlFragment, params: Params): string {
   return `(${text})`
 }
 
-function compileCondition(node: ResolvedCondition, params: Params, alias: string): string {
+function compileCondition(node: ResolvedCondition, params: Params, alias: string, storage: PropertyStorage): string {
   return node.field.kind === 'column'
     ? compileColumn(node.field, node.operator, node.value, params, alias)
-    : compileProperty(node.field, node.operator, node.value, params, alias)
+    : storage.condition(node.field, node.operator, node.value, params, alias)
 }
 
-const COMPARISON: Readonly<Partial<Record<Operator, string>>> = {
+/**
+ * Where property values are read from. The compiler asks it for three things only; system
+ * columns, groups, values and composite keys compile the same over any storage.
+ */
+export interface PropertyStorage {
+  /** One condition on a property of row `alias`. */
+  condition(field: PropertyField, operator: Operator, value: ResolvedValue, params: Params, alias: string): string
+  /** The sort key of property `key`, whose definitions have these value kinds (one or more). */
+  sortKey(alias: string, key: string, kinds: readonly ValueKind[]): string
+  /** FROM item and join of the asset at `outer.column` (a relationship's end), up to its WHERE. */
+  assetRow(inner: string, outer: string, column: string): string
+}
+
+/** Properties read from the jsonb document `assets.properties` (GET lists, and the default). */
+export const JSONB_STORAGE: PropertyStorage = Object.freeze({
+  condition: compileProperty,
+  // A key that is a number on every type sorts numerically; any other kind (or a mix) as text.
+  sortKey: (alias: string, key: string, kinds: readonly ValueKind[]) => (kinds.every((k) => k === 'number')
+    ? propertyExpr(alias, key, 'number')
+    : `${propertyExpr(alias, key, 'text')} COLLATE "C"`),
+  assetRow: (inner: string, outer: string, column: string) =>
+    `assets ${inner} WHERE ${inner}.org_id = ${outer}.org_id AND ${inner}.id = ${outer}.${column}`,
+})
+
+export const COMPARISON: Readonly<Partial<Record<Operator, string>>> = {
   greater_than: '>', greater_than_or_equals: '>=', less_than: '<', less_than_or_equals: '<=',
 }
 
@@ -86,7 +113,7 @@ const ARRAY_CAST: Readonly<Partial<Record<FieldType, string>>> = {
   text: 'text[]', date: 'text[]', number: 'numeric[]', uuid: 'uuid[]',
 }
 
-const ILIKE = (expr: string, placeholder: string): string => `${expr} ILIKE ${placeholder} ESCAPE '\\'`
+export const ILIKE = (expr: string, placeholder: string): string => `${expr} ILIKE ${placeholder} ESCAPE '\\'`
 
 /** The SQL expression of a system column: the name comes from the fixed column map. */
 export function columnExpr(alias: string, column: SystemColumn): string {
@@ -176,15 +203,15 @@ function anyOf(expr: string, type: FieldType, value: ResolvedValue, params: Para
 }
 
 /** contains/not_contains: case-insensitive (ILIKE), with the user's %, _ and \ matched literally. */
-function containsPattern(value: ResolvedValue): string {
+export function containsPattern(value: ResolvedValue): string {
   return `%${escapeLike(text(value))}%`
 }
 
-function prefixPattern(value: ResolvedValue): string {
+export function prefixPattern(value: ResolvedValue): string {
   return `${escapeLike(text(value))}%`
 }
 
-function scalar(value: ResolvedValue): string | number | boolean {
+export function scalar(value: ResolvedValue): string | number | boolean {
   if (value.kind !== 'scalar') throw new Error(`expected one value, got ${value.kind}`)
   return value.value
 }
@@ -199,9 +226,9 @@ function text(value: ResolvedValue): string {
 export type PropertyForm = ValueKind | 'json'
 
 /**
- * THE place that knows how properties are stored (jsonb column `properties`): every property
- * expression of filters and sorts comes from here, so moving storage (e.g. to a typed projection
- * table) changes this function and {@link propertyContains} only. The key goes through
+ * How the jsonb storage ({@link JSONB_STORAGE}) reads a property of `assets.properties`: every
+ * jsonb property expression of filters and sorts comes from here and {@link propertyContains}.
+ * Search and analytics read the typed projection instead (src/projection/storage.ts). The key goes through
  * `literal()`, not a parameter, so expression indexes on `properties->>'key'` still match.
  *
  * - `number`: a guarded cast, NULL unless the stored value is a JSON number, so a bad stored value
@@ -231,6 +258,6 @@ export function propertyContains(alias: string, key: string, value: unknown, par
 const ALIAS = /^[a-z_][a-z0-9_]*$/
 
 /** Aliases come from code, never from a request; this only guards against mistakes. */
-function checkAlias(alias: string): void {
+export function checkAlias(alias: string): void {
   if (!ALIAS.test(alias)) throw new Error(`not a table alias: ${JSON.stringify(alias)}`)
 }

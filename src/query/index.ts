@@ -11,5 +11,5 @@ export {
   type ResolvedNode, type ResolvedCondition, type ResolvedValue, type SqlFragment,
 } from './resolve.js'
 export { OPERATORS_BY_TYPE, type FieldType, type ResolvedField, type Target } from './fields.js'
-export { columnExpr, compileFilter, propertyContains, propertyExpr } from './compile.js'
+export { JSONB_STORAGE, columnExpr, compileFilter, propertyContains, propertyExpr, type PropertyStorage } from './compile.js'
 export { compileOrderBy, parseSortBody, parseSortParam, type SortSpec } from './sort.js'

@@ -1,7 +1,7 @@
 import { AppError, Errors, type Issue } from '../core/errors.js'
 import type { Metamodel } from '../metamodel/types.js'
 import type { Params } from '../store/sql.js'
-import { columnExpr, propertyExpr } from './compile.js'
+import { JSONB_STORAGE, columnExpr, type PropertyStorage } from './compile.js'
 import { PROPERTY_PREFIX, columnField, propertyFields, sortableFieldsText, type Target } from './fields.js'
 import { escapePointer } from './parse.js'
 import { describeValue } from './values.js'
@@ -69,14 +69,17 @@ function parseSortEntry(entry: unknown, pointer: string): SortSpec {
  * order (`COLLATE "C"`, as the text columns: the same order on every store).
  *
  * `params` is unused today (sort keys take no values) and kept so that they may later.
+ * `storage` says where property values live (see compileFilter); jsonb by default.
  *
  * @example compileOrderBy(parseSortParam('-properties.cpu_count,name'), 'assets', mm, 'a', params)
  *   // → (CASE WHEN jsonb_typeof(a.properties->'cpu_count') = 'number' THEN (a.properties->>'cpu_count')::numeric END) DESC, a."name" ASC, a."id" ASC
  * @throws AppError invalid_sort for a field that cannot be sorted on `target`
  */
-export function compileOrderBy(specs: readonly SortSpec[], target: Target, metamodel: Metamodel, alias: string, params: Params): string {
+export function compileOrderBy(
+  specs: readonly SortSpec[], target: Target, metamodel: Metamodel, alias: string, params: Params, storage: PropertyStorage = JSONB_STORAGE,
+): string {
   void params
-  const keys = (specs.length === 0 ? DEFAULT_SORT : specs).map((spec) => `${sortExpr(spec, target, metamodel, alias)} ${spec.order.toUpperCase()}`)
+  const keys = (specs.length === 0 ? DEFAULT_SORT : specs).map((spec) => `${sortExpr(spec, target, metamodel, alias, storage)} ${spec.order.toUpperCase()}`)
   const last = specs.length === 0 ? DEFAULT_SORT.at(-1) : specs.at(-1)
   if (last?.field !== 'id') keys.push(`${columnExpr(alias, 'id')} ASC`)
   return keys.join(', ')
@@ -84,7 +87,7 @@ export function compileOrderBy(specs: readonly SortSpec[], target: Target, metam
 
 const DEFAULT_SORT: readonly SortSpec[] = [{ field: 'created_at', order: 'asc' }, { field: 'id', order: 'asc' }]
 
-function sortExpr(spec: SortSpec, target: Target, metamodel: Metamodel, alias: string): string {
+function sortExpr(spec: SortSpec, target: Target, metamodel: Metamodel, alias: string, storage: PropertyStorage): string {
   const column = columnField(target, spec.field)
   if (column !== undefined) return columnExpr(alias, column.column)
   const at: Pick<Issue, 'pointer' | 'parameter'> = spec.pointer === undefined ? { parameter: 'sort' } : { pointer: `${spec.pointer}/field` }
@@ -94,8 +97,7 @@ function sortExpr(spec: SortSpec, target: Target, metamodel: Metamodel, alias: s
   const key = spec.field.slice(PROPERTY_PREFIX.length)
   const fields = propertyFields(key, metamodel)
   if (fields.length === 0) fail(at, `cannot sort by ${describeValue(spec.field)}: no asset type in the metamodel defines property ${describeValue(key)}`)
-  // A key that is a number on every type sorts numerically; any other kind (or a mix) as text.
-  return fields.every((f) => f.type === 'number') ? propertyExpr(alias, key, 'number') : `${propertyExpr(alias, key, 'text')} COLLATE "C"`
+  return storage.sortKey(alias, key, fields.map((f) => f.type))
 }
 
 function fail(at: Pick<Issue, 'pointer' | 'parameter'>, detail: string): never {

@@ -9,6 +9,7 @@ import { validateSetup } from './load.js'
 import { checkReferences } from './references.js'
 import { loadState, lockOrganization, type OrgState } from './state.js'
 import { SetupError, withSource, type ApplyReport, type OrganizationSpec, type SetupFile } from './types.js'
+import { syncProjection } from '../projection/sync.js'
 
 export type { ApplyReport } from './types.js'
 
@@ -68,6 +69,8 @@ async function applyInTransaction(tx: Tx, setup: SetupFile): Promise<ApplyReport
   await applyUsers(ctx)
   if (ctx.metamodelChanges > 0) {
     await tx.query('UPDATE organizations SET metamodel_version = metamodel_version + 1, updated_at = now() WHERE id = $1', [org.id])
+    // Widen the typed projection of search and analytics in the same transaction (src/projection/).
+    await syncProjection(tx, org.id)
   }
   return { organization: { key: setup.organization.key, id: org.id, created: org.created }, changes }
 }

@@ -30,10 +30,23 @@ export async function migrate(db: Db): Promise<string[]> {
   return applied
 }
 
-/** Splits a migration into statements (prepared statements take one at a time). */
+/**
+ * Splits a migration into statements (prepared statements take one at a time): a `;` at the end
+ * of a line ends one, except inside a dollar-quoted function body (`$$ … $$`), whose own
+ * statements end lines with `;` too.
+ */
 function splitStatements(sql: string): string[] {
-  return sql
-    .split(/;\s*$/m)
-    .map((s) => s.replace(/^\s*--.*$/gm, '').trim())
-    .filter((s) => s.length > 0)
+  const statements: string[] = []
+  let current: string[] = []
+  let inBody = false
+  for (const line of sql.split('\n')) {
+    if ((line.match(/\$\$/g) ?? []).length % 2 === 1) inBody = !inBody
+    current.push(line)
+    if (!inBody && /;\s*$/.test(line)) {
+      statements.push(current.join('\n').replace(/;\s*$/, ''))
+      current = []
+    }
+  }
+  statements.push(current.join('\n'))
+  return statements.map((s) => s.replace(/^\s*--.*$/gm, '').trim()).filter((s) => s.length > 0)
 }

@@ -25,26 +25,28 @@ interface KeyRow {
   grants: Grant[]
 }
 
-type Cidr = [ipaddr.IPv4 | ipaddr.IPv6, number]
+export type Cidr = [ipaddr.IPv4 | ipaddr.IPv6, number]
 
 interface CachedKey {
   hash: Uint8Array
   orgId: string
   inactive: boolean
   apiAccess: boolean
-  allowlist: Cidr[]
+  allowlist: Allowlist
   context: AuthContext
   loadedAt: number
 }
 
 // One statement finds the key, its owner, the organization and the grants of the key's roles.
+// Only roles the owner still has count: a role taken from a user is taken from the user's keys
+// too, as the permission type is (effective = min(key, owner)).
 const KEY_SQL = `
 SELECT k.id, k.org_id, o.key AS org_key, k.permission_type, k.role_keys, k.owner_user_id, k.secret_hash,
        u.permission_type AS owner_permission, u.enabled AS owner_enabled,
        u.sign_in_methods AS owner_sign_in_methods,
        o.api_access, o.ip_allowlist, o.rate_limit_requests, o.rate_limit_window_seconds,
        (SELECT coalesce(jsonb_agg(g), '[]'::jsonb) FROM roles r, jsonb_array_elements(r.grants) g
-         WHERE r.org_id = k.org_id AND r.key = ANY(k.role_keys)) AS grants
+         WHERE r.org_id = k.org_id AND r.key = ANY(k.role_keys) AND r.key = ANY(u.role_keys)) AS grants
 FROM api_keys k
 JOIN users u ON u.org_id = k.org_id AND u.id = k.owner_user_id
 JOIN organizations o ON o.id = k.org_id
@@ -54,11 +56,42 @@ WHERE k.secret_prefix = $1`
 const MAX_AGE_MS = 30_000
 
 function parseCidr(entry: string): Cidr {
-  if (entry.includes('/')) return ipaddr.parseCIDR(entry)
-  const addr = ipaddr.parse(entry)
-  return [addr, addr.kind() === 'ipv4' ? 32 : 128]
+  let range: ipaddr.IPv4 | ipaddr.IPv6
+  let bits: number
+  if (entry.includes('/')) [range, bits] = ipaddr.parseCIDR(entry)
+  else [range, bits] = ((addr) => [addr, addr.kind() === 'ipv4' ? 32 : 128])(ipaddr.parse(entry))
+  // An IPv4-mapped IPv6 range (::ffff:10.0.0.0/104) is the IPv4 range it maps: addresses are
+  // compared in their IPv4 form (see normalize).
+  if (range.kind() === 'ipv6' && (range as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) {
+    return [(range as ipaddr.IPv6).toIPv4Address(), bits - 96]
+  }
+  return [range, bits]
 }
 
+/**
+ * The organization's allowlist entries (CIDRs or single addresses, IPv4 or IPv6). An entry that
+ * does not parse matches nothing but still counts: a list of only bad entries must not turn
+ * into "any address" (fail closed).
+ */
+export function parseAllowlist(entries: readonly string[]): Allowlist {
+  const ranges: Cidr[] = []
+  for (const entry of entries) {
+    try {
+      ranges.push(parseCidr(entry.trim()))
+    } catch {
+      // kept out of `ranges`; `restricted` below still holds
+    }
+  }
+  return { restricted: entries.length > 0, ranges }
+}
+
+export interface Allowlist {
+  /** false = the organization allows any address (empty list). */
+  restricted: boolean
+  ranges: Cidr[]
+}
+
+/** IPv4-mapped IPv6 addresses (::ffff:10.0.0.1, what a dual-stack socket reports) compare as IPv4. */
 function normalize(address: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
   try {
     const addr = ipaddr.parse(address)
@@ -70,11 +103,11 @@ function normalize(address: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
   }
 }
 
-export function addressAllowed(address: string, allowlist: Cidr[]): boolean {
-  if (allowlist.length === 0) return true
+export function addressAllowed(address: string, allowlist: Allowlist): boolean {
+  if (!allowlist.restricted) return true
   const addr = normalize(address)
   if (!addr) return false
-  return allowlist.some(([range, bits]) => addr.kind() === range.kind() && addr.match(range, bits))
+  return allowlist.ranges.some(([range, bits]) => addr.kind() === range.kind() && addr.match(range, bits))
 }
 
 /**
@@ -156,13 +189,7 @@ function toEntry(row: KeyRow): CachedKey {
     orgId: row.org_id,
     inactive: !row.owner_enabled || row.owner_sign_in_methods.length === 0,
     apiAccess: row.api_access,
-    allowlist: row.ip_allowlist.flatMap((e) => {
-      try {
-        return [parseCidr(e)]
-      } catch {
-        return []
-      }
-    }),
+    allowlist: parseAllowlist(row.ip_allowlist),
     context,
     loadedAt: Date.now(),
   }

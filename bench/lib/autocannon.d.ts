@@ -1,0 +1,22 @@
+// The part of autocannon's API the bench uses (the package ships no types).
+declare module 'autocannon' {
+  interface Options {
+    url: string
+    connections?: number
+    duration?: number
+    headers?: Record<string, string>
+    requests?: { method?: string; setupRequest?: (request: any) => any }[]
+  }
+  interface Histogram {
+    average: number
+    p99: number
+  }
+  interface Result {
+    requests: Histogram
+    latency: Histogram
+    non2xx: number
+    errors: number
+  }
+  function autocannon(options: Options): Promise<Result>
+  export default autocannon
+}

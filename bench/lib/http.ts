@@ -1,0 +1,34 @@
+/** A minimal client for the service under test (global fetch keeps connections alive). */
+export interface Api {
+  url: string
+  /** Sends `body` as is (a prepared JSON text, so that building it is not timed) and reads the whole answer. */
+  send(method: string, path: string, body?: string): Promise<{ status: number; text: string }>
+  json<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>
+}
+
+export function api(url: string, secret: string): Api {
+  const send: Api['send'] = async (method, path, body) => {
+    const res = await fetch(`${url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${secret}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body } : {}),
+    })
+    return { status: res.status, text: await res.text() }
+  }
+  return {
+    url,
+    send,
+    async json(method, path, body) {
+      const res = await send(method, path, body === undefined ? undefined : JSON.stringify(body))
+      return { status: res.status, body: res.text === '' ? null : JSON.parse(res.text) }
+    },
+  }
+}
+
+/** Throws with the answer's start when a setup request of the bench fails. */
+export function expectStatus(res: { status: number; text?: string; body?: unknown }, status: number, what: string): void {
+  if (res.status !== status) {
+    const text = res.text ?? JSON.stringify(res.body)
+    throw new Error(`bench: ${what} answered ${res.status} (expected ${status}): ${text.slice(0, 500)}`)
+  }
+}

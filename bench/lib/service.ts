@@ -1,0 +1,77 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+
+/** A server in a child process of its own, so that its memory is measured alone. */
+export interface Service {
+  url: string
+  pid: number
+  /** What the child printed when ready (seeded organizations and keys). */
+  ready: Record<string, any>
+  /** Peak resident set size since start or the last reset, in MB (Linux VmHWM). */
+  peakRssMb(): number
+  /** Starts a new peak-RSS window (Linux clear_refs 5). */
+  resetPeakRss(): void
+  stop(): Promise<void>
+}
+
+const running = new Set<ChildProcess>()
+
+/** Stops every child this bench started (on exit, also after a failure). */
+export function stopAllServices(): void {
+  for (const child of running) child.kill('SIGKILL')
+  running.clear()
+}
+
+function statusField(pid: number, field: string): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith(`${field}:`))
+  return line ? Number(line.replace(/\D+/g, '')) / 1024 : Number.NaN
+}
+
+/**
+ * Starts `node --import tsx <script>` (a file under bench/) and waits for the JSON line it prints
+ * when listening: `{"bench": "ready", "url": …}`. Bounded: a child not ready in time is killed.
+ */
+export async function startService(script: string, env: Record<string, string>, timeoutMs = 180_000): Promise<Service> {
+  // BENCH_PROFILE=<dir>: each child writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
+  const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
+  const child = spawn(process.execPath, [...profile, '--import', 'tsx', `bench/${script}`], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'production', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  running.add(child)
+  const ready = await new Promise<Record<string, any>>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`bench: ${script} not ready after ${timeoutMs} ms`)), timeoutMs)
+    child.once('exit', (code) => reject(new Error(`bench: ${script} exited with ${code} before it was ready`)))
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (!line.startsWith('{"bench":"ready"')) return void (line.trim() && process.stderr.write(`  [${script}] ${line}\n`))
+      clearTimeout(timer)
+      resolve(JSON.parse(line) as Record<string, any>)
+    })
+  }).catch((err) => {
+    child.kill('SIGKILL')
+    running.delete(child)
+    throw err
+  })
+  const pid = child.pid!
+  return {
+    url: ready.url as string,
+    pid,
+    ready,
+    peakRssMb: () => statusField(pid, 'VmHWM'),
+    resetPeakRss: () => writeFileSync(`/proc/${pid}/clear_refs`, '5'),
+    async stop() {
+      if (child.exitCode !== null) return
+      const exited = new Promise((resolve) => child.once('exit', resolve))
+      child.kill('SIGTERM')
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000)
+      await exited
+      clearTimeout(timer)
+      running.delete(child)
+    },
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * The service under test, in its own process: store → migrations → seeded organizations and
+ * keys → buildApp → listen on 127.0.0.1 (a random port). Prints one ready line for the runner.
+ * Env: BENCH_STORE (postgres | pglite), BENCH_DATABASE_URL, BENCH_SCHEMA, BENCH_SETUPS (a JSON file).
+ */
+import { readFileSync } from 'node:fs'
+import { buildApp } from '../src/app.js'
+import { loadConfig } from '../src/core/config.js'
+import { openDb } from '../src/store/db.js'
+import { migrate } from '../src/store/migrate.js'
+import { applySetup } from '../src/setup/apply.js'
+import type { SetupFile } from '../src/setup/schema.js'
+import { createKeyFromCli } from '../src/keys/cli.js'
+
+const env = process.env
+const db = env.BENCH_STORE === 'pglite'
+  ? await openDb({ dataDir: 'memory://' })
+  : await openDb({ databaseUrl: env.BENCH_DATABASE_URL, schema: env.BENCH_SCHEMA, poolSize: 10 })
+await migrate(db)
+
+const orgs: Record<string, { id: string; secret: string }> = {}
+for (const setup of JSON.parse(readFileSync(env.BENCH_SETUPS!, 'utf8')) as (SetupFile & { organization: { key: string }; users: { email: string }[] })[]) {
+  const report = await applySetup(db, setup)
+  const key = await createKeyFromCli(db, { org: setup.organization.key, user: setup.users[0]!.email, name: 'bench', type: 'Admin', roles: ['all'] })
+  orgs[setup.organization.key] = { id: report.organization.id, secret: key.secret }
+}
+
+// As `kbis serve` runs it, logging at warn: per-request info lines are an operator's choice.
+const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'warn', poolSize: 10 })
+const app = await buildApp({ db, config, logger: { level: 'warn' } })
+const url = await app.listen({ host: '127.0.0.1', port: 0 })
+process.stdout.write(`${JSON.stringify({ bench: 'ready', url, orgs })}\n`)
+
+process.on('SIGTERM', () => {
+  void app.close().then(() => db.close()).finally(() => process.exit(0))
+})

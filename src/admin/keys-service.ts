@@ -1,0 +1,140 @@
+import { AppError, Errors } from '../core/errors.js'
+import type { AuthContext } from '../core/auth/context.js'
+import { permissionAtLeast, type KeyPermission } from '../core/auth/permissions.js'
+import type { Queryable } from '../store/db.js'
+import { isUuid } from '../core/time.js'
+import { offsetOf, pageMeta, type Page } from '../core/pagination.js'
+import { INVALIDATE_CHANNEL } from '../core/channels.js'
+import { storeNewKey } from '../keys/create.js'
+import { deleteApiKey, selectApiKey, selectApiKeyPage, updateApiKey, type ApiKeyRow } from '../keys/sql.js'
+import { toApiKeyRecord, type ApiKeyRecord } from '../keys/mapper.js'
+import { selectDirectoryRow, selectExistingRoleKeys, type UserRow } from './directory-sql.js'
+import type { AdminContext, PageOf } from './directory.js'
+
+export interface KeyInput {
+  name: string
+  description?: string | null
+  permission_type: KeyPermission
+  role_keys: string[]
+  owner_user_id?: string
+}
+
+export type KeyPatch = Partial<KeyInput>
+
+/** Viewers manage no keys; Editors their own; Admins (and Owners, who act as Admin) all (CONTRACT §9). */
+function requireKeyManager(auth: AuthContext): void {
+  if (auth.permission === 'Viewer') throw new AppError(Errors.FORBIDDEN, 'a Viewer key cannot manage API keys')
+}
+
+const managesAll = (auth: AuthContext): boolean => auth.permission === 'Admin'
+
+/** A key the caller may not manage answers 404 like an unknown one: its existence is not revealed. */
+function assertVisible(auth: AuthContext, id: string, row: ApiKeyRow | null): ApiKeyRow {
+  if (!row || (!managesAll(auth) && row.owner_user_id !== auth.userId)) throw new AppError(Errors.NOT_FOUND, `API key ${id} not found`)
+  return row
+}
+
+/** A key may not get a permission type above its creator's effective one. */
+function checkPermissionCeiling(auth: AuthContext, wanted: KeyPermission): void {
+  if (!permissionAtLeast(auth.permission, wanted)) {
+    throw new AppError(Errors.FORBIDDEN, [{
+      detail: `a key acting as ${auth.permission} cannot give a key the ${wanted} permission type`,
+      pointer: '/permission_type',
+    }])
+  }
+}
+
+function checkTransferAllowed(auth: AuthContext, ownerId: string): void {
+  if (ownerId !== auth.userId && !managesAll(auth)) {
+    throw new AppError(Errors.FORBIDDEN, [{ detail: 'only an Admin key may give a key to another user', pointer: '/owner_user_id' }])
+  }
+}
+
+async function loadOwner(tx: Queryable, orgId: string, ownerId: string): Promise<UserRow> {
+  const owner = isUuid(ownerId) ? await selectDirectoryRow(tx, 'users', orgId, ownerId) : null
+  if (!owner) throw new AppError(Errors.VALIDATION_FAILED, [{ detail: `no user ${ownerId} in the organization`, pointer: '/owner_user_id' }])
+  return owner
+}
+
+/**
+ * Unknown roles are a 422 (a typo in the body); known roles the owner user lacks are a 403: "an
+ * editor can assign to a key only the roles the editor already has" — for a key given to another
+ * user by an Admin, the roles that user has.
+ */
+async function checkRoles(tx: Queryable, orgId: string, roleKeys: string[], owner: UserRow): Promise<void> {
+  const existing = await selectExistingRoleKeys(tx, orgId, roleKeys)
+  const unknown = roleKeys.flatMap((key, index) => (existing.has(key) ? [] : [{ key, index }]))
+  if (unknown.length > 0) {
+    throw new AppError(Errors.VALIDATION_FAILED, unknown.map((u) => ({ detail: `no role ${u.key} in the organization`, pointer: `/role_keys/${u.index}` })))
+  }
+  const lacking = roleKeys.flatMap((key, index) => (owner.role_keys.includes(key) ? [] : [{ key, index }]))
+  if (lacking.length > 0) {
+    throw new AppError(Errors.FORBIDDEN, lacking.map((l) => ({
+      detail: `user ${owner.email} does not have the role ${l.key}; a key gets only roles its owner has`,
+      pointer: `/role_keys/${l.index}`,
+    })))
+  }
+}
+
+export async function listKeys(ctx: AdminContext, page: Page): Promise<PageOf<ApiKeyRecord>> {
+  requireKeyManager(ctx.auth)
+  const owner = managesAll(ctx.auth) ? null : ctx.auth.userId
+  const { rows, total } = await selectApiKeyPage(ctx.db, ctx.auth.orgId, owner, page.size, offsetOf(page))
+  return { data: rows.map(toApiKeyRecord), page: pageMeta(page, total) }
+}
+
+export async function getKey(ctx: AdminContext, id: string): Promise<ApiKeyRecord> {
+  requireKeyManager(ctx.auth)
+  const row = isUuid(id) ? await selectApiKey(ctx.db, ctx.auth.orgId, id) : null
+  return toApiKeyRecord(assertVisible(ctx.auth, id, row))
+}
+
+/** Creates a key; the returned record carries the secret, which is never shown again. */
+export async function createKey(ctx: AdminContext, input: KeyInput): Promise<ApiKeyRecord & { secret: string }> {
+  requireKeyManager(ctx.auth)
+  const ownerId = input.owner_user_id ?? ctx.auth.userId
+  checkTransferAllowed(ctx.auth, ownerId)
+  checkPermissionCeiling(ctx.auth, input.permission_type)
+  return ctx.db.transaction(async (tx) => {
+    const owner = await loadOwner(tx, ctx.auth.orgId, ownerId)
+    await checkRoles(tx, ctx.auth.orgId, input.role_keys, owner)
+    return storeNewKey(tx, ctx.auth.orgId, { ...input, description: input.description ?? null, owner_user_id: owner.id })
+  })
+}
+
+/**
+ * Changes name, description, permission type, roles or (Admins only) the owner. The ceilings
+ * apply to what changes: a new permission type against the caller, the resulting roles against the
+ * (new) owner. Every server drops its cached copy of the key afterwards.
+ */
+export async function updateKey(ctx: AdminContext, id: string, patch: KeyPatch): Promise<ApiKeyRecord> {
+  requireKeyManager(ctx.auth)
+  const row = await ctx.db.transaction(async (tx) => {
+    const current = assertVisible(ctx.auth, id, isUuid(id) ? await selectApiKey(tx, ctx.auth.orgId, id, true) : null)
+    const ownerId = patch.owner_user_id ?? current.owner_user_id
+    if (ownerId !== current.owner_user_id) checkTransferAllowed(ctx.auth, ownerId)
+    const permission = patch.permission_type ?? current.permission_type
+    if (permission !== current.permission_type) checkPermissionCeiling(ctx.auth, permission)
+    const roleKeys = patch.role_keys ?? current.role_keys
+    if (patch.role_keys !== undefined || ownerId !== current.owner_user_id) {
+      await checkRoles(tx, ctx.auth.orgId, roleKeys, await loadOwner(tx, ctx.auth.orgId, ownerId))
+    }
+    return updateApiKey(tx, ctx.auth.orgId, current.id, {
+      name: patch.name ?? current.name,
+      description: patch.description !== undefined ? patch.description : current.description,
+      permission_type: permission,
+      role_keys: roleKeys,
+      owner_user_id: ownerId,
+    })
+  })
+  await ctx.db.notify(INVALIDATE_CHANNEL, ctx.auth.orgId)
+  return toApiKeyRecord(row)
+}
+
+/** Deletes a key for good; it stops working at once in every server (cache invalidation). */
+export async function deleteKey(ctx: AdminContext, id: string): Promise<void> {
+  requireKeyManager(ctx.auth)
+  const row = assertVisible(ctx.auth, id, isUuid(id) ? await selectApiKey(ctx.db, ctx.auth.orgId, id) : null)
+  await deleteApiKey(ctx.db, ctx.auth.orgId, row.id)
+  await ctx.db.notify(INVALIDATE_CHANNEL, ctx.auth.orgId)
+}

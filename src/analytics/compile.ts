@@ -1,0 +1,211 @@
+import type { AuthContext } from '../core/auth/context.js'
+import { assertNever } from '../core/errors.js'
+import { scopeCondition } from '../access/scope.js'
+import { compileFilter } from '../query/compile.js'
+import { projectionStorage } from '../projection/storage.js'
+import { columnRef, type Projection } from '../projection/columns.js'
+import { ident, literal, Params } from '../store/sql.js'
+import type { AnalyticsField, AnalyticsSpec, Dimension, Measure } from './spec.js'
+
+/**
+ * Stage 2 of analytics: an {@link AnalyticsSpec} → SQL over the organization's typed projection
+ * (alias `a`, live assets only). Pure: values only as `$n`, identifiers only from the projection's
+ * column names, interval units from a whitelist. Everything is aggregated by PostgreSQL; no asset
+ * row ever reaches the service.
+ *
+ * - One statement for the groups, and with `breakdown_by` a second one grouped by the groups'
+ *   fields plus the breakdown field: a multi-valued breakdown (a multi-select, related types)
+ *   would count an asset once per value if both levels shared one GROUPING SETS scan.
+ * - Groups come in a fixed order: by each group_by field in turn, ascending, empty values last;
+ *   text in byte order, numbers numerically, dates and intervals chronologically, false before true.
+ *
+ * @example group_by environment, measures count and average(memory_gb):
+ *   SELECT a."t_environment" AS g0, count(*) AS m0, avg(a."n_memory_gb") AS m1
+ *   FROM "assets_typed_…" a WHERE a.org_id = $1
+ *   GROUP BY a."t_environment" ORDER BY a."t_environment" ASC NULLS LAST LIMIT 10001
+ */
+
+/** How the service turns a group value from the driver into JSON. */
+export type OutputType = 'text' | 'number' | 'boolean'
+
+export interface Statement {
+  readonly text: string
+  readonly values: readonly unknown[]
+}
+
+export interface CompiledAnalytics {
+  readonly groups: Statement
+  readonly breakdown: Statement | null
+  readonly groupTypes: readonly OutputType[]
+  readonly breakdownType: OutputType | null
+}
+
+export interface AnalyticsContext {
+  readonly orgId: string
+  readonly auth: AuthContext
+  readonly projection: Projection
+}
+
+/** Limits on the answer's size: more groups than this is 400 (narrow the filter or the grouping). */
+export const MAX_GROUPS = 10_000
+export const MAX_BREAKDOWN_ROWS = 100_000
+
+export function compileAnalytics(spec: AnalyticsSpec, ctx: AnalyticsContext): CompiledAnalytics {
+  const withBreakdown = spec.breakdown === null ? null : [...spec.groupBy, spec.breakdown]
+  return {
+    groups: compileLevel(spec, spec.groupBy, ctx, MAX_GROUPS),
+    breakdown: withBreakdown === null ? null : compileLevel(spec, withBreakdown, ctx, MAX_BREAKDOWN_ROWS),
+    groupTypes: spec.groupBy.map((d) => outputType(d)),
+    breakdownType: spec.breakdown === null ? null : outputType(spec.breakdown),
+  }
+}
+
+interface DimensionSql {
+  /** The grouped value, in its own type (ordering uses it). */
+  readonly raw: string
+  /** A join the value needs (multi-select values, related asset types). */
+  readonly join: string | null
+  /** The value as the API shows it, from an expression of the raw value. */
+  format(raw: string): string
+}
+
+/** One aggregate statement grouped by `dims`; `limit` + 1 rows at most, so the caller can tell. */
+function compileLevel(spec: AnalyticsSpec, dims: readonly Dimension[], ctx: AnalyticsContext, limit: number): Statement {
+  const params = new Params([ctx.orgId])
+  const sql = dims.map((d, i) => dimensionSql(d, i, ctx, params))
+  const from = [`${ident(ctx.projection.table)} a`, ...sql.flatMap((d) => (d.join === null ? [] : [d.join]))].join(' ')
+  const where = ['a.org_id = $1']
+  const filter = compileFilter(spec.filter, params, 'a', projectionStorage(ctx.projection))
+  if (filter !== 'TRUE') where.push(filter)
+  const scope = scopeCondition(ctx.auth, 'a', 'view', params)
+  if (scope !== 'TRUE') where.push(scope)
+  const source = `FROM ${from} WHERE ${where.join(' AND ')}`
+  const distinct = distinctInput(spec.measures, ctx.projection)
+  const text = distinct === null ? oneLevel(spec, sql, source, ctx) : twoLevel(spec, sql, source, ctx, distinct)
+  return { text: dims.length === 0 ? text : `${text} LIMIT ${limit + 1}`, values: params.values }
+}
+
+/** `GROUP BY … ORDER BY …` over the given grouped expressions (nothing without groups). */
+function grouping(raws: readonly string[]): string {
+  if (raws.length === 0) return ''
+  return ` GROUP BY ${raws.join(', ')} ORDER BY ${raws.map((r) => `${r} ASC NULLS LAST`).join(', ')}`
+}
+
+/** The plain form: every measure aggregated in one pass over the matching rows. */
+function oneLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: string, ctx: AnalyticsContext): string {
+  const measures = spec.measures.map((m, j) => `${aggregate(m, ctx.projection)} AS m${j}`)
+  const groups = dims.map((d, i) => `${d.format(d.raw)} AS g${i}`)
+  return `SELECT ${[...groups, ...measures].join(', ')} ${source}${grouping(dims.map((d) => d.raw))}`
+}
+
+function aggregate(measure: Measure, projection: Projection): string {
+  switch (measure.type) {
+    case 'count': return 'count(*)'
+    case 'count_distinct': return `count(DISTINCT ${valueExpr(measure.field, projection)})`
+    // The sum of no values is 0; their average has no value (null).
+    case 'sum': return `COALESCE(sum(${numberExpr(measure.field, projection)}), 0)`
+    case 'average': return `avg(${numberExpr(measure.field, projection)})`
+    default: return assertNever(measure)
+  }
+}
+
+/**
+ * When every count_distinct counts the same field: first one row per (groups, value), hashed,
+ * then the groups, counting those rows. PostgreSQL computes `count(DISTINCT x)` by sorting every
+ * row of each group, which measured twice as slow on 200,000 assets (docs/indexes-and-plans.md).
+ * The other measures ride along as partial sums: count = Σ n, sum = Σ s, average = Σ s / Σ c.
+ */
+function twoLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: string, ctx: AnalyticsContext, distinct: string): string {
+  const inner = [...dims.map((d, i) => `${d.raw} AS d${i}`), `${distinct} AS x`]
+  const outer = spec.measures.map((m, j) => {
+    switch (m.type) {
+      case 'count': return `COALESCE(sum(s.n), 0) AS m${j}`
+      case 'count_distinct': return `count(s.x) AS m${j}`
+      case 'sum': return `COALESCE(sum(s.s${j}), 0) AS m${j}`
+      case 'average': return `sum(s.s${j}) / NULLIF(sum(s.c${j}), 0) AS m${j}`
+      default: return assertNever(m)
+    }
+  })
+  if (spec.measures.some((m) => m.type === 'count')) inner.push('count(*) AS n')
+  spec.measures.forEach((m, j) => {
+    if (m.type === 'sum' || m.type === 'average') inner.push(`sum(${numberExpr(m.field, ctx.projection)}) AS s${j}`)
+    if (m.type === 'average') inner.push(`count(${numberExpr(m.field, ctx.projection)}) AS c${j}`)
+  })
+  const innerGroup = [...dims.map((d) => d.raw), distinct].join(', ')
+  const groups = dims.map((d, i) => `${d.format(`s.d${i}`)} AS g${i}`)
+  const keys = dims.map((_, i) => `s.d${i}`)
+  return `SELECT ${[...groups, ...outer].join(', ')} FROM (SELECT ${inner.join(', ')} ${source} GROUP BY ${innerGroup}) s${grouping(keys)}`
+}
+
+/** The one field all count_distinct measures count, or null (none, or several: plain form). */
+function distinctInput(measures: readonly Measure[], projection: Projection): string | null {
+  const fields = new Set(measures.flatMap((m) => (m.type === 'count_distinct' ? [valueExpr(m.field, projection)] : [])))
+  return fields.size === 1 ? [...fields][0]! : null
+}
+
+/** A field's value on row `a`; a key with several kinds reads as text. */
+function valueExpr(field: AnalyticsField, projection: Projection, alias = 'a'): string {
+  if (field.kind === 'column') return `${alias}.${ident(field.column)}`
+  if (field.kinds.length === 1) return columnRef(projection, alias, field.kinds[0]!, field.key)
+  const texts = field.kinds.map((kind) => {
+    const c = columnRef(projection, alias, kind, field.key)
+    return kind === 'text' ? c : kind === 'multi' ? `array_to_string(${c}, ',')` : `${c}::text`
+  })
+  return `COALESCE(${texts.join(', ')})`
+}
+
+function numberExpr(field: AnalyticsField, projection: Projection): string {
+  if (field.kind !== 'property') throw new Error('sum and average take a number property')
+  return columnRef(projection, 'a', 'number', field.key)
+}
+
+const TIMESTAMP_FORMAT = `'YYYY-MM-DD"T"HH24:MI:SS"Z"'`
+const DATE_FORMAT = `'YYYY-MM-DD'`
+const same = (raw: string): string => raw
+
+function dimensionSql(d: Dimension, i: number, ctx: AnalyticsContext, params: Params): DimensionSql {
+  if (d.kind === 'related') return relatedSql(d, i, ctx, params)
+  const { field, interval } = d
+  if (field.kind === 'column') {
+    const column = valueExpr(field, ctx.projection)
+    if (!field.timestamp || interval === null) return { raw: column, join: null, format: same }
+    // Buckets in UTC (CONTRACT §1), shown as the bucket's first second; weeks start on Monday.
+    const raw = `date_trunc(${literal(interval)}, ${column} AT TIME ZONE 'UTC')`
+    return { raw, join: null, format: (r) => `to_char(${r}, ${TIMESTAMP_FORMAT})` }
+  }
+  if (field.kinds.length === 1 && field.kinds[0] === 'multi') {
+    // One group per option the asset holds; none ([] or missing) → the LEFT JOIN's NULL group.
+    const column = valueExpr(field, ctx.projection)
+    return { raw: `j${i}.v`, join: `LEFT JOIN LATERAL (SELECT DISTINCT u.v FROM unnest(${column}) AS u(v)) j${i} ON TRUE`, format: same }
+  }
+  if (field.kinds.length === 1 && field.kinds[0] === 'date') {
+    const column = valueExpr(field, ctx.projection)
+    const raw = interval === null ? column : `date_trunc(${literal(interval)}, ${column}::timestamp)::date`
+    return { raw, join: null, format: (r) => `to_char(${r}::timestamp, ${DATE_FORMAT})` }
+  }
+  return { raw: valueExpr(field, ctx.projection), join: null, format: same }
+}
+
+/**
+ * One group per distinct type of the assets related to each asset through `relationship_type_key`
+ * in `direction` (outgoing: the asset is the source), counting only related assets that are live
+ * (in the projection) and visible to the key; an asset with none falls in the NULL group. A hash
+ * join over the organization's relationships of that type, not a lookup per asset.
+ */
+function relatedSql(d: Dimension & { kind: 'related' }, i: number, ctx: AnalyticsContext, params: Params): DimensionSql {
+  const [own, other] = d.direction === 'outgoing' ? ['source_asset_id', 'target_asset_id'] : ['target_asset_id', 'source_asset_id']
+  const ra = `ra${i}`
+  const scope = scopeCondition(ctx.auth, ra, 'view', params)
+  const conditions = ['r.org_id = $1']
+  if (d.relationshipTypeKey !== null) conditions.push(`r.relationship_type_key = ${params.add(d.relationshipTypeKey)}`)
+  const join = `LEFT JOIN (SELECT DISTINCT r.${own} AS asset_id, ${ra}.asset_type_key AS v FROM relationships r`
+    + ` JOIN ${ident(ctx.projection.table)} ${ra} ON ${ra}.org_id = r.org_id AND ${ra}.id = r.${other}${scope === 'TRUE' ? '' : ` AND ${scope}`}`
+    + ` WHERE ${conditions.join(' AND ')}) j${i} ON j${i}.asset_id = a.id`
+  return { raw: `j${i}.v`, join, format: same }
+}
+
+function outputType(d: Dimension): OutputType {
+  if (d.kind === 'related' || d.field.kind === 'column' || d.field.kinds.length > 1) return 'text'
+  const kind = d.field.kinds[0]!
+  return kind === 'number' ? 'number' : kind === 'boolean' ? 'boolean' : 'text'
+}

@@ -1,0 +1,18 @@
+import type { FastifyInstance } from 'fastify'
+import { analyticsBody, analyticsResponse } from './schemas.js'
+import { commonErrorResponses } from '../core/schemas.js'
+import { runAnalytics } from './service.js'
+
+/**
+ * POST /analytics/assets (CONTRACT §7). Any key (Viewer and up); its roles scope the assets
+ * counted. `attachValidation`: the schema documents; analytics/spec.ts checks, with pointers.
+ */
+export async function analyticsRoutes(app: FastifyInstance): Promise<void> {
+  app.post('/analytics/assets', {
+    attachValidation: true,
+    schema: {
+      tags: ['analytics'], summary: 'Aggregate assets: count, count_distinct, sum, average, grouped and broken down',
+      body: analyticsBody, response: { 200: analyticsResponse, ...commonErrorResponses },
+    },
+  }, async (request) => runAnalytics(await app.requestContext(request), request.body))
+}

@@ -1,0 +1,82 @@
+import { INTERVALS } from './spec.js'
+
+/**
+ * The analytics body and answer as the OpenAPI document shows them (CONTRACT §7). The route
+ * validates by hand (analytics/spec.ts): these schemas describe, they do not reject.
+ */
+
+const fieldDescription = 'asset_type_key, access_domain_key, name, created_at, updated_at (with an interval), properties.<key>'
+
+const dimensionSchema = {
+  oneOf: [
+    { type: 'string', description: fieldDescription },
+    {
+      type: 'object',
+      required: ['field'],
+      additionalProperties: false,
+      properties: {
+        field: { type: 'string', description: `${fieldDescription}, or related_asset_type_key` },
+        interval: { type: 'string', enum: [...INTERVALS], description: 'For created_at, updated_at (required) and date properties.' },
+        relationship_type_key: { type: 'string', description: 'With related_asset_type_key: the relationship type (default: any).' },
+        direction: { type: 'string', enum: ['outgoing', 'incoming'], description: 'With related_asset_type_key (default outgoing).' },
+        as: { type: 'string', description: 'The key of this grouping in `group` (default: the field).' },
+      },
+    },
+  ],
+} as const
+
+export const analyticsBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    filter: { type: 'object', additionalProperties: true, description: 'As in POST /search/assets.' },
+    measures: {
+      type: 'array',
+      minItems: 1,
+      description: 'Default [{"type": "count"}].',
+      items: {
+        type: 'object',
+        required: ['type'],
+        additionalProperties: false,
+        properties: {
+          type: { type: 'string', enum: ['count', 'count_distinct', 'sum', 'average'] },
+          field: { type: 'string', description: 'count_distinct: any field; sum and average: a number property.' },
+          as: { type: 'string', description: 'The measure\'s name (default `count` or `<type>:<field>`).' },
+        },
+      },
+    },
+    group_by: { type: 'array', items: dimensionSchema, maxItems: 10 },
+    breakdown_by: dimensionSchema,
+  },
+  examples: [{
+    measures: [{ type: 'count' }, { type: 'average', field: 'properties.memory_gb', as: 'avg_memory' }],
+    group_by: ['properties.environment'],
+    breakdown_by: 'properties.tier',
+  }],
+} as const
+
+const groupValue = { type: ['string', 'number', 'boolean', 'null'] } as const
+const measuresSchema = { type: 'object', additionalProperties: { type: ['number', 'null'] } } as const
+
+export const analyticsResponse = {
+  type: 'object',
+  required: ['data', 'meta'],
+  properties: {
+    data: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['group', 'measures'],
+        properties: {
+          group: { type: 'object', additionalProperties: groupValue, description: 'One entry per group_by field; {} without group_by.' },
+          measures: measuresSchema,
+          breakdown: {
+            type: 'array',
+            items: { type: 'object', required: ['value', 'measures'], properties: { value: groupValue, measures: measuresSchema } },
+          },
+        },
+      },
+    },
+    meta: { type: 'object', required: ['total_groups'], properties: { total_groups: { type: 'integer' } } },
+  },
+} as const

@@ -1,0 +1,113 @@
+import { Errors, type Issue } from '../core/errors.js'
+import type { RequestContext } from '../core/context.js'
+import type { Tx } from '../store/db.js'
+import { hasLevel } from '../access/scope.js'
+import { prepareNewAsset, type AssetInput } from '../assets/prepare.js'
+import type { NewAssetRow } from '../assets/sql.js'
+import type { AssetRow } from '../assets/mapper.js'
+import { syncEmbeddedRelationships } from '../relationships/embedded.js'
+import { insertBulkAssets, selectExistingIds } from './sql.js'
+import { duplicateClaims, entryOf, failIfAny, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
+
+export type BulkAssetInput = AssetInput & BulkItem
+
+function domainText(domain: string | null): string {
+  return domain === null ? 'no access domain' : `access domain ${domain}`
+}
+
+/** Pure: every item against the metamodel, then the key's roles; throws 422, then 403, listing all items. */
+function prepareRows(ctx: RequestContext, items: readonly BulkAssetInput[]): NewAssetRow[] {
+  const rows: NewAssetRow[] = []
+  const invalid: Issue[] = []
+  for (let i = 0; i < items.length; i++) {
+    const { row, issues } = prepareNewAsset(ctx.metamodel, items[i]!, `/${i}`)
+    rows.push(row)
+    invalid.push(...issues)
+  }
+  failIfAny(Errors.VALIDATION_FAILED, invalid)
+  const forbidden: Issue[] = []
+  rows.forEach((row, i) => {
+    if (!hasLevel(ctx.auth, row, 'edit')) {
+      forbidden.push({
+        detail: `the key's roles do not allow to create ${row.asset_type_key} assets in ${domainText(row.access_domain_key)}`,
+        pointer: `/${i}`,
+      })
+    }
+  })
+  failIfAny(Errors.FORBIDDEN, forbidden)
+  return rows
+}
+
+function claimsOf(rows: readonly NewAssetRow[]): UniqueClaim[] {
+  const claims: UniqueClaim[] = []
+  rows.forEach((row, index) => {
+    if (row.unique_value !== null) claims.push({ index, asset_type_key: row.asset_type_key, unique_value: row.unique_value })
+  })
+  return claims
+}
+
+function uniquePointer(ctx: RequestContext, index: number, typeKey: string): string {
+  return `/${index}/properties/${ctx.metamodel.assetTypes.get(typeKey)?.unique_property_key ?? ''}`
+}
+
+/**
+ * Two concurrent imports claiming the same values in different orders would each wait for the
+ * other's uncommitted value (a deadlock); claiming them in one global order makes the second
+ * wait, then find its clashes.
+ */
+function inUniqueOrder(rows: readonly NewAssetRow[]): NewAssetRow[] {
+  const text = (a: string | null, b: string | null) => (a === b ? 0 : a === null ? -1 : b === null ? 1 : a < b ? -1 : 1)
+  return [...rows].sort((a, b) => text(a.asset_type_key, b.asset_type_key) || text(a.unique_value, b.unique_value))
+}
+
+/**
+ * Inserts every row that does not repeat an earlier item's unique value; the rows the insert
+ * skipped (looked up only when it wrote fewer) hold values already taken in the store. Both
+ * kinds of clash end in one 409 listing every clashing item (the transaction rolls back).
+ */
+async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly NewAssetRow[]): Promise<void> {
+  const issues: Issue[] = []
+  const repeated = new Set<number>()
+  for (const { claim, firstIndex } of duplicateClaims(claimsOf(rows))) {
+    repeated.add(claim.index)
+    issues.push({
+      detail: `${claim.asset_type_key} ${claim.unique_value}: the same unique value is given by item ${firstIndex}`,
+      pointer: uniquePointer(ctx, claim.index, claim.asset_type_key),
+    })
+  }
+  const candidates = repeated.size === 0 ? rows : rows.filter((_, i) => !repeated.has(i))
+  const written = await insertBulkAssets(tx, ctx.auth.orgId, inUniqueOrder(candidates))
+  if (written < candidates.length) {
+    const inserted = await selectExistingIds(tx, ctx.auth.orgId, candidates.map((row) => row.id))
+    rows.forEach((row, i) => {
+      if (repeated.has(i) || inserted.has(row.id)) return
+      issues.push({
+        detail: `${row.asset_type_key} ${row.unique_value}: the unique value is already taken by another asset of this type`,
+        pointer: uniquePointer(ctx, i, row.asset_type_key),
+      })
+    })
+  }
+  failIfAny(Errors.UNIQUE_VIOLATION, issues)
+}
+
+function asCreatedRow(row: NewAssetRow, now: Date): AssetRow {
+  return { id: row.id, asset_type_key: row.asset_type_key, name: row.name, access_domain_key: row.access_domain_key, properties: row.properties, created_at: now, updated_at: now }
+}
+
+/**
+ * POST /bulk/assets: validate all, then one transaction: one INSERT for every row, and one
+ * relationship sync for the items that embed relationships. They run after the insert, so
+ * `related_assets` may name (by composite key) assets created by other items of the request.
+ */
+export async function createAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetInput[]): Promise<BulkEntry[]> {
+  const rows = prepareRows(ctx, items)
+  return ctx.db.transaction(async (tx) => {
+    await insertOrListClashes(ctx, tx, rows)
+    const now = new Date()
+    const syncs = rows.flatMap((row, i) =>
+      items[i]!.relationships === undefined ? [] : [{ asset: asCreatedRow(row, now), relationships: items[i]!.relationships, pointer: `/${i}/relationships` }],
+    )
+    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
+    return rows.map((row, i) => entryOf(row.id, items[i]!))
+  })
+}

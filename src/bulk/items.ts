@@ -1,0 +1,81 @@
+import { AppError, Errors, type Issue } from '../core/errors.js'
+
+/** Items per bulk request (spec "Limits"). */
+export const MAX_BULK_ITEMS = 10_000
+
+/** What every bulk item may carry beside its payload. */
+export interface BulkItem {
+  client_ref?: string
+}
+
+/** One entry of the bulk envelope (CONTRACT §1), in request order. */
+export interface BulkEntry {
+  id: string
+  client_ref: string | null
+}
+
+export function entryOf(id: string, item: BulkItem): BulkEntry {
+  return { id, client_ref: item.client_ref ?? null }
+}
+
+/** Cheap, before any schema work: a 10,001-item body is refused without validating its items. */
+export function assertItemCount(body: unknown): void {
+  if (Array.isArray(body) && body.length > MAX_BULK_ITEMS) {
+    throw new AppError(Errors.TOO_MANY_ITEMS, [
+      { detail: `a bulk request carries at most ${MAX_BULK_ITEMS} items; this one has ${body.length}`, pointer: '/' },
+    ])
+  }
+}
+
+/** The item a pointer such as `/3/properties/x` points into, or null. */
+export function itemIndexOf(pointer: string | undefined): number | null {
+  const match = pointer === undefined ? null : /^\/(\d+)(?:\/|$)/.exec(pointer)
+  return match ? Number(match[1]) : null
+}
+
+/**
+ * Issues are produced with a pointer (`/<index>/…`); this one place adds `meta: {index,
+ * client_ref}` from the body (keeping any meta already there) and orders the list by item, so
+ * schema errors, services and the relationship helpers all report items the same way.
+ */
+export function withItemMeta(err: AppError, body: unknown): AppError {
+  if (!Array.isArray(body)) return err
+  const annotated = err.issues.map((issue, order) => {
+    const index = itemIndexOf(issue.pointer)
+    if (index === null || index >= body.length) return { issue, index, order }
+    const ref = (body[index] as { client_ref?: unknown } | null)?.client_ref
+    const meta = { index, client_ref: typeof ref === 'string' ? ref : null, ...issue.meta }
+    return { issue: { ...issue, meta }, index, order }
+  })
+  annotated.sort((a, b) => (a.index ?? -1) - (b.index ?? -1) || a.order - b.order)
+  return new AppError(err.def, annotated.map((a) => a.issue), err.headers)
+}
+
+/** Throws `def` with the issues when there are any. */
+export function failIfAny(def: (typeof Errors)[keyof typeof Errors], issues: readonly Issue[]): void {
+  if (issues.length > 0) throw new AppError(def, [...issues])
+}
+
+export interface UniqueClaim {
+  index: number
+  asset_type_key: string
+  unique_value: string
+}
+
+/**
+ * Claims of the same unique value for the same asset type inside one request: the first claim
+ * may stand, each later one is a clash (found here, before any write).
+ */
+export function duplicateClaims(claims: readonly UniqueClaim[]): { claim: UniqueClaim; firstIndex: number }[] {
+  // By type, then value: no composite key string per claim (10,000 of them per request).
+  const first = new Map<string, Map<string, number>>()
+  const clashes: { claim: UniqueClaim; firstIndex: number }[] = []
+  for (const claim of claims) {
+    let byValue = first.get(claim.asset_type_key)
+    if (!byValue) first.set(claim.asset_type_key, (byValue = new Map()))
+    const seen = byValue.get(claim.unique_value)
+    if (seen === undefined) byValue.set(claim.unique_value, claim.index)
+    else clashes.push({ claim, firstIndex: seen })
+  }
+  return clashes
+}

@@ -1,0 +1,178 @@
+import { Errors, type Issue } from '../core/errors.js'
+import type { RequestContext } from '../core/context.js'
+import type { Tx } from '../store/db.js'
+import { hasLevel } from '../access/scope.js'
+import { checkDomain, preparePropertiesPatch, type AssetPatch } from '../assets/prepare.js'
+import { selectAssetsByKeys, type AssetKey, type AssetReference } from '../assets/sql.js'
+import type { AssetRow } from '../assets/mapper.js'
+import { parseAssetRef } from '../assets/refs.js'
+import { syncEmbeddedRelationships } from '../relationships/embedded.js'
+import { patchBulkAssets, selectUniqueHolders, type AssetPatchRow } from './sql.js'
+import { duplicateClaims, entryOf, failIfAny, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
+
+export type BulkAssetPatch = Omit<AssetPatch, 'asset_type_key'> & BulkItem & { id: string }
+
+/** Where the request stands after applying its items in order. */
+interface Plan {
+  /** The asset id each item names (null when it names nothing visible). */
+  ids: (string | null)[]
+  /** Every named asset as the items before the current one left it (domain, unique value). */
+  current: Map<string, AssetReference>
+  /** Unique values as stored before the request. */
+  original: Map<string, string | null>
+  /** The change to write per asset, items folded in order. */
+  patches: Map<string, AssetPatchRow>
+  /** The last item that changed an asset's unique value (for pointers). */
+  uniqueSetBy: Map<string, number>
+}
+
+const compositeKey = (typeKey: string, value: string): string => `${typeKey}\u0000${value}`
+
+/**
+ * One statement finds and locks every named asset (FOR UPDATE in id order: overlapping bulk
+ * updates queue behind each other instead of deadlocking), reading only what access checks need.
+ * Names resolve against the store as it is when the request starts; a hidden asset is "not
+ * found" for its item.
+ */
+async function lockTargets(ctx: RequestContext, tx: Tx, items: readonly BulkAssetPatch[]): Promise<{ plan: Plan; missing: Issue[] }> {
+  const keys = items.map((item) => parseAssetRef(item.id, ctx.metamodel))
+  const rows = await selectAssetsByKeys(tx, ctx.auth.orgId, keys.filter((k): k is AssetKey => k !== null), true, 'reference')
+  const byId = new Map(rows.map((r) => [r.id, r]))
+  const byComposite = new Map(rows.flatMap((r) => (r.unique_value === null ? [] : [[compositeKey(r.asset_type_key, r.unique_value), r] as const])))
+  const plan: Plan = { ids: [], current: new Map(), original: new Map(), patches: new Map(), uniqueSetBy: new Map() }
+  const missing: Issue[] = []
+  keys.forEach((key, i) => {
+    const row = key === null ? undefined : 'id' in key ? byId.get(key.id) : byComposite.get(compositeKey(key.asset_type_key, key.unique_value))
+    if (!row || !hasLevel(ctx.auth, row, 'view')) {
+      plan.ids.push(null)
+      missing.push({ detail: `asset ${items[i]!.id} not found`, pointer: `/${i}/id` })
+      return
+    }
+    plan.ids.push(row.id)
+    plan.current.set(row.id, { ...row })
+    plan.original.set(row.id, row.unique_value)
+  })
+  return { plan, missing }
+}
+
+function domainText(domain: string | null): string {
+  return domain === null ? 'no access domain' : `access domain ${domain}`
+}
+
+/** The access rules of one item on the asset as the earlier items left it; null when allowed. */
+function forbiddenIssue(ctx: RequestContext, current: AssetReference, item: BulkAssetPatch, index: number): Issue | null {
+  if (!hasLevel(ctx.auth, current, 'edit')) {
+    return { detail: `the key's roles do not allow to change ${current.asset_type_key} assets in ${domainText(current.access_domain_key)}`, pointer: `/${index}` }
+  }
+  if (item.access_domain_key === undefined || item.access_domain_key === current.access_domain_key) return null
+  const moved = { ...current, access_domain_key: item.access_domain_key }
+  if (hasLevel(ctx.auth, current, 'edit_access_domain') && hasLevel(ctx.auth, moved, 'edit_access_domain')) return null
+  return { detail: 'moving an asset to another access domain needs edit_access_domain on both domains', pointer: `/${index}/access_domain_key` }
+}
+
+/** Folds one valid item into its asset's pending change and current state. */
+function fold(ctx: RequestContext, plan: Plan, id: string, item: BulkAssetPatch, index: number): void {
+  const current = plan.current.get(id)!
+  const patch = plan.patches.get(id) ?? {
+    id, name: null, set_domain: false, access_domain_key: null, props: {}, cleared: [], set_unique: false, unique_value: null,
+  }
+  if (item.name !== undefined) patch.name = item.name
+  if (item.access_domain_key !== undefined) {
+    patch.set_domain = true
+    patch.access_domain_key = current.access_domain_key = item.access_domain_key
+  }
+  for (const [key, value] of Object.entries(item.properties ?? {})) {
+    if (value === null) {
+      delete patch.props[key]
+      if (!patch.cleared.includes(key)) patch.cleared.push(key)
+    } else {
+      patch.props[key] = value
+      if (patch.cleared.length > 0) patch.cleared = patch.cleared.filter((k) => k !== key)
+    }
+  }
+  const uniqueKey = ctx.metamodel.assetTypes.get(current.asset_type_key)?.unique_property_key
+  if (uniqueKey && item.properties !== undefined && uniqueKey in item.properties) {
+    const value = item.properties[uniqueKey]
+    patch.set_unique = true
+    patch.unique_value = typeof value === 'string' ? value : null
+    if (patch.unique_value !== current.unique_value) plan.uniqueSetBy.set(id, index)
+    current.unique_value = patch.unique_value
+  }
+  plan.patches.set(id, patch)
+}
+
+/**
+ * Checks every item in request order against the metamodel (the values it sets; clearing a
+ * required property) and the key's roles on the asset as earlier items left it, then folds it
+ * into its asset's change. Throws 422 listing every missing or invalid item, else 403 listing
+ * every forbidden one.
+ */
+function applyItems(ctx: RequestContext, items: readonly BulkAssetPatch[], plan: Plan, missing: Issue[]): void {
+  const invalid = [...missing]
+  const forbidden: Issue[] = []
+  items.forEach((item, i) => {
+    const id = plan.ids[i]
+    if (id === null || id === undefined) return
+    const current = plan.current.get(id)!
+    const issues = item.properties === undefined ? [] : preparePropertiesPatch(ctx.metamodel, current.asset_type_key, item.properties, `/${i}`).issues
+    if (item.access_domain_key !== undefined) issues.push(...checkDomain(ctx.metamodel, item.access_domain_key, `/${i}/access_domain_key`))
+    invalid.push(...issues)
+    const denied = forbiddenIssue(ctx, current, item, i)
+    if (denied) forbidden.push(denied)
+    if (issues.length === 0 && !denied) fold(ctx, plan, id, item, i)
+  })
+  failIfAny(Errors.VALIDATION_FAILED, invalid)
+  failIfAny(Errors.FORBIDDEN, forbidden)
+}
+
+/**
+ * 409 listing every item whose new unique value is given twice in the request or held by
+ * another live asset that keeps it. Only changed values are looked up, so the usual bulk update
+ * (no unique value touched) costs no statement here.
+ */
+async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan): Promise<void> {
+  const claims: UniqueClaim[] = []
+  for (const [id, index] of plan.uniqueSetBy) {
+    const row = plan.current.get(id)!
+    if (row.unique_value !== null && row.unique_value !== plan.original.get(id)) {
+      claims.push({ index, asset_type_key: row.asset_type_key, unique_value: row.unique_value })
+    }
+  }
+  if (claims.length === 0) return
+  claims.sort((a, b) => a.index - b.index)
+  const pointer = (c: UniqueClaim) => `/${c.index}/properties/${ctx.metamodel.assetTypes.get(c.asset_type_key)?.unique_property_key ?? ''}`
+  const issues: Issue[] = duplicateClaims(claims).map(({ claim, firstIndex }) => ({
+    detail: `${claim.asset_type_key} ${claim.unique_value}: the same unique value is given by item ${firstIndex}`,
+    pointer: pointer(claim),
+  }))
+  const holders = await selectUniqueHolders(tx, ctx.auth.orgId, claims)
+  for (const holder of holders) {
+    const keeps = (plan.current.get(holder.id)?.unique_value ?? holder.unique_value) === holder.unique_value
+    for (const claim of claims) {
+      const claimant = plan.ids[claim.index]
+      if (!keeps || claimant === holder.id || claim.asset_type_key !== holder.asset_type_key || claim.unique_value !== holder.unique_value) continue
+      issues.push({ detail: `${claim.asset_type_key} ${claim.unique_value}: the unique value is already taken by another asset of this type`, pointer: pointer(claim) })
+    }
+  }
+  failIfAny(Errors.UNIQUE_VIOLATION, issues)
+}
+
+/**
+ * PATCH /bulk/assets: one transaction of a handful of statements whatever the item count: lock
+ * and read the targets, (look up changed unique values), one UPDATE merging every change in SQL,
+ * (sync embedded relationships once for every item that carries them).
+ */
+export async function updateAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetPatch[]): Promise<BulkEntry[]> {
+  return ctx.db.transaction(async (tx) => {
+    const { plan, missing } = await lockTargets(ctx, tx, items)
+    applyItems(ctx, items, plan, missing)
+    await checkUniqueValues(ctx, tx, plan)
+    await patchBulkAssets(tx, ctx.auth.orgId, [...plan.patches.values()])
+    // The sync reads only ids, types and domains of the assets it is given.
+    const syncs = items.flatMap((item, i) =>
+      item.relationships === undefined ? [] : [{ asset: plan.current.get(plan.ids[i]!)! as unknown as AssetRow, relationships: item.relationships, pointer: `/${i}/relationships` }],
+    )
+    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
+    return items.map((item, i) => entryOf(plan.ids[i]!, item))
+  })
+}

@@ -1,0 +1,40 @@
+import type { RequestContext } from '../core/context.js'
+import { offsetOf, pageMeta, type PageMeta } from '../core/pagination.js'
+import { scopeCondition } from '../access/scope.js'
+import { toAssetRecord, type AssetRecord } from '../assets/mapper.js'
+import { compileFilter } from '../query/compile.js'
+import { resolveFilter } from '../query/resolve.js'
+import { compileOrderBy } from '../query/sort.js'
+import { includeOptionsFromBody, includeRelationshipsWith } from '../relationships/include.js'
+import { ensureProjection } from '../projection/sync.js'
+import { projectionStorage } from '../projection/storage.js'
+import { Params } from '../store/sql.js'
+import { parseSearchBody } from './body.js'
+import { selectSearchPage } from './sql.js'
+
+/**
+ * POST /search/assets: nested filter, sort, page and include (CONTRACT §4). Everything the body
+ * says is checked before the store is asked anything; then one page query and one count over the
+ * typed projection, with the key's access scope ANDed into the same WHERE, and one more statement
+ * for included relationships.
+ */
+export async function searchAssets(ctx: RequestContext, body: unknown): Promise<{ data: AssetRecord[]; page: PageMeta }> {
+  const parsed = parseSearchBody(body, 'assets')
+  const include = includeOptionsFromBody({ include: parsed.include, relationships: parsed.relationships })
+  const filter = resolveFilter(parsed.filter, 'assets', ctx.metamodel)
+  const projection = await ensureProjection(ctx.db, ctx.metamodel)
+  const storage = projectionStorage(projection)
+  const params = new Params([ctx.auth.orgId])
+  const conditions = ['p.org_id = $1', compileFilter(filter, params, 'p', storage), scopeCondition(ctx.auth, 'p', 'view', params)]
+  const orderBy = compileOrderBy(parsed.sort, 'assets', ctx.metamodel, 'p', params, storage)
+  const result = await selectSearchPage(ctx.db, projection.table, {
+    where: conditions.filter((c) => c !== 'TRUE').join(' AND '),
+    orderBy,
+    limit: parsed.page.size,
+    offset: offsetOf(parsed.page),
+    params,
+  })
+  const records = result.rows.map(toAssetRecord)
+  const data = include === null ? records : await includeRelationshipsWith(ctx, records, include)
+  return { data, page: pageMeta(parsed.page, result.total) }
+}

@@ -1,0 +1,78 @@
+import { commonErrorResponses, listEnvelope } from '../core/schemas.js'
+import { MAX_PAGE_SIZE } from '../core/pagination.js'
+import { assetSchema } from '../assets/schemas.js'
+import { relationshipSchema } from '../relationships/schemas.js'
+
+/**
+ * Search bodies as the OpenAPI document shows them. The routes validate bodies by hand
+ * (search/body.ts) so that each member fails with its own code (invalid_filter, invalid_sort,
+ * invalid_page, invalid_include) and a pointer; these schemas describe, they do not reject.
+ */
+
+const filterSchema = {
+  type: 'object',
+  description: 'A condition {"field", "operator", "value"} or a group {"and": [...]} / {"or": [...]}, '
+    + 'nested up to 10 levels and 500 conditions (docs/search.md).',
+  additionalProperties: true,
+  examples: [{ or: [
+    { and: [{ field: 'properties.environment', operator: 'equals', value: 'prod' }, { field: 'properties.cpu_count', operator: 'greater_than_or_equals', value: 16 }] },
+    { field: 'name', operator: 'starts_with', value: 'db-' },
+  ] }],
+} as const
+
+const sortSchema = {
+  type: 'array',
+  description: 'Sort keys in order; `id` always breaks ties. Default: created_at, id.',
+  items: {
+    type: 'object',
+    required: ['field'],
+    additionalProperties: false,
+    properties: { field: { type: 'string' }, order: { type: 'string', enum: ['asc', 'desc'], description: 'Default asc.' } },
+  },
+} as const
+
+const pageSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    number: { type: 'integer', minimum: 1, description: 'From 1 (default 1).' },
+    size: { type: 'integer', minimum: 1, maximum: MAX_PAGE_SIZE, description: `1..${MAX_PAGE_SIZE} (default 50).` },
+  },
+} as const
+
+export const searchAssetsBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    filter: filterSchema,
+    sort: sortSchema,
+    page: pageSchema,
+    include: {
+      type: 'array',
+      items: { type: 'string', enum: ['relationships', 'relationships.related_asset', 'relationships.related_asset.properties'] },
+    },
+    relationships: {
+      type: 'object',
+      description: 'Page, filter (relationship_type_key, direction, related_asset.asset_type_key with equals/in) and sort '
+        + '(created_at, relationship_type_key, related_asset.name) of the included relationships.',
+      properties: { page: pageSchema, filter: { type: 'object', additionalProperties: true }, sort: sortSchema },
+    },
+  },
+} as const
+
+export const searchRelationshipsBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    filter: { ...filterSchema, description: 'Fields: id, relationship_type_key, source_asset_id, target_asset_id, created_at, source_asset.<asset field>, target_asset.<asset field>.' },
+    sort: sortSchema,
+    page: pageSchema,
+    include: { type: 'array', items: { type: 'string', enum: ['source_asset', 'source_asset.properties', 'target_asset', 'target_asset.properties'] } },
+  },
+} as const
+
+export const searchResponses = {
+  assets: listEnvelope(assetSchema, false),
+  relationships: listEnvelope(relationshipSchema, false),
+  errors: commonErrorResponses,
+}

@@ -1,0 +1,164 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+const SERVERS = [
+  { name: 's1', access_domain_key: 'it', properties: { hostname: 's1', environment: 'prod', memory_gb: 16, cost: 100.5, tags: ['pci'], owner: 'Ann', purchased_on: '2024-01-15', cpu_count: 8, managed: true } },
+  { name: 's2', access_domain_key: 'finance', properties: { hostname: 's2', environment: 'prod', memory_gb: 32, cost: 200, tags: ['pci', 'gdpr'], owner: 'Bob', purchased_on: '2024-02-20', cpu_count: 16, managed: false } },
+  { name: 's3', access_domain_key: 'it', properties: { hostname: 's3', environment: 'dev', memory_gb: 8, cost: 50.25, tags: [], owner: 'Ann', purchased_on: '2024-04-01', cpu_count: 4 } },
+  { name: 's4', access_domain_key: null, properties: { hostname: 's4', tags: ['legacy'], purchased_on: '2023-12-31' } },
+]
+const APPS = [
+  { name: 'crm', access_domain_key: 'it', properties: { code: 'crm', tier: 'gold', owner: 'Ann' } },
+  { name: 'erp', access_domain_key: 'finance', properties: { code: 'erp', tier: 'silver' } },
+  { name: 'hr', access_domain_key: 'it', properties: { code: 'hr', tier: 'gold' } },
+]
+const servers = { field: 'asset_type_key', operator: 'equals', value: 'server' }
+const apps = { field: 'asset_type_key', operator: 'equals', value: 'application' }
+
+for (const store of STORES) {
+  describe(`${store}: POST /analytics/assets`, () => {
+    let t: TestApp
+    let createdAt = ''
+
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      for (const [type, list] of [['server', SERVERS], ['application', APPS]] as const) {
+        for (const asset of list) {
+          const res = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: type, ...asset } })
+          expect(res.status).toBe(201)
+          createdAt = res.body.data.created_at
+        }
+      }
+      const links: [string, string, string][] = [['runs_on', 'application:code:crm', 'server:hostname:s1'], ['runs_on', 'application:code:crm', 'server:hostname:s2'],
+        ['runs_on', 'application:code:erp', 'server:hostname:s2'], ['depends_on', 'server:hostname:s3', 'application:code:crm']]
+      for (const [type, source, target] of links) {
+        expect((await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: type, source_asset_id: source, target_asset_id: target } })).status).toBe(201)
+      }
+    })
+    afterAll(async () => t.close())
+
+    const analytics = async (body: unknown, key?: string) => {
+      const res = await t.request('POST', '/api/v1/analytics/assets', { body, ...(key ? { key } : {}) })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      return res.body
+    }
+    /** The groups as [group values…, count] rows, for compact expectations. */
+    const counts = async (body: Record<string, unknown>, key?: string) =>
+      (await analytics(body, key)).data.map((row: { group: Record<string, unknown>; measures: { count: number } }) => [...Object.values(row.group), row.measures.count])
+
+    it('counts every asset in one row without group_by', async () => {
+      expect(await analytics(undefined)).toEqual({ data: [{ group: {}, measures: { count: 7 } }], meta: { total_groups: 1 } })
+    })
+
+    it('computes each measure per group, with default names and `as`, the empty group last', async () => {
+      const body = await analytics({
+        filter: servers,
+        measures: [{ type: 'count' }, { type: 'count_distinct', field: 'properties.owner' }, { type: 'sum', field: 'properties.cost' }, { type: 'average', field: 'properties.memory_gb', as: 'avg_memory' }],
+        group_by: ['properties.environment'],
+      })
+      expect(body).toEqual({
+        data: [
+          { group: { 'properties.environment': 'dev' }, measures: { count: 1, 'count_distinct:properties.owner': 1, 'sum:properties.cost': 50.25, avg_memory: 8 } },
+          { group: { 'properties.environment': 'prod' }, measures: { count: 2, 'count_distinct:properties.owner': 2, 'sum:properties.cost': 300.5, avg_memory: 24 } },
+          { group: { 'properties.environment': null }, measures: { count: 1, 'count_distinct:properties.owner': 0, 'sum:properties.cost': 0, avg_memory: null } },
+        ],
+        meta: { total_groups: 3 },
+      })
+    })
+
+    it('groups by several fields in order, each ascending, empty last', async () => {
+      expect(await counts({ group_by: ['asset_type_key', 'properties.owner'] })).toEqual([
+        ['application', 'Ann', 1], ['application', null, 2], ['server', 'Ann', 2], ['server', 'Bob', 1], ['server', null, 1],
+      ])
+    })
+
+    it('groups numbers as numbers and booleans as booleans', async () => {
+      expect(await counts({ filter: servers, group_by: ['properties.cpu_count'] })).toEqual([[4, 1], [8, 1], [16, 1], [null, 1]])
+      expect(await counts({ filter: servers, group_by: ['properties.managed'] })).toEqual([[false, 1], [true, 1], [null, 2]])
+    })
+
+    it('puts an asset in one group per option of a multi-select, none in the null group', async () => {
+      const body = await analytics({ filter: servers, measures: [{ type: 'count' }, { type: 'sum', field: 'properties.cost', as: 'cost' }], group_by: ['properties.tags'] })
+      expect(body.data).toEqual([
+        { group: { 'properties.tags': 'gdpr' }, measures: { count: 1, cost: 200 } },
+        { group: { 'properties.tags': 'legacy' }, measures: { count: 1, cost: 0 } },
+        { group: { 'properties.tags': 'pci' }, measures: { count: 2, cost: 300.5 } },
+        { group: { 'properties.tags': null }, measures: { count: 1, cost: 50.25 } },
+      ])
+    })
+
+    it('groups by the types of related assets, one group per type, none in the null group', async () => {
+      const related = (extra: Record<string, unknown>) => ({ field: 'related_asset_type_key', ...extra })
+      expect(await counts({ filter: apps, group_by: [related({ relationship_type_key: 'runs_on', direction: 'outgoing' })] })).toEqual([['server', 2], [null, 1]])
+      expect(await counts({ filter: servers, group_by: [related({ relationship_type_key: 'runs_on', direction: 'incoming' })] })).toEqual([['application', 2], [null, 2]])
+      expect(await counts({ filter: servers, group_by: [related({})] })).toEqual([['application', 1], [null, 3]])
+    })
+
+    it('buckets created_at by interval, in UTC, as the bucket\'s first second', async () => {
+      const day = createdAt.slice(0, 10)
+      const monday = new Date(`${day}T00:00:00Z`)
+      monday.setUTCDate(monday.getUTCDate() - ((monday.getUTCDay() + 6) % 7))
+      const group = (interval: string) => counts({ group_by: [{ field: 'created_at', interval }] })
+      expect(await group('day')).toEqual([[`${day}T00:00:00Z`, 7]])
+      expect(await group('week')).toEqual([[`${monday.toISOString().slice(0, 10)}T00:00:00Z`, 7]])
+      expect(await group('month')).toEqual([[`${day.slice(0, 7)}-01T00:00:00Z`, 7]])
+      expect(await group('year')).toEqual([[`${day.slice(0, 4)}-01-01T00:00:00Z`, 7]])
+    })
+
+    it('groups date properties as dates, or by interval', async () => {
+      expect(await counts({ filter: servers, group_by: ['properties.purchased_on'] })).toEqual([['2023-12-31', 1], ['2024-01-15', 1], ['2024-02-20', 1], ['2024-04-01', 1]])
+      expect(await counts({ filter: servers, group_by: [{ field: 'properties.purchased_on', interval: 'quarter' }] })).toEqual([['2023-10-01', 1], ['2024-01-01', 2], ['2024-04-01', 1]])
+    })
+
+    it('breaks each group down, counting each asset once per group', async () => {
+      const body = await analytics({ filter: servers, measures: [{ type: 'count' }], group_by: ['properties.environment'], breakdown_by: 'properties.tags' })
+      expect(body).toEqual({
+        data: [
+          { group: { 'properties.environment': 'dev' }, measures: { count: 1 }, breakdown: [{ value: null, measures: { count: 1 } }] },
+          { group: { 'properties.environment': 'prod' }, measures: { count: 2 }, breakdown: [{ value: 'gdpr', measures: { count: 1 } }, { value: 'pci', measures: { count: 2 } }] },
+          { group: { 'properties.environment': null }, measures: { count: 1 }, breakdown: [{ value: 'legacy', measures: { count: 1 } }] },
+        ],
+        meta: { total_groups: 3 },
+      })
+    })
+
+    it('breaks down without group_by', async () => {
+      const body = await analytics({ filter: apps, measures: [{ type: 'count_distinct', field: 'properties.owner', as: 'owners' }], breakdown_by: 'properties.tier' })
+      expect(body.data).toEqual([{ group: {}, measures: { owners: 1 }, breakdown: [{ value: 'gold', measures: { owners: 1 } }, { value: 'silver', measures: { owners: 0 } }] }])
+    })
+
+    it('answers no groups for no match, and zero measures without group_by', async () => {
+      const none = { field: 'name', operator: 'equals', value: 'nothing' }
+      expect(await analytics({ filter: none, group_by: ['asset_type_key'] })).toEqual({ data: [], meta: { total_groups: 0 } })
+      expect(await analytics({ filter: none, measures: [{ type: 'count' }, { type: 'sum', field: 'properties.cost' }, { type: 'average', field: 'properties.cost' }] })).toEqual({
+        data: [{ group: {}, measures: { count: 0, 'sum:properties.cost': 0, 'average:properties.cost': null } }], meta: { total_groups: 1 },
+      })
+    })
+
+    it('counts only what the key\'s roles show, related assets included', async () => {
+      const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      expect(await counts({ group_by: ['asset_type_key'] }, editor)).toEqual([['application', 2], ['server', 3]])
+      expect(await counts({ filter: servers, group_by: [{ field: 'related_asset_type_key', relationship_type_key: 'runs_on', direction: 'incoming' }] }, editor))
+        .toEqual([['application', 2], [null, 1]])
+    })
+
+    it('lets a Viewer key aggregate', async () => {
+      const viewer = await t.givenKey({ user: 'viewer@acme.test', type: 'Viewer' })
+      expect((await analytics({}, viewer)).data).toEqual([{ group: {}, measures: { count: 7 } }])
+    })
+
+    it.each<[string, unknown, string, string]>([
+      ['sum on a text property', { measures: [{ type: 'sum', field: 'properties.owner' }] }, 'invalid_request', '/measures/0/field'],
+      ['average on a select', { measures: [{ type: 'count' }, { type: 'average', field: 'properties.environment' }] }, 'invalid_request', '/measures/1/field'],
+      ['an unknown group field', { group_by: ['colour'] }, 'invalid_request', '/group_by/0'],
+      ['created_at without an interval', { group_by: ['created_at'] }, 'invalid_request', '/group_by/0'],
+      ['an unknown member', { measures: [{ type: 'count' }], order_by: 'count' }, 'invalid_request', '/order_by'],
+      ['a filter on an unknown field', { filter: { and: [{ field: 'colour', operator: 'equals', value: 'x' }] } }, 'invalid_filter', '/filter/and/0/field'],
+    ])('rejects %s with 400 and a pointer', async (_, body, code, pointer) => {
+      const res = await t.request('POST', '/api/v1/analytics/assets', { body })
+      expect(res.status).toBe(400)
+      expect(res.body.errors).toEqual([{ status: '400', code, detail: expect.any(String), source: { pointer } }])
+    })
+  })
+}

@@ -1,0 +1,174 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Validator } from '@seriousme/openapi-schema-validator'
+import openapiTS, { astToString } from 'openapi-typescript'
+import ts from 'typescript'
+import { parse } from 'yaml'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+import { ACME } from '../helpers/fixtures.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+
+const SERVER_SCHEMA = {
+  type: 'object',
+  title: 'Server properties',
+  'x-kbis-asset-type-key': 'server',
+  properties: {
+    hostname: { title: 'Hostname', type: 'string', minLength: 1, pattern: "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s]+$" },
+    environment: { type: 'string', enum: ['dev', 'staging', 'prod'] },
+    cpu_count: { type: 'integer', minimum: 1 },
+    memory_gb: { type: 'number' },
+    purchased_on: { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$', format: 'date' },
+    tags: { type: 'array', items: { type: 'string', enum: ['pci', 'gdpr', 'legacy'] }, uniqueItems: true },
+    managed: { type: 'boolean' },
+    owner: { type: 'string' },
+    cost: { type: 'number' },
+    uptime: { type: 'number', minimum: 0, maximum: 100 },
+    rating: { type: 'integer', minimum: 0, maximum: 5 },
+    homepage: { type: 'string', format: 'uri' },
+    notes: { type: 'string' },
+    summary: { type: 'string' },
+  },
+  required: ['hostname'],
+  additionalProperties: false,
+}
+
+/** Type-checks each program against the generated client; returns the diagnostics per file. */
+async function typeCheck(dir: string, programs: Record<string, string>): Promise<Record<string, string[]>> {
+  for (const [name, text] of Object.entries(programs)) await writeFile(join(dir, name), text)
+  const files = Object.keys(programs).map((name) => join(dir, name))
+  const program = ts.createProgram(files, {
+    strict: true, noEmit: true, target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext,
+    moduleResolution: ts.ModuleResolutionKind.Bundler, skipLibCheck: true, types: [],
+  })
+  const out: Record<string, string[]> = Object.fromEntries(Object.keys(programs).map((name) => [name, []]))
+  for (const d of ts.getPreEmitDiagnostics(program)) {
+    const name = d.file ? d.file.fileName.slice(dir.length + 1) : '(global)'
+    ;(out[name] ??= []).push(ts.flattenDiagnosticMessageText(d.messageText, '\n'))
+  }
+  return out
+}
+
+const HEADER = "import type { components, paths } from './schema'\ntype S = components['schemas']\n"
+
+for (const store of STORES) {
+  describe(`${store}: typed OpenAPI description`, () => {
+    let t: TestApp
+    let viewerKey: string
+    let doc: any
+
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      viewerKey = await t.givenKey({ user: 'viewer@acme.test', type: 'Viewer' })
+      doc = (await t.request('GET', '/api/v1/openapi/typed.json', { key: viewerKey })).body
+    })
+    afterAll(async () => t.close())
+
+    it('requires a key, of any permission type', async () => {
+      const res = await t.request('GET', '/api/v1/openapi/typed.json', { key: null })
+      expect(res.status).toBe(401)
+      expect((await t.request('GET', '/api/v1/openapi/typed.yaml', { key: null })).status).toBe(401)
+      expect(doc.openapi).toBe('3.1.0')
+    })
+
+    it('is valid OpenAPI 3.1', async () => {
+      const result = await new Validator().validate(structuredClone(doc))
+      expect(result.errors ?? []).toEqual([])
+      expect(result.valid).toBe(true)
+    })
+
+    it('has one schema per asset type with names, types, enums, dates and required', () => {
+      expect(doc.components.schemas.Server).toEqual(SERVER_SCHEMA)
+      expect(doc.components.schemas.Application.required).toEqual(['code'])
+      expect(doc.components.schemas.Note).toMatchObject({ properties: { body: { type: 'string' } }, additionalProperties: false })
+      expect(doc.components.schemas.ServerPatch.properties.environment).toEqual({
+        anyOf: [{ type: 'string', enum: ['dev', 'staging', 'prod'] }, { type: 'null' }],
+      })
+    })
+
+    it('enumerates the asset and relationship type keys', () => {
+      expect(doc.components.schemas.RelationshipTypeKey.enum).toEqual(['runs_on', 'depends_on'])
+      expect(doc.components.schemas.AssetTypeKey.enum).toEqual(['server', 'application', 'note'])
+      const relPost = doc.paths['/api/v1/relationships']?.post
+      if (relPost) {
+        const schema = relPost.requestBody.content['application/json'].schema
+        expect(schema.properties.relationship_type_key.$ref).toBe('#/components/schemas/RelationshipTypeKey')
+      }
+    })
+
+    it('types asset create and update bodies and records per asset type', () => {
+      const body = (path: string, method: string) => doc.paths[path][method].requestBody.content['application/json'].schema
+      expect(body('/api/v1/assets', 'post')).toEqual({ $ref: '#/components/schemas/AssetCreate' })
+      expect(body('/api/v1/assets/{id}', 'patch')).toEqual({ $ref: '#/components/schemas/AssetUpdate' })
+      const create = doc.components.schemas.AssetCreate
+      expect(create.oneOf).toEqual(['Server', 'Application', 'Note'].map((n) => ({ $ref: `#/components/schemas/${n}AssetCreate` })))
+      expect(create.discriminator.propertyName).toBe('asset_type_key')
+      const server = doc.components.schemas.ServerAssetCreate
+      expect(server.properties.asset_type_key).toEqual({ type: 'string', const: 'server' })
+      expect(server.properties.properties).toEqual({ $ref: '#/components/schemas/Server' })
+      expect(server.required).toEqual(['asset_type_key', 'name', 'properties'])
+      expect(doc.components.schemas.ServerAssetUpdate.properties.properties).toEqual({ $ref: '#/components/schemas/ServerPatch' })
+      const one = doc.paths['/api/v1/assets/{id}'].get.responses['200'].content['application/json'].schema
+      expect(one.properties.data).toEqual({ $ref: '#/components/schemas/Asset' })
+    })
+
+    it('serves the same document as YAML', async () => {
+      const yaml = await t.app.inject({ method: 'GET', url: '/api/v1/openapi/typed.yaml', headers: { authorization: `Bearer ${viewerKey}` } })
+      expect(yaml.statusCode).toBe(200)
+      expect(yaml.headers['content-type']).toBe('application/yaml; charset=utf-8')
+      expect(parse(yaml.body)).toEqual(doc)
+    })
+
+    it('is regenerated when the metamodel changes', async () => {
+      const setup = structuredClone(ACME)
+      setup.metamodel.asset_types[0]!.properties[1]!.options = ['dev', 'staging', 'prod', 'qa']
+      setup.metamodel.relationship_types.push({ key: 'owned_by', name: 'Owned by', source_asset_type_keys: [], target_asset_type_keys: [] })
+      await applySetup(t.store.db, setup as unknown as SetupFile)
+      // The change reaches the metamodel cache through the store's notification (asynchronous on PostgreSQL).
+      let next = doc
+      for (let i = 0; i < 100 && next.components.schemas.RelationshipTypeKey.enum.length === 2; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        next = (await t.request('GET', '/api/v1/openapi/typed.json')).body
+      }
+      expect(next.components.schemas.Server.properties.environment.enum).toEqual(['dev', 'staging', 'prod', 'qa'])
+      expect(next.components.schemas.RelationshipTypeKey.enum).toEqual(['runs_on', 'depends_on', 'owned_by'])
+      expect(next.info['x-kbis-metamodel-version']).toBeGreaterThan(doc.info['x-kbis-metamodel-version'])
+      await applySetup(t.store.db, ACME as unknown as SetupFile)
+    })
+
+    it('generates a TypeScript client that accepts valid assets and rejects invalid ones', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'kbis-client-'))
+      try {
+        await writeFile(join(dir, 'schema.ts'), astToString(await openapiTS(structuredClone(doc))))
+        const diagnostics = await typeCheck(dir, {
+          'good.ts': `${HEADER}
+export function take(server: S['Server']): string { return server.hostname }
+take({ hostname: 'x', environment: 'prod' })
+take({ hostname: 'x', purchased_on: '2026-01-31', tags: ['pci', 'gdpr'], cpu_count: 4, managed: true })
+const body: S['AssetCreate'] = { asset_type_key: 'server', name: 'web-01', properties: { hostname: 'web-01' } }
+export const app: S['AssetCreate'] = {
+  asset_type_key: 'application', name: 'crm', properties: { code: 'crm', tier: 'gold' },
+  relationships: { outgoing: { runs_on: { related_assets: [{ id: 'server:hostname:web-01' }] } } },
+}
+type PostBody = paths['/api/v1/assets']['post']['requestBody']['content']['application/json']
+export const sent: PostBody = body
+export const kind: S['RelationshipTypeKey'] = 'runs_on'
+`,
+          'bad-option.ts': `${HEADER}export const s: S['Server'] = { hostname: 'x', environment: 'moon' }\n`,
+          'bad-missing.ts': `${HEADER}export const s: S['Server'] = { environment: 'prod' }\n`,
+          'bad-property.ts': `${HEADER}export const c: S['ServerAssetCreate'] = { asset_type_key: 'server', name: 'x', properties: { hostname: 'x', code: 'y' } }\n`,
+          'bad-relationship.ts': `${HEADER}export const k: S['RelationshipTypeKey'] = 'owns'\n`,
+        })
+        expect(diagnostics['good.ts']).toEqual([])
+        expect(diagnostics['bad-option.ts']!.join('\n')).toContain('"moon"')
+        for (const file of ['bad-missing.ts', 'bad-property.ts', 'bad-relationship.ts']) expect(diagnostics[file], file).not.toEqual([])
+        expect(Object.keys(diagnostics).sort()).toEqual(['bad-missing.ts', 'bad-option.ts', 'bad-property.ts', 'bad-relationship.ts', 'good.ts'])
+      } finally {
+        await rm(dir, { recursive: true, force: true })
+      }
+    })
+  })
+}

@@ -1,0 +1,242 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+const c = (field: string, operator: string, value?: unknown) => ({ field, operator, value })
+
+// Seven assets; names in byte order: cache-01, crm, db-01, db-02, erp, web-01, web-02.
+const SERVERS = [
+  { name: 'db-01', access_domain_key: 'it', properties: { hostname: 'db-01', environment: 'prod', cpu_count: 32, memory_gb: 64, tags: ['pci'], purchased_on: '2024-01-15', managed: true, owner: 'Ann' } },
+  { name: 'db-02', access_domain_key: 'finance', properties: { hostname: 'db-02', environment: 'dev', cpu_count: 4, memory_gb: 8, tags: ['pci', 'gdpr'], purchased_on: '2023-06-01', managed: false, owner: 'bob' } },
+  { name: 'web-01', access_domain_key: 'it', properties: { hostname: 'web-01', environment: 'prod', cpu_count: 16, memory_gb: 32.5, tags: [], purchased_on: '2025-03-10', owner: 'ann-marie' } },
+  { name: 'web-02', access_domain_key: null, properties: { hostname: 'web-02', cpu_count: 2, tags: ['legacy'] } },
+  { name: 'cache-01', access_domain_key: 'it', properties: { hostname: 'cache-01', environment: 'prod', cpu_count: 8, memory_gb: 16, tags: ['legacy', 'pci'], managed: true } },
+]
+const APPS = [
+  { name: 'crm', access_domain_key: 'it', properties: { code: 'crm', tier: 'gold', owner: 'Ann' } },
+  { name: 'erp', access_domain_key: 'finance', properties: { code: 'erp', tier: 'silver' } },
+]
+const ALL = ['cache-01', 'crm', 'db-01', 'db-02', 'erp', 'web-01', 'web-02']
+
+for (const store of STORES) {
+  describe(`${store}: POST /search/assets and /search/relationships`, () => {
+    let t: TestApp
+    const ids: Record<string, string> = {}
+    const rels: Record<string, string> = {}
+
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      for (const [type, list] of [['server', SERVERS], ['application', APPS]] as const) {
+        for (const asset of list) {
+          const res = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: type, ...asset } })
+          expect(res.status).toBe(201)
+          ids[asset.name] = res.body.data.id
+        }
+      }
+      for (const [source, target] of [['crm', 'db-01'], ['crm', 'web-01'], ['erp', 'db-02']] as const) {
+        const res = await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'runs_on', source_asset_id: ids[source], target_asset_id: ids[target] } })
+        expect(res.status).toBe(201)
+        rels[`${source}>${target}`] = res.body.data.id
+      }
+    })
+    afterAll(async () => t.close())
+
+    const search = (body: unknown, key?: string) => t.request('POST', '/api/v1/search/assets', { body, ...(key ? { key } : {}) })
+    const names = async (filter: unknown, sort: unknown = [{ field: 'name' }]) => {
+      const res = await search({ filter, sort })
+      expect(res.status).toBe(200)
+      return res.body.data.map((a: { name: string }) => a.name)
+    }
+
+    it('answers the CONTRACT §4 example with the list envelope', async () => {
+      const res = await search({
+        filter: { or: [{ and: [c('properties.environment', 'equals', 'prod'), c('properties.cpu_count', 'greater_than_or_equals', 16)] }, c('name', 'starts_with', 'db-')] },
+        sort: [{ field: 'name', order: 'asc' }],
+        page: { number: 1, size: 50 },
+      })
+      expect(res.status).toBe(200)
+      expect(res.body.data.map((a: { name: string }) => a.name)).toEqual(['db-01', 'db-02', 'web-01'])
+      expect(res.body.data[0]).toEqual({
+        id: ids['db-01'], asset_type_key: 'server', name: 'db-01', access_domain_key: 'it', properties: SERVERS[0]!.properties,
+        created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/), updated_at: expect.stringMatching(/Z$/),
+      })
+      expect(res.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 3, total_pages: 1 } })
+    })
+
+    it.each<[string, unknown, string[]]>([
+      ['equals on a select', c('properties.environment', 'equals', 'prod'), ['cache-01', 'db-01', 'web-01']],
+      ['not_equals, also matching assets without the value', c('properties.environment', 'not_equals', 'prod'), ['crm', 'db-02', 'erp', 'web-02']],
+      ['greater_than on an integer', c('properties.cpu_count', 'greater_than', 8), ['db-01', 'web-01']],
+      ['less_than_or_equals', c('properties.cpu_count', 'less_than_or_equals', 8), ['cache-01', 'db-02', 'web-02']],
+      ['in on numbers', c('properties.cpu_count', 'in', [4, 16]), ['db-02', 'web-01']],
+      ['not_in on numbers, also matching empty', c('properties.cpu_count', 'not_in', [4, 16]), ['cache-01', 'crm', 'db-01', 'erp', 'web-02']],
+      ['in on a number property with a decimal', c('properties.memory_gb', 'in', [32.5]), ['web-01']],
+      ['contains, case-insensitive, across types', c('properties.owner', 'contains', 'ANN'), ['crm', 'db-01', 'web-01']],
+      ['not_contains, also matching empty', c('properties.owner', 'not_contains', 'ann'), ['cache-01', 'db-02', 'erp', 'web-02']],
+      ['starts_with on the name, case-insensitive', c('name', 'starts_with', 'WEB'), ['web-01', 'web-02']],
+      ['includes on a multi-select', c('properties.tags', 'includes', 'pci'), ['cache-01', 'db-01', 'db-02']],
+      ['not_includes, also matching empty', c('properties.tags', 'not_includes', 'pci'), ['crm', 'erp', 'web-01', 'web-02']],
+      ['is_empty: [] and missing', c('properties.tags', 'is_empty'), ['crm', 'erp', 'web-01']],
+      ['is_not_empty on a number', c('properties.memory_gb', 'is_not_empty'), ['cache-01', 'db-01', 'db-02', 'web-01']],
+      ['equals false on a boolean', c('properties.managed', 'equals', false), ['db-02']],
+      ['greater_than on a date', c('properties.purchased_on', 'greater_than', '2024-01-15'), ['web-01']],
+      ['less_than on created_at', c('created_at', 'less_than', '2999-01-01'), ALL],
+      ['equals on asset_type_key', c('asset_type_key', 'equals', 'application'), ['crm', 'erp']],
+      ['is_empty on access_domain_key', c('access_domain_key', 'is_empty'), ['web-02']],
+      ['nested groups', { and: [{ or: [c('properties.tags', 'includes', 'legacy'), c('properties.tier', 'equals', 'gold')] }, { or: [c('access_domain_key', 'equals', 'it'), { and: [c('name', 'contains', '02')] }] }] },
+        ['cache-01', 'crm', 'web-02']],
+      ['an empty and matches all, an empty or none', { or: [{ and: [] }, { or: [] }] }, ALL],
+    ])('%s', async (_, filter, expected) => {
+      expect(await names(filter)).toEqual(expected)
+    })
+
+    it('finds by id with in', async () => {
+      expect(await names(c('id', 'in', [ids.crm, ids['web-02']]))).toEqual(['crm', 'web-02'])
+    })
+
+    it('sorts on several keys, numbers numerically, empty values first descending', async () => {
+      expect(await names(undefined, [{ field: 'properties.cpu_count', order: 'desc' }, { field: 'name' }])).toEqual(['crm', 'erp', 'db-01', 'web-01', 'cache-01', 'db-02', 'web-02'])
+      expect(await names(undefined, [{ field: 'access_domain_key', order: 'asc' }, { field: 'name', order: 'desc' }])).toEqual(['erp', 'db-02', 'web-01', 'db-01', 'crm', 'cache-01', 'web-02'])
+    })
+
+    it('without a body: everything, oldest first, first page of 50', async () => {
+      const res = await t.request('POST', '/api/v1/search/assets')
+      expect(res.status).toBe(200)
+      expect(res.body.data.map((a: { name: string }) => a.name)).toEqual([...SERVERS, ...APPS].map((a) => a.name))
+      expect(res.body.meta.page).toEqual({ number: 1, size: 50, total_items: 7, total_pages: 1 })
+    })
+
+    it('pages; a page past the end is empty', async () => {
+      const second = await search({ sort: [{ field: 'name' }], page: { number: 2, size: 2 } })
+      expect(second.body.data.map((a: { name: string }) => a.name)).toEqual(['db-01', 'db-02'])
+      expect(second.body.meta.page).toEqual({ number: 2, size: 2, total_items: 7, total_pages: 4 })
+      const past = await search({ page: { number: 5, size: 2 } })
+      expect(past.body).toEqual({ data: [], meta: { page: { number: 5, size: 2, total_items: 7, total_pages: 4 } } })
+    })
+
+    it.each<[string, unknown, string, string]>([
+      ['an unknown field', { filter: c('colour', 'equals', 'red') }, 'invalid_filter', '/filter/field'],
+      ['an unknown property', { filter: { and: [c('properties.colour', 'equals', 'red')] } }, 'invalid_filter', '/filter/and/0/field'],
+      ['an operator unfit for the type', { filter: { or: [c('name', 'equals', 'x'), c('properties.cpu_count', 'starts_with', '1')] } }, 'invalid_filter', '/filter/or/1/operator'],
+      ['a value of the wrong type', { filter: c('properties.cpu_count', 'greater_than', '16') }, 'invalid_filter', '/filter/value'],
+      ['a timestamp for a date', { filter: c('properties.purchased_on', 'equals', '2024-01-15T00:00:00Z') }, 'invalid_filter', '/filter/value'],
+      ['a bad item of an in list', { filter: c('properties.cpu_count', 'in', [1, 'two']) }, 'invalid_filter', '/filter/value/1'],
+      ['an unknown operator', { filter: c('name', 'like', 'x') }, 'invalid_filter', '/filter/operator'],
+      ['groups nested 11 deep', { filter: Array.from({ length: 10 }).reduce<unknown>((inner) => ({ and: [inner] }), { and: [] }) }, 'invalid_filter', `/filter${'/and/0'.repeat(10)}`],
+      ['more than 500 conditions', { filter: { or: Array.from({ length: 501 }, () => c('name', 'equals', 'x')) } }, 'invalid_filter', '/filter/or/500'],
+      ['an unknown sort field', { sort: [{ field: 'name' }, { field: 'colour' }] }, 'invalid_sort', '/sort/1/field'],
+      ['a bad sort order', { sort: [{ field: 'name', order: 'up' }] }, 'invalid_sort', '/sort/0/order'],
+      ['a page size of 101', { page: { size: 101 } }, 'invalid_page', '/page/size'],
+      ['a page number of 0', { page: { number: 0 } }, 'invalid_page', '/page/number'],
+      ['an unknown include', { include: ['relationships', 'owner'] }, 'invalid_include', '/include/1'],
+      ['an unknown body member', { filter: {}, limit: 5 }, 'invalid_request', '/limit'],
+      ['a body that is not an object', [c('name', 'equals', 'x')], 'invalid_request', ''],
+    ])('rejects %s with 400 and a pointer', async (_, body, code, pointer) => {
+      const res = await search(body)
+      expect(res.status).toBe(400)
+      expect(res.body.errors).toEqual([{ status: '400', code, detail: expect.any(String), source: { pointer } }])
+    })
+
+    it('ANDs the key\'s roles into the search: hidden assets are never found', async () => {
+      const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      const res = await search({ sort: [{ field: 'name' }] }, editor)
+      expect(res.body.data.map((a: { name: string }) => a.name)).toEqual(['cache-01', 'crm', 'db-01', 'db-02', 'web-01'])
+      expect(res.body.meta.page.total_items).toBe(5)
+    })
+
+    it('lets a Viewer key search', async () => {
+      const viewer = await t.givenKey({ user: 'viewer@acme.test', type: 'Viewer' })
+      expect((await search({ filter: c('name', 'equals', 'crm') }, viewer)).body.data).toHaveLength(1)
+    })
+
+    it('includes relationships, paged and sorted by the relationships block', async () => {
+      const res = await search({
+        filter: c('name', 'equals', 'crm'),
+        include: ['relationships', 'relationships.related_asset'],
+        relationships: { page: { number: 1, size: 1 }, sort: [{ field: 'related_asset.name', order: 'desc' }] },
+      })
+      expect(res.status).toBe(200)
+      const [crm] = res.body.data
+      expect(crm.relationships).toEqual([{
+        id: rels['crm>web-01'], relationship_type_key: 'runs_on', direction: 'outgoing', related_asset_id: ids['web-01'],
+        related_asset: { id: ids['web-01'], asset_type_key: 'server', name: 'web-01', created_at: expect.any(String), updated_at: expect.any(String) },
+      }])
+      expect(crm.relationships_meta).toEqual({ page: { number: 1, size: 1, total_items: 2, total_pages: 2 } })
+    })
+
+    describe('relationships', () => {
+      const searchRels = (body: unknown, key?: string) => t.request('POST', '/api/v1/search/relationships', { body, ...(key ? { key } : {}) })
+      const relIds = async (filter: unknown, key?: string) => {
+        const res = await searchRels({ filter, sort: [{ field: 'created_at' }] }, key)
+        expect(res.status).toBe(200)
+        return res.body.data.map((r: { id: string }) => r.id)
+      }
+
+      it.each<[string, unknown, string[]]>([
+        ['on the relationship type', c('relationship_type_key', 'equals', 'runs_on'), ['crm>db-01', 'crm>web-01', 'erp>db-02']],
+        ['on a property of the source', c('source_asset.properties.tier', 'equals', 'gold'), ['crm>db-01', 'crm>web-01']],
+        ['on a property of the target', c('target_asset.properties.environment', 'not_equals', 'prod'), ['erp>db-02']],
+        ['on a composite key', c('source_asset_id', 'equals', 'application:code:erp'), ['erp>db-02']],
+        ['on both ends', { and: [c('target_asset.name', 'starts_with', 'DB'), c('source_asset.asset_type_key', 'equals', 'application')] }, ['crm>db-01', 'erp>db-02']],
+        ['on a multi-select of the target', c('target_asset.properties.tags', 'includes', 'gdpr'), ['erp>db-02']],
+      ])('filters %s', async (_, filter, expected) => {
+        expect(await relIds(filter)).toEqual(expected.map((k) => rels[k]))
+      })
+
+      it('answers the list envelope and expands ends on include', async () => {
+        const res = await searchRels({ filter: c('target_asset_id', 'equals', ids['db-02']), include: ['source_asset', 'target_asset.properties'] })
+        expect(res.body).toEqual({
+          data: [{
+            id: rels['erp>db-02'], relationship_type_key: 'runs_on', source_asset_id: ids.erp, target_asset_id: ids['db-02'],
+            created_at: expect.any(String), updated_at: expect.any(String),
+            source_asset: { id: ids.erp, asset_type_key: 'application', name: 'erp', created_at: expect.any(String), updated_at: expect.any(String) },
+            target_asset: { id: ids['db-02'], asset_type_key: 'server', name: 'db-02', properties: SERVERS[1]!.properties, created_at: expect.any(String), updated_at: expect.any(String) },
+          }],
+          meta: { page: { number: 1, size: 50, total_items: 1, total_pages: 1 } },
+        })
+      })
+
+      it('shows a relationship only when the key sees both ends', async () => {
+        const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+        expect(await relIds(undefined, editor)).toEqual([rels['crm>db-01'], rels['crm>web-01']])
+      })
+
+      it.each<[string, unknown, string, string]>([
+        ['the relationships block', { relationships: {} }, 'invalid_request', '/relationships'],
+        ['an asset include', { include: ['relationships'] }, 'invalid_include', '/include/0'],
+        ['an unknown end field', { filter: c('source_asset.colour', 'equals', 'x') }, 'invalid_filter', '/filter/field'],
+        ['a property sort', { sort: [{ field: 'properties.tier' }] }, 'invalid_sort', '/sort/0/field'],
+      ])('rejects %s', async (_, body, code, pointer) => {
+        const res = await searchRels(body)
+        expect(res.status).toBe(400)
+        expect(res.body.errors[0]).toMatchObject({ code, source: { pointer } })
+      })
+    })
+
+    describe('after writes', () => {
+      it('follows a PATCH, an archive and a bulk create at once', async () => {
+        const created = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'n1', properties: { body: 'hello' } } })
+        const find = async (body: string) => (await names({ and: [c('asset_type_key', 'equals', 'note'), c('properties.body', 'equals', body)] }))
+        expect(await find('hello')).toEqual(['n1'])
+        await t.request('PATCH', `/api/v1/assets/${created.body.data.id}`, { body: { properties: { body: 'bye' } } })
+        expect(await find('hello')).toEqual([])
+        expect(await find('bye')).toEqual(['n1'])
+        expect((await t.request('DELETE', `/api/v1/assets/${created.body.data.id}`)).status).toBe(204)
+        expect(await find('bye')).toEqual([])
+        const bulk = await t.request('POST', '/api/v1/bulk/assets', { body: [1, 2, 3].map((i) => ({ asset_type_key: 'note', name: `bulk-${i}`, properties: { body: 'bulk' } })) })
+        expect(bulk.status).toBe(201)
+        expect(await find('bulk')).toEqual(['bulk-1', 'bulk-2', 'bulk-3'])
+      })
+
+      it('drops relationships whose end is archived', async () => {
+        const app = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'application', name: 'tmp', properties: { code: 'tmp' } } })
+        const server = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'tmp-srv', properties: { hostname: 'tmp-srv' } } })
+        await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'runs_on', source_asset_id: 'application:code:tmp', target_asset_id: 'server:hostname:tmp-srv' } })
+        const filter = { filter: c('source_asset_id', 'equals', app.body.data.id) }
+        expect((await t.request('POST', '/api/v1/search/relationships', { body: filter })).body.data).toHaveLength(1)
+        await t.request('DELETE', `/api/v1/assets/${server.body.data.id}`)
+        expect((await t.request('POST', '/api/v1/search/relationships', { body: filter })).body.data).toEqual([])
+      })
+    })
+  })
+}
