@@ -100,6 +100,16 @@ export async function selectAssetsByKeys(
   lock = false,
   columns: 'record' | 'reference' = 'record',
 ): Promise<AssetRow[] | AssetReference[]> {
+  const [only] = keys
+  if (keys.length === 1 && only && 'id' in only && !lock) {
+    // The hot path of GET /assets/{id}: one fixed text, run as a prepared statement.
+    const result = await db.query<AssetRow & { unique_value: string | null }>(
+      `SELECT ${ASSET_COLUMNS}, a.unique_value FROM assets a WHERE a.org_id = $1 AND a.id = $2 AND a.archived_at IS NULL`,
+      [orgId, only.id],
+      { prepare: 'kbis_asset_by_id' },
+    )
+    return result.rows
+  }
   const ids = keys.flatMap((k) => ('id' in k ? [k.id] : []))
   const composite = keys.flatMap((k) => ('id' in k ? [] : [k]))
   const params = new Params([orgId])

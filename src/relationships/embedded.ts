@@ -4,6 +4,7 @@ import type { Tx } from '../store/db.js'
 import { hasLevel } from '../access/scope.js'
 import { newId } from '../core/time.js'
 import type { AssetRow } from '../assets/mapper.js'
+import type { AssetReference } from '../assets/sql.js'
 import { cannotEdit, endAllows, endNotAllowed, resolveAssetRefs, type End } from './resolve.js'
 import { insertRelationships, type NewRelationshipRow } from './sql.js'
 import { deleteReplacedRelationships, type Direction, type KeptRelated, type PairKey } from './embedded-sql.js'
@@ -100,7 +101,7 @@ function readPairs(item: EmbeddedSync, issues: Issue[]): SubmittedPair[] {
   })
 }
 
-function planSync(ctx: RequestContext, submitted: SubmittedPair[], assets: Map<string, AssetRow | undefined>): Plan {
+function planSync(ctx: RequestContext, submitted: SubmittedPair[], assets: Map<string, AssetReference | undefined>): Plan {
   const plan: Plan = { pairs: [], kept: [], rows: [], uneditable: new Map(), issues: [] }
   for (const pair of submitted) {
     const { item, direction, typeKey } = pair

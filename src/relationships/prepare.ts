@@ -3,7 +3,7 @@ import type { RequestContext } from '../core/context.js'
 import type { Queryable } from '../store/db.js'
 import { hasLevel } from '../access/scope.js'
 import { newId } from '../core/time.js'
-import type { AssetRow } from '../assets/mapper.js'
+import type { AssetReference } from '../assets/sql.js'
 import type { RelationshipType } from '../metamodel/types.js'
 import { cannotEdit, endAllows, endNotAllowed, resolveAssetRefs, type End } from './resolve.js'
 import type { NewRelationshipRow } from './sql.js'
@@ -61,10 +61,10 @@ function checkEnd(
   type: RelationshipType | undefined,
   end: End,
   ref: string,
-  asset: AssetRow | undefined,
+  asset: AssetReference | undefined,
   at: (member: string, detail: string) => Issue,
   issues: Issue[],
-): AssetRow | undefined {
+): AssetReference | undefined {
   const member = `${end}_asset_id`
   if (!asset) {
     issues.push(at(member, `${end} asset ${ref} not found`))

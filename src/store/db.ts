@@ -7,8 +7,17 @@ export interface QueryResult<R> {
 }
 
 /** Anything that runs parameterized SQL: the store itself or an open transaction. */
+export interface QueryOptions {
+  /**
+   * Name of a prepared statement, for hot statements whose text never changes: PostgreSQL parses
+   * it once per connection and, after a few runs, reuses a generic plan instead of planning every
+   * execution over every index of the table. PGlite runs the text as usual.
+   */
+  prepare?: string
+}
+
 export interface Queryable {
-  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[], options?: QueryOptions): Promise<QueryResult<R>>
 }
 
 export type Tx = Queryable
@@ -45,9 +54,11 @@ class PostgresDb implements Db {
 
   constructor(readonly pool: pg.Pool, private readonly config: pg.PoolConfig) {}
 
-  async query<R>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
+  async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
     this.onQuery?.(sql)
-    const res = await this.pool.query(sql, params as unknown[])
+    const res = options.prepare
+      ? await this.pool.query({ name: options.prepare, text: sql, values: params as unknown[] })
+      : await this.pool.query(sql, params as unknown[])
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
   }
 
