@@ -1,10 +1,81 @@
 import { Errors, type Issue } from '../core/errors.js'
 import type { RequestContext } from '../core/context.js'
+import type { Tx } from '../store/db.js'
+import { isUuid, newId } from '../core/time.js'
+import { parseAssetRef } from '../assets/refs.js'
+import { resolveAssetRefs } from '../relationships/resolve.js'
 import { prepareRelationships, type NewRelationshipRow, type RelationshipInput } from '../relationships/embedded.js'
-import { insertBulkRelationships, selectExistingRelationshipIds } from './sql.js'
+import { insertBulkRelationships, insertCheckedRelationships, selectExistingRelationshipIds } from './sql.js'
 import { entryOf, failIfAny, type BulkEntry, type BulkItem } from './items.js'
 
 export type BulkRelationshipInput = RelationshipInput & BulkItem
+
+/**
+ * POST /bulk/relationships: one transaction, a handful of statements whatever the item count.
+ * A valid request (the common case) is one INSERT that checks every end in SQL, after one
+ * look-up of composite-key ends if there are any. When that INSERT writes fewer rows than items,
+ * it is undone and the request is gone through item by item, so that every invalid or
+ * duplicate item is listed with its reason.
+ */
+export async function createRelationshipsInBulk(ctx: RequestContext, items: readonly BulkRelationshipInput[]): Promise<BulkEntry[]> {
+  return ctx.db.transaction(async (tx) => (await insertIfAllValid(ctx, tx, items)) ?? insertItemByItem(ctx, tx, items))
+}
+
+/** The one-statement path; null (nothing written) when some item is invalid or a duplicate. */
+async function insertIfAllValid(ctx: RequestContext, tx: Tx, items: readonly BulkRelationshipInput[]): Promise<BulkEntry[] | null> {
+  const ids = await endIds(ctx, tx, items)
+  if (!ids) return null
+  const rows = items.map((item): NewRelationshipRow => ({
+    id: newId(),
+    relationship_type_key: item.relationship_type_key,
+    source_asset_id: ids.get(item.source_asset_id)!,
+    target_asset_id: ids.get(item.target_asset_id)!,
+  }))
+  await tx.query('SAVEPOINT bulk_relationships')
+  if ((await insertCheckedRelationships(tx, ctx.auth, rows)) === rows.length) return rows.map((row, i) => entryOf(row.id, items[i]!))
+  await tx.query('ROLLBACK TO SAVEPOINT bulk_relationships')
+  return null
+}
+
+/**
+ * The asset id each end reference names: UUIDs as they are, composite keys with one look-up.
+ * null when a composite key names no asset the key can see (the item-by-item path says which).
+ */
+async function endIds(ctx: RequestContext, tx: Tx, items: readonly RelationshipInput[]): Promise<Map<string, string> | null> {
+  const ids = new Map<string, string>()
+  const composite = new Set<string>()
+  for (const item of items) {
+    for (const ref of [item.source_asset_id, item.target_asset_id]) {
+      if (ids.has(ref) || composite.has(ref)) continue
+      if (isUuid(ref)) ids.set(ref, ref.toLowerCase())
+      else if (parseAssetRef(ref, ctx.metamodel)) composite.add(ref)
+      else return null
+    }
+  }
+  if (composite.size === 0) return ids
+  for (const [ref, asset] of await resolveAssetRefs(ctx, tx, composite)) {
+    if (!asset) return null
+    ids.set(ref, asset.id)
+  }
+  return ids
+}
+
+/**
+ * Every item checked on its own against the metamodel, the store and the key's roles (one
+ * look-up of every end), all problems reported; then one INSERT that skips duplicates instead of
+ * aborting on the first, so every duplicate item can be listed too.
+ */
+async function insertItemByItem(ctx: RequestContext, tx: Tx, items: readonly BulkRelationshipInput[]): Promise<BulkEntry[]> {
+  const prepared = await prepareRelationships(ctx, items, tx)
+  failIfAny(Errors.VALIDATION_FAILED, prepared.issues)
+  failIfAny(Errors.FORBIDDEN, prepared.forbidden)
+  const written = await insertBulkRelationships(tx, ctx.auth.orgId, prepared.rows)
+  if (written < prepared.rows.length) {
+    const inserted = await selectExistingRelationshipIds(tx, ctx.auth.orgId, prepared.rows.map((row) => row.id))
+    failIfAny(Errors.DUPLICATE_RELATIONSHIP, duplicateIssues(prepared.rows, inserted))
+  }
+  return prepared.rows.map((row, i) => entryOf(row.id, items[i]!))
+}
 
 const rowKey = (row: NewRelationshipRow): string => `${row.relationship_type_key}\u0000${row.source_asset_id}\u0000${row.target_asset_id}`
 
@@ -28,23 +99,4 @@ function duplicateIssues(rows: readonly NewRelationshipRow[], inserted: Readonly
     })
   })
   return issues
-}
-
-/**
- * POST /bulk/relationships: one transaction, a handful of statements whatever the item count:
- * one look-up of every end (UUIDs and composite keys together), one INSERT that skips
- * duplicates instead of aborting on the first, so every duplicate item can be listed.
- */
-export async function createRelationshipsInBulk(ctx: RequestContext, items: readonly BulkRelationshipInput[]): Promise<BulkEntry[]> {
-  return ctx.db.transaction(async (tx) => {
-    const prepared = await prepareRelationships(ctx, items, tx)
-    failIfAny(Errors.VALIDATION_FAILED, prepared.issues)
-    failIfAny(Errors.FORBIDDEN, prepared.forbidden)
-    const written = await insertBulkRelationships(tx, ctx.auth.orgId, prepared.rows)
-    if (written < prepared.rows.length) {
-      const inserted = await selectExistingRelationshipIds(tx, ctx.auth.orgId, prepared.rows.map((row) => row.id))
-      failIfAny(Errors.DUPLICATE_RELATIONSHIP, duplicateIssues(prepared.rows, inserted))
-    }
-    return prepared.rows.map((row, i) => entryOf(row.id, items[i]!))
-  })
 }

@@ -1,4 +1,7 @@
 import type { Queryable } from '../store/db.js'
+import type { AuthContext } from '../core/auth/context.js'
+import { scopeCondition } from '../access/scope.js'
+import { Params } from '../store/sql.js'
 import type { NewAssetRow } from '../assets/sql.js'
 import type { NewRelationshipRow } from '../relationships/sql.js'
 
@@ -87,6 +90,40 @@ export async function insertBulkRelationships(tx: Queryable, orgId: string, rows
      FROM json_to_recordset($2::json) AS u(id uuid, relationship_type_key text, source_asset_id uuid, target_asset_id uuid)
      ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING`,
     [orgId, JSON.stringify(rows)],
+  )
+  return result.rowCount
+}
+
+/**
+ * The whole of a valid POST /bulk/relationships in ONE statement: inserts each row whose ends
+ * are live assets of types the relationship type allows, whose source the key may edit and whose
+ * target it may see, skipping the others and (type, source, target) triples that exist already.
+ * The caller compares the count with its rows: a shortfall means some item is invalid or a
+ * duplicate, and only then is the request looked at item by item to say which and why.
+ *
+ * Each end is fetched by primary key inside an `OFFSET 0` fence and checked outside it (as in
+ * `visibleRelationship`): the plan is one primary-key probe per end, whatever the statistics.
+ */
+export async function insertCheckedRelationships(tx: Queryable, auth: AuthContext, rows: readonly NewRelationshipRow[]): Promise<number> {
+  if (rows.length === 0) return 0
+  const params = new Params([auth.orgId, JSON.stringify(rows)])
+  const editSource = scopeCondition(auth, 's', 'edit', params)
+  const seeTarget = scopeCondition(auth, 't', 'view', params)
+  const end = (alias: string, column: string) =>
+    `CROSS JOIN LATERAL (SELECT ${alias}.* FROM assets ${alias} WHERE ${alias}.org_id = $1 AND ${alias}.id = u.${column} OFFSET 0) ${alias}`
+  const result = await tx.query(
+    `INSERT INTO relationships (org_id, id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at)
+     SELECT $1, u.id, rt.key, s.id, t.id, date_trunc('second', now()), date_trunc('second', now())
+     FROM json_to_recordset($2::json) AS u(id uuid, relationship_type_key text, source_asset_id uuid, target_asset_id uuid)
+     JOIN relationship_types rt ON rt.org_id = $1 AND rt.key = u.relationship_type_key
+     ${end('s', 'source_asset_id')}
+     ${end('t', 'target_asset_id')}
+     WHERE s.archived_at IS NULL AND t.archived_at IS NULL
+       AND (cardinality(rt.source_asset_type_keys) = 0 OR s.asset_type_key = ANY(rt.source_asset_type_keys))
+       AND (cardinality(rt.target_asset_type_keys) = 0 OR t.asset_type_key = ANY(rt.target_asset_type_keys))
+       AND ${editSource} AND ${seeTarget}
+     ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING`,
+    params.values,
   )
   return result.rowCount
 }
