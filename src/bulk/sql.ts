@@ -2,6 +2,7 @@ import type { Queryable } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
 import { Params } from '../store/sql.js'
+import { RELATIONSHIP_INSERT_ORDER } from '../relationships/sql.js'
 import type { NewAssetRow } from '../assets/sql.js'
 import type { NewRelationshipRow } from '../relationships/sql.js'
 
@@ -87,7 +88,9 @@ export async function insertBulkRelationships(tx: Queryable, orgId: string, rows
     `INSERT INTO relationships (org_id, id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at)
      SELECT $1, u.id, u.relationship_type_key, u.source_asset_id, u.target_asset_id,
             date_trunc('second', now()), date_trunc('second', now())
-     FROM json_to_recordset($2::json) AS u(id uuid, relationship_type_key text, source_asset_id uuid, target_asset_id uuid)
+     FROM ROWS FROM (json_to_recordset($2::json) AS (id uuid, relationship_type_key text, source_asset_id uuid, target_asset_id uuid))
+       WITH ORDINALITY AS u(id, relationship_type_key, source_asset_id, target_asset_id, n)
+     ${RELATIONSHIP_INSERT_ORDER}
      ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING`,
     [orgId, JSON.stringify(rows)],
   )
@@ -114,7 +117,8 @@ export async function insertCheckedRelationships(tx: Queryable, auth: AuthContex
   const result = await tx.query(
     `INSERT INTO relationships (org_id, id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at)
      SELECT $1, u.id, rt.key, s.id, t.id, date_trunc('second', now()), date_trunc('second', now())
-     FROM json_to_recordset($2::json) AS u(id uuid, relationship_type_key text, source_asset_id uuid, target_asset_id uuid)
+     FROM ROWS FROM (json_to_recordset($2::json) AS (id uuid, relationship_type_key text, source_asset_id uuid, target_asset_id uuid))
+       WITH ORDINALITY AS u(id, relationship_type_key, source_asset_id, target_asset_id, n)
      JOIN relationship_types rt ON rt.org_id = $1 AND rt.key = u.relationship_type_key
      ${end('s', 'source_asset_id')}
      ${end('t', 'target_asset_id')}
@@ -122,6 +126,7 @@ export async function insertCheckedRelationships(tx: Queryable, auth: AuthContex
        AND (cardinality(rt.source_asset_type_keys) = 0 OR s.asset_type_key = ANY(rt.source_asset_type_keys))
        AND (cardinality(rt.target_asset_type_keys) = 0 OR t.asset_type_key = ANY(rt.target_asset_type_keys))
        AND ${editSource} AND ${seeTarget}
+     ${RELATIONSHIP_INSERT_ORDER}
      ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING`,
     params.values,
   )

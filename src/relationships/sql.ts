@@ -11,6 +11,16 @@ export interface NewRelationshipRow {
 }
 
 /**
+ * The order in which a multi-row INSERT (alias `u`, with an ordinality column `n`) writes
+ * relationships: the order of `relationships_unique`, then the item's position. An INSERT that
+ * meets a row of a concurrent, uncommitted transaction on that index waits for it; two requests
+ * writing overlapping relationships in opposite orders would wait for each other (a deadlock).
+ * In one global order the later request simply waits, then finds the duplicates. Among equal
+ * rows of one request, the first item's is written and the later ones are the duplicates.
+ */
+export const RELATIONSHIP_INSERT_ORDER = 'ORDER BY u.source_asset_id, u.relationship_type_key COLLATE "C", u.target_asset_id, u.n'
+
+/**
  * Inserts relationships with one statement whatever their number: each column travels as one
  * array parameter through unnest (10,000 rows × 4 columns would pass PostgreSQL's 65,535
  * parameter limit as a VALUES list). Without `ignoreDuplicates`, an existing (type, source,
@@ -29,8 +39,9 @@ export async function insertRelationships(
     `INSERT INTO relationships AS r (org_id, id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at)
      SELECT $1, u.id, u.relationship_type_key, u.source_asset_id, u.target_asset_id,
             date_trunc('second', now()), date_trunc('second', now())
-     FROM unnest($2::uuid[], $3::text[], $4::uuid[], $5::uuid[])
-       AS u(id, relationship_type_key, source_asset_id, target_asset_id)
+     FROM unnest($2::uuid[], $3::text[], $4::uuid[], $5::uuid[]) WITH ORDINALITY
+       AS u(id, relationship_type_key, source_asset_id, target_asset_id, n)
+     ${RELATIONSHIP_INSERT_ORDER}
      ${options.ignoreDuplicates ? 'ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING' : ''}
      RETURNING ${RELATIONSHIP_COLUMNS}`,
     [

@@ -321,6 +321,22 @@ for (const store of STORES) {
       expect(await countLike('race-%')).toBe(200)
     })
 
+    it('lets one of two concurrent bulk relationship creates naming the same pairs in opposite orders win, the other 409', async () => {
+      const hostnames = Array.from({ length: 300 }, (_, i) => `rel-race-${i}`)
+      const created = await t.request('POST', '/api/v1/bulk/assets', { body: [{ asset_type_key: 'application', name: 'race', properties: { code: 'rel-race' } }, ...hostnames.map((h) => server(h))] })
+      const [app, ...servers] = created.body.data.map((d: { id: string }) => d.id)
+      const items = servers.map((id: string) => ({ relationship_type_key: 'runs_on', source_asset_id: app, target_asset_id: id }))
+      const [a, b] = await Promise.all([
+        t.request('POST', '/api/v1/bulk/relationships', { body: items }),
+        t.request('POST', '/api/v1/bulk/relationships', { body: [...items].reverse() }),
+      ])
+      expect([a.status, b.status].sort()).toEqual([201, 409])
+      const loser = a.status === 409 ? a : b
+      expect(loser.body.errors).toHaveLength(300)
+      expect(loser.body.errors[0]).toMatchObject({ code: 'duplicate_relationship', meta: { index: 0 } })
+      expect(await related(app)).toEqual([...servers].sort())
+    })
+
     it('creates and updates 10,000 realistic items within the bulk body limit', async () => {
       const items = Array.from({ length: 10_000 }, (_, i) => server(`big-${i}`, {
         memory_gb: 64, purchased_on: '2023-04-01', tags: ['pci', 'gdpr'], owner: 'team-platform@example.com', cost: 1234.5,
