@@ -1,5 +1,5 @@
 import type { Queryable } from '../store/db.js'
-import { Params } from '../store/sql.js'
+import { Params, selectPage, type PageQuery } from '../store/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
 
 export interface NewAssetRow {
@@ -129,26 +129,7 @@ export async function selectAssetsByKeys(
   return result.rows
 }
 
-export interface ListQuery {
-  where: string
-  orderBy: string
-  limit: number
-  offset: number
-  params: Params
-}
-
-/** One page of assets and the total, for list and search. */
-export async function selectAssetPage(db: Queryable, q: ListQuery): Promise<{ rows: AssetRow[]; total: number }> {
-  const countParams = q.params.values.slice()
-  const pageParams = new Params(q.params.values)
-  const limit = pageParams.add(q.limit)
-  const offset = pageParams.add(q.offset)
-  const [rows, count] = await Promise.all([
-    db.query<AssetRow>(
-      `SELECT ${ASSET_COLUMNS} FROM assets a WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}`,
-      pageParams.values,
-    ),
-    db.query<{ n: number }>(`SELECT count(*)::int AS n FROM assets a WHERE ${q.where}`, countParams),
-  ])
-  return { rows: rows.rows, total: count.rows[0]?.n ?? 0 }
+/** One page of assets and the total, for GET /assets. */
+export async function selectAssetPage(db: Queryable, q: PageQuery): Promise<{ rows: AssetRow[]; total: number }> {
+  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: 'assets a' }, q)
 }

@@ -1,6 +1,7 @@
 import type { Queryable } from '../store/db.js'
 
-export interface ApiKeyRow {
+/** What a key is, as it is written and read back (the secret's hash is written, never read). */
+interface ApiKeyFields {
   id: string
   name: string
   description: string | null
@@ -8,6 +9,9 @@ export interface ApiKeyRow {
   role_keys: string[]
   owner_user_id: string
   secret_prefix: string
+}
+
+export interface ApiKeyRow extends ApiKeyFields {
   created_at: Date
   updated_at: Date
   last_used_at: Date | null
@@ -16,14 +20,7 @@ export interface ApiKeyRow {
 export const API_KEY_COLUMNS =
   'id, name, description, permission_type, role_keys, owner_user_id, secret_prefix, created_at, updated_at, last_used_at'
 
-export interface NewApiKey {
-  id: string
-  name: string
-  description: string | null
-  permission_type: 'Viewer' | 'Editor' | 'Admin'
-  role_keys: string[]
-  owner_user_id: string
-  secret_prefix: string
+export interface NewApiKey extends ApiKeyFields {
   secret_hash: Buffer
 }
 

@@ -11,7 +11,7 @@ import { deleteReplacedRelationships, type Direction, type KeptRelated, type Pai
 
 // The batch helpers of POST /bulk/relationships live next door; re-exported for one import site.
 export { prepareRelationships, type PreparedRelationships, type RelationshipInput } from './prepare.js'
-export { findDuplicateRelationships, insertRelationships, type NewRelationshipRow } from './sql.js'
+export { insertRelationships, type NewRelationshipRow } from './sql.js'
 
 export interface EmbeddedSync {
   asset: AssetRow

@@ -1,5 +1,5 @@
 import type { Queryable } from '../store/db.js'
-import { Params } from '../store/sql.js'
+import { Params, selectPage, type PageQuery } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
 
 /** A validated relationship ready to be written (see prepare.ts). */
@@ -55,31 +55,6 @@ export async function insertRelationships(
   return result.rows
 }
 
-/**
- * Indexes of `rows` whose (type, source, target) exists already or repeats an earlier row of the
- * batch, in one statement: lets a bulk request list every duplicate with its index instead of
- * stopping at the first unique violation.
- */
-export async function findDuplicateRelationships(tx: Queryable, orgId: string, rows: readonly NewRelationshipRow[]): Promise<Set<number>> {
-  const duplicates = new Set<number>()
-  const seen = new Set<string>()
-  rows.forEach((row, i) => {
-    const key = `${row.relationship_type_key}\u0000${row.source_asset_id}\u0000${row.target_asset_id}`
-    if (seen.has(key)) duplicates.add(i)
-    seen.add(key)
-  })
-  if (rows.length === 0) return duplicates
-  const result = await tx.query<{ i: number }>(
-    `SELECT (u.ord - 1)::int AS i
-     FROM unnest($2::text[], $3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(relationship_type_key, source_asset_id, target_asset_id, ord)
-     WHERE EXISTS (SELECT 1 FROM relationships r WHERE r.org_id = $1 AND r.source_asset_id = u.source_asset_id
-                   AND r.relationship_type_key = u.relationship_type_key AND r.target_asset_id = u.target_asset_id)`,
-    [orgId, rows.map((r) => r.relationship_type_key), rows.map((r) => r.source_asset_id), rows.map((r) => r.target_asset_id)],
-  )
-  for (const { i } of result.rows) duplicates.add(i)
-  return duplicates
-}
-
 /** Rows of `relationships r` matching `where` (which carries org, visibility and filters). */
 export async function selectRelationships(db: Queryable, where: string, params: Params, lock = false): Promise<RelationshipRow[]> {
   const result = await db.query<RelationshipRow>(
@@ -89,28 +64,9 @@ export async function selectRelationships(db: Queryable, where: string, params: 
   return result.rows
 }
 
-export interface RelationshipPageQuery {
-  where: string
-  orderBy: string
-  limit: number
-  offset: number
-  params: Params
-}
-
-/** One page of relationships and the total, for GET /relationships (and search). */
-export async function selectRelationshipPage(db: Queryable, q: RelationshipPageQuery): Promise<{ rows: RelationshipRow[]; total: number }> {
-  const countParams = q.params.values.slice()
-  const pageParams = new Params(q.params.values)
-  const limit = pageParams.add(q.limit)
-  const offset = pageParams.add(q.offset)
-  const [rows, count] = await Promise.all([
-    db.query<RelationshipRow>(
-      `SELECT ${RELATIONSHIP_COLUMNS} FROM relationships r WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}`,
-      pageParams.values,
-    ),
-    db.query<{ n: number }>(`SELECT count(*)::int AS n FROM relationships r WHERE ${q.where}`, countParams),
-  ])
-  return { rows: rows.rows, total: count.rows[0]?.n ?? 0 }
+/** One page of relationships and the total, for GET /relationships and relationship search. */
+export async function selectRelationshipPage(db: Queryable, q: PageQuery): Promise<{ rows: RelationshipRow[]; total: number }> {
+  return selectPage<RelationshipRow>(db, { select: RELATIONSHIP_COLUMNS, from: 'relationships r' }, q)
 }
 
 export async function deleteRelationshipById(tx: Queryable, orgId: string, id: string): Promise<boolean> {

@@ -1,7 +1,6 @@
 import type { Queryable } from '../store/db.js'
-import { ident, Params } from '../store/sql.js'
+import { ident, selectPage, type PageQuery } from '../store/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from '../assets/mapper.js'
-import type { ListQuery } from '../assets/sql.js'
 
 /**
  * One page of an asset search and its total: the filter, the scope and the order run over the
@@ -12,18 +11,7 @@ import type { ListQuery } from '../assets/sql.js'
  *   SELECT a.id, … FROM "assets_typed_…" p JOIN assets a ON a.org_id = p.org_id AND a.id = p.id
  *   WHERE … ORDER BY … LIMIT $3 OFFSET $4
  */
-export async function selectSearchPage(db: Queryable, table: string, q: ListQuery): Promise<{ rows: AssetRow[]; total: number }> {
-  const from = `${ident(table)} p`
-  const pageParams = new Params(q.params.values)
-  const limit = pageParams.add(q.limit)
-  const offset = pageParams.add(q.offset)
-  const [rows, count] = await Promise.all([
-    db.query<AssetRow>(
-      `SELECT ${ASSET_COLUMNS} FROM ${from} JOIN assets a ON a.org_id = p.org_id AND a.id = p.id
-       WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}`,
-      pageParams.values,
-    ),
-    db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${from} WHERE ${q.where}`, q.params.values),
-  ])
-  return { rows: rows.rows, total: count.rows[0]?.n ?? 0 }
+export async function selectSearchPage(db: Queryable, table: string, q: PageQuery): Promise<{ rows: AssetRow[]; total: number }> {
+  const projection = `${ident(table)} p`
+  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: `${projection} JOIN assets a ON a.org_id = p.org_id AND a.id = p.id`, countFrom: projection }, q)
 }

@@ -1,5 +1,5 @@
 import type { Level } from '../access/levels.js'
-import type { PropertyType } from '../metamodel/types.js'
+import type { PropertyDefinition } from '../metamodel/types.js'
 
 /**
  * A set-up file after validation, with every default filled in. Optional sections are absent
@@ -66,17 +66,8 @@ export interface AssetTypeSpec {
   properties: PropertySpec[]
 }
 
-export interface PropertySpec {
-  key: string
-  name: string
-  description: string | null
-  type: PropertyType
-  required: boolean
-  options: string[] | null
-  currency: string | null
-  min: number | null
-  max: number | null
-}
+/** A property as the set-up file declares it: the API's property definition, inside its asset type. */
+export type PropertySpec = Omit<PropertyDefinition, 'asset_type_key'>
 
 export interface RelationshipTypeSpec {
   key: string
