@@ -2,7 +2,7 @@ import { Command, InvalidArgumentError } from 'commander'
 import { loadConfig, type Config } from '../core/config.js'
 import { startServer, openStore } from '../server.js'
 import { loadSetupFile } from '../setup/load.js'
-import { applySetup } from '../setup/apply.js'
+import { applySetup, type ApplyReport } from '../setup/apply.js'
 import { createKeyFromCli, type CliKeyRequest } from '../keys/cli.js'
 import { sendToServer } from './control.js'
 
@@ -68,9 +68,10 @@ export async function main(argv: string[]): Promise<void> {
       const setup = await loadSetupFile(file)
       const config = configFrom(flags)
       const report = await withStore(config, 'apply', setup, (db) => applySetup(db, setup))
-      const r = report as { organization: { key: string; created: boolean }; changes: string[] }
+      const r = report as ApplyReport
       out(`organization ${r.organization.key}: ${r.organization.created ? 'created' : 'updated'}; ${r.changes.length === 0 ? 'no changes' : `${r.changes.length} change(s)`}`)
       for (const change of r.changes) out(`  ${change}`)
+      for (const warning of r.warnings) process.stderr.write(`kbis: warning: ${warning}\n`)
     })
 
   const keys = program.command('keys').description('Manage API keys')

@@ -6,7 +6,7 @@ import { applyRelationshipTypes } from './apply-relationships.js'
 import type { ApplyContext } from './context.js'
 import { fieldChanges } from './diff.js'
 import { validateSetup } from './load.js'
-import { checkReferences } from './references.js'
+import { checkReferences, undefinedEndTypes } from './references.js'
 import { loadState, lockOrganization, type OrgState } from './state.js'
 import { SetupError, withSource, type ApplyReport, type OrganizationSpec, type SetupFile } from './types.js'
 import { syncProjection } from '../projection/sync.js'
@@ -72,7 +72,8 @@ async function applyInTransaction(tx: Tx, setup: SetupFile): Promise<ApplyReport
     // Widen the typed projection of search and analytics in the same transaction (src/projection/).
     await syncProjection(tx, org.id)
   }
-  return { organization: { key: setup.organization.key, id: org.id, created: org.created }, changes }
+  const warnings = undefinedEndTypes(setup, storeKeys(state)).map((w) => withSource(setup.source, w))
+  return { organization: { key: setup.organization.key, id: org.id, created: org.created }, changes, warnings }
 }
 
 /**

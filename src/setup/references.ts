@@ -58,23 +58,27 @@ function userRoles(setup: SetupFile, k: Known): string | null {
   return null
 }
 
-function relationshipEnds(setup: SetupFile, k: Known): string | null {
-  for (const [i, type] of (setup.metamodel?.relationship_types ?? []).entries()) {
-    const path = `metamodel.relationship_types[${i}]`
-    const found =
-      unknownIn(type.source_asset_type_keys, k.assetTypes, `${path}.source_asset_type_keys`, 'asset type') ??
-      unknownIn(type.target_asset_type_keys, k.assetTypes, `${path}.target_asset_type_keys`, 'asset type')
-    if (found) return found
-  }
-  return null
+/**
+ * Relationship-type ends naming asset types the metamodel does not define: allowed (a type may be
+ * declared before the asset types it links, as in the CONTRACT's own example), but no asset can
+ * be at such an end until the type exists, so `kbis apply` warns about each one.
+ */
+export function undefinedEndTypes(setup: SetupFile, store: StoreKeys | null): string[] {
+  const { assetTypes } = known(setup, store)
+  if (!assetTypes) return []
+  return (setup.metamodel?.relationship_types ?? []).flatMap((type, i) =>
+    (['source', 'target'] as const).flatMap((end) =>
+      type[`${end}_asset_type_keys`].flatMap((key, k) => assetTypes.has(key) ? [] : [
+        `metamodel.relationship_types[${i}].${end}_asset_type_keys[${k}]: asset type ${key} is not defined; no asset can be the ${end} of a ${type.key} relationship until it is`,
+      ])))
 }
 
 /**
  * Names in the file that point at nothing: grants on unknown access domains or asset types, users
- * with unknown roles, relationship types between unknown asset types. `store` is null at load time
- * (only references into sections the file lists are checked) and the store's keys when applying.
+ * with unknown roles. `store` is null at load time (only references into sections the file lists
+ * are checked) and the store's keys when applying.
  */
 export function checkReferences(setup: SetupFile, store: StoreKeys | null): string | null {
   const k = known(setup, store)
-  return roleGrants(setup, k) ?? userRoles(setup, k) ?? relationshipEnds(setup, k)
+  return roleGrants(setup, k) ?? userRoles(setup, k)
 }

@@ -81,6 +81,8 @@ export interface ApplyReport {
   organization: { key: string; id: string; created: boolean }
   /** Human-readable lines, e.g. "asset type server: created"; empty when nothing changed. */
   changes: string[]
+  /** What was applied but deserves a look, e.g. a relationship type naming an undefined asset type. */
+  warnings: string[]
 }
 
 /** A set-up file that cannot be loaded or applied. The message is one line, ready to print. */

@@ -120,6 +120,19 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     await stop(server.child)
   })
 
+  it('applies the shipped examples/acme.yaml cleanly, and warns (exit 0) about a relationship type naming an undefined asset type', async () => {
+    const data = path.join(dir, 'data5')
+    const example = await kbis(['apply', path.resolve('examples/acme.yaml'), '--data-dir', data])
+    expect([example.code, example.stderr]).toEqual([0, ''])
+    expect(example.stdout.split('\n')[0]).toBe('organization acme: created; 10 change(s)')
+    const partial = path.join(dir, 'partial.yaml')
+    writeFileSync(partial, 'organization: {key: partial, name: Partial}\nmetamodel:\n  asset_types: [{key: server, name: Server}]\n'
+      + '  relationship_types: [{key: runs_on, name: Runs on, source_asset_type_keys: [application], target_asset_type_keys: [server]}]\n')
+    const warned = await kbis(['apply', partial, '--data-dir', data])
+    expect(warned.code).toBe(0)
+    expect(warned.stderr).toBe(`kbis: warning: ${partial}: metamodel.relationship_types[0].source_asset_type_keys[0]: asset type application is not defined; no asset can be the source of a runs_on relationship until it is\n`)
+  })
+
   it('prints one-line errors naming the file and the field, with exit code 1', async () => {
     const bad = await kbis(['apply', path.join(dir, 'bad.yaml'), '--data-dir', path.join(dir, 'data4')])
     expect(bad.code).toBe(1)

@@ -1,6 +1,28 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { createTestStore, STORES, type TestStore } from '../../helpers/stores.js'
+import { parseSetup } from '../../../src/setup/load.js'
 import { apply, baseSetup, failure, givenApiKey, givenAsset, metamodelVersion, snapshot } from './helpers.js'
+
+/** The example of CONTRACT §12, verbatim: its runs_on names the asset type application, which it does not define. */
+const CONTRACT_EXAMPLE = `
+organization: {key: acme, name: Acme, api_access: true, rate_limit: {requests: 6000, window_seconds: 60}, ip_allowlist: []}
+access_domains: [{key: it, name: IT}, {key: finance, name: Finance}]
+roles:
+  - {key: all, name: Everything, grants: [{access_domain_key: "*", asset_type_keys: ["*"], level: edit_access_domain}]}
+  - {key: it_editor, name: IT editor, grants: [{access_domain_key: it, asset_type_keys: ["*"], level: delete}, {access_domain_key: finance, asset_type_keys: [server], level: view}]}
+users: [{email: owner@acme.test, name: Owner, permission_type: Owner, role_keys: [all], enabled: true, sign_in_methods: [password]}]
+metamodel:
+  asset_types:
+    - key: server
+      name: Server
+      properties:
+        - {key: hostname, name: Hostname, type: unique_key, required: true}
+        - {key: environment, type: select, options: [dev, staging, prod]}
+        - {key: purchased_on, type: date}
+        - {key: tags, type: multi_select, options: [pci, gdpr, legacy]}
+  relationship_types:
+    - {key: runs_on, name: Runs on, source_asset_type_keys: [application], target_asset_type_keys: [server]}
+`
 
 for (const kind of STORES) {
   describe(`${kind}: applySetup`, () => {
@@ -26,6 +48,7 @@ for (const kind of STORES) {
           'role all: created', 'role it_editor: created',
           'user owner@acme.test: created', 'user editor@acme.test: created',
         ],
+        warnings: [],
       })
       expect(await rows(`SELECT key, name, api_access, rate_limit_requests, rate_limit_window_seconds, ip_allowlist, metamodel_version
                          FROM organizations WHERE id = $1`, orgId)).toEqual([
@@ -59,12 +82,25 @@ for (const kind of STORES) {
       ])
     })
 
+    it('applies the CONTRACT example as written, warning about the asset type its relationship type names but does not define', async () => {
+      const setup = parseSetup(CONTRACT_EXAMPLE.replace('key: acme', 'key: contract'), 'contract.yaml', 'yaml')
+      const warning = 'contract.yaml: metamodel.relationship_types[0].source_asset_type_keys[0]: asset type application is not defined; no asset can be the source of a runs_on relationship until it is'
+      const first = await apply(store.db, setup)
+      expect(first.changes).toContain('relationship type runs_on: created')
+      expect(first.warnings).toEqual([warning])
+      const again = await apply(store.db, setup)
+      expect(again).toEqual({ organization: { key: 'contract', id: first.organization.id, created: false }, changes: [], warnings: [warning] })
+      const defined = structuredClone(setup)
+      defined.metamodel!.asset_types!.push({ key: 'application', name: 'Application', description: null, properties: [] })
+      expect((await apply(store.db, defined)).warnings).toEqual([])
+    })
+
     it('changes nothing and reports nothing the second time', async () => {
       const first = await apply(store.db, baseSetup('twice'))
       const before = await snapshot(store.db, first.organization.id)
       const notify = vi.spyOn(store.db, 'notify')
       const second = await apply(store.db, baseSetup('twice'))
-      expect(second).toEqual({ organization: { key: 'twice', id: first.organization.id, created: false }, changes: [] })
+      expect(second).toEqual({ organization: { key: 'twice', id: first.organization.id, created: false }, changes: [], warnings: [] })
       expect(await snapshot(store.db, first.organization.id)).toEqual(before)
       expect(notify).not.toHaveBeenCalled()
       notify.mockRestore()

@@ -46,7 +46,7 @@ for (const kind of STORES) {
     it('leaves an organization that `kbis apply` can then adopt by key', async () => {
       const result = await ensureDefaultOrganization(store.db)
       const report = await apply(store.db, { organization: { key: 'default', name: 'Default' } })
-      expect(report).toEqual({ organization: { key: 'default', id: result.created ? result.orgId : '', created: false }, changes: [] })
+      expect(report).toEqual({ organization: { key: 'default', id: result.created ? result.orgId : '', created: false }, changes: [], warnings: [] })
     })
   })
 }
