@@ -86,9 +86,11 @@ export interface AssetReference {
 }
 
 /**
- * Finds live assets by UUID or by composite key in one statement. `lock` takes row locks
- * (FOR UPDATE) in id order, so concurrent writers over overlapping assets queue instead of
- * deadlocking. `columns: 'reference'` returns only AssetReference columns: for 10,000 keys that
+ * Finds live assets by UUID or by composite key in one statement. `lock` takes row locks in id
+ * order, so concurrent writers over overlapping assets queue instead of deadlocking. The lock is
+ * FOR NO KEY UPDATE, what an UPDATE of the row takes anyway: it queues other writers of the same
+ * assets but not the FOR KEY SHARE locks of foreign-key checks, so relationships being created
+ * to or from these assets meanwhile neither wait for the writer nor can deadlock with it. `columns: 'reference'` returns only AssetReference columns: for 10,000 keys that
  * skips reading, sending and parsing 10,000 property documents and 20,000 timestamps.
  */
 export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: readonly AssetKey[], lock?: boolean): Promise<AssetRow[]>
@@ -123,7 +125,7 @@ export async function selectAssetsByKeys(
   const result = await db.query<AssetRow & { unique_value: string | null }>(
     `SELECT ${selected}, a.unique_value FROM assets a
      WHERE a.org_id = $1 AND a.archived_at IS NULL AND (${conds.join(' OR ')})
-     ORDER BY a.id${lock ? ' FOR UPDATE' : ''}`,
+     ORDER BY a.id${lock ? ' FOR NO KEY UPDATE' : ''}`,
     params.values,
   )
   return result.rows

@@ -29,8 +29,8 @@ interface Plan {
 const compositeKey = (typeKey: string, value: string): string => `${typeKey}\u0000${value}`
 
 /**
- * One statement finds and locks every named asset (FOR UPDATE in id order: overlapping bulk
- * updates queue behind each other instead of deadlocking), reading only what access checks need.
+ * One statement finds and locks every named asset (FOR NO KEY UPDATE in id order: overlapping
+ * bulk updates queue behind each other instead of deadlocking), reading only what access checks need.
  * Names resolve against the store as it is when the request starts; a hidden asset is "not
  * found" for its item.
  */

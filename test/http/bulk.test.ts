@@ -337,6 +337,22 @@ for (const store of STORES) {
       expect(await related(app)).toEqual([...servers].sort())
     })
 
+    it('runs a bulk PATCH and a bulk relationship create over the same assets side by side, without a deadlock', async () => {
+      const hostnames = Array.from({ length: 300 }, (_, i) => `lock-${i}`)
+      const created = await t.request('POST', '/api/v1/bulk/assets', { body: [{ asset_type_key: 'application', name: 'lock', properties: { code: 'lock' } }, ...hostnames.map((h) => server(h))] })
+      const [app, ...servers] = created.body.data.map((d: { id: string }) => d.id)
+      // The PATCH locks the application first (lowest id), then the servers; the relationships
+      // meet each server before the application, as their sources.
+      const [patched, linked] = await Promise.all([
+        t.request('PATCH', '/api/v1/bulk/assets', { body: [app, ...servers].map((id: string) => ({ id, name: `renamed-${id}` })) }),
+        t.request('POST', '/api/v1/bulk/relationships', { body: servers.map((id: string) => ({ relationship_type_key: 'depends_on', source_asset_id: id, target_asset_id: app })) }),
+      ])
+      expect([patched.status, linked.status]).toEqual([200, 201])
+      expect((await get(servers[299]!)).name).toBe(`renamed-${servers[299]}`)
+      const sources = await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM relationships WHERE target_asset_id = $1', [app])
+      expect(sources.rows[0]!.n).toBe(300)
+    })
+
     it('creates and updates 10,000 realistic items within the bulk body limit', async () => {
       const items = Array.from({ length: 10_000 }, (_, i) => server(`big-${i}`, {
         memory_gb: 64, purchased_on: '2023-04-01', tags: ['pci', 'gdpr'], owner: 'team-platform@example.com', cost: 1234.5,
