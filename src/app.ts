@@ -4,7 +4,8 @@ import { Ajv } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { Config } from './core/config.js'
 import type { Db } from './store/db.js'
-import { registerErrorHandling } from './core/http-errors.js'
+import { registerErrorHandling, sendError } from './core/http-errors.js'
+import { AppError, Errors } from './core/errors.js'
 import { registerInputGuards } from './core/http-input.js'
 import { Authenticator } from './core/auth/authenticate.js'
 import type { RequestContext } from './core/context.js'
@@ -61,8 +62,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     logger: options.logger ?? false,
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    // Room for a composite key with the longest unique value, percent-encoded (500 × 12 + keys).
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
     return503OnClosing: true,
+    // Errors the router raises before any route runs, in the same envelope as every other error.
+    frameworkErrors: (error, _request, reply) => {
+      if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new AppError(Errors.NOT_FOUND, 'a path segment is longer than any id or composite key can be'))
+      if (error.code === 'FST_ERR_BAD_URL') return sendError(reply, new AppError(Errors.INVALID_REQUEST, 'the URL is malformed: each % must start an escape of UTF-8 (%XX, two hex digits); write a literal % as %25'))
+      return sendError(reply, new AppError(Errors.INVALID_REQUEST, error.message))
+    },
   })
   app.setValidatorCompiler(validatorCompilers())
   registerErrorHandling(app)

@@ -18,11 +18,17 @@ import type { AnalyticsField, AnalyticsSpec, Dimension, Measure } from './spec.j
  *   would count an asset once per value if both levels shared one GROUPING SETS scan.
  * - Groups come in a fixed order: by each group_by field in turn, ascending, empty values last;
  *   text in byte order, numbers numerically, dates and intervals chronologically, false before true.
+ * - Empty values (CONTRACT §4: missing, null, `""`, `[]`) are SQL NULL: the NULL group, never a
+ *   distinct value. The projection keeps `""` and `[]` as they are, so a text property is read as
+ *   `NULLIF(col, '')`, and a multi-select is unnested (no option, no row).
+ * - A count_distinct of a multi-select counts options: `LEFT JOIN LATERAL unnest(col) WITH
+ *   ORDINALITY x(v, o)` gives one row per option (one NULL row for none), and every other measure
+ *   counts only each asset's first row, `COALESCE(x.o, 1) = 1`, so an asset still counts once.
  *
  * @example group_by environment, measures count and average(memory_gb):
- *   SELECT a."t_environment" AS g0, count(*) AS m0, avg(a."n_memory_gb") AS m1
+ *   SELECT NULLIF(a."t_environment", '') AS g0, count(*) AS m0, avg(a."n_memory_gb") AS m1
  *   FROM "assets_typed_…" a WHERE a.org_id = $1
- *   GROUP BY a."t_environment" ORDER BY a."t_environment" ASC NULLS LAST LIMIT 10001
+ *   GROUP BY NULLIF(a."t_environment", '') ORDER BY NULLIF(a."t_environment", '') ASC NULLS LAST LIMIT 10001
  */
 
 /** How the service turns a group value from the driver into JSON. */
@@ -73,15 +79,16 @@ interface DimensionSql {
 function compileLevel(spec: AnalyticsSpec, dims: readonly Dimension[], ctx: AnalyticsContext, limit: number): Statement {
   const params = new Params([ctx.orgId])
   const sql = dims.map((d, i) => dimensionSql(d, i, ctx, params))
-  const from = [`${ident(ctx.projection.table)} a`, ...sql.flatMap((d) => (d.join === null ? [] : [d.join]))].join(' ')
+  const inputs = measureInputs(spec.measures, ctx.projection)
+  const from = [`${ident(ctx.projection.table)} a`, ...sql.flatMap((d) => (d.join === null ? [] : [d.join])), ...inputs.joins].join(' ')
   const where = ['a.org_id = $1']
   const filter = compileFilter(spec.filter, params, 'a', projectionStorage(ctx.projection))
   if (filter !== 'TRUE') where.push(filter)
   const scope = scopeCondition(ctx.auth, 'a', 'view', params)
   if (scope !== 'TRUE') where.push(scope)
   const source = `FROM ${from} WHERE ${where.join(' AND ')}`
-  const distinct = distinctInput(spec.measures, ctx.projection)
-  const text = distinct === null ? oneLevel(spec, sql, source, ctx) : twoLevel(spec, sql, source, ctx, distinct)
+  const distinct = inputs.distinct.size === 1 ? [...inputs.distinct.values()][0]! : null
+  const text = distinct === null ? oneLevel(spec, sql, source, ctx, inputs) : twoLevel(spec, sql, source, ctx, inputs, distinct)
   return { text: dims.length === 0 ? text : `${text} LIMIT ${limit + 1}`, values: params.values }
 }
 
@@ -92,21 +99,59 @@ function grouping(raws: readonly string[]): string {
 }
 
 /** The plain form: every measure aggregated in one pass over the matching rows. */
-function oneLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: string, ctx: AnalyticsContext): string {
-  const measures = spec.measures.map((m, j) => `${aggregate(m, ctx.projection)} AS m${j}`)
+function oneLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: string, ctx: AnalyticsContext, inputs: MeasureInputs): string {
+  const measures = spec.measures.map((m, j) => `${aggregate(m, ctx.projection, inputs)} AS m${j}`)
   const groups = dims.map((d, i) => `${d.format(d.raw)} AS g${i}`)
   return `SELECT ${[...groups, ...measures].join(', ')} ${source}${grouping(dims.map((d) => d.raw))}`
 }
 
-function aggregate(measure: Measure, projection: Projection): string {
+function aggregate(measure: Measure, projection: Projection, inputs: MeasureInputs): string {
   switch (measure.type) {
-    case 'count': return 'count(*)'
-    case 'count_distinct': return `count(DISTINCT ${valueExpr(measure.field, projection)})`
+    case 'count': return once('count(*)', inputs)
+    case 'count_distinct': return `count(DISTINCT ${inputs.distinct.get(valueExpr(measure.field, projection))!})`
     // The sum of no values is 0; their average has no value (null).
-    case 'sum': return `COALESCE(sum(${numberExpr(measure.field, projection)}), 0)`
-    case 'average': return `avg(${numberExpr(measure.field, projection)})`
+    case 'sum': return `COALESCE(${once(`sum(${numberExpr(measure.field, projection)})`, inputs)}, 0)`
+    case 'average': return once(`avg(${numberExpr(measure.field, projection)})`, inputs)
     default: return assertNever(measure)
   }
+}
+
+/** The values count_distinct measures count, and the joins that multi-select options need. */
+interface MeasureInputs {
+  /** Each counted field's value expression (see {@link valueExpr}) → the expression counted. */
+  readonly distinct: ReadonlyMap<string, string>
+  readonly joins: readonly string[]
+  /** With option joins, the condition of each asset's one row that the other measures count; else null. */
+  readonly once: string | null
+}
+
+/**
+ * A multi-select's options, one row each, from `x<k>`: `LEFT JOIN LATERAL unnest(col) WITH
+ * ORDINALITY` (an asset with none keeps one row, v NULL). Other fields are counted as they read.
+ */
+function measureInputs(measures: readonly Measure[], projection: Projection): MeasureInputs {
+  const distinct = new Map<string, string>()
+  const joins: string[] = []
+  const firsts: string[] = []
+  for (const m of measures) {
+    if (m.type !== 'count_distinct') continue
+    const value = valueExpr(m.field, projection)
+    if (distinct.has(value)) continue
+    if (m.field.kind === 'property' && m.field.kinds.length === 1 && m.field.kinds[0] === 'multi') {
+      const x = `x${joins.length}`
+      joins.push(`LEFT JOIN LATERAL unnest(${value}) WITH ORDINALITY AS ${x}(v, o) ON TRUE`)
+      firsts.push(`COALESCE(${x}.o, 1) = 1`)
+      distinct.set(value, `${x}.v`)
+    } else {
+      distinct.set(value, value)
+    }
+  }
+  return { distinct, joins, once: firsts.length === 0 ? null : firsts.join(' AND ') }
+}
+
+/** An aggregate over each asset's one row when option joins repeat it; as it is otherwise. */
+function once(aggregate: string, inputs: MeasureInputs): string {
+  return inputs.once === null ? aggregate : `${aggregate} FILTER (WHERE ${inputs.once})`
 }
 
 /**
@@ -115,7 +160,7 @@ function aggregate(measure: Measure, projection: Projection): string {
  * row of each group, which measured twice as slow on 200,000 assets (docs/indexes-and-plans.md).
  * The other measures ride along as partial sums: count = Σ n, sum = Σ s, average = Σ s / Σ c.
  */
-function twoLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: string, ctx: AnalyticsContext, distinct: string): string {
+function twoLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: string, ctx: AnalyticsContext, inputs: MeasureInputs, distinct: string): string {
   const inner = [...dims.map((d, i) => `${d.raw} AS d${i}`), `${distinct} AS x`]
   const outer = spec.measures.map((m, j) => {
     switch (m.type) {
@@ -126,10 +171,10 @@ function twoLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: st
       default: return assertNever(m)
     }
   })
-  if (spec.measures.some((m) => m.type === 'count')) inner.push('count(*) AS n')
+  if (spec.measures.some((m) => m.type === 'count')) inner.push(`${once('count(*)', inputs)} AS n`)
   spec.measures.forEach((m, j) => {
-    if (m.type === 'sum' || m.type === 'average') inner.push(`sum(${numberExpr(m.field, ctx.projection)}) AS s${j}`)
-    if (m.type === 'average') inner.push(`count(${numberExpr(m.field, ctx.projection)}) AS c${j}`)
+    if (m.type === 'sum' || m.type === 'average') inner.push(`${once(`sum(${numberExpr(m.field, ctx.projection)})`, inputs)} AS s${j}`)
+    if (m.type === 'average') inner.push(`${once(`count(${numberExpr(m.field, ctx.projection)})`, inputs)} AS c${j}`)
   })
   const innerGroup = [...dims.map((d) => d.raw), distinct].join(', ')
   const groups = dims.map((d, i) => `${d.format(`s.d${i}`)} AS g${i}`)
@@ -137,19 +182,20 @@ function twoLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: st
   return `SELECT ${[...groups, ...outer].join(', ')} FROM (SELECT ${inner.join(', ')} ${source} GROUP BY ${innerGroup}) s${grouping(keys)}`
 }
 
-/** The one field all count_distinct measures count, or null (none, or several: plain form). */
-function distinctInput(measures: readonly Measure[], projection: Projection): string | null {
-  const fields = new Set(measures.flatMap((m) => (m.type === 'count_distinct' ? [valueExpr(m.field, projection)] : [])))
-  return fields.size === 1 ? [...fields][0]! : null
-}
-
-/** A field's value on row `a`; a key with several kinds reads as text. */
+/**
+ * A field's value on row `a`, NULL when empty: `""` is stored as is, so text reads through
+ * `NULLIF(…, '')`. A multi-select is its array (`[]` included: callers unnest it); a key with
+ * several kinds reads as text.
+ */
 function valueExpr(field: AnalyticsField, projection: Projection, alias = 'a'): string {
   if (field.kind === 'column') return `${alias}.${ident(field.column)}`
-  if (field.kinds.length === 1) return columnRef(projection, alias, field.kinds[0]!, field.key)
+  if (field.kinds.length === 1) {
+    const c = columnRef(projection, alias, field.kinds[0]!, field.key)
+    return field.kinds[0] === 'text' ? `NULLIF(${c}, '')` : c
+  }
   const texts = field.kinds.map((kind) => {
     const c = columnRef(projection, alias, kind, field.key)
-    return kind === 'text' ? c : kind === 'multi' ? `array_to_string(${c}, ',')` : `${c}::text`
+    return kind === 'text' ? `NULLIF(${c}, '')` : kind === 'multi' ? `NULLIF(array_to_string(${c}, ','), '')` : `${c}::text`
   })
   return `COALESCE(${texts.join(', ')})`
 }

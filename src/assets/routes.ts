@@ -12,7 +12,8 @@ const idOf = (request: FastifyRequest): string => (request.params as { id: strin
 /** /assets: create, read, update, archive, list (CONTRACT §2, §3). HTTP only; rules live in service.ts. */
 export async function assetRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['assets']
-  const writer = { preHandler: requirePermission('Editor') }
+  // Before the body is validated: a Viewer key is refused (403) whatever it sends.
+  const writer = { preValidation: requirePermission('Editor') }
 
   app.post('/assets', {
     ...writer,

@@ -1,4 +1,4 @@
-import { KEY_SCHEMA, commonErrorResponses, errorEnvelopeSchema, listEnvelope, recordEnvelope } from '../core/schemas.js'
+import { ASSET_NAME_SCHEMA, KEY_SCHEMA, commonErrorResponses, errorEnvelopeSchema, listEnvelope, recordEnvelope } from '../core/schemas.js'
 import { pageQuerySchema } from '../core/pagination.js'
 
 /** An asset as embedded in another record (a related asset, a relationship end). */
@@ -86,7 +86,7 @@ export const assetCreateBody = {
   additionalProperties: false,
   properties: {
     asset_type_key: { type: 'string', minLength: 1 },
-    name: { type: 'string', minLength: 1, maxLength: 1000 },
+    name: ASSET_NAME_SCHEMA,
     access_domain_key: { type: ['string', 'null'] },
     properties: { type: 'object', additionalProperties: true },
     relationships: embeddedRelationshipsSchema,
@@ -98,7 +98,7 @@ export const assetPatchBody = {
   additionalProperties: false,
   properties: {
     asset_type_key: { type: 'string', description: 'Cannot change; a different value is refused with 422.' },
-    name: { type: 'string', minLength: 1, maxLength: 1000 },
+    name: ASSET_NAME_SCHEMA,
     access_domain_key: { type: ['string', 'null'] },
     properties: { type: 'object', additionalProperties: true, description: 'Merged key by key; null clears a key.' },
     relationships: embeddedRelationshipsSchema,

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify'
 import { requirePermission } from '../core/auth/permissions.js'
 import { AppError } from '../core/errors.js'
 import { sendError, validationError } from '../core/http-errors.js'
@@ -17,10 +17,12 @@ export async function bulkRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['bulk']
   const response = (success: number) => ({ [success]: bulkEnvelope, ...commonErrorResponses, ...bulkErrorResponses })
   // The larger body limit applies to these routes only; single-record routes keep the small one.
-  const options = { bodyLimit: app.config.bulkBodyLimit, preHandler: requirePermission('Editor') }
-
-  // Counted on the parsed array before schema validation, so 10,001 items cost no item checks.
-  app.addHook('preValidation', async (request) => assertItemCount(request.body))
+  // Before the body is validated: first the key's permission (a Viewer key gets 403 whatever it
+  // sends), then the item count on the parsed array, so 10,001 items cost no item checks.
+  const options = {
+    bodyLimit: app.config.bulkBodyLimit,
+    preValidation: [requirePermission('Editor'), async (request: FastifyRequest) => assertItemCount(request.body)],
+  }
 
   // Every issue points into the body (`/3/…`); here each gets meta {index, client_ref}, whether it
   // comes from the schema, a service or the relationship sync. Other errors go to the app's handler.

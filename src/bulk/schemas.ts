@@ -1,5 +1,5 @@
 import { assetCreateBody, embeddedRelationshipsSchema } from '../assets/schemas.js'
-import { KEY_SCHEMA, errorEnvelopeSchema } from '../core/schemas.js'
+import { ASSET_NAME_SCHEMA, KEY_SCHEMA, errorEnvelopeSchema } from '../core/schemas.js'
 import { MAX_BULK_ITEMS } from './items.js'
 
 const clientRef = {
@@ -26,7 +26,7 @@ export const bulkPatchAssetsBody = bulkBody(
     properties: {
       id: { type: 'string', minLength: 1, description: 'UUID or composite key type:unique_property:value.' },
       client_ref: clientRef,
-      name: { type: 'string', minLength: 1, maxLength: 1000 },
+      name: ASSET_NAME_SCHEMA,
       access_domain_key: { type: ['string', 'null'] },
       properties: { type: 'object', additionalProperties: true, description: 'Merged key by key; null clears a key.' },
       relationships: embeddedRelationshipsSchema,

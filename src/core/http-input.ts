@@ -1,35 +1,77 @@
 import type { FastifyInstance } from 'fastify'
-import { AppError, Errors } from './errors.js'
+import { AppError, Errors, type Issue } from './errors.js'
 
-/** True when any string (key or value) inside a parsed JSON value holds a NUL character. */
-function containsNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\u0000')
-  if (Array.isArray(value)) return value.some(containsNul)
-  if (value !== null && typeof value === 'object') {
-    return Object.entries(value).some(([k, v]) => k.includes('\u0000') || containsNul(v))
-  }
-  return false
+function escapePointer(token: string): string {
+  return token.replaceAll('~', '~0').replaceAll('/', '~1')
 }
 
-const NUL_DETAIL = 'text must not contain NUL (U+0000) characters'
+// A high surrogate not followed by a low one, or a low one not preceded by a high one.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/** Why a string cannot be stored as PostgreSQL text or jsonb, or null when it can. */
+function badText(text: string): string | null {
+  if (text.includes('\u0000')) return 'text must not contain NUL (U+0000) characters'
+  if (LONE_SURROGATE.test(text)) return 'text must be valid Unicode: a lone surrogate escape (\\ud800–\\udfff without its pair) cannot be stored'
+  return null
+}
 
 /**
- * PostgreSQL text and jsonb cannot hold NUL characters, so they are refused at the door (400)
- * instead of failing deep inside a statement.
+ * The first value of a parsed body that JSON can carry but the store cannot: NUL characters and
+ * lone UTF-16 surrogates in keys or strings, and numbers too large for a 64-bit float (JSON.parse
+ * reads `1e400` as Infinity, which would be written as null). Returns the issue with its pointer.
+ */
+function findUnstorable(value: unknown, pointer: string): Issue | null {
+  if (typeof value === 'string') {
+    const detail = badText(value)
+    return detail ? { detail, pointer } : null
+  }
+  if (typeof value === 'number') {
+    return Number.isFinite(value) ? null : { detail: 'number out of range: it does not fit a 64-bit float', pointer }
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = findUnstorable(value[i], `${pointer}/${i}`)
+      if (found) return found
+    }
+    return null
+  }
+  if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      const at = `${pointer}/${escapePointer(key)}`
+      const detail = badText(key)
+      if (detail) return { detail: `a key: ${detail}`, pointer: at }
+      const found = findUnstorable(item, at)
+      if (found) return found
+    }
+  }
+  return null
+}
+
+// Only a raw body with one of these can hold an unstorable value: the escapes of NUL and of
+// surrogates (raw UTF-8 cannot carry a lone surrogate), a 3-digit exponent or a 309-digit run.
+const SUSPECT = /\\u0000|\\u[dD][89a-fA-F]|[eE][+-]?\d{3}|\d{309}/
+
+const NUL_IN_URL = 'text must not contain NUL (U+0000) characters'
+
+/**
+ * Values PostgreSQL cannot store are refused at the door (400 invalid_request with a pointer)
+ * instead of failing deep inside a statement (500) or being stored as something else.
  */
 export function registerInputGuards(app: FastifyInstance): void {
   app.addHook('onRequest', async (request) => {
-    if (/%00/i.test(request.url)) throw new AppError(Errors.INVALID_REQUEST, NUL_DETAIL)
+    if (/%00/i.test(request.url)) throw new AppError(Errors.INVALID_REQUEST, NUL_IN_URL)
   })
-  // Fastify's own JSON parser (with its prototype-poisoning protection), plus the NUL check. The
-  // walk runs only when the raw text has the escape, so ordinary bodies pay one substring search.
+  // Fastify's own JSON parser (with its prototype-poisoning protection), plus the walk above. The
+  // walk runs only when the raw text looks suspect, so ordinary bodies pay one regular-expression scan.
   const parse = app.getDefaultJsonParser('error', 'error')
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     parse(request, body as string, (err: Error | null, value?: unknown) => {
-      if (err) return done(err, undefined)
-      if ((body as string).includes('\\u0000') && containsNul(value)) {
-        return done(new AppError(Errors.INVALID_REQUEST, NUL_DETAIL), undefined)
+      if (err) {
+        const poisoned = /prototype property/.test(err.message)
+        return done(poisoned ? new AppError(Errors.INVALID_REQUEST, 'keys named "__proto__" (or "constructor" holding "prototype") are not accepted') : err, undefined)
       }
+      const unstorable = SUSPECT.test(body as string) ? findUnstorable(value, '') : null
+      if (unstorable) return done(new AppError(Errors.INVALID_REQUEST, [unstorable]), undefined)
       done(null, value)
     })
   })

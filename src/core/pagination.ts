@@ -14,11 +14,30 @@ export interface PageMeta {
 
 export const DEFAULT_PAGE_SIZE = 50
 export const MAX_PAGE_SIZE = 100
+/** Far past any real page (and OFFSET stays a safe integer). */
+export const MAX_PAGE_NUMBER = 1_000_000_000
+
+/**
+ * Reads the `page` object of a JSON body (`{number?, size?}`, defaults 1 and 50). Returns the page,
+ * or the member at fault ('' for the object itself) and why, for the caller's error.
+ */
+export function readBodyPage(value: unknown): Page | { member: '' | 'number' | 'size'; detail: string } {
+  if (value === undefined || value === null) return { number: 1, size: DEFAULT_PAGE_SIZE }
+  if (typeof value !== 'object' || Array.isArray(value)) return { member: '', detail: 'page must be an object {"number", "size"}' }
+  const { number = 1, size = DEFAULT_PAGE_SIZE } = value as Record<string, unknown>
+  if (!Number.isInteger(number) || (number as number) < 1 || (number as number) > MAX_PAGE_NUMBER) {
+    return { member: 'number', detail: `number must be an integer in 1..${MAX_PAGE_NUMBER}` }
+  }
+  if (!Number.isInteger(size) || (size as number) < 1 || (size as number) > MAX_PAGE_SIZE) {
+    return { member: 'size', detail: `size must be an integer in 1..${MAX_PAGE_SIZE}` }
+  }
+  return { number: number as number, size: size as number }
+}
 
 /** Query-string schema members for `page[number]` and `page[size]` (validated by Fastify's Ajv). */
 export function pageQuerySchema(prefix = 'page'): Record<string, unknown> {
   return {
-    [`${prefix}[number]`]: { type: 'integer', minimum: 1, maximum: 1_000_000_000, description: 'Page number, from 1 (default 1).' },
+    [`${prefix}[number]`]: { type: 'integer', minimum: 1, maximum: MAX_PAGE_NUMBER, description: 'Page number, from 1 (default 1).' },
     [`${prefix}[size]`]: { type: 'integer', minimum: 1, maximum: MAX_PAGE_SIZE, description: `Page size, 1..${MAX_PAGE_SIZE} (default ${DEFAULT_PAGE_SIZE}).` },
   }
 }

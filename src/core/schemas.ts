@@ -71,4 +71,13 @@ export const commonErrorResponses = {
   429: { ...errorEnvelopeSchema, description: 'Organization quota spent (rate_limit_exceeded); see Retry-After' },
 } as const
 
+/**
+ * Longest asset name and `unique_key` value, in characters. Both are btree-indexed, and a btree
+ * entry holds at most about 2,700 bytes: 500 characters are at most 2,000 bytes of UTF-8.
+ */
+export const MAX_INDEXED_TEXT = 500
+
+/** An asset's name. */
+export const ASSET_NAME_SCHEMA = { type: 'string', minLength: 1, maxLength: MAX_INDEXED_TEXT } as const
+
 export const KEY_SCHEMA = { type: 'string', pattern: '^[a-z][a-z0-9_]{0,62}$' } as const

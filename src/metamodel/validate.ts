@@ -2,6 +2,7 @@ import { Ajv, type ValidateFunction, type ErrorObject } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { AssetType, PropertyDefinition } from './types.js'
 import type { Issue } from '../core/errors.js'
+import { MAX_INDEXED_TEXT } from '../core/schemas.js'
 
 /** Characters a unique_key value may not contain (CONTRACT §2): it must be safe in a path. */
 export const UNIQUE_KEY_PATTERN = "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s]+$"
@@ -21,7 +22,7 @@ export function propertyValueSchema(def: PropertyDefinition): Record<string, unk
     case 'url':
       return { type: 'string', format: 'uri' }
     case 'unique_key':
-      return { type: 'string', minLength: 1, pattern: UNIQUE_KEY_PATTERN }
+      return { type: 'string', minLength: 1, maxLength: MAX_INDEXED_TEXT, pattern: UNIQUE_KEY_PATTERN }
     case 'number': case 'currency':
       return { type: 'number', ...bounds() }
     case 'integer':
@@ -33,7 +34,8 @@ export function propertyValueSchema(def: PropertyDefinition): Record<string, unk
     case 'date':
       // `format: date` alone would also take other shapes in some Ajv modes; the pattern pins
       // exactly YYYY-MM-DD and the format rejects impossible days such as 2026-02-30.
-      return { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$', format: 'date' }
+      // Year 0000 is no date for PostgreSQL (no year 0), so the pattern excludes it too.
+      return { type: 'string', pattern: '^(?!0000)\\d{4}-\\d{2}-\\d{2}$', format: 'date' }
     case 'boolean':
       return { type: 'boolean' }
     case 'select':
@@ -57,7 +59,7 @@ function expectation(def: PropertyDefinition): string {
   switch (def.type) {
     case 'date': return 'a date YYYY-MM-DD'
     case 'url': return 'a URL'
-    case 'unique_key': return "a non-empty value without white space or any of : / ? # [ ] @ ! $ & ' ( ) * + , ; = \\"
+    case 'unique_key': return `a non-empty value of at most ${MAX_INDEXED_TEXT} characters without white space or any of : / ? # [ ] @ ! $ & ' ( ) * + , ; = \\`
     case 'integer': return `an integer${def.min !== null ? ` ≥ ${def.min}` : ''}${def.max !== null ? ` ≤ ${def.max}` : ''}`
     case 'score': return `an integer from ${def.min ?? 0} to ${def.max ?? 5}`
     case 'percentage': return 'a number from 0 to 100'

@@ -126,6 +126,7 @@ function compileColumn(field: ColumnField, operator: Operator, value: ResolvedVa
   // on NOT NULL columns the guard would be dead text, so it is left out.
   const orNull = (negated: string): string => (field.nullable ? `(${x} IS NULL OR ${negated})` : negated)
   if (value.kind === 'asset_ref') return compileAssetRef(x, operator, value, params, alias)
+  if (value.kind === 'asset_refs') return compileAssetRefList(x, operator, value, params, alias)
   switch (operator) {
     case 'equals': return `${x} = ${params.add(scalar(value))}`
     case 'not_equals': return orNull(`${x} <> ${params.add(scalar(value))}`)
@@ -155,6 +156,24 @@ function compileAssetRef(x: string, operator: Operator, ref: ResolvedValue & { k
   if (operator === 'equals') return lookup
   if (operator === 'not_equals') return `NOT (${lookup})`
   throw new Error(`${operator} cannot take a composite key`)
+}
+
+/**
+ * `in`/`not_in` over UUIDs and composite keys: the UUIDs as one array, the keys as one lookup
+ * through `assets_unique_prop` with both halves of every key as two array parameters.
+ */
+function compileAssetRefList(x: string, operator: Operator, refs: ResolvedValue & { kind: 'asset_refs' }, params: Params, alias: string): string {
+  const parts: string[] = []
+  if (refs.ids.length > 0) parts.push(`${x} = ANY(${params.add(refs.ids)}::uuid[])`)
+  const types = params.add(refs.keys.map((k) => k.asset_type_key))
+  const values = params.add(refs.keys.map((k) => k.unique_value))
+  parts.push(`${x} IN (SELECT ca.id FROM assets ca WHERE ca.org_id = ${alias}.org_id`
+    + ` AND (ca.asset_type_key, ca.unique_value) IN (SELECT * FROM unnest(${types}::text[], ${values}::text[]))`
+    + ' AND ca.archived_at IS NULL)')
+  const any = parts.length === 1 ? parts[0]! : `(${parts.join(' OR ')})`
+  if (operator === 'in') return any
+  if (operator === 'not_in') return `NOT ${any.startsWith('(') ? any : `(${any})`}`
+  throw new Error(`${operator} cannot take a list of composite keys`)
 }
 
 function compileProperty(field: PropertyField, operator: Operator, value: ResolvedValue, params: Params, alias: string): string {

@@ -41,7 +41,7 @@ function column(name: SystemColumn, type: FieldType, nullable = false, assetRef 
 
 const COLUMNS: Readonly<Record<Target, ReadonlyMap<string, ColumnField>>> = {
   assets: new Map([
-    column('id', 'uuid'), column('asset_type_key', 'text'), column('name', 'text'),
+    column('id', 'uuid', false, true), column('asset_type_key', 'text'), column('name', 'text'),
     column('access_domain_key', 'text', true), column('created_at', 'datetime'), column('updated_at', 'datetime'),
   ]),
   relationships: new Map([

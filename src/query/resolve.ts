@@ -20,6 +20,13 @@ export type ResolvedValue =
   | { readonly kind: 'list'; readonly values: readonly Scalar[] }
   /** A composite key naming an asset; compiled to an index lookup on (asset_type_key, unique_value). */
   | { readonly kind: 'asset_ref'; readonly asset_type_key: string; readonly unique_value: string }
+  /** `in`/`not_in` on a field naming assets, with at least one composite key among the values. */
+  | { readonly kind: 'asset_refs'; readonly ids: readonly string[]; readonly keys: readonly AssetCompositeKey[] }
+
+export interface AssetCompositeKey {
+  readonly asset_type_key: string
+  readonly unique_value: string
+}
 
 export interface ResolvedCondition {
   readonly kind: 'condition'
@@ -167,6 +174,7 @@ function resolveList(field: ResolvedField, operator: Operator, raw: unknown, ctx
   if (!Array.isArray(raw) || raw.length === 0) {
     return failure(ctx.source.locate('value'), `${operator} needs a non-empty array of values, got ${describeValue(raw)}`)
   }
+  if (field.kind === 'column' && field.assetRef && raw.some((item) => typeof item === 'string' && !isUuid(item))) return assetRefList(raw, ctx)
   const values: Scalar[] = []
   for (const [i, item] of raw.entries()) {
     const checked = fromJson(field.type, item)
@@ -183,6 +191,22 @@ function assetRef(raw: string, ctx: ValueContext): ResolvedValue | Failure {
       `${ctx.ref.name} needs a UUID or a composite key {asset_type_key}:{unique_property_key}:{value}, got ${describeValue(raw)}`)
   }
   return Object.freeze({ kind: 'asset_ref', asset_type_key: key.asset_type_key, unique_value: key.unique_value })
+}
+
+/** UUIDs and composite keys mixed in one `in` list: the ids as they are, the keys looked up in SQL. */
+function assetRefList(raw: readonly unknown[], ctx: ValueContext): ResolvedValue | Failure {
+  const ids: string[] = []
+  const keys: AssetCompositeKey[] = []
+  for (const [i, item] of raw.entries()) {
+    const key = typeof item === 'string' ? parseAssetRef(item, ctx.metamodel) : null
+    if (key === null) {
+      return failure(ctx.source.locate('value', i),
+        `${ctx.ref.name} needs a UUID or a composite key {asset_type_key}:{unique_property_key}:{value}, got ${describeValue(item)}`)
+    }
+    if ('id' in key) ids.push(key.id)
+    else keys.push(Object.freeze({ asset_type_key: key.asset_type_key, unique_value: key.unique_value }))
+  }
+  return Object.freeze({ kind: 'asset_refs', ids: Object.freeze(ids), keys: Object.freeze(keys) })
 }
 
 function unknownFieldDetail(name: string, target: Target): string {

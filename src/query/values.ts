@@ -63,9 +63,10 @@ export function fromString(type: FieldType, text: string): Checked {
   }
 }
 
-const DATE = /^\d{4}-\d{2}-\d{2}$/
+// Years 0001–9999: PostgreSQL has no year 0 (1 BC follows AD 1), so 0000-… is no date there.
+const DATE = /^(?!0000)\d{4}-\d{2}-\d{2}$/
 
-/** Exactly `YYYY-MM-DD` naming a real day (2026-02-30 is not); a full timestamp is rejected. */
+/** Exactly `YYYY-MM-DD` naming a real day (2026-02-30 and 0000-01-01 are not); a full timestamp is rejected. */
 export function isCalendarDate(text: string): boolean {
   if (!DATE.test(text)) return false
   const date = new Date(`${text}T00:00:00Z`)

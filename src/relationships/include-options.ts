@@ -1,5 +1,5 @@
 import { AppError, Errors, type ErrorDef, type Issue } from '../core/errors.js'
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, pageFromQuery, type Page } from '../core/pagination.js'
+import { pageFromQuery, readBodyPage, type Page } from '../core/pagination.js'
 import type { Direction } from './embedded-sql.js'
 import type { IncludeFilter, IncludeSort, IncludeSortField } from './include-sql.js'
 
@@ -125,14 +125,9 @@ export function includeOptionsFromBody(body: IncludeBody, base = ''): Relationsh
 }
 
 function bodyPage(value: unknown, pointer: string): Page {
-  if (value === undefined) return { number: 1, size: DEFAULT_PAGE_SIZE }
-  if (!isObject(value)) fail(Errors.INVALID_PAGE, { pointer }, 'page must be an object {number, size}')
-  const { number = 1, size = DEFAULT_PAGE_SIZE } = value
-  if (!Number.isInteger(number) || (number as number) < 1) fail(Errors.INVALID_PAGE, { pointer: `${pointer}/number` }, 'number must be an integer ≥ 1')
-  if (!Number.isInteger(size) || (size as number) < 1 || (size as number) > MAX_PAGE_SIZE) {
-    fail(Errors.INVALID_PAGE, { pointer: `${pointer}/size` }, `size must be an integer in 1..${MAX_PAGE_SIZE}`)
-  }
-  return { number: number as number, size: size as number }
+  const page = readBodyPage(value)
+  if ('member' in page) fail(Errors.INVALID_PAGE, { pointer: page.member ? `${pointer}/${page.member}` : pointer }, page.detail)
+  return page
 }
 
 function bodySort(value: unknown, pointer: string): IncludeSort[] {

@@ -12,7 +12,8 @@ const idOf = (request: FastifyRequest): string => (request.params as { id: strin
 /** /relationships: create, read, delete (permanent), list (CONTRACT §6, §3). HTTP only. */
 export async function relationshipRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['relationships']
-  const writer = { preHandler: requirePermission('Editor') }
+  // Before the body is validated: a Viewer key is refused (403) whatever it sends.
+  const writer = { preValidation: requirePermission('Editor') }
 
   app.post('/relationships', {
     ...writer,

@@ -1,5 +1,5 @@
 import { AppError, Errors, type ErrorDef } from '../core/errors.js'
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Page } from '../core/pagination.js'
+import { readBodyPage, type Page } from '../core/pagination.js'
 import { escapePointer, parseFilter } from '../query/parse.js'
 import { parseSortBody, type SortSpec } from '../query/sort.js'
 import type { FilterNode } from '../query/ast.js'
@@ -59,19 +59,12 @@ export function parseSearchBody(body: unknown, target: Target): SearchBody {
   }
 }
 
-/** `{number, size}`, both optional: number ≥ 1 (default 1), size 1..100 (default 50). */
+/** `{number, size}`, both optional: number 1..1e9 (default 1), size 1..100 (default 50). */
 export function parsePage(value: unknown, pointer: string): Page {
-  if (value === undefined || value === null) return { number: 1, size: DEFAULT_PAGE_SIZE }
-  if (!isObject(value)) fail(Errors.INVALID_PAGE, pointer, 'page must be an object {"number", "size"}')
-  checkPageMembers(value, pointer)
-  const { number = 1, size = DEFAULT_PAGE_SIZE } = value
-  if (!Number.isInteger(number) || (number as number) < 1) {
-    fail(Errors.INVALID_PAGE, `${pointer}/number`, 'number must be an integer ≥ 1')
-  }
-  if (!Number.isInteger(size) || (size as number) < 1 || (size as number) > MAX_PAGE_SIZE) {
-    fail(Errors.INVALID_PAGE, `${pointer}/size`, `size must be an integer in 1..${MAX_PAGE_SIZE}`)
-  }
-  return { number: number as number, size: size as number }
+  if (isObject(value)) checkPageMembers(value, pointer)
+  const page = readBodyPage(value)
+  if ('member' in page) fail(Errors.INVALID_PAGE, page.member ? `${pointer}/${page.member}` : pointer, page.detail)
+  return page
 }
 
 function checkPageMembers(value: Record<string, unknown>, pointer: string): void {

@@ -1,5 +1,5 @@
 import { commonErrorResponses, listEnvelope } from '../core/schemas.js'
-import { MAX_PAGE_SIZE } from '../core/pagination.js'
+import { MAX_PAGE_NUMBER, MAX_PAGE_SIZE } from '../core/pagination.js'
 import { assetSchema } from '../assets/schemas.js'
 import { relationshipSchema } from '../relationships/schemas.js'
 
@@ -35,7 +35,7 @@ const pageSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    number: { type: 'integer', minimum: 1, description: 'From 1 (default 1).' },
+    number: { type: 'integer', minimum: 1, maximum: MAX_PAGE_NUMBER, description: 'From 1 (default 1).' },
     size: { type: 'integer', minimum: 1, maximum: MAX_PAGE_SIZE, description: `1..${MAX_PAGE_SIZE} (default 50).` },
   },
 } as const

@@ -161,4 +161,90 @@ for (const store of STORES) {
       expect(res.body.errors).toEqual([{ status: '400', code, detail: expect.any(String), source: { pointer } }])
     })
   })
+
+  describe(`${store}: POST /analytics/assets, empty values and multi-select distinct counts`, () => {
+    let t: TestApp
+    // Owners: two values, then "", null and missing, which are all empty (CONTRACT §4).
+    const EMPTIES = [
+      { name: 'e1', properties: { hostname: 'e1', environment: 'prod', owner: 'Ann', tags: ['pci', 'gdpr'], cost: 10 } },
+      { name: 'e2', properties: { hostname: 'e2', environment: 'prod', owner: 'bob', tags: ['pci'], cost: 20 } },
+      { name: 'e3', properties: { hostname: 'e3', environment: 'dev', owner: '', tags: [], cost: 30 } },
+      { name: 'e4', properties: { hostname: 'e4', environment: 'dev', owner: null, tags: ['legacy'], cost: 40 } },
+      { name: 'e5', properties: { hostname: 'e5', environment: 'dev' } },
+    ]
+
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      for (const asset of EMPTIES) {
+        const res = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', ...asset } })
+        expect(res.status, JSON.stringify(res.body)).toBe(201)
+      }
+    })
+    afterAll(async () => t.close())
+
+    const analytics = async (body: unknown) => {
+      const res = await t.request('POST', '/api/v1/analytics/assets', { body })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      return res.body
+    }
+    const named = (name: string) => ({ field: 'name', operator: 'equals', value: name })
+
+    it('puts "" in the null group with missing and null values', async () => {
+      expect((await analytics({ group_by: ['properties.owner'] })).data).toEqual([
+        { group: { 'properties.owner': 'Ann' }, measures: { count: 1 } },
+        { group: { 'properties.owner': 'bob' }, measures: { count: 1 } },
+        { group: { 'properties.owner': null }, measures: { count: 3 } },
+      ])
+    })
+
+    it('puts "" in the null breakdown entry', async () => {
+      expect((await analytics({ group_by: ['properties.environment'], breakdown_by: 'properties.owner' })).data).toEqual([
+        { group: { 'properties.environment': 'dev' }, measures: { count: 3 }, breakdown: [{ value: null, measures: { count: 3 } }] },
+        { group: { 'properties.environment': 'prod' }, measures: { count: 2 },
+          breakdown: [{ value: 'Ann', measures: { count: 1 } }, { value: 'bob', measures: { count: 1 } }] },
+      ])
+    })
+
+    it('does not count "" as a distinct value', async () => {
+      const owners = { type: 'count_distinct', field: 'properties.owner', as: 'owners' }
+      expect((await analytics({ measures: [owners] })).data).toEqual([{ group: {}, measures: { owners: 2 } }])
+      expect((await analytics({ measures: [owners], group_by: ['properties.environment'] })).data).toEqual([
+        { group: { 'properties.environment': 'dev' }, measures: { owners: 0 } },
+        { group: { 'properties.environment': 'prod' }, measures: { owners: 2 } },
+      ])
+      expect((await analytics({ filter: named('e3'), measures: [{ type: 'count' }, owners] })).data).toEqual([{ group: {}, measures: { count: 1, owners: 0 } }])
+    })
+
+    it('counts the distinct options of a multi-select, not the distinct sets', async () => {
+      const tags = { type: 'count_distinct', field: 'properties.tags', as: 'tags' }
+      expect((await analytics({ measures: [tags] })).data).toEqual([{ group: {}, measures: { tags: 3 } }])
+      expect((await analytics({ filter: named('e1'), measures: [tags] })).data).toEqual([{ group: {}, measures: { tags: 2 } }])
+      expect((await analytics({ filter: named('e3'), measures: [tags] })).data).toEqual([{ group: {}, measures: { tags: 0 } }])
+      expect((await analytics({ filter: named('e5'), measures: [tags] })).data).toEqual([{ group: {}, measures: { tags: 0 } }])
+    })
+
+    it('counts each asset once in the other measures beside a multi-select distinct count', async () => {
+      const measures = [{ type: 'count' }, { type: 'count_distinct', field: 'properties.tags', as: 'tags' },
+        { type: 'sum', field: 'properties.cost', as: 'cost' }, { type: 'average', field: 'properties.cost', as: 'avg' }]
+      expect((await analytics({ measures, group_by: ['properties.environment'] })).data).toEqual([
+        { group: { 'properties.environment': 'dev' }, measures: { count: 3, tags: 1, cost: 70, avg: 35 } },
+        { group: { 'properties.environment': 'prod' }, measures: { count: 2, tags: 2, cost: 30, avg: 15 } },
+      ])
+      // Two distinct fields: the other form, same answers.
+      const both = [...measures, { type: 'count_distinct', field: 'properties.owner', as: 'owners' }]
+      expect((await analytics({ measures: both })).data).toEqual([{ group: {}, measures: { count: 5, tags: 3, cost: 100, avg: 25, owners: 2 } }])
+      expect((await analytics({ measures: both, group_by: ['properties.tags'] })).data).toEqual([
+        { group: { 'properties.tags': 'gdpr' }, measures: { count: 1, tags: 2, cost: 10, avg: 10, owners: 1 } },
+        { group: { 'properties.tags': 'legacy' }, measures: { count: 1, tags: 1, cost: 40, avg: 40, owners: 0 } },
+        { group: { 'properties.tags': 'pci' }, measures: { count: 2, tags: 2, cost: 30, avg: 15, owners: 2 } },
+        { group: { 'properties.tags': null }, measures: { count: 2, tags: 0, cost: 30, avg: 30, owners: 0 } },
+      ])
+    })
+
+    it('counts distinct options in each breakdown entry', async () => {
+      const body = await analytics({ measures: [{ type: 'count' }, { type: 'count_distinct', field: 'properties.tags', as: 'tags' }], breakdown_by: 'properties.environment' })
+      expect(body.data).toEqual([{ group: {}, measures: { count: 5, tags: 3 },
+        breakdown: [{ value: 'dev', measures: { count: 3, tags: 1 } }, { value: 'prod', measures: { count: 2, tags: 2 } }] }])
+    })
+  })
 }

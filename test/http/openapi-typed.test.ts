@@ -17,11 +17,11 @@ const SERVER_SCHEMA = {
   title: 'Server properties',
   'x-kbis-asset-type-key': 'server',
   properties: {
-    hostname: { title: 'Hostname', type: 'string', minLength: 1, pattern: "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s]+$" },
+    hostname: { title: 'Hostname', type: 'string', minLength: 1, maxLength: 500, pattern: "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s]+$" },
     environment: { type: 'string', enum: ['dev', 'staging', 'prod'] },
     cpu_count: { type: 'integer', minimum: 1 },
     memory_gb: { type: 'number' },
-    purchased_on: { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$', format: 'date' },
+    purchased_on: { type: 'string', pattern: '^(?!0000)\\d{4}-\\d{2}-\\d{2}$', format: 'date' },
     tags: { type: 'array', items: { type: 'string', enum: ['pci', 'gdpr', 'legacy'] }, uniqueItems: true },
     managed: { type: 'boolean' },
     owner: { type: 'string' },

@@ -19,14 +19,104 @@ for (const store of STORES) {
     }
 
     it('answers NUL characters in names, property values and keys with 400, not 500', async () => {
-      const bodies = [
-        { asset_type_key: 'note', name: 'a\u0000b' },
-        { asset_type_key: 'note', name: 'n', properties: { body: 'x\u0000y' } },
-        { asset_type_key: 'server', name: 'n', properties: { hostname: 'h\u0000' } },
+      const bodies: [unknown, string][] = [
+        [{ asset_type_key: 'note', name: 'a\u0000b' }, '/name'],
+        [{ asset_type_key: 'note', name: 'n', properties: { body: 'x\u0000y' } }, '/properties/body'],
+        [{ asset_type_key: 'server', name: 'n', properties: { hostname: 'h\u0000' } }, '/properties/hostname'],
       ]
-      for (const body of bodies) {
+      for (const [body, pointer] of bodies) {
         const res = await t.request('POST', '/api/v1/assets', { body })
-        expect(res.body).toEqual({ errors: [{ status: '400', code: 'invalid_request', detail: 'text must not contain NUL (U+0000) characters' }] })
+        expect(res.body).toEqual({ errors: [{ status: '400', code: 'invalid_request', detail: 'text must not contain NUL (U+0000) characters', source: { pointer } }] })
+      }
+    })
+
+    it('answers values PostgreSQL cannot store (lone surrogates, numbers beyond a 64-bit float) with 400 and a pointer, writing nothing', async () => {
+      const send = (method: string, url: string, raw: string) => t.app.inject({
+        method: method as 'POST', url, payload: raw, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' },
+      })
+      const surrogate = 'text must be valid Unicode: a lone surrogate escape (\\ud800–\\udfff without its pair) cannot be stored'
+      const range = 'number out of range: it does not fit a 64-bit float'
+      const cases: [string, string, string, string, string][] = [
+        ['POST', '/api/v1/assets', '{"asset_type_key":"note","name":"n","properties":{"body":"\\ud800"}}', '/properties/body', surrogate],
+        ['POST', '/api/v1/assets', '{"asset_type_key":"note","name":"x\\udc00y"}', '/name', surrogate],
+        ['POST', '/api/v1/assets', '{"asset_type_key":"server","name":"inf","properties":{"hostname":"inf","cpu_count":1e400}}', '/properties/cpu_count', range],
+        ['POST', '/api/v1/bulk/assets', '[{"asset_type_key":"note","name":"ok"},{"asset_type_key":"server","name":"m","properties":{"hostname":"m","memory_gb":-1e400}}]', '/1/properties/memory_gb', range],
+        ['POST', '/api/v1/search/assets', `{"filter":{"field":"name","operator":"equals","value":"${'9'.repeat(400)}"}}`, '', ''],
+      ]
+      for (const [method, url, raw, pointer, detail] of cases) {
+        const res = await send(method, url, raw)
+        if (detail === '') {
+          // Digits inside a string are text, not a number: the walk finds nothing to refuse.
+          expect(res.statusCode, raw).toBe(200)
+          continue
+        }
+        expect(res.statusCode, raw).toBe(400)
+        expect(res.json().errors[0]).toMatchObject({ code: 'invalid_request', detail, source: { pointer } })
+      }
+      // Paired surrogates are ordinary text (an emoji written as escapes).
+      const paired = await send('POST', '/api/v1/assets', '{"asset_type_key":"note","name":"smile \\ud83d\\ude00"}')
+      expect(paired.statusCode).toBe(201)
+      expect(paired.json().data.name).toBe('smile \u{1F600}')
+      const stored = await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE name IN ('n', 'inf', 'ok', 'm')")
+      expect(stored.rows[0]!.n).toBe(0)
+    })
+
+    it('keeps the error envelope for URLs the router refuses, and names and unique values within what an index holds', async () => {
+      const badEscape = await t.request('GET', '/api/v1/assets/server:hostname:a%zz')
+      expect(badEscape.status).toBe(400)
+      expect(badEscape.body.errors[0]).toMatchObject({ status: '400', code: 'invalid_request' })
+      const tooLong = await t.request('GET', `/api/v1/assets/server:hostname:${'h'.repeat(9000)}`)
+      expect(tooLong.status).toBe(404)
+      expect(tooLong.body.errors[0]).toMatchObject({ status: '404', code: 'not_found' })
+      // 500 characters (of any script) is the longest name and unique value: both are btree-indexed.
+      const cjk = Array.from({ length: 500 }, (_, i) => String.fromCodePoint(0x4e00 + ((i * 7919) % 20000))).join('')
+      const longest = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: cjk, properties: { hostname: `h${'x'.repeat(499)}` } } })
+      expect(longest.status).toBe(201)
+      const byKey = await t.request('GET', `/api/v1/assets/server:hostname:h${'x'.repeat(499)}`)
+      expect(byKey.body.data.name).toBe(cjk)
+      const longName = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: `${cjk}x`, properties: { hostname: 'ln' } } })
+      expect([longName.status, longName.body.errors[0].source]).toEqual([422, { pointer: '/name' }])
+      const longKey = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'lk', properties: { hostname: `h${'y'.repeat(500)}` } } })
+      expect([longKey.status, longKey.body.errors[0].source]).toEqual([422, { pointer: '/properties/hostname' }])
+    })
+
+    it('refuses year 0000 (no date in PostgreSQL) on write and in filters with a clear 4xx, never 500', async () => {
+      const write = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'y0', properties: { hostname: 'y0', purchased_on: '0000-01-01' } } })
+      expect(write.status).toBe(422)
+      expect(write.body.errors[0].source).toEqual({ pointer: '/properties/purchased_on' })
+      for (const filter of [
+        { field: 'created_at', operator: 'greater_than', value: '0000-01-01' },
+        { field: 'properties.purchased_on', operator: 'in', value: ['0000-01-01'] },
+      ]) {
+        const res = await t.request('POST', '/api/v1/search/assets', { body: { filter } })
+        expect(res.status, JSON.stringify(filter)).toBe(400)
+        expect(res.body.errors[0].code).toBe('invalid_filter')
+      }
+      const list = await t.request('GET', '/api/v1/assets?filter[properties.purchased_on]=0000-01-01')
+      expect(list.status).toBe(400)
+    })
+
+    it('refuses page numbers past 10^9 in search bodies with 400 invalid_page', async () => {
+      const pages = [
+        ['/api/v1/search/relationships', { page: { number: 1e20 } }, '/page/number'],
+        ['/api/v1/search/assets', { include: ['relationships'], relationships: { page: { number: 1e20 } } }, '/relationships/page/number'],
+      ] as const
+      for (const [url, body, pointer] of pages) {
+        const res = await t.request('POST', url, { body })
+        expect(res.status, url).toBe(400)
+        expect(res.body.errors[0]).toMatchObject({ code: 'invalid_page', source: { pointer } })
+      }
+    })
+
+    it('refuses a Viewer key with 403 before looking at the body', async () => {
+      const viewer = await t.givenKey({ type: 'Viewer' })
+      for (const [method, url, body] of [
+        ['POST', '/api/v1/assets', {}], ['POST', '/api/v1/relationships', {}], ['POST', '/api/v1/bulk/relationships', [{}]],
+        ['POST', '/api/v1/bulk/assets', [{}]], ['PATCH', '/api/v1/bulk/assets', Array.from({ length: 10_001 }, () => ({}))],
+      ] as const) {
+        const res = await t.request(method, url, { key: viewer, body })
+        expect(res.status, `${method} ${url}`).toBe(403)
+        expect(res.body.errors[0].code).toBe('forbidden')
       }
     })
 

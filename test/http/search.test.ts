@@ -177,6 +177,8 @@ for (const store of STORES) {
         ['on a property of the source', c('source_asset.properties.tier', 'equals', 'gold'), ['crm>db-01', 'crm>web-01']],
         ['on a property of the target', c('target_asset.properties.environment', 'not_equals', 'prod'), ['erp>db-02']],
         ['on a composite key', c('source_asset_id', 'equals', 'application:code:erp'), ['erp>db-02']],
+        ['on composite keys in a list', c('target_asset_id', 'in', ['server:hostname:web-01', 'server:hostname:db-02', 'server:hostname:nowhere']), ['crm>web-01', 'erp>db-02']],
+        ['on composite keys not in a list', c('target_asset_id', 'not_in', ['server:hostname:db-01']), ['crm>web-01', 'erp>db-02']],
         ['on both ends', { and: [c('target_asset.name', 'starts_with', 'DB'), c('source_asset.asset_type_key', 'equals', 'application')] }, ['crm>db-01', 'erp>db-02']],
         ['on a multi-select of the target', c('target_asset.properties.tags', 'includes', 'gdpr'), ['erp>db-02']],
       ])('filters %s', async (_, filter, expected) => {

@@ -16,7 +16,7 @@ export function permissionAtLeast(actual: UserPermission, needed: UserPermission
   return RANK[actual] >= RANK[needed]
 }
 
-/** preHandler: answers 403 forbidden when the key's effective permission is below `needed`. */
+/** Route hook (preValidation): answers 403 forbidden when the key's effective permission is below `needed`. */
 export function requirePermission(needed: KeyPermission) {
   return async (request: FastifyRequest): Promise<void> => {
     if (!permissionAtLeast(request.auth.permission, needed)) {

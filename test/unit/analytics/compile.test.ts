@@ -36,8 +36,8 @@ describe('compileAnalytics', () => {
   it('groups by a property with count and average: benchmark (b)', () => {
     const c = compile({ measures: [count, { type: 'average', field: 'properties.memory_gb' }], group_by: ['properties.environment'] })
     expect(c.groups).toEqual({
-      text: `SELECT a."t_environment" AS g0, count(*) AS m0, avg(a."n_memory_gb") AS m1 FROM ${T} a WHERE a.org_id = $1`
-        + ' GROUP BY a."t_environment" ORDER BY a."t_environment" ASC NULLS LAST LIMIT 10001',
+      text: `SELECT NULLIF(a."t_environment", '') AS g0, count(*) AS m0, avg(a."n_memory_gb") AS m1 FROM ${T} a WHERE a.org_id = $1`
+        + ` GROUP BY NULLIF(a."t_environment", '') ORDER BY NULLIF(a."t_environment", '') ASC NULLS LAST LIMIT 10001`,
       values: [ORG_ID],
     })
     expect(c.groupTypes).toEqual(['text'])
@@ -45,7 +45,7 @@ describe('compileAnalytics', () => {
 
   it('counts distinct values by hashing one row per value first: benchmark (c)', () => {
     expect(compile({ measures: [{ type: 'count_distinct', field: 'properties.owner' }] }).groups).toEqual({
-      text: `SELECT count(s.x) AS m0 FROM (SELECT a."t_owner" AS x FROM ${T} a WHERE a.org_id = $1 GROUP BY a."t_owner") s`,
+      text: `SELECT count(s.x) AS m0 FROM (SELECT NULLIF(a."t_owner", '') AS x FROM ${T} a WHERE a.org_id = $1 GROUP BY NULLIF(a."t_owner", '')) s`,
       values: [ORG_ID],
     })
   })
@@ -65,7 +65,7 @@ describe('compileAnalytics', () => {
   it('falls back to count(DISTINCT …) when two fields are counted distinctly', () => {
     const body = { measures: [{ type: 'count_distinct', field: 'properties.owner' }, { type: 'count_distinct', field: 'name' }, { type: 'sum', field: 'properties.memory_gb' }] }
     expect(compile(body).groups.text).toBe(
-      `SELECT count(DISTINCT a."t_owner") AS m0, count(DISTINCT a."name") AS m1, COALESCE(sum(a."n_memory_gb"), 0) AS m2 FROM ${T} a WHERE a.org_id = $1`)
+      `SELECT count(DISTINCT NULLIF(a."t_owner", '')) AS m0, count(DISTINCT a."name") AS m1, COALESCE(sum(a."n_memory_gb"), 0) AS m2 FROM ${T} a WHERE a.org_id = $1`)
   })
 
   it('ANDs the filter and the key\'s scope into the WHERE, values in order', () => {
@@ -77,6 +77,29 @@ describe('compileAnalytics', () => {
         + ' GROUP BY a."asset_type_key" ORDER BY a."asset_type_key" ASC NULLS LAST LIMIT 10001',
       values: [ORG_ID, 8, 'it', ['server']],
     })
+  })
+
+  it('reads "" as NULL: the NULL group, never a distinct value', () => {
+    const c = compile({ measures: [count, { type: 'count_distinct', field: 'properties.owner' }, { type: 'count_distinct', field: 'name' }], group_by: ['properties.owner'] })
+    expect(c.groups.text).toBe(
+      `SELECT NULLIF(a."t_owner", '') AS g0, count(*) AS m0, count(DISTINCT NULLIF(a."t_owner", '')) AS m1, count(DISTINCT a."name") AS m2 FROM ${T} a WHERE a.org_id = $1`
+      + ` GROUP BY NULLIF(a."t_owner", '') ORDER BY NULLIF(a."t_owner", '') ASC NULLS LAST LIMIT 10001`)
+  })
+
+  it('counts the distinct options of a multi-select, the other measures over each asset\'s first option row', () => {
+    const tags = { type: 'count_distinct', field: 'properties.tags' }
+    const x = `LEFT JOIN LATERAL unnest(a."m_tags") WITH ORDINALITY AS x0(v, o) ON TRUE`
+    expect(compile({ measures: [tags] }).groups.text).toBe(
+      `SELECT count(s.x) AS m0 FROM (SELECT x0.v AS x FROM ${T} a ${x} WHERE a.org_id = $1 GROUP BY x0.v) s`)
+    expect(compile({ measures: [count, tags, { type: 'average', field: 'properties.memory_gb' }], group_by: ['properties.environment'] }).groups.text).toBe(
+      'SELECT s.d0 AS g0, COALESCE(sum(s.n), 0) AS m0, count(s.x) AS m1, sum(s.s2) / NULLIF(sum(s.c2), 0) AS m2'
+      + ' FROM (SELECT NULLIF(a."t_environment", \'\') AS d0, x0.v AS x, count(*) FILTER (WHERE COALESCE(x0.o, 1) = 1) AS n,'
+      + ' sum(a."n_memory_gb") FILTER (WHERE COALESCE(x0.o, 1) = 1) AS s2, count(a."n_memory_gb") FILTER (WHERE COALESCE(x0.o, 1) = 1) AS c2'
+      + ` FROM ${T} a ${x} WHERE a.org_id = $1 GROUP BY NULLIF(a."t_environment", ''), x0.v) s`
+      + ' GROUP BY s.d0 ORDER BY s.d0 ASC NULLS LAST LIMIT 10001')
+    expect(compile({ measures: [count, tags, { type: 'count_distinct', field: 'name' }, { type: 'sum', field: 'properties.memory_gb' }] }).groups.text).toBe(
+      'SELECT count(*) FILTER (WHERE COALESCE(x0.o, 1) = 1) AS m0, count(DISTINCT x0.v) AS m1, count(DISTINCT a."name") AS m2,'
+      + ` COALESCE(sum(a."n_memory_gb") FILTER (WHERE COALESCE(x0.o, 1) = 1), 0) AS m3 FROM ${T} a ${x} WHERE a.org_id = $1`)
   })
 
   it('puts an asset in one group per option of a multi-select, and none in the NULL group', () => {
@@ -111,18 +134,18 @@ describe('compileAnalytics', () => {
   it('reads a key with several kinds as text, and numbers as numbers', () => {
     const c = compile({ group_by: ['properties.size', 'properties.cpu_count'] })
     expect(c.groups.text).toBe(
-      `SELECT COALESCE(a."n_size"::text, a."t_size") AS g0, a."n_cpu_count" AS g1, count(*) AS m0 FROM ${T} a WHERE a.org_id = $1`
-      + ` GROUP BY COALESCE(a."n_size"::text, a."t_size"), a."n_cpu_count"`
-      + ` ORDER BY COALESCE(a."n_size"::text, a."t_size") ASC NULLS LAST, a."n_cpu_count" ASC NULLS LAST LIMIT 10001`)
+      `SELECT COALESCE(a."n_size"::text, NULLIF(a."t_size", '')) AS g0, a."n_cpu_count" AS g1, count(*) AS m0 FROM ${T} a WHERE a.org_id = $1`
+      + ` GROUP BY COALESCE(a."n_size"::text, NULLIF(a."t_size", '')), a."n_cpu_count"`
+      + ` ORDER BY COALESCE(a."n_size"::text, NULLIF(a."t_size", '')) ASC NULLS LAST, a."n_cpu_count" ASC NULLS LAST LIMIT 10001`)
     expect(c.groupTypes).toEqual(['text', 'number'])
   })
 
   it('breaks down in a second statement grouped by the groups and the breakdown field', () => {
     const c = compile({ measures: [{ type: 'sum', field: 'properties.memory_gb' }], group_by: ['properties.environment'], breakdown_by: 'properties.tags' })
     expect(c.breakdown).toEqual({
-      text: `SELECT a."t_environment" AS g0, j1.v AS g1, COALESCE(sum(a."n_memory_gb"), 0) AS m0`
+      text: `SELECT NULLIF(a."t_environment", '') AS g0, j1.v AS g1, COALESCE(sum(a."n_memory_gb"), 0) AS m0`
         + ` FROM ${T} a LEFT JOIN LATERAL (SELECT DISTINCT u.v FROM unnest(a."m_tags") AS u(v)) j1 ON TRUE WHERE a.org_id = $1`
-        + ' GROUP BY a."t_environment", j1.v ORDER BY a."t_environment" ASC NULLS LAST, j1.v ASC NULLS LAST LIMIT 100001',
+        + ` GROUP BY NULLIF(a."t_environment", ''), j1.v ORDER BY NULLIF(a."t_environment", '') ASC NULLS LAST, j1.v ASC NULLS LAST LIMIT 100001`,
       values: [ORG_ID],
     })
     expect(c.breakdownType).toBe('text')

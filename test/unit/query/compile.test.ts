@@ -188,6 +188,19 @@ describe('compileFilter: relationships', () => {
     })
   })
 
+  it('looks the composite keys of an in / not_in list up in one subquery, beside the UUIDs', () => {
+    expect(sql(c('source_asset_id', 'in', [UUID1, 'server:hostname:web-01', 'server:hostname:web-02']), 'relationships')).toEqual({
+      text: '(r."source_asset_id" = ANY($1::uuid[]) OR r."source_asset_id" IN (SELECT ca.id FROM assets ca WHERE ca.org_id = r.org_id'
+        + ' AND (ca.asset_type_key, ca.unique_value) IN (SELECT * FROM unnest($2::text[], $3::text[])) AND ca.archived_at IS NULL))',
+      values: [[UUID1], ['server', 'server'], ['web-01', 'web-02']],
+    })
+    expect(sql(c('id', 'not_in', ['server:hostname:web-01']))).toEqual({
+      text: 'NOT (a."id" IN (SELECT ca.id FROM assets ca WHERE ca.org_id = a.org_id'
+        + ' AND (ca.asset_type_key, ca.unique_value) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND ca.archived_at IS NULL))',
+      values: [['server'], ['web-01']],
+    })
+  })
+
   it('refuses an outer alias that collides with the inner one', () => {
     const node = resolveFilter(parseFilter(c('source_asset.name', 'equals', 'x')), 'relationships', mm)
     expect(() => compile(node, 'sa')).toThrow('alias sa is reserved for source assets')

@@ -205,7 +205,7 @@ describe('resolveFilter: errors', () => {
     ['name', 'equals', 5, 'name needs a string, got 5'],
     ['properties.owner', 'contains', ['a'], 'properties.owner needs a string, got an array'],
     ['properties.tags', 'includes', ['web'], 'properties.tags needs one option, a string, got an array'],
-    ['id', 'equals', 'not-a-uuid', 'id needs a UUID, got "not-a-uuid"'],
+    ['id', 'equals', 'not-a-uuid', 'id needs a UUID or a composite key {asset_type_key}:{unique_property_key}:{value}, got "not-a-uuid"'],
     ['properties.purchased_on', 'equals', 'x'.repeat(41), 'properties.purchased_on needs a date YYYY-MM-DD, got a string of 41 characters'],
   ])('rejects %s %s %j at /value', (field, operator, value, detail) => {
     expect(caught(() => resolve(at(field, operator as Operator, value)))).toEqual(invalid(detail, '/filter/or/1/value'))
@@ -243,14 +243,18 @@ describe('resolveFilter: errors', () => {
       `target_asset_id needs a UUID or a composite key {asset_type_key}:{unique_property_key}:{value}, got ${JSON.stringify(value)}`, '/filter/value'))
   })
 
-  it('rejects a composite key inside in (UUIDs only there)', () => {
-    expect(caught(() => resolve({ field: 'source_asset_id', operator: 'in', value: ['server:hostname:web-01'] }, 'relationships'))).toEqual(
-      invalid('source_asset_id needs a UUID, got "server:hostname:web-01"', '/filter/value/0'))
+  it('takes UUIDs and composite keys mixed in in / not_in on fields naming assets', () => {
+    expect(resolve({ field: 'source_asset_id', operator: 'in', value: ['server:hostname:web-01', uuid.toUpperCase()] }, 'relationships')).toMatchObject({
+      operator: 'in', value: { kind: 'asset_refs', ids: [uuid], keys: [{ asset_type_key: 'server', unique_value: 'web-01' }] },
+    })
+    expect(caught(() => resolve({ field: 'target_asset_id', operator: 'not_in', value: ['server:hostname:web-01', 'web-02'] }, 'relationships'))).toEqual(invalid(
+      'target_asset_id needs a UUID or a composite key {asset_type_key}:{unique_property_key}:{value}, got "web-02"', '/filter/value/1'))
   })
 
-  it('rejects a composite key on the id of an asset', () => {
-    expect(caught(() => resolve({ field: 'id', operator: 'equals', value: 'server:hostname:web-01' }))).toEqual(
-      invalid('id needs a UUID, got "server:hostname:web-01"', '/filter/value'))
+  it('takes a composite key on the id of an asset', () => {
+    expect(resolve({ field: 'id', operator: 'equals', value: 'server:hostname:web-01' })).toMatchObject({
+      value: { kind: 'asset_ref', asset_type_key: 'server', unique_value: 'web-01' },
+    })
   })
 })
 
@@ -267,7 +271,7 @@ describe('resolveListFilters', () => {
       { kind: 'condition', field: { kind: 'property', key: 'memory_gb', type: 'number' }, operator: 'equals', value: { kind: 'scalar', value: -5 } },
       { kind: 'condition', field: { kind: 'property', key: 'managed', type: 'boolean' }, operator: 'equals', value: { kind: 'scalar', value: false } },
       { kind: 'condition', field: { kind: 'property', key: 'purchased_on', type: 'date' }, operator: 'equals', value: { kind: 'scalar', value: '2026-01-31' } },
-      { kind: 'condition', field: field('id', 'uuid'), operator: 'equals', value: { kind: 'scalar', value: uuid } },
+      { kind: 'condition', field: field('id', 'uuid', false, true), operator: 'equals', value: { kind: 'scalar', value: uuid } },
       { kind: 'condition', field: field('name', 'text'), operator: 'equals', value: { kind: 'scalar', value: 'web-01' } },
     ] })
   })
@@ -298,7 +302,7 @@ describe('resolveListFilters', () => {
     ['filter[properties.managed]', 'yes', 'properties.managed needs true or false, got "yes"'],
     ['filter[properties.purchased_on]', '2026-02-29', 'properties.purchased_on needs a date YYYY-MM-DD, got "2026-02-29"'],
     ['filter[properties.purchased_on]', '2026-01-01T00:00:00Z', 'properties.purchased_on needs a date YYYY-MM-DD, got "2026-01-01T00:00:00Z"'],
-    ['filter[id]', 'server:hostname:web-01', 'id needs a UUID, got "server:hostname:web-01"'],
+    ['filter[id]', 'web-01', 'id needs a UUID or a composite key {asset_type_key}:{unique_property_key}:{value}, got "web-01"'],
     ['filter[properties.nope]', 'a', 'unknown property "nope": no asset type in the metamodel defines it'],
     ['filter[created_at]', '2026-01-01', 'unknown list filter field "created_at"; list filters take id, asset_type_key, name, access_domain_key, properties.<key>'],
     ['filter[properties.x\'); DROP TABLE assets;--]', 'a', 'unknown property "x\'); DROP TABLE assets;--": no asset type in the metamodel defines it'],
