@@ -7,7 +7,7 @@ import type { NewAssetRow } from '../assets/sql.js'
 import type { AssetRow } from '../assets/mapper.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { insertBulkAssets, selectExistingIds } from './sql.js'
-import { duplicateClaims, entryOf, failIfAny, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
+import { duplicateClaims, entryOf, ItemFailures, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
 
 export type BulkAssetInput = AssetInput & BulkItem
 
@@ -15,33 +15,31 @@ function domainText(domain: string | null): string {
   return domain === null ? 'no access domain' : `access domain ${domain}`
 }
 
-/** Pure: every item against the metamodel, then the key's roles; throws 422, then 403, listing all items. */
-function prepareRows(ctx: RequestContext, items: readonly BulkAssetInput[]): NewAssetRow[] {
+/** Pure: every item against the metamodel and the key's roles; failures are recorded, not thrown. */
+function prepareRows(ctx: RequestContext, items: readonly BulkAssetInput[], failures: ItemFailures): NewAssetRow[] {
   const rows: NewAssetRow[] = []
   const invalid: Issue[] = []
+  const forbidden: Issue[] = []
   for (let i = 0; i < items.length; i++) {
     const { row, issues } = prepareNewAsset(ctx.metamodel, items[i]!, `/${i}`)
     rows.push(row)
     invalid.push(...issues)
-  }
-  failIfAny(Errors.VALIDATION_FAILED, invalid)
-  const forbidden: Issue[] = []
-  rows.forEach((row, i) => {
-    if (!hasLevel(ctx.auth, row, 'edit')) {
+    if (issues.length === 0 && !hasLevel(ctx.auth, row, 'edit')) {
       forbidden.push({
         detail: `the key's roles do not allow to create ${row.asset_type_key} assets in ${domainText(row.access_domain_key)}`,
         pointer: `/${i}`,
       })
     }
-  })
-  failIfAny(Errors.FORBIDDEN, forbidden)
+  }
+  failures.add(Errors.VALIDATION_FAILED, invalid)
+  failures.add(Errors.FORBIDDEN, forbidden)
   return rows
 }
 
-function claimsOf(rows: readonly NewAssetRow[]): UniqueClaim[] {
+function claimsOf(rows: readonly NewAssetRow[], skipped: ReadonlySet<number>): UniqueClaim[] {
   const claims: UniqueClaim[] = []
   rows.forEach((row, index) => {
-    if (row.unique_value !== null) claims.push({ index, asset_type_key: row.asset_type_key, unique_value: row.unique_value })
+    if (row.unique_value !== null && !skipped.has(index)) claims.push({ index, asset_type_key: row.asset_type_key, unique_value: row.unique_value })
   })
   return claims
 }
@@ -61,33 +59,33 @@ function inUniqueOrder(rows: readonly NewAssetRow[]): NewAssetRow[] {
 }
 
 /**
- * Inserts every row that does not repeat an earlier item's unique value; the rows the insert
- * skipped (looked up only when it wrote fewer) hold values already taken in the store. Both
- * kinds of clash end in one 409 listing every clashing item (the transaction rolls back).
+ * Inserts every row of a valid item that does not repeat an earlier item's unique value; the
+ * rows the insert skipped (looked up only when it wrote fewer) hold values already taken in the
+ * store. Both kinds of clash are recorded as 409s of their items.
  */
-async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly NewAssetRow[]): Promise<void> {
+async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly NewAssetRow[], failures: ItemFailures): Promise<void> {
   const issues: Issue[] = []
-  const repeated = new Set<number>()
-  for (const { claim, firstIndex } of duplicateClaims(claimsOf(rows))) {
-    repeated.add(claim.index)
+  const skipped = new Set(failures.failed)
+  for (const { claim, firstIndex } of duplicateClaims(claimsOf(rows, skipped))) {
+    skipped.add(claim.index)
     issues.push({
       detail: `${claim.asset_type_key} ${claim.unique_value}: the same unique value is given by item ${firstIndex}`,
       pointer: uniquePointer(ctx, claim.index, claim.asset_type_key),
     })
   }
-  const candidates = repeated.size === 0 ? rows : rows.filter((_, i) => !repeated.has(i))
+  const candidates = skipped.size === 0 ? rows : rows.filter((_, i) => !skipped.has(i))
   const written = await insertBulkAssets(tx, ctx.auth.orgId, inUniqueOrder(candidates))
   if (written < candidates.length) {
     const inserted = await selectExistingIds(tx, ctx.auth.orgId, candidates.map((row) => row.id))
     rows.forEach((row, i) => {
-      if (repeated.has(i) || inserted.has(row.id)) return
+      if (skipped.has(i) || inserted.has(row.id)) return
       issues.push({
         detail: `${row.asset_type_key} ${row.unique_value}: the unique value is already taken by another asset of this type`,
         pointer: uniquePointer(ctx, i, row.asset_type_key),
       })
     })
   }
-  failIfAny(Errors.UNIQUE_VIOLATION, issues)
+  failures.add(Errors.UNIQUE_VIOLATION, issues)
 }
 
 function asCreatedRow(row: NewAssetRow, now: Date): AssetRow {
@@ -98,16 +96,22 @@ function asCreatedRow(row: NewAssetRow, now: Date): AssetRow {
  * POST /bulk/assets: validate all, then one transaction: one INSERT for every row, and one
  * relationship sync for the items that embed relationships. They run after the insert, so
  * `related_assets` may name (by composite key) assets created by other items of the request.
+ * A failing item fails the request, but the others still go through every check, so that the
+ * answer lists every failing item (invalid, forbidden, clashing); then nothing is kept.
  */
 export async function createAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetInput[]): Promise<BulkEntry[]> {
-  const rows = prepareRows(ctx, items)
+  const failures = new ItemFailures()
+  const rows = prepareRows(ctx, items, failures)
   return ctx.db.transaction(async (tx) => {
-    await insertOrListClashes(ctx, tx, rows)
+    await insertOrListClashes(ctx, tx, rows, failures)
     const now = new Date()
     const syncs = rows.flatMap((row, i) =>
-      items[i]!.relationships === undefined ? [] : [{ asset: asCreatedRow(row, now), relationships: items[i]!.relationships, pointer: `/${i}/relationships` }],
+      items[i]!.relationships === undefined || failures.failed.has(i)
+        ? []
+        : [{ asset: asCreatedRow(row, now), relationships: items[i]!.relationships, pointer: `/${i}/relationships` }],
     )
-    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
+    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs).catch((err: unknown) => failures.absorb(err))
+    failures.throwIfAny()
     return rows.map((row, i) => entryOf(row.id, items[i]!))
   })
 }

@@ -1,4 +1,4 @@
-import { AppError, Errors, type Issue } from '../core/errors.js'
+import { AppError, Errors, type ErrorDef, type Issue } from '../core/errors.js'
 
 /** Items per bulk request (spec "Limits"). */
 export const MAX_BULK_ITEMS = 10_000
@@ -51,9 +51,41 @@ export function withItemMeta(err: AppError, body: unknown): AppError {
   return new AppError(err.def, annotated.map((a) => a.issue), err.headers)
 }
 
-/** Throws `def` with the issues when there are any. */
-export function failIfAny(def: (typeof Errors)[keyof typeof Errors], issues: readonly Issue[]): void {
-  if (issues.length > 0) throw new AppError(def, [...issues])
+/** Which kind of failure gives a bulk answer its status when items fail in several ways. */
+const PRECEDENCE: readonly ErrorDef[] = [Errors.VALIDATION_FAILED, Errors.FORBIDDEN, Errors.UNIQUE_VIOLATION, Errors.DUPLICATE_RELATIONSHIP]
+
+/**
+ * Every failing item of a bulk request, of every kind, so that one answer lists them all
+ * (CONTRACT §1): each entry keeps its own status and code, and the answer takes the status of
+ * the first kind present in the order 422, 403, 409. Items that failed are left out of the
+ * later checks (`failed`), which still run for the others.
+ */
+export class ItemFailures {
+  private readonly byKind = new Map<ErrorDef, Issue[]>()
+  /** Indexes of the items that failed so far. */
+  readonly failed = new Set<number>()
+
+  add(def: ErrorDef, issues: readonly Issue[]): void {
+    if (issues.length === 0) return
+    const list = this.byKind.get(def) ?? []
+    for (const issue of issues) {
+      list.push({ ...issue, def })
+      const index = itemIndexOf(issue.pointer)
+      if (index !== null) this.failed.add(index)
+    }
+    this.byKind.set(def, list)
+  }
+
+  /** Adds the issues of an AppError thrown by a shared helper (the relationship sync, say). */
+  absorb(err: unknown): void {
+    if (!(err instanceof AppError) || !PRECEDENCE.includes(err.def)) throw err
+    this.add(err.def, err.issues)
+  }
+
+  throwIfAny(): void {
+    const kind = PRECEDENCE.find((def) => this.byKind.has(def))
+    if (kind) throw new AppError(kind, PRECEDENCE.flatMap((def) => this.byKind.get(def) ?? []))
+  }
 }
 
 export interface UniqueClaim {

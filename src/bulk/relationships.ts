@@ -6,7 +6,7 @@ import { parseAssetRef } from '../assets/refs.js'
 import { resolveAssetRefs } from '../relationships/resolve.js'
 import { prepareRelationships, type NewRelationshipRow, type RelationshipInput } from '../relationships/embedded.js'
 import { insertBulkRelationships, insertCheckedRelationships, selectExistingRelationshipIds } from './sql.js'
-import { entryOf, failIfAny, type BulkEntry, type BulkItem } from './items.js'
+import { entryOf, ItemFailures, type BulkEntry, type BulkItem } from './items.js'
 
 export type BulkRelationshipInput = RelationshipInput & BulkItem
 
@@ -62,18 +62,22 @@ async function endIds(ctx: RequestContext, tx: Tx, items: readonly RelationshipI
 
 /**
  * Every item checked on its own against the metamodel, the store and the key's roles (one
- * look-up of every end), all problems reported; then one INSERT that skips duplicates instead of
- * aborting on the first, so every duplicate item can be listed too.
+ * look-up of every end), then one INSERT of the valid ones that skips duplicates instead of
+ * aborting on the first: every invalid, forbidden or duplicate item is listed in one answer.
  */
 async function insertItemByItem(ctx: RequestContext, tx: Tx, items: readonly BulkRelationshipInput[]): Promise<BulkEntry[]> {
+  const failures = new ItemFailures()
   const prepared = await prepareRelationships(ctx, items, tx)
-  failIfAny(Errors.VALIDATION_FAILED, prepared.issues)
-  failIfAny(Errors.FORBIDDEN, prepared.forbidden)
-  const written = await insertBulkRelationships(tx, ctx.auth.orgId, prepared.rows)
-  if (written < prepared.rows.length) {
-    const inserted = await selectExistingRelationshipIds(tx, ctx.auth.orgId, prepared.rows.map((row) => row.id))
-    failIfAny(Errors.DUPLICATE_RELATIONSHIP, duplicateIssues(prepared.rows, inserted))
+  failures.add(Errors.VALIDATION_FAILED, prepared.issues)
+  failures.add(Errors.FORBIDDEN, prepared.forbidden)
+  const valid = prepared.rows.flatMap((row, k) => (failures.failed.has(prepared.indexes[k]!) ? [] : [{ row, index: prepared.indexes[k]! }]))
+  const rows = valid.map((v) => v.row)
+  const written = await insertBulkRelationships(tx, ctx.auth.orgId, rows)
+  if (written < rows.length) {
+    const inserted = await selectExistingRelationshipIds(tx, ctx.auth.orgId, rows.map((row) => row.id))
+    failures.add(Errors.DUPLICATE_RELATIONSHIP, duplicateIssues(valid, inserted))
   }
+  failures.throwIfAny()
   return prepared.rows.map((row, i) => entryOf(row.id, items[i]!))
 }
 
@@ -81,22 +85,22 @@ const rowKey = (row: NewRelationshipRow): string => `${row.relationship_type_key
 
 /**
  * The rows the insert skipped are duplicates: of an earlier item of the request (found here by
- * key) or of a relationship that exists already. One 409 lists them all.
+ * key) or of a relationship that exists already.
  */
-function duplicateIssues(rows: readonly NewRelationshipRow[], inserted: ReadonlySet<string>): Issue[] {
+function duplicateIssues(rows: readonly { row: NewRelationshipRow; index: number }[], inserted: ReadonlySet<string>): Issue[] {
   const firstIndex = new Map<string, number>()
   const issues: Issue[] = []
-  rows.forEach((row, i) => {
+  for (const { row, index } of rows) {
     const key = rowKey(row)
     const first = firstIndex.get(key)
-    if (first === undefined) firstIndex.set(key, i)
-    if (inserted.has(row.id)) return
+    if (first === undefined) firstIndex.set(key, index)
+    if (inserted.has(row.id)) continue
     issues.push({
       detail: first === undefined
         ? `a ${row.relationship_type_key} relationship between these assets exists already`
         : `the same ${row.relationship_type_key} relationship is given by item ${first}`,
-      pointer: `/${i}`,
+      pointer: `/${index}`,
     })
-  })
+  }
   return issues
 }

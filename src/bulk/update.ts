@@ -8,7 +8,7 @@ import type { AssetRow } from '../assets/mapper.js'
 import { parseAssetRef } from '../assets/refs.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { patchBulkAssets, selectUniqueHolders, type AssetPatchRow } from './sql.js'
-import { duplicateClaims, entryOf, failIfAny, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
+import { duplicateClaims, entryOf, ItemFailures, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
 
 export type BulkAssetPatch = Omit<AssetPatch, 'asset_type_key'> & BulkItem & { id: string }
 
@@ -104,10 +104,10 @@ function fold(ctx: RequestContext, plan: Plan, id: string, item: BulkAssetPatch,
 /**
  * Checks every item in request order against the metamodel (the values it sets; clearing a
  * required property) and the key's roles on the asset as earlier items left it, then folds it
- * into its asset's change. Throws 422 listing every missing or invalid item, else 403 listing
- * every forbidden one.
+ * into its asset's change. Records every missing or invalid item (422) and every forbidden one
+ * (403); only items that pass are folded.
  */
-function applyItems(ctx: RequestContext, items: readonly BulkAssetPatch[], plan: Plan, missing: Issue[]): void {
+function applyItems(ctx: RequestContext, items: readonly BulkAssetPatch[], plan: Plan, missing: Issue[], failures: ItemFailures): void {
   const invalid = [...missing]
   const forbidden: Issue[] = []
   items.forEach((item, i) => {
@@ -121,16 +121,16 @@ function applyItems(ctx: RequestContext, items: readonly BulkAssetPatch[], plan:
     if (denied) forbidden.push(denied)
     if (issues.length === 0 && !denied) fold(ctx, plan, id, item, i)
   })
-  failIfAny(Errors.VALIDATION_FAILED, invalid)
-  failIfAny(Errors.FORBIDDEN, forbidden)
+  failures.add(Errors.VALIDATION_FAILED, invalid)
+  failures.add(Errors.FORBIDDEN, forbidden)
 }
 
 /**
- * 409 listing every item whose new unique value is given twice in the request or held by
+ * Records a 409 for every item whose new unique value is given twice in the request or held by
  * another live asset that keeps it. Only changed values are looked up, so the usual bulk update
  * (no unique value touched) costs no statement here.
  */
-async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan): Promise<void> {
+async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan, failures: ItemFailures): Promise<void> {
   const claims: UniqueClaim[] = []
   for (const [id, index] of plan.uniqueSetBy) {
     const row = plan.current.get(id)!
@@ -154,7 +154,7 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan): Promi
       issues.push({ detail: `${claim.asset_type_key} ${claim.unique_value}: the unique value is already taken by another asset of this type`, pointer: pointer(claim) })
     }
   }
-  failIfAny(Errors.UNIQUE_VIOLATION, issues)
+  failures.add(Errors.UNIQUE_VIOLATION, issues)
 }
 
 /**
@@ -164,15 +164,21 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan): Promi
  */
 export async function updateAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetPatch[]): Promise<BulkEntry[]> {
   return ctx.db.transaction(async (tx) => {
+    // Every item goes through every check (a failed one is left out of the later ones), so that
+    // a failing request lists every failing item; then nothing is kept.
+    const failures = new ItemFailures()
     const { plan, missing } = await lockTargets(ctx, tx, items)
-    applyItems(ctx, items, plan, missing)
-    await checkUniqueValues(ctx, tx, plan)
-    await patchBulkAssets(tx, ctx.auth.orgId, [...plan.patches.values()])
+    applyItems(ctx, items, plan, missing, failures)
+    await checkUniqueValues(ctx, tx, plan, failures)
+    if (failures.failed.size === 0) await patchBulkAssets(tx, ctx.auth.orgId, [...plan.patches.values()])
     // The sync reads only ids, types and domains of the assets it is given.
     const syncs = items.flatMap((item, i) =>
-      item.relationships === undefined ? [] : [{ asset: plan.current.get(plan.ids[i]!)! as unknown as AssetRow, relationships: item.relationships, pointer: `/${i}/relationships` }],
+      item.relationships === undefined || failures.failed.has(i)
+        ? []
+        : [{ asset: plan.current.get(plan.ids[i]!)! as unknown as AssetRow, relationships: item.relationships, pointer: `/${i}/relationships` }],
     )
-    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
+    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs).catch((err: unknown) => failures.absorb(err))
+    failures.throwIfAny()
     return items.map((item, i) => entryOf(plan.ids[i]!, item))
   })
 }

@@ -46,6 +46,11 @@ export interface Issue {
   /** Query parameter name (`source.parameter`). */
   parameter?: string
   meta?: Record<string, unknown>
+  /**
+   * This entry's own status and code, when one answer lists failures of several kinds (a bulk
+   * request: invalid items beside duplicates); the error's own otherwise.
+   */
+  def?: ErrorDef
 }
 
 /**
@@ -74,9 +79,10 @@ export class AppError extends Error {
 export function errorBody(err: AppError): { errors: Record<string, unknown>[] } {
   return {
     errors: err.issues.map((issue) => {
+      const own = issue.def ?? err.def
       const entry: Record<string, unknown> = {
-        status: String(err.def.status),
-        code: err.def.code,
+        status: String(own.status),
+        code: own.code,
         detail: issue.detail,
       }
       if (issue.pointer !== undefined) entry.source = { pointer: issue.pointer }

@@ -18,6 +18,8 @@ export interface RelationshipInput {
 export interface PreparedRelationships {
   /** One row per valid item, in item order: when both issue lists are empty, rows[i] is items[i]. */
   rows: NewRelationshipRow[]
+  /** The item index of each row. */
+  indexes: number[]
   /** 422 validation_failed: unknown type, unknown/archived/hidden end, end type not allowed. */
   issues: Issue[]
   /** 403 forbidden: the source is visible but the key may not edit it. */
@@ -41,7 +43,7 @@ export async function prepareRelationships(
   pointerBase: (index: number) => string = (index) => `/${index}`,
 ): Promise<PreparedRelationships> {
   const assets = await resolveAssetRefs(ctx, tx, items.flatMap((item) => [item.source_asset_id, item.target_asset_id]))
-  const out: PreparedRelationships = { rows: [], issues: [], forbidden: [] }
+  const out: PreparedRelationships = { rows: [], indexes: [], issues: [], forbidden: [] }
   items.forEach((item, index) => {
     const at = (member: string, detail: string): Issue => ({ detail, pointer: `${pointerBase(index)}/${member}`, meta: { index } })
     const type = ctx.metamodel.relationshipTypes.get(item.relationship_type_key)
@@ -52,6 +54,7 @@ export async function prepareRelationships(
     if (source && !hasLevel(ctx.auth, source, 'edit')) out.forbidden.push(at('source_asset_id', cannotEdit(source)))
     if (type && source && target) {
       out.rows.push({ id: newId(), relationship_type_key: type.key, source_asset_id: source.id, target_asset_id: target.id })
+      out.indexes.push(index)
     }
   })
   return out

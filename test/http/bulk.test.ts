@@ -91,6 +91,55 @@ for (const store of STORES) {
       expect(await countLike('fail-%')).toBe(0)
     })
 
+    it('lists every failing item of every kind in one answer, each with its own status and code, and writes nothing', async () => {
+      await t.request('POST', '/api/v1/bulk/assets', { body: [server('mix-taken')] })
+      const create = await t.request('POST', '/api/v1/bulk/assets', {
+        body: [
+          server('mix-a', { purchased_on: '2024-01-01T00:00:00Z' }, { client_ref: 'bad-date' }),
+          server('mix-taken', {}, { client_ref: 'taken' }),
+          server('mix-ok'),
+          server('mix-twice', {}, { client_ref: 'first' }),
+          server('mix-twice', {}, { client_ref: 'second' }),
+          { asset_type_key: 'router', name: 'r', client_ref: 'unknown-type' },
+        ],
+      })
+      expect(create.status).toBe(422)
+      expect(create.body.errors.map((e: { status: string; code: string; meta: { index: number; client_ref: string | null } }) => [e.meta.index, e.meta.client_ref, e.status, e.code])).toEqual([
+        [0, 'bad-date', '422', 'validation_failed'],
+        [1, 'taken', '409', 'unique_violation'],
+        [4, 'second', '409', 'unique_violation'],
+        [5, 'unknown-type', '422', 'validation_failed'],
+      ])
+      expect(await countLike('mix-%')).toBe(1)
+      const [app, s1] = (await t.request('POST', '/api/v1/bulk/assets', { body: [{ asset_type_key: 'application', name: 'mix', properties: { code: 'mix' } }, server('mix-s1')] })).body.data.map((d: { id: string }) => d.id)
+      await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'runs_on', source_asset_id: app, target_asset_id: s1 } })
+      const rels = await t.request('POST', '/api/v1/bulk/relationships', {
+        body: [
+          { relationship_type_key: 'runs_on', source_asset_id: app, target_asset_id: s1, client_ref: 'exists' },
+          { relationship_type_key: 'depends_on', source_asset_id: s1, target_asset_id: app },
+          { relationship_type_key: 'depends_on', source_asset_id: s1, target_asset_id: app, client_ref: 'again' },
+          { relationship_type_key: 'runs_on', source_asset_id: s1, target_asset_id: app, client_ref: 'wrong-ends' },
+        ],
+      })
+      expect(rels.status).toBe(422)
+      expect(rels.body.errors.map((e: { code: string; meta: { index: number } }) => [e.meta.index, e.code])).toEqual([
+        [0, 'duplicate_relationship'], [2, 'duplicate_relationship'], [3, 'validation_failed'], [3, 'validation_failed'],
+      ])
+      expect(await related(s1)).toEqual([])
+      const patch = await t.request('PATCH', '/api/v1/bulk/assets', {
+        body: [
+          { id: 'server:hostname:mix-s1', properties: { hostname: 'mix-taken' }, client_ref: 'clash' },
+          { id: 'server:hostname:nowhere', name: 'x' },
+          { id: app, properties: { code: null } },
+        ],
+      })
+      expect(patch.status).toBe(422)
+      expect(patch.body.errors.map((e: { code: string; meta: { index: number } }) => [e.meta.index, e.code])).toEqual([
+        [0, 'unique_violation'], [1, 'validation_failed'], [2, 'validation_failed'],
+      ])
+      expect((await get('server:hostname:mix-s1')).properties.hostname).toBe('mix-s1')
+    })
+
     it('reports schema errors per item too', async () => {
       const res = await t.request('POST', '/api/v1/bulk/assets', { body: [server('schema-0'), { asset_type_key: 'server', client_ref: 'r1' }, server('schema-2', {}, { name: 7 })] })
       expect(res.status).toBe(422)
@@ -188,8 +237,12 @@ for (const store of STORES) {
         key: editor,
         body: [{ id: 'server:hostname:acl-it', name: 'x' }, { id: 'server:hostname:acl-fin', name: 'x' }, { id: 'server:hostname:acl-none', name: 'x' }],
       })
+      // Both failing items are listed, each with its own status; the answer takes the 422.
       expect(hidden.status).toBe(422)
-      expect(hidden.body).toEqual({ errors: [invalid(2, null, 'asset server:hostname:acl-none not found', '/2/id')] })
+      expect(hidden.body).toEqual({ errors: [
+        invalid(1, null, "the key's roles do not allow to change server assets in access domain finance", '/1', '403', 'forbidden'),
+        invalid(2, null, 'asset server:hostname:acl-none not found', '/2/id'),
+      ] })
       const forbidden = await t.request('PATCH', '/api/v1/bulk/assets', { key: editor, body: [{ id: 'server:hostname:acl-it', name: 'x' }, { id: 'server:hostname:acl-fin', name: 'x' }] })
       expect(forbidden.status).toBe(403)
       expect(forbidden.body).toEqual({
