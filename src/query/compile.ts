@@ -19,7 +19,7 @@ import type { RelatedCondition, ResolvedCondition, ResolvedGroup, ResolvedNode, 
  *   // {or: [{field: 'properties.environment', operator: 'equals', value: 'prod'},
  *   //       {field: 'name', operator: 'starts_with', value: 'db-'}]}
  *   compileFilter(resolved, params, 'a')
- *   // → (a.properties @> $1::jsonb OR a."name" ILIKE $2 ESCAPE '\')
+ *   // → (a.properties @> $1::jsonb OR a."name" COLLATE "default" ILIKE $2 ESCAPE '\')
  *   //   params.values: ['{"environment":"prod"}', 'db-%']
  * `storage` says where property values live: the jsonb document of `assets` (the default, whose
  * SQL this file's examples show) or a typed projection (src/projection/storage.ts). System
@@ -113,7 +113,12 @@ const ARRAY_CAST: Readonly<Partial<Record<FieldType, string>>> = {
   text: 'text[]', date: 'text[]', number: 'numeric[]', uuid: 'uuid[]',
 }
 
-export const ILIKE = (expr: string, placeholder: string): string => `${expr} ILIKE ${placeholder} ESCAPE '\\'`
+/**
+ * Case-insensitive match (contains, not_contains, starts_with). Columns are COLLATE "C" (byte
+ * order, for sorts and indexes), under which ILIKE folds only ASCII letters; the database's
+ * default collation folds every script (É/é, Σ/σ), so the match runs under it.
+ */
+export const ILIKE = (expr: string, placeholder: string): string => `${expr} COLLATE "default" ILIKE ${placeholder} ESCAPE '\\'`
 
 /** The SQL expression of a system column: the name comes from the fixed column map. */
 export function columnExpr(alias: string, column: SystemColumn): string {

@@ -164,6 +164,21 @@ for (const store of STORES) {
       expect(crm.relationships_meta).toEqual({ page: { number: 1, size: 1, total_items: 2, total_pages: 2 } })
     })
 
+    it('matches contains, not_contains and starts_with case-insensitively in every script, not only ASCII', async () => {
+      for (const [name, body] of [['École-01', 'ΑΒΓ δέλτα'], ['ecole-02', 'plain']]) {
+        expect((await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name, properties: { body } } })).status).toBe(201)
+      }
+      const notes = async (filter: unknown) => {
+        const res = await search({ filter: { and: [c('asset_type_key', 'equals', 'note'), filter] }, sort: [{ field: 'name' }] })
+        expect(res.status).toBe(200)
+        return res.body.data.map((a: { name: string }) => a.name)
+      }
+      expect(await notes(c('name', 'contains', 'ÉCOLE'))).toEqual(['École-01'])
+      expect(await notes(c('name', 'starts_with', 'éco'))).toEqual(['École-01'])
+      expect(await notes(c('properties.body', 'contains', 'αβγ'))).toEqual(['École-01'])
+      expect(await notes(c('properties.body', 'not_contains', 'ΔΈΛΤΑ'))).toEqual(['ecole-02'])
+    })
+
     describe('relationships', () => {
       const searchRels = (body: unknown, key?: string) => t.request('POST', '/api/v1/search/relationships', { body, ...(key ? { key } : {}) })
       const relIds = async (filter: unknown, key?: string) => {

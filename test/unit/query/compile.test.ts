@@ -33,9 +33,9 @@ describe('compileFilter: system columns', () => {
   it.each<Row>([
     ['name', 'equals', 'web', 'a."name" = $1', ['web']],
     ['name', 'not_equals', 'web', 'a."name" <> $1', ['web']],
-    ['name', 'contains', 'web', `a."name" ILIKE $1 ESCAPE '\\'`, ['%web%']],
-    ['name', 'not_contains', 'web', `NOT (a."name" ILIKE $1 ESCAPE '\\')`, ['%web%']],
-    ['name', 'starts_with', 'web', `a."name" ILIKE $1 ESCAPE '\\'`, ['web%']],
+    ['name', 'contains', 'web', `a."name" COLLATE "default" ILIKE $1 ESCAPE '\\'`, ['%web%']],
+    ['name', 'not_contains', 'web', `NOT (a."name" COLLATE "default" ILIKE $1 ESCAPE '\\')`, ['%web%']],
+    ['name', 'starts_with', 'web', `a."name" COLLATE "default" ILIKE $1 ESCAPE '\\'`, ['web%']],
     ['name', 'in', ['web', 'db'], 'a."name" = ANY($1::text[])', [['web', 'db']]],
     ['name', 'not_in', ['web'], 'NOT (a."name" = ANY($1::text[]))', [['web']]],
     ['name', 'is_empty', undefined, `(a."name" IS NULL OR a."name" = '')`, []],
@@ -43,9 +43,9 @@ describe('compileFilter: system columns', () => {
     ['asset_type_key', 'equals', 'server', 'a."asset_type_key" = $1', ['server']],
     ['access_domain_key', 'equals', 'it', 'a."access_domain_key" = $1', ['it']],
     ['access_domain_key', 'not_equals', 'it', '(a."access_domain_key" IS NULL OR a."access_domain_key" <> $1)', ['it']],
-    ['access_domain_key', 'contains', 'i', `a."access_domain_key" ILIKE $1 ESCAPE '\\'`, ['%i%']],
-    ['access_domain_key', 'not_contains', 'i', `(a."access_domain_key" IS NULL OR NOT (a."access_domain_key" ILIKE $1 ESCAPE '\\'))`, ['%i%']],
-    ['access_domain_key', 'starts_with', 'i', `a."access_domain_key" ILIKE $1 ESCAPE '\\'`, ['i%']],
+    ['access_domain_key', 'contains', 'i', `a."access_domain_key" COLLATE "default" ILIKE $1 ESCAPE '\\'`, ['%i%']],
+    ['access_domain_key', 'not_contains', 'i', `(a."access_domain_key" IS NULL OR NOT (a."access_domain_key" COLLATE "default" ILIKE $1 ESCAPE '\\'))`, ['%i%']],
+    ['access_domain_key', 'starts_with', 'i', `a."access_domain_key" COLLATE "default" ILIKE $1 ESCAPE '\\'`, ['i%']],
     ['access_domain_key', 'in', ['it'], 'a."access_domain_key" = ANY($1::text[])', [['it']]],
     ['access_domain_key', 'not_in', ['it'], '(a."access_domain_key" IS NULL OR NOT (a."access_domain_key" = ANY($1::text[])))', [['it']]],
     ['access_domain_key', 'is_empty', undefined, `(a."access_domain_key" IS NULL OR a."access_domain_key" = '')`, []],
@@ -67,7 +67,7 @@ describe('compileFilter: system columns', () => {
   it.each<Row>([
     ['id', 'equals', UUID1, 'r."id" = $1', [UUID1]],
     ['relationship_type_key', 'not_equals', 'runs_on', 'r."relationship_type_key" <> $1', ['runs_on']],
-    ['relationship_type_key', 'starts_with', 'run', `r."relationship_type_key" ILIKE $1 ESCAPE '\\'`, ['run%']],
+    ['relationship_type_key', 'starts_with', 'run', `r."relationship_type_key" COLLATE "default" ILIKE $1 ESCAPE '\\'`, ['run%']],
     ['source_asset_id', 'in', [UUID1], 'r."source_asset_id" = ANY($1::uuid[])', [[UUID1]]],
     ['target_asset_id', 'not_equals', UUID2, 'r."target_asset_id" <> $1', [UUID2]],
     ['created_at', 'greater_than', '2026-01-31', 'r."created_at" > $1', ['2026-01-31T00:00:00.000Z']],
@@ -81,9 +81,9 @@ describe('compileFilter: properties', () => {
     // text kinds: text, select, unique_key
     ['properties.owner', 'equals', 'ann', 'a.properties @> $1::jsonb', ['{"owner":"ann"}']],
     ['properties.owner', 'not_equals', 'ann', 'NOT (a.properties @> $1::jsonb)', ['{"owner":"ann"}']],
-    ['properties.owner', 'contains', 'an', `${T('owner')} ILIKE $1 ESCAPE '\\'`, ['%an%']],
-    ['properties.owner', 'not_contains', 'an', `(${T('owner')} IS NULL OR NOT (${T('owner')} ILIKE $1 ESCAPE '\\'))`, ['%an%']],
-    ['properties.hostname', 'starts_with', 'web-', `${T('hostname')} ILIKE $1 ESCAPE '\\'`, ['web-%']],
+    ['properties.owner', 'contains', 'an', `${T('owner')} COLLATE "default" ILIKE $1 ESCAPE '\\'`, ['%an%']],
+    ['properties.owner', 'not_contains', 'an', `(${T('owner')} IS NULL OR NOT (${T('owner')} COLLATE "default" ILIKE $1 ESCAPE '\\'))`, ['%an%']],
+    ['properties.hostname', 'starts_with', 'web-', `${T('hostname')} COLLATE "default" ILIKE $1 ESCAPE '\\'`, ['web-%']],
     ['properties.environment', 'in', ['dev', 'prod'], `${T('environment')} = ANY($1::text[])`, [['dev', 'prod']]],
     ['properties.environment', 'not_in', ['dev'], `(${T('environment')} IS NULL OR NOT (${T('environment')} = ANY($1::text[])))`, [['dev']]],
     ['properties.environment', 'is_empty', undefined, EMPTY('environment'), []],
@@ -131,7 +131,7 @@ describe('compileFilter: groups and numbering', () => {
       { and: [c('properties.environment', 'equals', 'prod'), c('properties.cpu_count', 'greater_than_or_equals', 16)] },
       c('name', 'starts_with', 'db-')] }
     expect(sql(body)).toEqual({
-      text: `((a.properties @> $1::jsonb AND ${N('cpu_count')} >= $2) OR a."name" ILIKE $3 ESCAPE '\\')`,
+      text: `((a.properties @> $1::jsonb AND ${N('cpu_count')} >= $2) OR a."name" COLLATE "default" ILIKE $3 ESCAPE '\\')`,
       values: ['{"environment":"prod"}', 16, 'db-%'],
     })
   })
@@ -163,7 +163,7 @@ describe('compileFilter: relationships', () => {
     const body = { and: [c('source_asset.properties.environment', 'equals', 'prod'), c('target_asset.name', 'starts_with', 'db')] }
     expect(sql(body, 'relationships')).toEqual({
       text: '(EXISTS (SELECT 1 FROM assets sa WHERE sa.org_id = r.org_id AND sa.id = r.source_asset_id AND sa.properties @> $1::jsonb)'
-        + ` AND EXISTS (SELECT 1 FROM assets ta WHERE ta.org_id = r.org_id AND ta.id = r.target_asset_id AND ta."name" ILIKE $2 ESCAPE '\\'))`,
+        + ` AND EXISTS (SELECT 1 FROM assets ta WHERE ta.org_id = r.org_id AND ta.id = r.target_asset_id AND ta."name" COLLATE "default" ILIKE $2 ESCAPE '\\'))`,
       values: ['{"environment":"prod"}', 'db%'],
     })
   })
@@ -245,7 +245,7 @@ describe('compileFilter: injection', () => {
   it.each<Row>([
     ['name', 'equals', hostile, 'a."name" = $1', [hostile]],
     ['properties.owner', 'equals', hostile, 'a.properties @> $1::jsonb', [JSON.stringify({ owner: hostile })]],
-    ['properties.owner', 'contains', hostile, `${T('owner')} ILIKE $1 ESCAPE '\\'`, [`%${hostile}%`]],
+    ['properties.owner', 'contains', hostile, `${T('owner')} COLLATE "default" ILIKE $1 ESCAPE '\\'`, [`%${hostile}%`]],
     ['properties.tags', 'includes', hostile, 'a.properties @> $1::jsonb', [JSON.stringify({ tags: [hostile] })]],
     ['properties.environment', 'in', [hostile, '$1'], `${T('environment')} = ANY($1::text[])`, [[hostile, '$1']]],
   ])('keeps a hostile value of %s %s in values only', (field, operator, value, text, values) => {
