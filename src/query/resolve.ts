@@ -117,13 +117,20 @@ interface Failure {
 }
 
 /** Resolves one condition; `source` says where its issues point and how its value arrives. */
-export function resolveCondition(cond: ConditionNode, target: Target, metamodel: Metamodel, source: Source): ResolvedCondition | RelatedCondition {
+export function resolveCondition(cond: ConditionNode, target: Target, metamodel: Metamodel, source: Source): ResolvedNode {
   const ref = lookupField(cond.field, target, metamodel)
   if (ref === null) failFilter(source.locate('field'), unknownFieldDetail(cond.field, target))
   // A list filter is equality, which on a multi-select means membership (CONTRACT §3).
   const operatorFor = (field: ResolvedField): Operator => (source.list && field.type === 'multi' ? 'includes' : cond.operator)
   const fitting = ref.candidates.filter((field) => operatorFits(field.type, operatorFor(field)))
   if (fitting.length === 0) failFilter(source.locate('operator'), unfitOperatorDetail(cond.operator, ref))
+  // Emptiness of a key with several value kinds (an integer `size` on one asset type, a text
+  // `size` on another) is about every kind: empty when empty in each, set when set in any.
+  if ((cond.operator === 'is_empty' || cond.operator === 'is_not_empty') && fitting.length > 1) {
+    if (cond.value !== undefined && cond.value !== null) failFilter(source.locate('value'), `${cond.operator} takes no value`)
+    const children = fitting.map((field) => wrap(ref, Object.freeze({ kind: 'condition', field, operator: cond.operator, value: NONE })))
+    return Object.freeze({ kind: cond.operator === 'is_empty' ? 'and' : 'or', children: Object.freeze(children) })
+  }
   let first: Failure | undefined
   // A key with several value kinds takes the first kind (metamodel order) its value fits.
   for (const field of fitting) {

@@ -130,6 +130,8 @@ describe('the typed projection answers as the jsonb documents do', () => {
     ['not_in on text matches missing', c('properties.hostname', 'not_in', ['db-01']), ['cable-1', 'cache-1', 'rack-1', 'web-01', 'web_02', 'webx03']],
     ['one key, two kinds: a number reads the number', c('properties.size', 'greater_than', 10), ['rack-1']],
     ['one key, two kinds: a string reads the text', c('properties.size', 'equals', '3'), ['cable-1']],
+    ['one key, two kinds: is_empty only where every kind is empty', c('properties.size', 'is_empty'), ['cache-1', 'db-01', 'web-01', 'web_02', 'webx03']],
+    ['one key, two kinds: is_not_empty where any kind is set', c('properties.size', 'is_not_empty'), ['cable-1', 'rack-1']],
     ['system columns', { and: [c('access_domain_key', 'not_equals', 'it'), c('name', 'starts_with', 'c')] }, ['cable-1', 'cache-1']],
     ['the CONTRACT §4 example', { or: [
       { and: [c('properties.environment', 'equals', 'prod'), c('properties.cpu_count', 'greater_than_or_equals', 16)] },
