@@ -124,8 +124,8 @@ class SchemaTyper {
       'x-kbis-asset-type-key': type.key,
       properties: Object.fromEntries(type.properties.map((p) => {
         const value = { ...(p.name !== p.key ? { title: p.name } : {}), ...(p.description ? { description: p.description } : {}), ...propertyValueSchema(p) }
-        // On PATCH a property set to null is cleared (CONTRACT §2).
-        return [p.key, patch ? { anyOf: [value, { type: 'null' }] } : value]
+        // On PATCH a property set to null is cleared (CONTRACT §2); a required one cannot be.
+        return [p.key, patch && !p.required ? { anyOf: [value, { type: 'null' }] } : value]
       })),
       ...(!patch && type.properties.some((p) => p.required) ? { required: type.properties.filter((p) => p.required).map((p) => p.key) } : {}),
       additionalProperties: false,

@@ -87,6 +87,8 @@ for (const store of STORES) {
       expect(doc.components.schemas.ServerPatch.properties.environment).toEqual({
         anyOf: [{ type: 'string', enum: ['dev', 'staging', 'prod'] }, { type: 'null' }],
       })
+      // A required property may change on PATCH but not be cleared: no null for it.
+      expect(doc.components.schemas.ServerPatch.properties.hostname).toEqual(SERVER_SCHEMA.properties.hostname)
     })
 
     it('enumerates the asset and relationship type keys', () => {
