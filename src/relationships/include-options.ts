@@ -121,6 +121,8 @@ export function includeOptionsFromBody(body: IncludeBody, base = ''): Relationsh
   const block = body.relationships ?? {}
   const at = `${base}/relationships`
   if (!isObject(block)) fail(Errors.INVALID_REQUEST, { pointer: at }, 'relationships must be an object {page, filter, sort}')
+  const unknown = Object.keys(block).find((key) => key !== 'page' && key !== 'filter' && key !== 'sort')
+  if (unknown !== undefined) fail(Errors.INVALID_REQUEST, { pointer: `${at}/${unknown.replaceAll('~', '~0').replaceAll('/', '~1')}` }, `unknown member "${unknown}" in relationships; it has page, filter and sort`)
   return { expand, page: bodyPage(block.page, `${at}/page`), filter: bodyFilter(block.filter, `${at}/filter`), sort: bodySort(block.sort, `${at}/sort`) }
 }
 

@@ -108,6 +108,12 @@ for (const store of STORES) {
       }
     })
 
+    it('refuses unknown members of the relationships block of a search with 400', async () => {
+      const res = await t.request('POST', '/api/v1/search/assets', { body: { include: ['relationships'], relationships: { limit: 1 } } })
+      expect(res.status).toBe(400)
+      expect(res.body.errors[0]).toMatchObject({ code: 'invalid_request', source: { pointer: '/relationships/limit' } })
+    })
+
     it('refuses a Viewer key with 403 before looking at the body', async () => {
       const viewer = await t.givenKey({ type: 'Viewer' })
       for (const [method, url, body] of [
