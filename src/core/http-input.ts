@@ -63,6 +63,8 @@ export function registerInputGuards(app: FastifyInstance): void {
   })
   // Fastify's own JSON parser (with its prototype-poisoning protection), plus the walk above. The
   // walk runs only when the raw text looks suspect, so ordinary bodies pay one regular-expression scan.
+  // JSON only: Fastify's text/plain parser would hand a string to routes that expect an object.
+  app.removeContentTypeParser('text/plain')
   const parse = app.getDefaultJsonParser('error', 'error')
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     parse(request, body as string, (err: Error | null, value?: unknown) => {

@@ -47,7 +47,7 @@ const COLUMNS: Readonly<Record<Target, ReadonlyMap<string, ColumnField>>> = {
   relationships: new Map([
     column('id', 'uuid'), column('relationship_type_key', 'text'),
     column('source_asset_id', 'uuid', false, true), column('target_asset_id', 'uuid', false, true),
-    column('created_at', 'datetime'),
+    column('created_at', 'datetime'), column('updated_at', 'datetime'),
   ]),
 }
 

@@ -54,7 +54,7 @@ export const relationshipListQuery = {
   additionalProperties: false,
   properties: {
     ...pageQuerySchema(),
-    sort: { type: 'string', description: 'Comma-separated fields (id, relationship_type_key, source_asset_id, target_asset_id, created_at), `-` for descending.' },
+    sort: { type: 'string', description: 'Comma-separated fields (id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at), `-` for descending.' },
     include: includeParam,
   },
   patternProperties: {

@@ -149,11 +149,13 @@ for (const store of STORES) {
     })
 
     it('answers a non-JSON content type with 415', async () => {
-      const res = await t.app.inject({
-        method: 'POST', url: '/api/v1/assets', payload: 'name=x', headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/x-www-form-urlencoded' },
-      })
-      expect(res.statusCode).toBe(415)
-      expect(JSON.parse(res.body).errors[0].code).toBe('unsupported_media_type')
+      for (const [type, payload] of [['application/x-www-form-urlencoded', 'name=x'], ['text/plain', '{"asset_type_key":"note","name":"x"}']]) {
+        const res = await t.app.inject({
+          method: 'POST', url: '/api/v1/assets', payload, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': type! },
+        })
+        expect(res.statusCode, type).toBe(415)
+        expect(JSON.parse(res.body).errors[0].code).toBe('unsupported_media_type')
+      }
     })
 
     it('answers hostile filter and sort parameters with 400', async () => {

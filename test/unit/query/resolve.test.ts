@@ -181,11 +181,11 @@ describe('resolveFilter: errors', () => {
   })
 
   it.each([
-    ['name', 'unknown field "name"; relationships are filtered by id, relationship_type_key, source_asset_id, target_asset_id, created_at, source_asset.<asset field>, target_asset.<asset field>'],
-    ['source_asset.nope', 'unknown field "source_asset.nope"; relationships are filtered by id, relationship_type_key, source_asset_id, target_asset_id, created_at, source_asset.<asset field>, target_asset.<asset field>'],
-    ['source_asset.source_asset_id', 'unknown field "source_asset.source_asset_id"; relationships are filtered by id, relationship_type_key, source_asset_id, target_asset_id, created_at, source_asset.<asset field>, target_asset.<asset field>'],
+    ['name', 'unknown field "name"; relationships are filtered by id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at, source_asset.<asset field>, target_asset.<asset field>'],
+    ['source_asset.nope', 'unknown field "source_asset.nope"; relationships are filtered by id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at, source_asset.<asset field>, target_asset.<asset field>'],
+    ['source_asset.source_asset_id', 'unknown field "source_asset.source_asset_id"; relationships are filtered by id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at, source_asset.<asset field>, target_asset.<asset field>'],
     ['target_asset.properties.nope', 'unknown property "nope": no asset type in the metamodel defines it'],
-    ['properties.owner', 'unknown field "properties.owner"; relationships are filtered by id, relationship_type_key, source_asset_id, target_asset_id, created_at, source_asset.<asset field>, target_asset.<asset field>'],
+    ['properties.owner', 'unknown field "properties.owner"; relationships are filtered by id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at, source_asset.<asset field>, target_asset.<asset field>'],
   ])('rejects unknown relationship field %s at /field', (field, detail) => {
     expect(caught(() => resolve({ field, operator: 'equals', value: 'a' }, 'relationships'))).toEqual(invalid(detail, '/filter/field'))
   })

@@ -106,9 +106,9 @@ describe('compileOrderBy', () => {
   })
 
   it.each([
-    ['name', 'cannot sort by "name"; relationships sort by id, relationship_type_key, source_asset_id, target_asset_id, created_at'],
-    ['source_asset.name', 'cannot sort by "source_asset.name"; relationships sort by id, relationship_type_key, source_asset_id, target_asset_id, created_at'],
-    ['properties.owner', 'cannot sort by "properties.owner"; relationships sort by id, relationship_type_key, source_asset_id, target_asset_id, created_at'],
+    ['name', 'cannot sort by "name"; relationships sort by id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at'],
+    ['source_asset.name', 'cannot sort by "source_asset.name"; relationships sort by id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at'],
+    ['properties.owner', 'cannot sort by "properties.owner"; relationships sort by id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at'],
   ])('rejects sort=%s on relationships', (sort, detail) => {
     expect(caught(() => orderBy(parseSortParam(sort), 'relationships'))).toEqual(invalidSort(detail, { parameter: 'sort' }))
   })
