@@ -15,12 +15,20 @@ function domainText(domain: string | null): string {
   return domain === null ? 'no access domain' : `access domain ${domain}`
 }
 
+const PLACEHOLDER: NewAssetRow = Object.freeze({ id: '', asset_type_key: '', name: '', access_domain_key: null, properties: {}, unique_value: null })
+
 /** Pure: every item against the metamodel and the key's roles; failures are recorded, not thrown. */
 function prepareRows(ctx: RequestContext, items: readonly BulkAssetInput[], failures: ItemFailures): NewAssetRow[] {
   const rows: NewAssetRow[] = []
   const invalid: Issue[] = []
   const forbidden: Issue[] = []
+  const malformed = new Set(failures.failed)
   for (let i = 0; i < items.length; i++) {
+    // An item that broke the body's schema is not looked at (its row stands in, never written).
+    if (malformed.has(i)) {
+      rows.push(PLACEHOLDER)
+      continue
+    }
     const { row, issues } = prepareNewAsset(ctx.metamodel, items[i]!, `/${i}`)
     rows.push(row)
     invalid.push(...issues)
@@ -99,8 +107,7 @@ function asCreatedRow(row: NewAssetRow, now: Date): AssetRow {
  * A failing item fails the request, but the others still go through every check, so that the
  * answer lists every failing item (invalid, forbidden, clashing); then nothing is kept.
  */
-export async function createAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetInput[]): Promise<BulkEntry[]> {
-  const failures = new ItemFailures()
+export async function createAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetInput[], failures = new ItemFailures()): Promise<BulkEntry[]> {
   const rows = prepareRows(ctx, items, failures)
   return ctx.db.transaction(async (tx) => {
     await insertOrListClashes(ctx, tx, rows, failures)

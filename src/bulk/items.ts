@@ -52,12 +52,12 @@ export function withItemMeta(err: AppError, body: unknown): AppError {
 }
 
 /** Which kind of failure gives a bulk answer its status when items fail in several ways. */
-const PRECEDENCE: readonly ErrorDef[] = [Errors.VALIDATION_FAILED, Errors.FORBIDDEN, Errors.UNIQUE_VIOLATION, Errors.DUPLICATE_RELATIONSHIP]
+const PRECEDENCE: readonly ErrorDef[] = [Errors.INVALID_REQUEST, Errors.VALIDATION_FAILED, Errors.FORBIDDEN, Errors.UNIQUE_VIOLATION, Errors.DUPLICATE_RELATIONSHIP]
 
 /**
  * Every failing item of a bulk request, of every kind, so that one answer lists them all
  * (CONTRACT §1): each entry keeps its own status and code, and the answer takes the status of
- * the first kind present in the order 422, 403, 409. Items that failed are left out of the
+ * the first kind present in the order 400, 422, 403, 409. Items that failed are left out of the
  * later checks (`failed`), which still run for the others.
  */
 export class ItemFailures {
@@ -74,6 +74,19 @@ export class ItemFailures {
       if (index !== null) this.failed.add(index)
     }
     this.byKind.set(def, list)
+  }
+
+  /**
+   * Starts from the body's schema errors (Fastify's, attached to the request): each names its
+   * item, which then skips every other check. A body with an error outside any item (it is not
+   * an array) is refused as a whole, as before any item is looked at.
+   */
+  static fromSchema(errors: readonly (Issue & { def: ErrorDef })[]): ItemFailures {
+    const failures = new ItemFailures()
+    const outside = errors.filter((issue) => itemIndexOf(issue.pointer) === null)
+    if (outside.length > 0) throw new AppError(outside[0]!.def, outside.map(({ def: _, ...issue }) => issue))
+    for (const { def, ...issue } of errors) failures.add(def, [issue])
+    return failures
   }
 
   /** Adds the issues of an AppError thrown by a shared helper (the relationship sync, say). */

@@ -17,8 +17,9 @@ export type BulkRelationshipInput = RelationshipInput & BulkItem
  * it is undone and the request is gone through item by item, so that every invalid or
  * duplicate item is listed with its reason.
  */
-export async function createRelationshipsInBulk(ctx: RequestContext, items: readonly BulkRelationshipInput[]): Promise<BulkEntry[]> {
-  return ctx.db.transaction(async (tx) => (await insertIfAllValid(ctx, tx, items)) ?? insertItemByItem(ctx, tx, items))
+export async function createRelationshipsInBulk(ctx: RequestContext, items: readonly BulkRelationshipInput[], failures = new ItemFailures()): Promise<BulkEntry[]> {
+  return ctx.db.transaction(async (tx) =>
+    (failures.failed.size === 0 ? await insertIfAllValid(ctx, tx, items) : null) ?? insertItemByItem(ctx, tx, items, failures))
 }
 
 /** The one-statement path; null (nothing written) when some item is invalid or a duplicate. */
@@ -65,9 +66,9 @@ async function endIds(ctx: RequestContext, tx: Tx, items: readonly RelationshipI
  * look-up of every end), then one INSERT of the valid ones that skips duplicates instead of
  * aborting on the first: every invalid, forbidden or duplicate item is listed in one answer.
  */
-async function insertItemByItem(ctx: RequestContext, tx: Tx, items: readonly BulkRelationshipInput[]): Promise<BulkEntry[]> {
-  const failures = new ItemFailures()
-  const prepared = await prepareRelationships(ctx, items, tx)
+async function insertItemByItem(ctx: RequestContext, tx: Tx, items: readonly BulkRelationshipInput[], failures: ItemFailures): Promise<BulkEntry[]> {
+  // Items that broke the body's schema are left out; every other one is checked.
+  const prepared = await prepareRelationships(ctx, items, tx, undefined, new Set(failures.failed))
   failures.add(Errors.VALIDATION_FAILED, prepared.issues)
   failures.add(Errors.FORBIDDEN, prepared.forbidden)
   const valid = prepared.rows.flatMap((row, k) => (failures.failed.has(prepared.indexes[k]!) ? [] : [{ row, index: prepared.indexes[k]! }]))

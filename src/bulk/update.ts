@@ -34,8 +34,9 @@ const compositeKey = (typeKey: string, value: string): string => `${typeKey}\u00
  * Names resolve against the store as it is when the request starts; a hidden asset is "not
  * found" for its item.
  */
-async function lockTargets(ctx: RequestContext, tx: Tx, items: readonly BulkAssetPatch[]): Promise<{ plan: Plan; missing: Issue[] }> {
-  const keys = items.map((item) => parseAssetRef(item.id, ctx.metamodel))
+async function lockTargets(ctx: RequestContext, tx: Tx, items: readonly BulkAssetPatch[], malformed: ReadonlySet<number>): Promise<{ plan: Plan; missing: Issue[] }> {
+  // An item that broke the body's schema names nothing here (its id may not even be a string).
+  const keys = items.map((item, i) => (malformed.has(i) ? null : parseAssetRef(item.id, ctx.metamodel)))
   const rows = await selectAssetsByKeys(tx, ctx.auth.orgId, keys.filter((k): k is AssetKey => k !== null), true, 'reference')
   const byId = new Map(rows.map((r) => [r.id, r]))
   const byComposite = new Map(rows.flatMap((r) => (r.unique_value === null ? [] : [[compositeKey(r.asset_type_key, r.unique_value), r] as const])))
@@ -45,7 +46,7 @@ async function lockTargets(ctx: RequestContext, tx: Tx, items: readonly BulkAsse
     const row = key === null ? undefined : 'id' in key ? byId.get(key.id) : byComposite.get(compositeKey(key.asset_type_key, key.unique_value))
     if (!row || !hasLevel(ctx.auth, row, 'view')) {
       plan.ids.push(null)
-      missing.push({ detail: `asset ${items[i]!.id} not found`, pointer: `/${i}/id` })
+      if (!malformed.has(i)) missing.push({ detail: `asset ${items[i]!.id} not found`, pointer: `/${i}/id` })
       return
     }
     plan.ids.push(row.id)
@@ -162,12 +163,11 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan, failur
  * and read the targets, (look up changed unique values), one UPDATE merging every change in SQL,
  * (sync embedded relationships once for every item that carries them).
  */
-export async function updateAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetPatch[]): Promise<BulkEntry[]> {
+export async function updateAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetPatch[], failures = new ItemFailures()): Promise<BulkEntry[]> {
   return ctx.db.transaction(async (tx) => {
     // Every item goes through every check (a failed one is left out of the later ones), so that
     // a failing request lists every failing item; then nothing is kept.
-    const failures = new ItemFailures()
-    const { plan, missing } = await lockTargets(ctx, tx, items)
+    const { plan, missing } = await lockTargets(ctx, tx, items, failures.failed)
     applyItems(ctx, items, plan, missing, failures)
     await checkUniqueValues(ctx, tx, plan, failures)
     if (failures.failed.size === 0) await patchBulkAssets(tx, ctx.auth.orgId, [...plan.patches.values()])

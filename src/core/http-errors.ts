@@ -51,10 +51,20 @@ export function validationError(errors: AjvError[], context: string): AppError {
         : describe(first, parameter)
     return new AppError(def, [{ detail, parameter }])
   }
-  const unknownField = errors.some((e) => e.keyword === 'additionalProperties')
+  const all = bodyIssues(errors)
+  const unknownField = all.some((issue) => issue.def === Errors.INVALID_REQUEST)
   const def = unknownField ? Errors.INVALID_REQUEST : Errors.VALIDATION_FAILED
-  const relevant = unknownField ? errors.filter((e) => e.keyword === 'additionalProperties') : errors
-  const issues: Issue[] = relevant
+  const issues = all.filter((issue) => issue.def === def).map(({ def: _, ...issue }) => issue)
+  return new AppError(def, issues.length > 0 ? issues : [{ detail: 'the body is not valid', pointer: '/' }])
+}
+
+/**
+ * Every schema error of a body as an issue with a pointer and its own kind: an unknown member is
+ * a malformed request (400 invalid_request), anything else (a wrong type or value, a missing
+ * member) invalid data (422 validation_failed).
+ */
+export function bodyIssues(errors: AjvError[]): (Issue & { def: ErrorDef })[] {
+  return errors
     .filter((e) => !['if', 'anyOf', 'oneOf'].includes(e.keyword))
     .map((e) => {
       const pointer =
@@ -64,9 +74,9 @@ export function validationError(errors: AjvError[], context: string): AppError {
             ? `${e.instancePath}/${String(e.params.missingProperty)}`
             : e.instancePath
       const where = e.instancePath.replace(/^\//, '').replaceAll('/', '.')
-      return { detail: describe(e, where), pointer: pointer || '/' }
+      const def = e.keyword === 'additionalProperties' ? Errors.INVALID_REQUEST : Errors.VALIDATION_FAILED
+      return { detail: describe(e, where), pointer: pointer || '/', def }
     })
-  return new AppError(def, issues.length > 0 ? issues : [{ detail: 'the body is not valid', pointer: '/' }])
 }
 
 function toAppError(err: FastifyError, request: FastifyRequest): AppError {

@@ -30,7 +30,8 @@ export interface PreparedRelationships {
  * Validates and resolves a whole batch of relationships against the metamodel, the store and the
  * key's roles, with ONE lookup statement for every end of every item. Nothing is written.
  * Every problem is reported (not only the first), each issue with `meta.index` and a pointer
- * `${pointerBase(index)}/<member>` (default `/<index>/<member>`, the bulk body's shape).
+ * `${pointerBase(index)}/<member>` (default `/<index>/<member>`, the bulk body's shape). Items in
+ * `skip` (failed already, say on the body's schema) are left out.
  *
  * @example await prepareRelationships(ctx, [{relationship_type_key: 'runs_on',
  *   source_asset_id: 'application:code:crm', target_asset_id: 'server:hostname:web-01'}], tx)
@@ -41,10 +42,12 @@ export async function prepareRelationships(
   items: readonly RelationshipInput[],
   tx: Queryable,
   pointerBase: (index: number) => string = (index) => `/${index}`,
+  skip: ReadonlySet<number> = new Set(),
 ): Promise<PreparedRelationships> {
-  const assets = await resolveAssetRefs(ctx, tx, items.flatMap((item) => [item.source_asset_id, item.target_asset_id]))
+  const assets = await resolveAssetRefs(ctx, tx, items.flatMap((item, index) => (skip.has(index) ? [] : [item.source_asset_id, item.target_asset_id])))
   const out: PreparedRelationships = { rows: [], indexes: [], issues: [], forbidden: [] }
   items.forEach((item, index) => {
+    if (skip.has(index)) return
     const at = (member: string, detail: string): Issue => ({ detail, pointer: `${pointerBase(index)}/${member}`, meta: { index } })
     const type = ctx.metamodel.relationshipTypes.get(item.relationship_type_key)
     if (!type) out.issues.push(at('relationship_type_key', `unknown relationship type ${item.relationship_type_key}`))

@@ -150,6 +150,40 @@ for (const store of STORES) {
       expect(await countLike('schema-%')).toBe(0)
     })
 
+    it('lists items that break the body schema beside items that fail later checks', async () => {
+      await t.request('POST', '/api/v1/bulk/assets', { body: [server('sch-taken')] })
+      const res = await t.request('POST', '/api/v1/bulk/assets', {
+        body: [
+          server('sch-ok'),
+          server('sch-extra', {}, { colour: 'red', client_ref: 'extra' }),
+          server('sch-date', { purchased_on: '2024-13-01' }, { client_ref: 'date' }),
+          server('sch-taken', {}, { client_ref: 'taken' }),
+          { asset_type_key: 'server', properties: { hostname: 'sch-noname' }, client_ref: 'noname' },
+        ],
+      })
+      expect(res.status).toBe(400)
+      expect(res.body.errors.map((e: { code: string; meta: { client_ref: string } }) => [e.meta.client_ref, e.code])).toEqual([
+        ['extra', 'invalid_request'], ['date', 'validation_failed'], ['taken', 'unique_violation'], ['noname', 'validation_failed'],
+      ])
+      expect(await countLike('sch-%')).toBe(1)
+      const app = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'application', name: 'sch', properties: { code: 'sch' } } })).body.data.id
+      await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'runs_on', source_asset_id: app, target_asset_id: 'server:hostname:sch-taken' } })
+      const rels = await t.request('POST', '/api/v1/bulk/relationships', {
+        body: [
+          { relationship_type_key: 'runs_on', source_asset_id: app, client_ref: 'no-target' },
+          { relationship_type_key: 'runs_on', source_asset_id: app, target_asset_id: 'server:hostname:sch-taken', client_ref: 'exists' },
+        ],
+      })
+      expect(rels.status).toBe(422)
+      expect(rels.body.errors.map((e: { code: string; meta: { client_ref: string } }) => [e.meta.client_ref, e.code])).toEqual([
+        ['no-target', 'validation_failed'], ['exists', 'duplicate_relationship'],
+      ])
+      const patch = await t.request('PATCH', '/api/v1/bulk/assets', { body: [{ id: 7, name: 'x' }, { id: 'server:hostname:nowhere' }, { id: 'server:hostname:sch-taken', name: 'renamed' }] })
+      expect(patch.status).toBe(422)
+      expect(patch.body.errors.map((e: { meta: { index: number } }) => e.meta.index)).toEqual([0, 1])
+      expect((await get('server:hostname:sch-taken')).name).toBe('sch-taken')
+    })
+
     it('answers 409 listing unique clashes inside the request and against existing data, writing nothing', async () => {
       expect((await t.request('POST', '/api/v1/assets', { body: server('taken-1') })).status).toBe(201)
       const items = [server('dup-a'), server('taken-1', {}, { client_ref: 'c1' }), server('dup-a', {}, { client_ref: 'c2' }), server('dup-b'), server('dup-b')]
