@@ -105,20 +105,23 @@ function asCreatedRow(row: NewAssetRow, now: Date): AssetRow {
  * relationship sync for the items that embed relationships. They run after the insert, so
  * `related_assets` may name (by composite key) assets created by other items of the request.
  * A failing item fails the request, but the others still go through every check, so that the
- * answer lists every failing item (invalid, forbidden, clashing); then nothing is kept.
+ * answer lists every failing item (malformed, invalid, forbidden, clashing); then nothing is kept.
+ * Embedded relationships are checked once every item has passed those checks.
  */
 export async function createAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetInput[], failures = new ItemFailures()): Promise<BulkEntry[]> {
   const rows = prepareRows(ctx, items, failures)
   return ctx.db.transaction(async (tx) => {
     await insertOrListClashes(ctx, tx, rows, failures)
+    // Embedded relationships are synced once every item has passed: a related asset named by
+    // another item that failed would look missing, a false failure. Theirs show on the next try.
+    failures.throwIfAny()
     const now = new Date()
     const syncs = rows.flatMap((row, i) =>
-      items[i]!.relationships === undefined || failures.failed.has(i)
+      items[i]!.relationships === undefined
         ? []
         : [{ asset: asCreatedRow(row, now), relationships: items[i]!.relationships, pointer: `/${i}/relationships` }],
     )
-    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs).catch((err: unknown) => failures.absorb(err))
-    failures.throwIfAny()
+    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
     return rows.map((row, i) => entryOf(row.id, items[i]!))
   })
 }

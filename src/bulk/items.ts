@@ -89,12 +89,6 @@ export class ItemFailures {
     return failures
   }
 
-  /** Adds the issues of an AppError thrown by a shared helper (the relationship sync, say). */
-  absorb(err: unknown): void {
-    if (!(err instanceof AppError) || !PRECEDENCE.includes(err.def)) throw err
-    this.add(err.def, err.issues)
-  }
-
   throwIfAny(): void {
     const kind = PRECEDENCE.find((def) => this.byKind.has(def))
     if (kind) throw new AppError(kind, PRECEDENCE.flatMap((def) => this.byKind.get(def) ?? []))

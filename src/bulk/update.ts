@@ -118,7 +118,8 @@ function applyItems(ctx: RequestContext, items: readonly BulkAssetPatch[], plan:
     const issues = item.properties === undefined ? [] : preparePropertiesPatch(ctx.metamodel, current.asset_type_key, item.properties, `/${i}`).issues
     if (item.access_domain_key !== undefined) issues.push(...checkDomain(ctx.metamodel, item.access_domain_key, `/${i}/access_domain_key`))
     invalid.push(...issues)
-    const denied = forbiddenIssue(ctx, current, item, i)
+    // One entry per failing item: an invalid one is not also reported as forbidden.
+    const denied = issues.length === 0 ? forbiddenIssue(ctx, current, item, i) : null
     if (denied) forbidden.push(denied)
     if (issues.length === 0 && !denied) fold(ctx, plan, id, item, i)
   })
@@ -170,15 +171,18 @@ export async function updateAssetsInBulk(ctx: RequestContext, items: readonly Bu
     const { plan, missing } = await lockTargets(ctx, tx, items, failures.failed)
     applyItems(ctx, items, plan, missing, failures)
     await checkUniqueValues(ctx, tx, plan, failures)
-    if (failures.failed.size === 0) await patchBulkAssets(tx, ctx.auth.orgId, [...plan.patches.values()])
+    // Embedded relationships are synced once every item has passed, on the patched assets: with
+    // a failed item the store would not hold this request's changes, and a related asset renamed
+    // by it would look missing (a false failure). Theirs show on the next try.
+    failures.throwIfAny()
+    await patchBulkAssets(tx, ctx.auth.orgId, [...plan.patches.values()])
     // The sync reads only ids, types and domains of the assets it is given.
     const syncs = items.flatMap((item, i) =>
-      item.relationships === undefined || failures.failed.has(i)
+      item.relationships === undefined
         ? []
         : [{ asset: plan.current.get(plan.ids[i]!)! as unknown as AssetRow, relationships: item.relationships, pointer: `/${i}/relationships` }],
     )
-    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs).catch((err: unknown) => failures.absorb(err))
-    failures.throwIfAny()
+    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
     return items.map((item, i) => entryOf(plan.ids[i]!, item))
   })
 }

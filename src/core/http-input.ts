@@ -53,6 +53,18 @@ const SUSPECT = /\\u0000|\\u[dD][89a-fA-F]|[eE][+-]?\d{3}|\d{309}/
 
 const NUL_IN_URL = 'text must not contain NUL (U+0000) characters'
 
+const POISON_DETAIL = 'keys named "__proto__" (or "constructor" holding "prototype") are not accepted'
+
+/** Fastify's parser reports a poisoned body as invalid JSON: valid JSON that it refused is poisoned. */
+function isPoisoned(body: string): boolean {
+  try {
+    JSON.parse(body)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /**
  * Values PostgreSQL cannot store are refused at the door (400 invalid_request with a pointer)
  * instead of failing deep inside a statement (500) or being stored as something else.
@@ -64,14 +76,14 @@ export function registerInputGuards(app: FastifyInstance): void {
   // Fastify's own JSON parser (with its prototype-poisoning protection), plus the walk above. The
   // walk runs only when the raw text looks suspect, so ordinary bodies pay one regular-expression scan.
   // JSON only: Fastify's text/plain parser would hand a string to routes that expect an object.
+  // An empty text/plain body (some clients label a body-less DELETE so) is no body at all.
   app.removeContentTypeParser('text/plain')
+  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, body, done) =>
+    (body === '' ? done(null, undefined) : done(new AppError(Errors.UNSUPPORTED_MEDIA_TYPE, 'send the body as application/json'), undefined)))
   const parse = app.getDefaultJsonParser('error', 'error')
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     parse(request, body as string, (err: Error | null, value?: unknown) => {
-      if (err) {
-        const poisoned = /prototype property/.test(err.message)
-        return done(poisoned ? new AppError(Errors.INVALID_REQUEST, 'keys named "__proto__" (or "constructor" holding "prototype") are not accepted') : err, undefined)
-      }
+      if (err) return done(isPoisoned(body as string) ? new AppError(Errors.INVALID_REQUEST, POISON_DETAIL) : err, undefined)
       const unstorable = SUSPECT.test(body as string) ? findUnstorable(value, '') : null
       if (unstorable) return done(new AppError(Errors.INVALID_REQUEST, [unstorable]), undefined)
       done(null, value)

@@ -21,9 +21,11 @@ export const MAX_PAGE_NUMBER = 1_000_000_000
  * Reads the `page` object of a JSON body (`{number?, size?}`, defaults 1 and 50). Returns the page,
  * or the member at fault ('' for the object itself) and why, for the caller's error.
  */
-export function readBodyPage(value: unknown): Page | { member: '' | 'number' | 'size'; detail: string } {
+export function readBodyPage(value: unknown): Page | { member: string; detail: string } {
   if (value === undefined || value === null) return { number: 1, size: DEFAULT_PAGE_SIZE }
   if (typeof value !== 'object' || Array.isArray(value)) return { member: '', detail: 'page must be an object {"number", "size"}' }
+  const extra = Object.keys(value).find((key) => key !== 'number' && key !== 'size')
+  if (extra !== undefined) return { member: extra.replaceAll('~', '~0').replaceAll('/', '~1'), detail: `unknown member "${extra}" in page; it has "number" and "size"` }
   const { number = 1, size = DEFAULT_PAGE_SIZE } = value as Record<string, unknown>
   if (!Number.isInteger(number) || (number as number) < 1 || (number as number) > MAX_PAGE_NUMBER) {
     return { member: 'number', detail: `number must be an integer in 1..${MAX_PAGE_NUMBER}` }

@@ -49,12 +49,15 @@ export async function prepareRelationships(
   items.forEach((item, index) => {
     if (skip.has(index)) return
     const at = (member: string, detail: string): Issue => ({ detail, pointer: `${pointerBase(index)}/${member}`, meta: { index } })
+    const issuesBefore = out.issues.length
     const type = ctx.metamodel.relationshipTypes.get(item.relationship_type_key)
     if (!type) out.issues.push(at('relationship_type_key', `unknown relationship type ${item.relationship_type_key}`))
     const source = checkEnd(type, 'source', item.source_asset_id, assets.get(item.source_asset_id), at, out.issues)
     const target = checkEnd(type, 'target', item.target_asset_id, assets.get(item.target_asset_id), at, out.issues)
-    // Creating (or deleting) a relationship needs edit on its source asset (CONTRACT §9).
-    if (source && !hasLevel(ctx.auth, source, 'edit')) out.forbidden.push(at('source_asset_id', cannotEdit(source)))
+    // Creating (or deleting) a relationship needs edit on its source asset (CONTRACT §9); an
+    // item that is invalid already is not also reported as forbidden.
+    const valid = out.issues.length === issuesBefore
+    if (valid && source && !hasLevel(ctx.auth, source, 'edit')) out.forbidden.push(at('source_asset_id', cannotEdit(source)))
     if (type && source && target) {
       out.rows.push({ id: newId(), relationship_type_key: type.key, source_asset_id: source.id, target_asset_id: target.id })
       out.indexes.push(index)

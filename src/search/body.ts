@@ -61,13 +61,8 @@ export function parseSearchBody(body: unknown, target: Target): SearchBody {
 
 /** `{number, size}`, both optional: number 1..1e9 (default 1), size 1..100 (default 50). */
 export function parsePage(value: unknown, pointer: string): Page {
-  if (isObject(value)) checkPageMembers(value, pointer)
   const page = readBodyPage(value)
   if ('member' in page) fail(Errors.INVALID_PAGE, page.member ? `${pointer}/${page.member}` : pointer, page.detail)
   return page
 }
 
-function checkPageMembers(value: Record<string, unknown>, pointer: string): void {
-  const extra = Object.keys(value).find((key) => key !== 'number' && key !== 'size')
-  if (extra !== undefined) fail(Errors.INVALID_PAGE, `${pointer}/${escapePointer(extra)}`, `unknown member "${extra}" in page; it has "number" and "size"`)
-}

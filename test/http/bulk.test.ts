@@ -184,6 +184,45 @@ for (const store of STORES) {
       expect((await get('server:hostname:sch-taken')).name).toBe('sch-taken')
     })
 
+    it('answers null and other non-object items with 422 for those items, never 500', async () => {
+      for (const [method, url] of [['POST', '/api/v1/bulk/assets'], ['PATCH', '/api/v1/bulk/assets'], ['POST', '/api/v1/bulk/relationships']] as const) {
+        const res = await t.request(method, url, { body: [null, 7, 'x', []] })
+        expect(res.status, `${method} ${url}`).toBe(422)
+        expect(res.body.errors.map((e: { meta: { index: number } }) => e.meta.index), `${method} ${url}`).toEqual([0, 1, 2, 3])
+      }
+    })
+
+    it('lists an item once, with its first failure: an invalid item is not also reported as forbidden', async () => {
+      const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      const [fin, it] = (await t.request('POST', '/api/v1/bulk/assets', {
+        body: [server('once-fin', {}, { access_domain_key: 'finance' }), server('once-it', {}, { access_domain_key: 'it' })],
+      })).body.data.map((d: { id: string }) => d.id)
+      const rel = await t.request('POST', '/api/v1/bulk/relationships', { key: editor, body: [{ relationship_type_key: 'nope', source_asset_id: fin, target_asset_id: it }] })
+      expect(rel.body.errors.map((e: { code: string }) => e.code)).toEqual(['validation_failed'])
+      const patch = await t.request('PATCH', '/api/v1/bulk/assets', { key: editor, body: [{ id: fin, properties: { cpu_count: 0 } }] })
+      expect(patch.body.errors.map((e: { code: string }) => e.code)).toEqual(['validation_failed'])
+    })
+
+    it('checks embedded relationships only once every item passed, so a failing item causes no false failure in another', async () => {
+      await t.request('POST', '/api/v1/bulk/assets', { body: [server('casc-1'), server('casc-2'), server('casc-3'), { asset_type_key: 'application', name: 'casc', properties: { code: 'casc' } }] })
+      const patch = await t.request('PATCH', '/api/v1/bulk/assets', {
+        body: [
+          { id: 'server:hostname:casc-1', properties: { hostname: 'casc-new' } },
+          { id: 'server:hostname:casc-2', properties: { hostname: 'casc-3' } },
+          { id: 'application:code:casc', relationships: { outgoing: { runs_on: { related_assets: [{ id: 'server:hostname:casc-new' }] } } } },
+        ],
+      })
+      expect(patch.status).toBe(409)
+      expect(patch.body.errors.map((e: { meta: { index: number } }) => e.meta.index)).toEqual([1])
+      const fixed = await t.request('PATCH', '/api/v1/bulk/assets', {
+        body: [
+          { id: 'server:hostname:casc-1', properties: { hostname: 'casc-new' } },
+          { id: 'application:code:casc', relationships: { outgoing: { runs_on: { related_assets: [{ id: 'server:hostname:casc-new' }] } } } },
+        ],
+      })
+      expect(fixed.status).toBe(200)
+    })
+
     it('answers 409 listing unique clashes inside the request and against existing data, writing nothing', async () => {
       expect((await t.request('POST', '/api/v1/assets', { body: server('taken-1') })).status).toBe(201)
       const items = [server('dup-a'), server('taken-1', {}, { client_ref: 'c1' }), server('dup-a', {}, { client_ref: 'c2' }), server('dup-b'), server('dup-b')]

@@ -114,6 +114,21 @@ for (const store of STORES) {
       expect(res.body.errors[0]).toMatchObject({ code: 'invalid_request', source: { pointer: '/relationships/limit' } })
     })
 
+    it('archives with an empty text/plain body (a body-less DELETE some clients label so), and names a poisoned body for what it is', async () => {
+      const note = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'plain-delete' } })).body.data.id
+      const del = await t.app.inject({ method: 'DELETE', url: `/api/v1/assets/${note}`, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'text/plain' } })
+      expect(del.statusCode).toBe(204)
+      const poisoned = await t.app.inject({
+        method: 'POST', url: '/api/v1/assets', payload: '{"asset_type_key":"note","name":"p","__proto__":{"x":1}}',
+        headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' },
+      })
+      expect(poisoned.statusCode).toBe(400)
+      expect(poisoned.json().errors[0].detail).toBe('keys named "__proto__" (or "constructor" holding "prototype") are not accepted')
+      const page = await t.request('POST', '/api/v1/search/assets', { body: { include: ['relationships'], relationships: { page: { number: 1, x: 2 } } } })
+      expect(page.status).toBe(400)
+      expect(page.body.errors[0]).toMatchObject({ code: 'invalid_page', source: { pointer: '/relationships/page/x' } })
+    })
+
     it('refuses a Viewer key with 403 before looking at the body', async () => {
       const viewer = await t.givenKey({ type: 'Viewer' })
       for (const [method, url, body] of [
