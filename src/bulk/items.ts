@@ -85,7 +85,12 @@ export class ItemFailures {
     const failures = new ItemFailures()
     const outside = errors.filter((issue) => itemIndexOf(issue.pointer) === null)
     if (outside.length > 0) throw new AppError(outside[0]!.def, outside.map(({ def: _, ...issue }) => issue))
-    for (const { def, ...issue } of errors) failures.add(def, [issue])
+    // An item with an unknown member is malformed (400); its other schema errors are not listed.
+    const malformed = new Set(errors.flatMap((issue) => (issue.def === Errors.INVALID_REQUEST ? [itemIndexOf(issue.pointer)] : [])))
+    for (const { def, ...issue } of errors) {
+      if (def !== Errors.INVALID_REQUEST && malformed.has(itemIndexOf(issue.pointer))) continue
+      failures.add(def, [issue])
+    }
     return failures
   }
 

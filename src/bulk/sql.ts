@@ -77,6 +77,14 @@ export async function patchBulkAssets(tx: Queryable, orgId: string, rows: readon
 }
 
 /**
+ * Clears the unique values of assets that are about to get new ones (the UPDATE that follows
+ * sets them), so that values swapped between them never meet in `assets_unique_prop`.
+ */
+export async function releaseUniqueValues(tx: Queryable, orgId: string, ids: readonly string[]): Promise<void> {
+  await tx.query('UPDATE assets SET unique_value = NULL WHERE org_id = $1 AND id = ANY($2::uuid[])', [orgId, ids])
+}
+
+/**
  * Inserts relationships in one statement, skipping (type, source, target) triples that exist
  * already or repeat an earlier row, and returns how many it wrote; when that falls short,
  * `selectExistingRelationshipIds` tells which rows were written. (`insertRelationships` returns

@@ -7,7 +7,7 @@ import { selectAssetsByKeys, type AssetKey, type AssetReference } from '../asset
 import type { AssetRow } from '../assets/mapper.js'
 import { parseAssetRef } from '../assets/refs.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
-import { patchBulkAssets, selectUniqueHolders, type AssetPatchRow } from './sql.js'
+import { patchBulkAssets, releaseUniqueValues, selectUniqueHolders, type AssetPatchRow } from './sql.js'
 import { duplicateClaims, entryOf, ItemFailures, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
 
 export type BulkAssetPatch = Omit<AssetPatch, 'asset_type_key'> & BulkItem & { id: string }
@@ -175,6 +175,9 @@ export async function updateAssetsInBulk(ctx: RequestContext, items: readonly Bu
     // a failed item the store would not hold this request's changes, and a related asset renamed
     // by it would look missing (a false failure). Theirs show on the next try.
     failures.throwIfAny()
+    // Two or more assets changing unique values may swap them (a → b, b → a): the unique index is
+    // checked row by row, so their old values are released first, in one statement.
+    if (plan.uniqueSetBy.size > 1) await releaseUniqueValues(tx, ctx.auth.orgId, [...plan.uniqueSetBy.keys()])
     await patchBulkAssets(tx, ctx.auth.orgId, [...plan.patches.values()])
     // The sync reads only ids, types and domains of the assets it is given.
     const syncs = items.flatMap((item, i) =>

@@ -58,6 +58,11 @@ export function validationError(errors: AjvError[], context: string): AppError {
   return new AppError(def, issues.length > 0 ? issues : [{ detail: 'the body is not valid', pointer: '/' }])
 }
 
+/** A member name as one JSON-pointer token (RFC 6901: ~ → ~0, / → ~1). */
+function escapeToken(token: string): string {
+  return token.replaceAll('~', '~0').replaceAll('/', '~1')
+}
+
 /**
  * Every schema error of a body as an issue with a pointer and its own kind: an unknown member is
  * a malformed request (400 invalid_request), anything else (a wrong type or value, a missing
@@ -69,9 +74,9 @@ export function bodyIssues(errors: AjvError[]): (Issue & { def: ErrorDef })[] {
     .map((e) => {
       const pointer =
         e.keyword === 'additionalProperties'
-          ? `${e.instancePath}/${String(e.params.additionalProperty)}`
+          ? `${e.instancePath}/${escapeToken(String(e.params.additionalProperty))}`
           : e.keyword === 'required'
-            ? `${e.instancePath}/${String(e.params.missingProperty)}`
+            ? `${e.instancePath}/${escapeToken(String(e.params.missingProperty))}`
             : e.instancePath
       const where = e.instancePath.replace(/^\//, '').replaceAll('/', '.')
       const def = e.keyword === 'additionalProperties' ? Errors.INVALID_REQUEST : Errors.VALIDATION_FAILED

@@ -48,8 +48,10 @@ function findUnstorable(value: unknown, pointer: string): Issue | null {
 }
 
 // Only a raw body with one of these can hold an unstorable value: the escapes of NUL and of
-// surrogates (raw UTF-8 cannot carry a lone surrogate), a 3-digit exponent or a 309-digit run.
-const SUSPECT = /\\u0000|\\u[dD][89a-fA-F]|[eE][+-]?\d{3}|\d{309}/
+// surrogates (raw UTF-8 cannot carry a lone surrogate), or a number that may pass 1.8e308 (an
+// exponent of 2 digits or more, or a run of 100 digits: 1 and 215 zeros then e99 overflows).
+// The walk itself decides; these only spare it on ordinary bodies.
+const SUSPECT = /\\u0000|\\u[dD][89a-fA-F]|\d[eE][+-]?\d{2}|\d{100}/
 
 const NUL_IN_URL = 'text must not contain NUL (U+0000) characters'
 

@@ -54,18 +54,32 @@ const DIRECTIONS: readonly Direction[] = ['outgoing', 'incoming']
  */
 export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, items: EmbeddedSync[]): Promise<void> {
   const issues: Issue[] = []
-  const submitted = items.flatMap((item) => readPairs(item, issues))
-  const assets = await resolveAssetRefs(ctx, tx, submitted.flatMap((pair) => pair.refs.map((r) => r.ref)))
-  const plan = planSync(ctx, submitted, assets)
-  issues.push(...plan.issues)
+  const all = items.flatMap((item) => readPairs(item, issues))
+  const assets = await resolveAssetRefs(ctx, tx, all.flatMap((pair) => pair.refs.map((r) => r.ref)))
+  // Every submitted pair is checked; only the last one given for each (asset, direction, type) is written.
+  const checked = planSync(ctx, all, assets)
+  issues.push(...checked.issues)
   if (issues.length > 0) throw new AppError(Errors.VALIDATION_FAILED, issues)
+  const submitted = latestPerPair(all)
+  const plan = submitted.length === all.length ? checked : planSync(ctx, submitted, assets)
   const removed = await deleteReplacedRelationships(tx, ctx.auth, plan.pairs, plan.kept)
   const blockedRemovals = removed.filter((r) => !r.editable)
-  if (blockedRemovals.length > 0) throw forbiddenRemovals(blockedRemovals, items)
+  if (blockedRemovals.length > 0) throw forbiddenRemovals(blockedRemovals, submitted)
   const inserted = await insertRelationships(tx, ctx.auth.orgId, plan.rows, { ignoreDuplicates: true })
   // Only relationships that are really new need edit on their source; existing ones are kept as is.
   const blocked = inserted.flatMap((row) => plan.uneditable.get(rowKey(row)) ?? [])
   if (blocked.length > 0) throw new AppError(Errors.FORBIDDEN, blocked)
+}
+
+const pairKey = (assetId: string, direction: Direction, typeKey: string): string => `${assetId}\u0000${direction}\u0000${typeKey}`
+
+/**
+ * Items apply in order (bulk PATCH may name one asset twice): when several give the same
+ * (asset, direction, type) pair, the last one's set replaces the pair, the earlier ones are dropped.
+ */
+function latestPerPair(pairs: SubmittedPair[]): SubmittedPair[] {
+  const last = new Map(pairs.map((pair, i) => [pairKey(pair.item.asset.id, pair.direction, pair.typeKey), i]))
+  return pairs.filter((pair, i) => last.get(pairKey(pair.item.asset.id, pair.direction, pair.typeKey)) === i)
 }
 
 function escapePointer(token: string): string {
@@ -141,14 +155,15 @@ function rowKey(row: { relationship_type_key: string; source_asset_id: string; t
   return `${row.relationship_type_key}\u0000${row.source_asset_id}\u0000${row.target_asset_id}`
 }
 
-function forbiddenRemovals(removed: { asset_id: string; relationship_type_key: string; related_id: string }[], items: EmbeddedSync[]): AppError {
-  const byAsset = new Map(items.map((item) => [item.asset.id, item]))
+/** The 403 of removals the key may not make, each on the item (and pair) that asked for it. */
+function forbiddenRemovals(removed: { asset_id: string; direction: Direction; relationship_type_key: string; related_id: string }[], submitted: SubmittedPair[]): AppError {
+  const byPair = new Map(submitted.map((pair) => [pairKey(pair.item.asset.id, pair.direction, pair.typeKey), pair]))
   return new AppError(Errors.FORBIDDEN, removed.map((r) => {
-    const item = byAsset.get(r.asset_id)
+    const pair = byPair.get(pairKey(r.asset_id, r.direction, r.relationship_type_key))
     return {
       detail: `the incoming ${r.relationship_type_key} relationship from asset ${r.related_id} cannot be removed: the key may not edit that asset, its source`,
-      pointer: `${item?.pointer ?? '/relationships'}/incoming/${escapePointer(r.relationship_type_key)}`,
-      ...(item?.meta ? { meta: item.meta } : {}),
+      pointer: pair?.pointer ?? `/relationships/incoming/${escapePointer(r.relationship_type_key)}`,
+      ...(pair?.item.meta ? { meta: pair.item.meta } : {}),
     }
   }))
 }

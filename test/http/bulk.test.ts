@@ -223,6 +223,50 @@ for (const store of STORES) {
       expect(fixed.status).toBe(200)
     })
 
+    it('PATCH applies items naming one asset in order: swapped unique values, and a later relationship set replacing an earlier one', async () => {
+      const [s1, s2, s3] = (await t.request('POST', '/api/v1/bulk/assets', { body: [server('swap-1'), server('swap-2'), server('swap-3')] })).body.data.map((d: { id: string }) => d.id)
+      const swap = await t.request('PATCH', '/api/v1/bulk/assets', { body: [{ id: s1, properties: { hostname: 'swap-2' } }, { id: s2, properties: { hostname: 'swap-1' } }] })
+      expect(swap.status).toBe(200)
+      expect([(await get(s1)).properties.hostname, (await get(s2)).properties.hostname]).toEqual(['swap-2', 'swap-1'])
+      expect((await get('server:hostname:swap-1')).id).toBe(s2)
+      const sets = await t.request('PATCH', '/api/v1/bulk/assets', {
+        body: [
+          { id: s1, relationships: { outgoing: { depends_on: { related_assets: [{ id: s3 }] } } } },
+          { id: s1, relationships: { outgoing: { depends_on: { related_assets: [{ id: s2 }] } } } },
+        ],
+      })
+      expect(sets.status).toBe(200)
+      expect(await related(s1)).toEqual([s2])
+      const cleared = await t.request('PATCH', '/api/v1/bulk/assets', {
+        body: [{ id: s1, relationships: { outgoing: { depends_on: { related_assets: [{ id: s3 }] } } } }, { id: s1, relationships: { outgoing: { depends_on: { related_assets: [] } } } }],
+      })
+      expect(cleared.status).toBe(200)
+      expect(await related(s1)).toEqual([])
+    })
+
+    it('puts a refused removal of an incoming relationship on the item that asked for it', async () => {
+      const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      const [fin, own, other] = (await t.request('POST', '/api/v1/bulk/assets', {
+        body: [server('rm-fin', {}, { access_domain_key: 'finance' }), server('rm-own', {}, { access_domain_key: 'it' }), server('rm-other', {}, { access_domain_key: 'it' })],
+      })).body.data.map((d: { id: string }) => d.id)
+      await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'depends_on', source_asset_id: fin, target_asset_id: own } })
+      const res = await t.request('PATCH', '/api/v1/bulk/assets', {
+        key: editor,
+        body: [
+          { id: own, relationships: { incoming: { depends_on: { related_assets: [] } } }, client_ref: 'remover' },
+          { id: own, name: 'renamed', relationships: { outgoing: { depends_on: { related_assets: [{ id: other }] } } }, client_ref: 'innocent' },
+        ],
+      })
+      expect(res.status).toBe(403)
+      expect(res.body.errors).toEqual([expect.objectContaining({ source: { pointer: '/0/relationships/incoming/depends_on' }, meta: { index: 0, client_ref: 'remover' } })])
+    })
+
+    it('lists an item with an unknown member once, as 400, with the member escaped in its pointer', async () => {
+      const res = await t.request('POST', '/api/v1/bulk/relationships', { body: [{ 'a/b': 1 }] })
+      expect(res.status).toBe(400)
+      expect(res.body.errors.map((e: { code: string; source: { pointer: string } }) => [e.code, e.source.pointer])).toEqual([['invalid_request', '/0/a~1b']])
+    })
+
     it('answers 409 listing unique clashes inside the request and against existing data, writing nothing', async () => {
       expect((await t.request('POST', '/api/v1/assets', { body: server('taken-1') })).status).toBe(201)
       const items = [server('dup-a'), server('taken-1', {}, { client_ref: 'c1' }), server('dup-a', {}, { client_ref: 'c2' }), server('dup-b'), server('dup-b')]
