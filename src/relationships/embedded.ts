@@ -46,9 +46,10 @@ const DIRECTIONS: readonly Direction[] = ['outgoing', 'incoming']
  * (spec "Embedded relationship sync rules"): `[]` removes every relationship of the pair, pairs
  * not sent are untouched. Runs inside the caller's transaction and is set-based whatever the
  * number of items (bulk sends up to 10,000): one lookup of every related asset, one DELETE, one
- * INSERT. Any invalid related asset throws 422 before anything is written, so the caller's
- * transaction (the asset write included) rolls back and nothing changes. The caller has checked
- * `edit` on each asset; incoming pairs also need `edit` on the related asset (it is the source).
+ * INSERT. Any invalid or forbidden pair throws (422 before 403, both listed in one error), and
+ * the caller's transaction (the asset write included) rolls back: nothing changes. The caller
+ * has checked `edit` on each asset; incoming pairs also need `edit` on the related asset (it is
+ * the source).
  *
  * @example relationships: {"outgoing": {"runs_on": {"related_assets": [{"id": "server:hostname:web-01"}]}}}
  */
@@ -59,16 +60,23 @@ export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, ite
   // Every submitted pair is checked; only the last one given for each (asset, direction, type) is written.
   const checked = planSync(ctx, all, assets)
   issues.push(...checked.issues)
-  if (issues.length > 0) throw new AppError(Errors.VALIDATION_FAILED, issues)
-  const submitted = latestPerPair(all)
+  // Items with invalid pairs are left out of the write, which still runs for the others so that
+  // their 403s are found too: one answer lists every failing item (the caller's transaction
+  // rolls back whenever this throws).
+  const byPointer = new Map(items.map((item) => [item.pointer, item]))
+  // Every issue points into its item's `relationships` member (`/3/relationships/…`).
+  const invalid = new Set(issues.flatMap((issue) => byPointer.get(/^(.*?\/relationships)(?=\/|$)/.exec(issue.pointer ?? '')?.[1] ?? '') ?? []))
+  const submitted = latestPerPair(all).filter((pair) => !invalid.has(pair.item))
   const plan = submitted.length === all.length ? checked : planSync(ctx, submitted, assets)
   const removed = await deleteReplacedRelationships(tx, ctx.auth, plan.pairs, plan.kept)
-  const blockedRemovals = removed.filter((r) => !r.editable)
-  if (blockedRemovals.length > 0) throw forbiddenRemovals(blockedRemovals, submitted)
+  const forbidden = forbiddenRemovals(removed.filter((r) => !r.editable), submitted)
   const inserted = await insertRelationships(tx, ctx.auth.orgId, plan.rows, { ignoreDuplicates: true })
   // Only relationships that are really new need edit on their source; existing ones are kept as is.
-  const blocked = inserted.flatMap((row) => plan.uneditable.get(rowKey(row)) ?? [])
-  if (blocked.length > 0) throw new AppError(Errors.FORBIDDEN, blocked)
+  forbidden.push(...inserted.flatMap((row) => plan.uneditable.get(rowKey(row)) ?? []))
+  if (issues.length > 0 || forbidden.length > 0) {
+    const marked = forbidden.map((issue) => ({ ...issue, def: Errors.FORBIDDEN }))
+    throw new AppError(issues.length > 0 ? Errors.VALIDATION_FAILED : Errors.FORBIDDEN, [...issues, ...(issues.length > 0 ? marked : forbidden)])
+  }
 }
 
 const pairKey = (assetId: string, direction: Direction, typeKey: string): string => `${assetId}\u0000${direction}\u0000${typeKey}`
@@ -155,15 +163,15 @@ function rowKey(row: { relationship_type_key: string; source_asset_id: string; t
   return `${row.relationship_type_key}\u0000${row.source_asset_id}\u0000${row.target_asset_id}`
 }
 
-/** The 403 of removals the key may not make, each on the item (and pair) that asked for it. */
-function forbiddenRemovals(removed: { asset_id: string; direction: Direction; relationship_type_key: string; related_id: string }[], submitted: SubmittedPair[]): AppError {
+/** The 403 issues of removals the key may not make, each on the item (and pair) that asked for it. */
+function forbiddenRemovals(removed: { asset_id: string; direction: Direction; relationship_type_key: string; related_id: string }[], submitted: SubmittedPair[]): Issue[] {
   const byPair = new Map(submitted.map((pair) => [pairKey(pair.item.asset.id, pair.direction, pair.typeKey), pair]))
-  return new AppError(Errors.FORBIDDEN, removed.map((r) => {
+  return removed.map((r) => {
     const pair = byPair.get(pairKey(r.asset_id, r.direction, r.relationship_type_key))
     return {
       detail: `the incoming ${r.relationship_type_key} relationship from asset ${r.related_id} cannot be removed: the key may not edit that asset, its source`,
       pointer: pair?.pointer ?? `/relationships/incoming/${escapePointer(r.relationship_type_key)}`,
       ...(pair?.item.meta ? { meta: pair.item.meta } : {}),
     }
-  }))
+  })
 }

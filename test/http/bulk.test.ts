@@ -267,6 +267,21 @@ for (const store of STORES) {
       expect(res.body.errors.map((e: { code: string; source: { pointer: string } }) => [e.code, e.source.pointer])).toEqual([['invalid_request', '/0/a~1b']])
     })
 
+    it('lists invalid and forbidden embedded relationships of different items in one answer', async () => {
+      const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      await t.request('POST', '/api/v1/bulk/assets', { body: [server('emb-fin', {}, { access_domain_key: 'finance' })] })
+      const res = await t.request('POST', '/api/v1/bulk/assets', {
+        key: editor,
+        body: [
+          server('emb-e0', {}, { access_domain_key: 'it', client_ref: 'e0', relationships: { incoming: { depends_on: { related_assets: [{ id: 'server:hostname:emb-fin' }] } } } }),
+          server('emb-e1', {}, { access_domain_key: 'it', client_ref: 'e1', relationships: { outgoing: { depends_on: { related_assets: [{ id: 'server:hostname:missing' }] } } } }),
+        ],
+      })
+      expect(res.status).toBe(422)
+      expect(res.body.errors.map((e: { code: string; meta: { client_ref: string } }) => [e.meta.client_ref, e.code])).toEqual([['e0', 'forbidden'], ['e1', 'validation_failed']])
+      expect(await countLike('emb-e%')).toBe(0)
+    })
+
     it('answers 409 listing unique clashes inside the request and against existing data, writing nothing', async () => {
       expect((await t.request('POST', '/api/v1/assets', { body: server('taken-1') })).status).toBe(201)
       const items = [server('dup-a'), server('taken-1', {}, { client_ref: 'c1' }), server('dup-a', {}, { client_ref: 'c2' }), server('dup-b'), server('dup-b')]
