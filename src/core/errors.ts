@@ -28,7 +28,6 @@ export const Errors = {
   UNIQUE_VIOLATION: def(409, 'unique_violation', 'A unique value is already taken'),
   DUPLICATE_RELATIONSHIP: def(409, 'duplicate_relationship', 'The relationship exists already'),
   PAYLOAD_TOO_LARGE: def(413, 'payload_too_large', 'The request body is too large'),
-  UNSUPPORTED_MEDIA_TYPE: def(415, 'unsupported_media_type', 'The body must be JSON'),
   VALIDATION_FAILED: def(422, 'validation_failed', 'The data is not valid'),
   TOO_MANY_ITEMS: def(422, 'too_many_items', 'Too many items in one bulk request'),
   RATE_LIMIT_EXCEEDED: def(429, 'rate_limit_exceeded', 'The rate limit is exceeded'),

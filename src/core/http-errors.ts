@@ -97,7 +97,8 @@ function toAppError(err: FastifyError, request: FastifyRequest): AppError {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new AppError(Errors.PAYLOAD_TOO_LARGE, `the body is larger than ${request.routeOptions.bodyLimit ?? 'the limit of'} bytes`)
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new AppError(Errors.UNSUPPORTED_MEDIA_TYPE, 'send the body as application/json')
+      // Every body is read as JSON (core/http-input.ts); a malformed Content-Type header lands here.
+      return new AppError(Errors.INVALID_REQUEST, 'the body must be JSON (Content-Type: application/json)')
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new AppError(Errors.INVALID_REQUEST, 'the Content-Length does not match the body')
     default:

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AppError, Errors, type Issue } from './errors.js'
 
 function escapePointer(token: string): string {
@@ -77,18 +77,21 @@ export function registerInputGuards(app: FastifyInstance): void {
   })
   // Fastify's own JSON parser (with its prototype-poisoning protection), plus the walk above. The
   // walk runs only when the raw text looks suspect, so ordinary bodies pay one regular-expression scan.
-  // JSON only: Fastify's text/plain parser would hand a string to routes that expect an object.
-  // An empty text/plain body (some clients label a body-less DELETE so) is no body at all.
-  app.removeContentTypeParser('text/plain')
-  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, body, done) =>
-    (body === '' ? done(null, undefined) : done(new AppError(Errors.UNSUPPORTED_MEDIA_TYPE, 'send the body as application/json'), undefined)))
   const parse = app.getDefaultJsonParser('error', 'error')
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+  const parseJson = (request: FastifyRequest, body: string | Buffer, done: (err: Error | null, value?: unknown) => void): void => {
     parse(request, body as string, (err: Error | null, value?: unknown) => {
       if (err) return done(isPoisoned(body as string) ? new AppError(Errors.INVALID_REQUEST, POISON_DETAIL) : err, undefined)
       const unstorable = SUSPECT.test(body as string) ? findUnstorable(value, '') : null
       if (unstorable) return done(new AppError(Errors.INVALID_REQUEST, [unstorable]), undefined)
       done(null, value)
     })
-  })
+  }
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson)
+  // JSON in and out (CONTRACT §1): a body is read as JSON whatever its Content-Type says, so a
+  // client that forgets the header or labels JSON text/plain is understood, and anything else is
+  // "not valid JSON" (400 invalid_request, a code of the CONTRACT). An empty body is no body (a
+  // body-less DELETE that some clients label text/plain).
+  app.removeContentTypeParser('text/plain')
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) =>
+    (body === '' ? done(null, undefined) : parseJson(request, body, done)))
 }

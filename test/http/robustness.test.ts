@@ -164,14 +164,18 @@ for (const store of STORES) {
       }
     })
 
-    it('answers a non-JSON content type with 415', async () => {
-      for (const [type, payload] of [['application/x-www-form-urlencoded', 'name=x'], ['text/plain', '{"asset_type_key":"note","name":"x"}']]) {
-        const res = await t.app.inject({
-          method: 'POST', url: '/api/v1/assets', payload, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': type! },
-        })
-        expect(res.statusCode, type).toBe(415)
-        expect(JSON.parse(res.body).errors[0].code).toBe('unsupported_media_type')
+    it('reads every body as JSON whatever its Content-Type: JSON labelled otherwise or unlabelled works, anything else is 400', async () => {
+      const send = (payload: string, headers: Record<string, string>) =>
+        t.app.inject({ method: 'POST', url: '/api/v1/assets', payload, headers: { authorization: `Bearer ${t.adminKey}`, ...headers } })
+      for (const type of ['text/plain', 'application/x-www-form-urlencoded']) {
+        const form = await send('name=x', { 'content-type': type })
+        expect(form.statusCode, type).toBe(400)
+        expect(form.json().errors[0]).toMatchObject({ code: 'invalid_request', detail: 'the body is not valid JSON' })
       }
+      const labelled = await send('{"asset_type_key":"note","name":"labelled text/plain"}', { 'content-type': 'text/plain' })
+      expect(labelled.statusCode).toBe(201)
+      const unlabelled = await send('{"asset_type_key":"note","name":"unlabelled"}', {})
+      expect(unlabelled.statusCode).toBe(201)
     })
 
     it('answers hostile filter and sort parameters with 400', async () => {
