@@ -3,7 +3,6 @@ export interface Api {
   url: string
   /** Sends `body` as is (a prepared JSON text, so that building it is not timed) and reads the whole answer. */
   send(method: string, path: string, body?: string): Promise<{ status: number; text: string }>
-  json<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>
 }
 
 export function api(url: string, secret: string): Api {
@@ -15,14 +14,7 @@ export function api(url: string, secret: string): Api {
     })
     return { status: res.status, text: await res.text() }
   }
-  return {
-    url,
-    send,
-    async json(method, path, body) {
-      const res = await send(method, path, body === undefined ? undefined : JSON.stringify(body))
-      return { status: res.status, body: res.text === '' ? null : JSON.parse(res.text) }
-    },
-  }
+  return { url, send }
 }
 
 /** Throws with the answer's start when a setup request of the bench fails. */

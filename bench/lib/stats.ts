@@ -12,8 +12,3 @@ export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; resu
   const result = await fn()
   return { ms: performance.now() - start, result }
 }
-
-export function round(value: number, digits = 0): number {
-  const f = 10 ** digits
-  return Math.round(value * f) / f
-}

@@ -50,3 +50,8 @@ export function hasLevel(auth: AuthContext, asset: { access_domain_key: string |
   const have = levelOn(auth, asset)
   return have !== null && levelRank(have) >= levelRank(level)
 }
+
+/** How errors name an asset's access domain: `access domain it`, or `no access domain`. */
+export function describeDomain(domain: string | null): string {
+  return domain === null ? 'no access domain' : `access domain ${domain}`
+}

@@ -1,4 +1,5 @@
 import type { Queryable } from '../store/db.js'
+import { Params, selectPage } from '../store/sql.js'
 import type { Grant } from '../access/levels.js'
 
 export interface RoleRow {
@@ -53,13 +54,7 @@ export async function selectDirectoryPage<T extends DirectoryTable>(
   offset: number,
 ): Promise<{ rows: DirectoryRows[T][]; total: number }> {
   const t = TABLES[table]
-  const [rows, count] = await Promise.all([
-    db.query<DirectoryRows[T]>(`SELECT ${t.columns} FROM ${table} WHERE org_id = $1 ORDER BY ${t.order} LIMIT $2 OFFSET $3`, [
-      orgId, limit, offset,
-    ]),
-    db.query<{ n: number }>(`SELECT count(*) AS n FROM ${table} WHERE org_id = $1`, [orgId]),
-  ])
-  return { rows: rows.rows, total: Number(count.rows[0]?.n ?? 0) }
+  return selectPage<DirectoryRows[T]>(db, { select: t.columns, from: table }, { where: 'org_id = $1', orderBy: t.order, limit, offset, params: new Params([orgId]) })
 }
 
 /** One row by its key (roles, access domains) or id (users). Callers check a user id is a UUID. */

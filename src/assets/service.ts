@@ -1,7 +1,7 @@
 import { AppError, Errors } from '../core/errors.js'
 import type { RequestContext } from '../core/context.js'
 import type { Tx } from '../store/db.js'
-import { hasLevel } from '../access/scope.js'
+import { describeDomain, hasLevel } from '../access/scope.js'
 import type { Level } from '../access/levels.js'
 import { toAssetRecord, type AssetRecord, type AssetRow } from './mapper.js'
 import { prepareAssetChange, prepareNewAsset, type AssetInput, type AssetPatch } from './prepare.js'
@@ -14,7 +14,7 @@ function notFound(ref: string): AppError {
 }
 
 function forbidden(action: string, asset: { access_domain_key: string | null; asset_type_key: string }): AppError {
-  const domain = asset.access_domain_key === null ? 'no access domain' : `access domain ${asset.access_domain_key}`
+  const domain = describeDomain(asset.access_domain_key)
   return new AppError(Errors.FORBIDDEN, `the key's roles do not allow to ${action} ${asset.asset_type_key} assets in ${domain}`)
 }
 

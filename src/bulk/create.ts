@@ -1,19 +1,14 @@
 import { Errors, type Issue } from '../core/errors.js'
 import type { RequestContext } from '../core/context.js'
 import type { Tx } from '../store/db.js'
-import { hasLevel } from '../access/scope.js'
+import { describeDomain, hasLevel } from '../access/scope.js'
 import { prepareNewAsset, type AssetInput } from '../assets/prepare.js'
 import type { NewAssetRow } from '../assets/sql.js'
-import type { AssetRow } from '../assets/mapper.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { insertBulkAssets, selectExistingIds } from './sql.js'
 import { duplicateClaims, entryOf, ItemFailures, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
 
 export type BulkAssetInput = AssetInput & BulkItem
-
-function domainText(domain: string | null): string {
-  return domain === null ? 'no access domain' : `access domain ${domain}`
-}
 
 const PLACEHOLDER: NewAssetRow = Object.freeze({ id: '', asset_type_key: '', name: '', access_domain_key: null, properties: {}, unique_value: null })
 
@@ -34,7 +29,7 @@ function prepareRows(ctx: RequestContext, items: readonly BulkAssetInput[], fail
     invalid.push(...issues)
     if (issues.length === 0 && !hasLevel(ctx.auth, row, 'edit')) {
       forbidden.push({
-        detail: `the key's roles do not allow to create ${row.asset_type_key} assets in ${domainText(row.access_domain_key)}`,
+        detail: `the key's roles do not allow to create ${row.asset_type_key} assets in ${describeDomain(row.access_domain_key)}`,
         pointer: `/${i}`,
       })
     }
@@ -84,7 +79,7 @@ async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly N
   const candidates = skipped.size === 0 ? rows : rows.filter((_, i) => !skipped.has(i))
   const written = await insertBulkAssets(tx, ctx.auth.orgId, inUniqueOrder(candidates))
   if (written < candidates.length) {
-    const inserted = await selectExistingIds(tx, ctx.auth.orgId, candidates.map((row) => row.id))
+    const inserted = await selectExistingIds(tx, 'assets', ctx.auth.orgId, candidates.map((row) => row.id))
     rows.forEach((row, i) => {
       if (skipped.has(i) || inserted.has(row.id)) return
       issues.push({
@@ -94,10 +89,6 @@ async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly N
     })
   }
   failures.add(Errors.UNIQUE_VIOLATION, issues)
-}
-
-function asCreatedRow(row: NewAssetRow, now: Date): AssetRow {
-  return { id: row.id, asset_type_key: row.asset_type_key, name: row.name, access_domain_key: row.access_domain_key, properties: row.properties, created_at: now, updated_at: now }
 }
 
 /**
@@ -115,11 +106,10 @@ export async function createAssetsInBulk(ctx: RequestContext, items: readonly Bu
     // Embedded relationships are synced once every item has passed: a related asset named by
     // another item that failed would look missing, a false failure. Theirs show on the next try.
     failures.throwIfAny()
-    const now = new Date()
     const syncs = rows.flatMap((row, i) =>
       items[i]!.relationships === undefined
         ? []
-        : [{ asset: asCreatedRow(row, now), relationships: items[i]!.relationships, pointer: `/${i}/relationships` }],
+        : [{ asset: row, relationships: items[i]!.relationships, pointer: `/${i}/relationships` }],
     )
     if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
     return rows.map((row, i) => entryOf(row.id, items[i]!))

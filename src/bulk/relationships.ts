@@ -5,7 +5,7 @@ import { isUuid, newId } from '../core/time.js'
 import { parseAssetRef } from '../assets/refs.js'
 import { resolveAssetRefs } from '../relationships/resolve.js'
 import { prepareRelationships, type NewRelationshipRow, type RelationshipInput } from '../relationships/embedded.js'
-import { insertBulkRelationships, insertCheckedRelationships, selectExistingRelationshipIds } from './sql.js'
+import { insertBulkRelationships, insertCheckedRelationships, selectExistingIds } from './sql.js'
 import { entryOf, ItemFailures, type BulkEntry, type BulkItem } from './items.js'
 
 export type BulkRelationshipInput = RelationshipInput & BulkItem
@@ -75,7 +75,7 @@ async function insertItemByItem(ctx: RequestContext, tx: Tx, items: readonly Bul
   const rows = valid.map((v) => v.row)
   const written = await insertBulkRelationships(tx, ctx.auth.orgId, rows)
   if (written < rows.length) {
-    const inserted = await selectExistingRelationshipIds(tx, ctx.auth.orgId, rows.map((row) => row.id))
+    const inserted = await selectExistingIds(tx, 'relationships', ctx.auth.orgId, rows.map((row) => row.id))
     failures.add(Errors.DUPLICATE_RELATIONSHIP, duplicateIssues(valid, inserted))
   }
   failures.throwIfAny()

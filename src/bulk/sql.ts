@@ -33,9 +33,12 @@ export async function insertBulkAssets(tx: Queryable, orgId: string, rows: reado
   return result.rowCount
 }
 
-/** Which of these asset ids exist (in this transaction's view): one statement. */
-export async function selectExistingIds(tx: Queryable, orgId: string, ids: readonly string[]): Promise<Set<string>> {
-  const result = await tx.query<{ id: string }>('SELECT id FROM assets WHERE org_id = $1 AND id = ANY($2::uuid[])', [orgId, ids])
+/**
+ * Which of these ids exist in `table` (in this transaction's view): one statement. Tells which
+ * rows an INSERT … ON CONFLICT DO NOTHING skipped. `table` is one of two fixed names.
+ */
+export async function selectExistingIds(tx: Queryable, table: 'assets' | 'relationships', orgId: string, ids: readonly string[]): Promise<Set<string>> {
+  const result = await tx.query<{ id: string }>(`SELECT id FROM ${table} WHERE org_id = $1 AND id = ANY($2::uuid[])`, [orgId, ids])
   return new Set(result.rows.map((r) => r.id))
 }
 
@@ -87,7 +90,7 @@ export async function releaseUniqueValues(tx: Queryable, orgId: string, ids: rea
 /**
  * Inserts relationships in one statement, skipping (type, source, target) triples that exist
  * already or repeat an earlier row, and returns how many it wrote; when that falls short,
- * `selectExistingRelationshipIds` tells which rows were written. (`insertRelationships` returns
+ * `selectExistingIds` tells which rows were written. (`insertRelationships` returns
  * whole records, 10,000 of them parsed for nothing here.)
  */
 export async function insertBulkRelationships(tx: Queryable, orgId: string, rows: readonly NewRelationshipRow[]): Promise<number> {
@@ -139,31 +142,4 @@ export async function insertCheckedRelationships(tx: Queryable, auth: AuthContex
     params.values,
   )
   return result.rowCount
-}
-
-export async function selectExistingRelationshipIds(tx: Queryable, orgId: string, ids: readonly string[]): Promise<Set<string>> {
-  const result = await tx.query<{ id: string }>('SELECT id FROM relationships WHERE org_id = $1 AND id = ANY($2::uuid[])', [orgId, ids])
-  return new Set(result.rows.map((r) => r.id))
-}
-
-export interface UniqueHolder {
-  id: string
-  asset_type_key: string
-  unique_value: string
-}
-
-/** The live assets holding any of these (type, unique value) pairs: one statement. */
-export async function selectUniqueHolders(
-  db: Queryable,
-  orgId: string,
-  pairs: readonly { asset_type_key: string; unique_value: string }[],
-): Promise<UniqueHolder[]> {
-  if (pairs.length === 0) return []
-  const result = await db.query<UniqueHolder>(
-    `SELECT a.id, a.asset_type_key, a.unique_value FROM assets a
-     WHERE a.org_id = $1 AND a.archived_at IS NULL
-       AND (a.asset_type_key, a.unique_value) IN (SELECT * FROM unnest($2::text[], $3::text[]))`,
-    [orgId, pairs.map((p) => p.asset_type_key), pairs.map((p) => p.unique_value)],
-  )
-  return result.rows
 }

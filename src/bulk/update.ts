@@ -1,13 +1,12 @@
 import { Errors, type Issue } from '../core/errors.js'
 import type { RequestContext } from '../core/context.js'
 import type { Tx } from '../store/db.js'
-import { hasLevel } from '../access/scope.js'
+import { describeDomain, hasLevel } from '../access/scope.js'
 import { checkDomain, preparePropertiesPatch, type AssetPatch } from '../assets/prepare.js'
 import { selectAssetsByKeys, type AssetKey, type AssetReference } from '../assets/sql.js'
-import type { AssetRow } from '../assets/mapper.js'
 import { parseAssetRef } from '../assets/refs.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
-import { patchBulkAssets, releaseUniqueValues, selectUniqueHolders, type AssetPatchRow } from './sql.js'
+import { patchBulkAssets, releaseUniqueValues, type AssetPatchRow } from './sql.js'
 import { duplicateClaims, entryOf, ItemFailures, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
 
 export type BulkAssetPatch = Omit<AssetPatch, 'asset_type_key'> & BulkItem & { id: string }
@@ -56,14 +55,10 @@ async function lockTargets(ctx: RequestContext, tx: Tx, items: readonly BulkAsse
   return { plan, missing }
 }
 
-function domainText(domain: string | null): string {
-  return domain === null ? 'no access domain' : `access domain ${domain}`
-}
-
 /** The access rules of one item on the asset as the earlier items left it; null when allowed. */
 function forbiddenIssue(ctx: RequestContext, current: AssetReference, item: BulkAssetPatch, index: number): Issue | null {
   if (!hasLevel(ctx.auth, current, 'edit')) {
-    return { detail: `the key's roles do not allow to change ${current.asset_type_key} assets in ${domainText(current.access_domain_key)}`, pointer: `/${index}` }
+    return { detail: `the key's roles do not allow to change ${current.asset_type_key} assets in ${describeDomain(current.access_domain_key)}`, pointer: `/${index}` }
   }
   if (item.access_domain_key === undefined || item.access_domain_key === current.access_domain_key) return null
   const moved = { ...current, access_domain_key: item.access_domain_key }
@@ -147,12 +142,22 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan, failur
     detail: `${claim.asset_type_key} ${claim.unique_value}: the same unique value is given by item ${firstIndex}`,
     pointer: pointer(claim),
   }))
-  const holders = await selectUniqueHolders(tx, ctx.auth.orgId, claims)
+  // Claims by value, so each holder finds its claimants without a scan of every claim.
+  const claimsOf = new Map<string, UniqueClaim[]>()
+  for (const claim of claims) {
+    const key = `${claim.asset_type_key}\u0000${claim.unique_value}`
+    const list = claimsOf.get(key)
+    if (list) list.push(claim)
+    else claimsOf.set(key, [claim])
+  }
+  // The live assets holding any claimed value: one look-up by composite key.
+  const keys = claims.map((c) => ({ asset_type_key: c.asset_type_key, unique_value: c.unique_value }))
+  const holders = await selectAssetsByKeys(tx, ctx.auth.orgId, keys, false, 'reference')
   for (const holder of holders) {
-    const keeps = (plan.current.get(holder.id)?.unique_value ?? holder.unique_value) === holder.unique_value
-    for (const claim of claims) {
-      const claimant = plan.ids[claim.index]
-      if (!keeps || claimant === holder.id || claim.asset_type_key !== holder.asset_type_key || claim.unique_value !== holder.unique_value) continue
+    // A holder that gives its value up in this request is no clash.
+    if ((plan.current.get(holder.id)?.unique_value ?? holder.unique_value) !== holder.unique_value) continue
+    for (const claim of claimsOf.get(`${holder.asset_type_key}\u0000${holder.unique_value}`) ?? []) {
+      if (plan.ids[claim.index] === holder.id) continue
       issues.push({ detail: `${claim.asset_type_key} ${claim.unique_value}: the unique value is already taken by another asset of this type`, pointer: pointer(claim) })
     }
   }
@@ -179,11 +184,10 @@ export async function updateAssetsInBulk(ctx: RequestContext, items: readonly Bu
     // checked row by row, so their old values are released first, in one statement.
     if (plan.uniqueSetBy.size > 1) await releaseUniqueValues(tx, ctx.auth.orgId, [...plan.uniqueSetBy.keys()])
     await patchBulkAssets(tx, ctx.auth.orgId, [...plan.patches.values()])
-    // The sync reads only ids, types and domains of the assets it is given.
     const syncs = items.flatMap((item, i) =>
       item.relationships === undefined
         ? []
-        : [{ asset: plan.current.get(plan.ids[i]!)! as unknown as AssetRow, relationships: item.relationships, pointer: `/${i}/relationships` }],
+        : [{ asset: plan.current.get(plan.ids[i]!)!, relationships: item.relationships, pointer: `/${i}/relationships` }],
     )
     if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
     return items.map((item, i) => entryOf(plan.ids[i]!, item))

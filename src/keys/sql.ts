@@ -1,4 +1,5 @@
 import type { Queryable } from '../store/db.js'
+import { Params, selectPage } from '../store/sql.js'
 
 /** What a key is, as it is written and read back (the secret's hash is written, never read). */
 interface ApiKeyFields {
@@ -43,14 +44,9 @@ export async function selectApiKeyPage(
   limit: number,
   offset: number,
 ): Promise<{ rows: ApiKeyRow[]; total: number }> {
-  const where = 'org_id = $1 AND ($2::uuid IS NULL OR owner_user_id = $2::uuid)'
-  const [rows, count] = await Promise.all([
-    db.query<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE ${where} ORDER BY created_at, id LIMIT $3 OFFSET $4`, [
-      orgId, ownerUserId, limit, offset,
-    ]),
-    db.query<{ n: number }>(`SELECT count(*) AS n FROM api_keys WHERE ${where}`, [orgId, ownerUserId]),
-  ])
-  return { rows: rows.rows, total: Number(count.rows[0]?.n ?? 0) }
+  return selectPage<ApiKeyRow>(db, { select: API_KEY_COLUMNS, from: 'api_keys' }, {
+    where: 'org_id = $1 AND ($2::uuid IS NULL OR owner_user_id = $2::uuid)', orderBy: 'created_at, id', limit, offset, params: new Params([orgId, ownerUserId]),
+  })
 }
 
 /** One key of the organization; `forUpdate` locks it for the rest of the transaction. */

@@ -73,7 +73,8 @@ export function escapePointer(token: string): string {
   return token.replaceAll('~', '~0').replaceAll('/', '~1')
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+/** A JSON object: not null, not an array. */
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 

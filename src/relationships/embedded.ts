@@ -7,6 +7,7 @@ import type { AssetRow } from '../assets/mapper.js'
 import type { AssetReference } from '../assets/sql.js'
 import { cannotEdit, endAllows, endNotAllowed, resolveAssetRefs, type End } from './resolve.js'
 import { insertRelationships, type NewRelationshipRow } from './sql.js'
+import { escapePointer, isPlainObject } from '../query/parse.js'
 import { deleteReplacedRelationships, type Direction, type KeptRelated, type PairKey } from './embedded-sql.js'
 
 // The batch helpers of POST /bulk/relationships live next door; re-exported for one import site.
@@ -14,12 +15,11 @@ export { prepareRelationships, type PreparedRelationships, type RelationshipInpu
 export { insertRelationships, type NewRelationshipRow } from './sql.js'
 
 export interface EmbeddedSync {
-  asset: AssetRow
+  /** What the sync reads of the asset: its id and type. */
+  asset: Pick<AssetRow, 'id' | 'asset_type_key'>
   relationships: unknown
-  /** JSON pointer of the `relationships` member in the request body. */
+  /** JSON pointer of the `relationships` member in the request body (bulk: `/3/relationships`). */
   pointer: string
-  /** Added to every issue about this item, e.g. `{index, client_ref}` in bulk requests. */
-  meta?: Record<string, unknown>
 }
 
 interface SubmittedPair {
@@ -90,32 +90,24 @@ function latestPerPair(pairs: SubmittedPair[]): SubmittedPair[] {
   return pairs.filter((pair, i) => last.get(pairKey(pair.item.asset.id, pair.direction, pair.typeKey)) === i)
 }
 
-function escapePointer(token: string): string {
-  return token.replaceAll('~', '~0').replaceAll('/', '~1')
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
 /** Reads the body shape (the route schemas check it too; bulk items may arrive unchecked). */
 function readPairs(item: EmbeddedSync, issues: Issue[]): SubmittedPair[] {
   const bad = (pointer: string, detail: string): [] => {
-    issues.push({ detail, pointer, ...(item.meta ? { meta: item.meta } : {}) })
+    issues.push({ detail, pointer })
     return []
   }
-  if (!isObject(item.relationships)) return bad(item.pointer, 'relationships must be an object with "outgoing" and/or "incoming"')
+  if (!isPlainObject(item.relationships)) return bad(item.pointer, 'relationships must be an object with "outgoing" and/or "incoming"')
   const body = item.relationships
   return DIRECTIONS.flatMap((direction) => {
     const byType = body[direction]
     if (byType === undefined) return []
-    if (!isObject(byType)) return bad(`${item.pointer}/${direction}`, `${direction} must be an object keyed by relationship type`)
+    if (!isPlainObject(byType)) return bad(`${item.pointer}/${direction}`, `${direction} must be an object keyed by relationship type`)
     return Object.entries(byType).flatMap(([typeKey, group]): SubmittedPair[] => {
       const pointer = `${item.pointer}/${direction}/${escapePointer(typeKey)}`
-      const list = isObject(group) ? group.related_assets : undefined
+      const list = isPlainObject(group) ? group.related_assets : undefined
       if (!Array.isArray(list)) return bad(pointer, 'each relationship type holds {"related_assets": [{"id": "..."}]}')
       const refs = list.flatMap((entry: unknown, i) => {
-        const id = isObject(entry) ? entry.id : undefined
+        const id = isPlainObject(entry) ? entry.id : undefined
         return typeof id === 'string' && id !== '' ? [{ ref: id, pointer: `${pointer}/related_assets/${i}/id` }] : bad(`${pointer}/related_assets/${i}`, 'a related asset is {"id": "<UUID or composite key>"}')
       })
       return [{ item, direction, typeKey, pointer, refs }]
@@ -128,7 +120,7 @@ function planSync(ctx: RequestContext, submitted: SubmittedPair[], assets: Map<s
   for (const pair of submitted) {
     const { item, direction, typeKey } = pair
     const issue = (pointer: string, detail: string): void => {
-      plan.issues.push({ detail, pointer, ...(item.meta ? { meta: item.meta } : {}) })
+      plan.issues.push({ detail, pointer })
     }
     const type = ctx.metamodel.relationshipTypes.get(typeKey)
     if (!type) {
@@ -152,7 +144,7 @@ function planSync(ctx: RequestContext, submitted: SubmittedPair[], assets: Map<s
       const row = { id: newId(), relationship_type_key: type.key, source_asset_id: source.id, target_asset_id: target.id }
       plan.rows.push(row)
       if (direction === 'incoming' && !hasLevel(ctx.auth, related, 'edit')) {
-        plan.uneditable.set(rowKey(row), { detail: cannotEdit(related), pointer, ...(item.meta ? { meta: item.meta } : {}) })
+        plan.uneditable.set(rowKey(row), { detail: cannotEdit(related), pointer })
       }
     }
   }
@@ -171,7 +163,6 @@ function forbiddenRemovals(removed: { asset_id: string; direction: Direction; re
     return {
       detail: `the incoming ${r.relationship_type_key} relationship from asset ${r.related_id} cannot be removed: the key may not edit that asset, its source`,
       pointer: pair?.pointer ?? `/relationships/incoming/${escapePointer(r.relationship_type_key)}`,
-      ...(pair?.item.meta ? { meta: pair.item.meta } : {}),
     }
   })
 }

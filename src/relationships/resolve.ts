@@ -1,6 +1,6 @@
 import type { RequestContext } from '../core/context.js'
 import type { Queryable } from '../store/db.js'
-import { hasLevel } from '../access/scope.js'
+import { describeDomain, hasLevel } from '../access/scope.js'
 import { parseAssetRef } from '../assets/refs.js'
 import { selectAssetsByKeys, type AssetKey, type AssetReference } from '../assets/sql.js'
 import type { RelationshipType } from '../metamodel/types.js'
@@ -47,6 +47,6 @@ export function endNotAllowed(type: RelationshipType, end: End, assetTypeKey: st
 }
 
 export function cannotEdit(asset: AssetReference): string {
-  const domain = asset.access_domain_key === null ? 'no access domain' : `access domain ${asset.access_domain_key}`
+  const domain = describeDomain(asset.access_domain_key)
   return `the key's roles do not allow to change relationships of ${asset.asset_type_key} assets in ${domain} (edit on the source asset is needed)`
 }
