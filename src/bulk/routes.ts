@@ -3,15 +3,16 @@ import { requirePermission } from '../core/auth/permissions.js'
 import { AppError } from '../core/errors.js'
 import { bodyIssues, sendError, validationError } from '../core/http-errors.js'
 import { commonErrorResponses } from '../core/schemas.js'
-import { assertItemCount, ItemFailures, withItemMeta } from './items.js'
+import { assertItemCount, entryOf, ItemFailures, withItemMeta } from '../core/items.js'
 import { bulkCreateAssetsBody, bulkCreateRelationshipsBody, bulkEnvelope, bulkErrorResponses, bulkPatchAssetsBody } from './schemas.js'
-import { createAssetsInBulk, type BulkAssetInput } from './create.js'
-import { updateAssetsInBulk, type BulkAssetPatch } from './update.js'
-import { createRelationshipsInBulk, type BulkRelationshipInput } from './relationships.js'
+import { createAssets, type BulkAssetInput } from '../assets/create.js'
+import { patchAssets, type BulkAssetPatch } from '../assets/update.js'
+import { createRelationships, type BulkRelationshipInput } from '../relationships/create.js'
 
 /**
  * /bulk/*: up to 10,000 items per request, all or nothing (CONTRACT §5). HTTP only; the rules
- * live in create.ts, update.ts and relationships.ts.
+ * live in assets/create.ts, assets/update.ts and relationships/create.ts, which the single
+ * writes share (a single write is a bulk write of one).
  */
 export async function bulkRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['bulk']
@@ -42,23 +43,26 @@ export async function bulkRoutes(app: FastifyInstance): Promise<void> {
     ...options,
     schema: { tags, summary: 'Create up to 10,000 assets in one transaction', body: bulkCreateAssetsBody, response: response(201) },
   }, async (request, reply) => {
-    const data = await createAssetsInBulk(await app.requestContext(request), request.body as BulkAssetInput[], failuresOf(request))
-    return reply.code(201).send({ data })
+    const items = request.body as BulkAssetInput[]
+    const rows = await createAssets(await app.requestContext(request), items, failuresOf(request))
+    return reply.code(201).send({ data: rows.map((row, i) => entryOf(row.id, items[i]!)) })
   })
 
   app.patch('/bulk/assets', {
     ...options,
     schema: { tags, summary: 'Update up to 10,000 assets in one transaction', body: bulkPatchAssetsBody, response: response(200) },
   }, async (request) => {
-    const data = await updateAssetsInBulk(await app.requestContext(request), request.body as BulkAssetPatch[], failuresOf(request))
-    return { data }
+    const items = request.body as BulkAssetPatch[]
+    const updates = await patchAssets(await app.requestContext(request), items, failuresOf(request))
+    return { data: updates.map((u, i) => entryOf(u.after.id, items[i]!)) }
   })
 
   app.post('/bulk/relationships', {
     ...options,
     schema: { tags, summary: 'Create up to 10,000 relationships in one transaction', body: bulkCreateRelationshipsBody, response: response(201) },
   }, async (request, reply) => {
-    const data = await createRelationshipsInBulk(await app.requestContext(request), request.body as BulkRelationshipInput[], failuresOf(request))
-    return reply.code(201).send({ data })
+    const items = request.body as BulkRelationshipInput[]
+    const rows = await createRelationships(await app.requestContext(request), items, failuresOf(request))
+    return reply.code(201).send({ data: rows.map((row, i) => entryOf(row.id, items[i]!)) })
   })
 }

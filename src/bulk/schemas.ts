@@ -1,6 +1,6 @@
 import { assetCreateBody, embeddedRelationshipsSchema } from '../assets/schemas.js'
 import { ASSET_NAME_SCHEMA, KEY_SCHEMA, errorEnvelopeSchema } from '../core/schemas.js'
-import { MAX_BULK_ITEMS } from './items.js'
+import { MAX_BULK_ITEMS } from '../core/items.js'
 
 const clientRef = {
   type: 'string',

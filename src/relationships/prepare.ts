@@ -3,9 +3,10 @@ import type { RequestContext } from '../core/context.js'
 import type { Queryable } from '../store/db.js'
 import { hasLevel } from '../access/scope.js'
 import { newId } from '../core/time.js'
-import type { AssetReference } from '../assets/sql.js'
+import type { AssetReference } from '../refs/sql.js'
 import type { RelationshipType } from '../metamodel/types.js'
-import { cannotEdit, endAllows, endNotAllowed, resolveAssetRefs, type End } from './resolve.js'
+import { cannotEdit, endAllows, endNotAllowed, type End } from './resolve.js'
+import { resolveAssetRefs } from '../refs/resolve.js'
 import type { NewRelationshipRow } from './sql.js'
 
 /** Body of POST /relationships, and of each POST /bulk/relationships item. */
