@@ -56,7 +56,7 @@ function uniquePointer(ctx: RequestContext, index: number, typeKey: string): str
  * other's uncommitted value (a deadlock); claiming them in one global order makes the second
  * wait, then find its clashes.
  */
-function inUniqueOrder(rows: readonly NewAssetRow[]): NewAssetRow[] {
+export function inUniqueOrder(rows: readonly NewAssetRow[]): NewAssetRow[] {
   const text = (a: string | null, b: string | null) => (a === b ? 0 : a === null ? -1 : b === null ? 1 : a < b ? -1 : 1)
   return [...rows].sort((a, b) => text(a.asset_type_key, b.asset_type_key) || text(a.unique_value, b.unique_value))
 }

@@ -137,3 +137,13 @@ export const assetResponses = {
   conflict: { ...errorEnvelopeSchema, description: 'Unique property value taken (unique_violation)' },
   invalid: { ...errorEnvelopeSchema, description: 'Property or type errors (validation_failed)' },
 }
+
+/** Body of PUT /assets/{composite key}: as POST /assets; asset_type_key may be left out (the key names the type). */
+export const assetPutBody = {
+  ...assetCreateBody,
+  required: ['name'],
+  properties: {
+    ...assetCreateBody.properties,
+    asset_type_key: { type: 'string', minLength: 1, description: 'Optional; must be the type of the composite key (422 otherwise).' },
+  },
+} as const

@@ -10,6 +10,7 @@ import type { AssetInput, AssetPatch } from './prepare.js'
 import { archiveAssets, selectAssetsByKeys } from './sql.js'
 import { createAssets } from './create.js'
 import { patchAssets } from './update.js'
+import { upsertAssets, type UpsertItem, type UpsertResult } from './upsert.js'
 
 function notFound(ref: string): AppError {
   return new AppError(Errors.NOT_FOUND, `asset ${ref} not found`)
@@ -53,6 +54,13 @@ export async function updateAsset(ctx: RequestContext, ref: string, patch: Asset
   requireWriter(ctx)
   const [updated] = await asSingleItem(() => patchAssets(ctx, [{ ...patch, id: ref }], undefined, { single: true }))
   return toAssetRecord(updated!.after)
+}
+
+/** PUT /assets/{composite key}: an upsert of one item (upsert.ts). */
+export async function upsertAsset(ctx: RequestContext, item: UpsertItem, merge: boolean): Promise<{ data: AssetRecord; result: UpsertResult }> {
+  requireWriter(ctx)
+  const [outcome] = await asSingleItem(() => upsertAssets(ctx, [item], undefined, { merge, single: true }))
+  return { data: toAssetRecord(outcome!.row!), result: outcome!.result }
 }
 
 export async function archiveAssetByRef(ctx: RequestContext, ref: string): Promise<void> {
