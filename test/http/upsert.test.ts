@@ -166,5 +166,22 @@ for (const store of STORES) {
       }
       expect(await count(`assets WHERE unique_value LIKE 'e-%'`)).toBe(1)
     })
+
+    it('documents PUT and the dry_run and merge query parameters in the base and typed OpenAPI documents', async () => {
+      const base = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
+      const typed = (await t.request('GET', '/api/v1/openapi/typed.json')).body
+      const names = (op: { parameters?: { name: string; in: string }[] }) => (op.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name).sort()
+      for (const doc of [base, typed]) {
+        expect(names(doc.paths['/api/v1/assets/{id}'].put)).toEqual(['dry_run', 'merge'])
+        expect(names(doc.paths['/api/v1/bulk/assets'].put)).toEqual(['dry_run', 'merge'])
+        expect(Object.keys(doc.paths['/api/v1/assets/{id}'].put.responses)).toEqual(expect.arrayContaining(['200', '201', '404', '409', '422']))
+        for (const [path, method] of [['/api/v1/assets', 'post'], ['/api/v1/assets/{id}', 'patch'], ['/api/v1/relationships', 'post'],
+          ['/api/v1/bulk/assets', 'post'], ['/api/v1/bulk/assets', 'patch'], ['/api/v1/bulk/relationships', 'post']] as const) {
+          expect({ path, method, query: names(doc.paths[path][method]) }).toEqual({ path, method, query: ['dry_run'] })
+        }
+      }
+      const result = base.paths['/api/v1/bulk/assets'].put.responses['200'].content['application/json'].schema.properties.data.items.properties.result
+      expect(result.enum).toEqual(['created', 'updated', 'unchanged'])
+    })
   })
 }
