@@ -71,7 +71,7 @@ async function endIds(ctx: RequestContext, tx: Tx, items: readonly RelationshipI
  */
 async function insertItemByItem(ctx: RequestContext, tx: Tx, items: readonly BulkRelationshipInput[], failures: ItemFailures): Promise<RelationshipRow[]> {
   // Items that broke the body's schema are left out; every other one is checked.
-  const prepared = await prepareRelationships(ctx, items, tx, undefined, new Set(failures.failed))
+  const prepared = await prepareRelationships(ctx, items, tx, new Set(failures.failed))
   failures.add(Errors.VALIDATION_FAILED, prepared.issues)
   failures.add(Errors.FORBIDDEN, prepared.forbidden)
   const valid = prepared.rows.flatMap((row, k) => (failures.failed.has(prepared.indexes[k]!) ? [] : [{ row, index: prepared.indexes[k]! }]))
