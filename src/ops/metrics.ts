@@ -1,4 +1,5 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom-client'
+import cluster from 'node:cluster'
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom-client'
 
 /**
  * The Prometheus series of CONTRACT §17, in prom-client's global registry (under
@@ -8,6 +9,9 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom
  */
 function create() {
   collectDefaultMetrics()
+  // A worker of `--workers` answers its primary's requests for its series; prom-client installs
+  // that listener when an AggregatorRegistry is made.
+  if (cluster.isWorker) new AggregatorRegistry()
   const poolSources = new Set<() => { total: number; idle: number; waiting: number }>()
   return {
     registry: register,
