@@ -79,7 +79,7 @@ export function firstError(body: { errors: { code: string; detail: string; statu
  * out, so that feature suites compare the rest of the body whole (test/ops/request-id.test.ts
  * compares whole bodies with it).
  */
-function withoutRequestIds(body: any, requestId: unknown): any {
+export function withoutRequestIds(body: any, requestId: unknown): any {
   if (body === null || typeof body !== 'object' || !Array.isArray(body.errors)) return body
   if (typeof requestId !== 'string' || requestId === '') throw new Error('an error response without an X-Request-Id header')
   return {
