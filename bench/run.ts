@@ -26,6 +26,7 @@ const MODULES: [string, () => Promise<BenchModule>][] = [
   ['reads', () => import('./reads.js')],
   ['query', () => import('./query.js')],
   ['upsert', () => import('./upsert.js')],
+  ['workers', () => import('./workers.js')],
 ]
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))

@@ -16,6 +16,10 @@ import { openapiRoutes, typedOpenapiRoutes, OPENAPI_INFO } from './openapi/route
 import { apiKeyRoutes, directoryRoutes } from './admin/routes.js'
 import { createRateLimiter, enforceRateLimit, type RateLimiter } from './core/rate-limit.js'
 import { readFileSync } from 'node:fs'
+import { requestIdOptions } from './ops/request-id.js'
+import { registerOps } from './ops/http.js'
+import { registerReadRouting } from './ops/read-routing.js'
+import type { ReadRouting } from './store/replica.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -34,6 +38,8 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger']
   /** The rate limiter (tests share one Redis prefix between apps); by default from `config` and the store. */
   rateLimiter?: RateLimiter
+  /** Lists, search and analytics on a read replica (CONTRACT §17); by default from `config.databaseReadUrl`. */
+  readRouting?: ReadRouting | null
 }
 
 export { INVALIDATE_CHANNEL } from './core/channels.js'
@@ -64,7 +70,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
     // Room for a composite key with the longest unique value, percent-encoded (500 × 12 + keys).
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
-    return503OnClosing: true,
+    // A draining server answers 503 in the CONTRACT's envelope itself (src/ops/http.ts).
+    return503OnClosing: false,
+    ...requestIdOptions(),
     // Errors the router raises before any route runs, in the same envelope as every other error.
     frameworkErrors: (error, _request, reply) => {
       if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new AppError(Errors.NOT_FOUND, 'a path segment is longer than any id or composite key can be'))
@@ -75,6 +83,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompilers())
   registerErrorHandling(app)
   registerInputGuards(app)
+  registerOps(app, db)
 
   const metamodels = new MetamodelCache(db)
   const authenticator = new Authenticator(db)
@@ -83,8 +92,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorate('metamodels', metamodels)
   app.decorate('authenticator', authenticator)
   const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, 'rate-limit store unavailable; counting in process'))
+  const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)
+  const storeFor = registerReadRouting(app, readRouting, db)
   app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => ({
-    db,
+    db: await storeFor(request),
     auth: request.auth,
     metamodel: await metamodels.get(request.auth.orgId),
   }))
@@ -133,4 +144,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   }, { prefix: '/api/v1' })
 
   return app
+}
+
+async function openReadRoutingFor(db: Db, config: Config, app: FastifyInstance): Promise<ReadRouting | null> {
+  if (!config.databaseReadUrl) return null
+  if (db.kind !== 'postgres') throw new Error('DATABASE_READ_URL names a replica of the PostgreSQL primary: set DATABASE_URL too')
+  const { openReadRouting } = await import('./store/replica.js')
+  return openReadRouting(db, {
+    readUrl: config.databaseReadUrl,
+    readAfterWriteMs: config.readAfterWriteMs,
+    redisUrl: config.redisUrl,
+    poolSize: config.poolSize,
+    onReplicaDown: (err) => app.log.warn({ err }, 'read replica unavailable; reading from the primary for a while'),
+  })
 }

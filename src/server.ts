@@ -6,6 +6,8 @@ import { migrate } from './store/migrate.js'
 import { ensureDefaultOrganization } from './setup/bootstrap.js'
 import { storeNewKey } from './keys/create.js'
 import { startControlSocket, type ControlSocket } from './cli/control.js'
+import { startMetricsServer } from './ops/metrics-server.js'
+import type { Server } from 'node:http'
 
 export interface RunningServer {
   app: FastifyInstance
@@ -37,30 +39,62 @@ export async function bootstrap(db: Db): Promise<string | null> {
   return key.secret
 }
 
+export interface StartOptions {
+  /** First-start bootstrap (organization `default`, the Admin key); off in the workers of `--workers`, whose primary did it. */
+  bootstrap?: boolean
+  /** Serve `--metrics-port` here; off in the workers of `--workers` (the primary serves their sum). */
+  metrics?: boolean
+}
+
 /** config → store → app → listen (and, on PGlite, the control socket the CLI talks to). */
-export async function startServer(config: Config, print: (line: string) => void): Promise<RunningServer> {
+export async function startServer(config: Config, print: (line: string) => void, options: StartOptions = {}): Promise<RunningServer> {
   const db = await openStore(config)
-  const secret = await bootstrap(db)
-  const app = await buildApp({ db, config, logger: { level: config.logLevel } })
+  const secret = options.bootstrap === false ? null : await bootstrap(db)
+  // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.
+  const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })
   let control: ControlSocket | null = null
   if (db.kind === 'pglite') control = await startControlSocket(config.dataDir, db)
   await app.listen({ port: config.port, host: config.host })
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.port
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`
+  const metricsServer = options.metrics !== false && config.metricsPort !== undefined
+    ? await startMetricsServer(config.metricsPort, config.host)
+    : null
   print(`kbis listening on ${url} (store: ${db.kind === 'pglite' ? `PGlite in ${config.dataDir}` : 'PostgreSQL'})`)
-  if (secret) {
-    print('Created organization "default" with an Owner user and the role "all".')
-    print(`Admin API key (shown only this once): ${secret}`)
-  }
+  if (metricsServer) print(`metrics on ${metricsServer.url}`)
+  if (secret) printAdminKey(print, secret)
   return {
     app,
     db,
     url,
-    async close() {
-      await control?.close()
-      await app.close()
-      await db.close()
-    },
+    close: () => shutDown({ app, db, control, metricsServer, timeoutSeconds: config.shutdownTimeoutSeconds }),
+  }
+}
+
+export function printAdminKey(print: (line: string) => void, secret: string): void {
+  print('Created organization "default" with an Owner user and the role "all".')
+  print(`Admin API key (shown only this once): ${secret}`)
+}
+
+/**
+ * Graceful shutdown (CONTRACT §17): new requests get 503 (draining), the listener stops, requests
+ * in flight finish — connections still busy after `timeoutSeconds` are closed —, then the app's
+ * onClose work (batched last_used_at writes, `onShutdown` callbacks), and the store closes last.
+ */
+async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlSocket | null; metricsServer: Server | null; timeoutSeconds: number }): Promise<void> {
+  const { app, db } = parts
+  app.lifecycle.draining = true
+  const timer = setTimeout(() => {
+    app.log.warn(`requests still in flight after ${parts.timeoutSeconds} s; closing their connections`)
+    app.server.closeAllConnections()
+  }, parts.timeoutSeconds * 1000)
+  try {
+    await parts.control?.close()
+    await app.close()
+  } finally {
+    clearTimeout(timer)
+    await new Promise<void>((resolve) => (parts.metricsServer ? parts.metricsServer.close(() => resolve()) : resolve()))
+    await db.close()
   }
 }

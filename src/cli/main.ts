@@ -5,6 +5,7 @@ import { loadSetupFile } from '../setup/load.js'
 import { applySetup, type ApplyReport } from '../setup/apply.js'
 import { createKeyFromCli, type CliKeyRequest } from '../keys/cli.js'
 import { sendToServer } from './control.js'
+import { isWorker, runPrimary, startWorker, workersArg } from './workers.js'
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
 
@@ -50,13 +51,21 @@ export async function main(argv: string[]): Promise<void> {
     .option('--port <port>', 'port to listen on (env PORT, default 8080)', port)
     .option('--host <host>', 'address to bind (env HOST, default 127.0.0.1)')
     .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
-    .action(async (flags: { port?: number; host?: string; dataDir?: string }) => {
-      const server = await startServer(configFrom(flags), out)
+    .option('--metrics-port <port>', 'serve Prometheus metrics at http://<host>:<port>/metrics (env KBIS_METRICS_PORT)', port)
+    .option('--workers <n|auto>', 'n server processes on one port (auto: one per CPU); PostgreSQL only', workersArg)
+    .action(async (flags: { port?: number; host?: string; dataDir?: string; metricsPort?: number; workers?: number }) => {
+      const config = { ...configFrom(flags), ...(flags.metricsPort !== undefined ? { metricsPort: flags.metricsPort } : {}) }
+      if (flags.workers !== undefined && !isWorker()) return runPrimary(config, flags.workers, out)
+      const server = isWorker() ? await startWorker(config, out) : await startServer(config, out)
+      // The first signal drains; repeated ones (a terminal's Ctrl-C reaches the whole process group) change nothing.
+      let stopping = false
       const stop = () => {
+        if (stopping) return
+        stopping = true
         server.close().then(() => process.exit(0), () => process.exit(1))
       }
-      process.once('SIGINT', stop)
-      process.once('SIGTERM', stop)
+      process.on('SIGINT', stop)
+      process.on('SIGTERM', stop)
     })
 
   program

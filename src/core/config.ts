@@ -19,6 +19,14 @@ export interface Config {
   logLevel: string
   /** PostgreSQL pool size. */
   poolSize: number
+  /** A streaming replica of DATABASE_URL for lists, search and analytics (CONTRACT §17). */
+  databaseReadUrl: string | undefined
+  /** An API key that wrote this recently reads from the primary, not the replica. */
+  readAfterWriteMs: number
+  /** Seconds a shutdown waits for requests in flight before it closes their connections. */
+  shutdownTimeoutSeconds: number
+  /** Port of the Prometheus endpoint (`--metrics-port`); none when undefined. */
+  metricsPort: number | undefined
 }
 
 export class ConfigError extends Error {}
@@ -46,6 +54,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     bulkBodyLimit: intFrom('KBIS_BULK_BODY_LIMIT', env.KBIS_BULK_BODY_LIMIT, 8 * 1024 * 1024, 1024, 1024 ** 3),
     logLevel: env.LOG_LEVEL || 'info',
     poolSize: intFrom('KBIS_POOL_SIZE', env.KBIS_POOL_SIZE, 10, 1, 1000),
+    databaseReadUrl: env.DATABASE_READ_URL || undefined,
+    readAfterWriteMs: intFrom('KBIS_READ_AFTER_WRITE_MS', env.KBIS_READ_AFTER_WRITE_MS, 2000, 0, 3_600_000),
+    shutdownTimeoutSeconds: intFrom('KBIS_SHUTDOWN_TIMEOUT', env.KBIS_SHUTDOWN_TIMEOUT, 30, 0, 3600),
+    metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
     ...overrides,
   }
 }

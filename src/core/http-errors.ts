@@ -113,7 +113,12 @@ function toAppError(err: FastifyError, request: FastifyRequest): AppError {
 export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   for (const [name, value] of Object.entries(err.headers)) reply.header(name, value)
   if (err.def === Errors.UNAUTHORIZED || err.def === Errors.API_KEY_INACTIVE) reply.header('WWW-Authenticate', 'Bearer')
-  return reply.code(err.status).type('application/json; charset=utf-8').send(errorBody(err))
+  // The request id (CONTRACT §17) lets a client quote the failing request; set here too for the
+  // errors the router raises before any hook runs.
+  reply.header('X-Request-Id', reply.request.id)
+  const body = errorBody(err)
+  for (const entry of body.errors) entry.meta = { ...(entry.meta as Record<string, unknown> | undefined), request_id: reply.request.id }
+  return reply.code(err.status).type('application/json; charset=utf-8').send(body)
 }
 
 /** The one error handler: AppError as is, schema errors with pointers, anything else 500. */

@@ -166,6 +166,8 @@ export interface StoreOptions {
   /** PostgreSQL schema to use (tests isolate each file in its own schema). */
   schema?: string | undefined
   poolSize?: number | undefined
+  /** Give up connecting after this long (a replica that is down must not hold reads up). */
+  connectTimeoutMs?: number | undefined
 }
 
 export async function openDb(options: StoreOptions): Promise<Db> {
@@ -174,6 +176,7 @@ export async function openDb(options: StoreOptions): Promise<Db> {
       connectionString: options.databaseUrl,
       max: options.poolSize ?? 10,
       ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
+      ...(options.connectTimeoutMs ? { connectionTimeoutMillis: options.connectTimeoutMs } : {}),
     }
     const pool = new pg.Pool(config)
     pool.on('error', () => undefined)

@@ -30,6 +30,13 @@ export async function migrate(db: Db): Promise<string[]> {
   return applied
 }
 
+/** Migration files not yet applied (readiness: a process whose code is ahead of its store is not ready). */
+export async function pendingMigrations(db: Db): Promise<string[]> {
+  const files = (await readdir(MIGRATIONS_DIR)).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort()
+  const done = new Set((await db.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version))
+  return files.filter((f) => !done.has(f))
+}
+
 /**
  * Splits a migration into statements (prepared statements take one at a time): a `;` at the end
  * of a line ends one, except inside a dollar-quoted function body (`$$ … $$`), whose own

@@ -58,7 +58,8 @@ export async function createTestApp(kind: StoreKind, setup: unknown = ACME, conf
         ...(options.body !== undefined ? { payload: options.body as object } : {}),
       })
       const text = res.body
-      return { status: res.statusCode, body: text === '' ? null : JSON.parse(text), headers: res.headers }
+      const body = text === '' ? null : JSON.parse(text)
+      return { status: res.statusCode, body: withoutRequestIds(body, res.headers['x-request-id']), headers: res.headers }
     },
     async close() {
       await app.close()
@@ -70,4 +71,24 @@ export async function createTestApp(kind: StoreKind, setup: unknown = ACME, conf
 /** Shorthand for the error body's first entry. */
 export function firstError(body: { errors: { code: string; detail: string; status: string }[] }) {
   return body.errors[0]
+}
+
+/**
+ * Every error carries the request id in `meta.request_id` (CONTRACT §17). Checked here for every
+ * error any suite receives — it must be the id of the response's X-Request-Id header — then left
+ * out, so that feature suites compare the rest of the body whole (test/ops/request-id.test.ts
+ * compares whole bodies with it).
+ */
+export function withoutRequestIds(body: any, requestId: unknown): any {
+  if (body === null || typeof body !== 'object' || !Array.isArray(body.errors)) return body
+  if (typeof requestId !== 'string' || requestId === '') throw new Error('an error response without an X-Request-Id header')
+  return {
+    ...body,
+    errors: body.errors.map((entry: { meta?: Record<string, unknown> }) => {
+      if (entry.meta?.request_id !== requestId) throw new Error(`error meta.request_id ${String(entry.meta?.request_id)} is not the response's X-Request-Id ${requestId}`)
+      const { request_id: _, ...meta } = entry.meta
+      const { meta: __, ...rest } = entry
+      return Object.keys(meta).length > 0 ? { ...rest, meta } : rest
+    }),
+  }
 }

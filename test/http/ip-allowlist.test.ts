@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
-import { createTestApp, type TestApp } from '../helpers/app.js'
+import { createTestApp, withoutRequestIds, type TestApp } from '../helpers/app.js'
 import { ACME } from '../helpers/fixtures.js'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/core/config.js'
@@ -19,7 +19,7 @@ async function from(t: TestApp, remoteAddress: string, headers: Record<string, s
   const res = await t.app.inject({
     method: 'GET', url: '/api/v1/assets', remoteAddress, headers: { authorization: `Bearer ${t.adminKey}`, ...headers },
   })
-  return { status: res.statusCode, body: JSON.parse(res.body) }
+  return { status: res.statusCode, body: withoutRequestIds(JSON.parse(res.body), res.headers['x-request-id']) }
 }
 
 const notAllowed = (address: string) => ({

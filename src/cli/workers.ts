@@ -1,0 +1,93 @@
+import cluster, { type Worker } from 'node:cluster'
+import { availableParallelism } from 'node:os'
+import { InvalidArgumentError } from 'commander'
+import type { Config } from '../core/config.js'
+import { bootstrap, openStore, printAdminKey, startServer, type RunningServer } from '../server.js'
+import { startMetricsServer } from '../ops/metrics-server.js'
+
+/** `--workers <n|auto>`: `auto` is the number of CPUs this process may use. */
+export function workersArg(value: string): number {
+  if (value === 'auto') return availableParallelism()
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < 1 || n > 256) throw new InvalidArgumentError('must be a number of processes 1..256 or "auto"')
+  return n
+}
+
+export class WorkersError extends Error {}
+
+/** A worker that dies this often this fast is a broken deployment, not bad luck: stop replacing. */
+const MAX_RESTARTS = 10
+const RESTART_WINDOW_MS = 60_000
+
+/**
+ * The primary of `kbis serve --workers n` (node:cluster): it migrates and bootstraps the store once,
+ * forks n workers that share one listening port, replaces a worker that dies, serves the summed
+ * metrics, and on SIGTERM/SIGINT lets every worker drain, then exits 0. PostgreSQL only: the
+ * embedded PGlite data directory belongs to one process.
+ */
+export async function runPrimary(config: Config, workers: number, print: (line: string) => void): Promise<void> {
+  if (!config.databaseUrl) {
+    throw new WorkersError('--workers needs PostgreSQL (set DATABASE_URL): the embedded PGlite store belongs to one process')
+  }
+  const db = await openStore(config)
+  let secret: string | null
+  try {
+    secret = await bootstrap(db)
+  } finally {
+    await db.close()
+  }
+  const metricsServer = config.metricsPort !== undefined ? await startMetricsServer(config.metricsPort, config.host, { cluster: true }) : null
+  let stopping = false
+  let announced = false
+  const restarts: number[] = []
+  const fork = () => cluster.fork({ KBIS_WORKER: '1' })
+
+  cluster.on('listening', (worker: Worker, address) => {
+    print(`worker ${worker.process.pid} listening`)
+    if (announced || Object.keys(cluster.workers ?? {}).length < workers) return
+    announced = true
+    const host = config.host.includes(':') ? `[${config.host}]` : config.host
+    print(`kbis listening on http://${host}:${address.port} (${workers} workers; store: PostgreSQL)`)
+    if (metricsServer) print(`metrics on ${metricsServer.url}`)
+    if (secret) printAdminKey(print, secret)
+  })
+  cluster.on('exit', (worker: Worker, code, signal) => {
+    if (stopping) return
+    const now = Date.now()
+    restarts.push(now)
+    while (restarts.length > 0 && restarts[0]! < now - RESTART_WINDOW_MS) restarts.shift()
+    if (restarts.length > MAX_RESTARTS) {
+      print(`kbis: ${restarts.length} workers died within ${RESTART_WINDOW_MS / 1000} s; stopping`)
+      void stop(1)
+      return
+    }
+    print(`worker ${worker.process.pid} exited (${signal ?? `code ${code}`}); starting a new one`)
+    fork()
+  })
+
+  const stop = async (exitCode: number) => {
+    if (stopping) return
+    stopping = true
+    const alive = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && !w.isDead())
+    const exited = Promise.all(alive.map((w) => new Promise<void>((resolve) => (w.isDead() ? resolve() : w.once('exit', () => resolve())))))
+    for (const w of alive) w.process.kill('SIGTERM')
+    // Each worker drains within KBIS_SHUTDOWN_TIMEOUT; one that hangs past that is killed.
+    const hard = setTimeout(() => { for (const w of alive) if (!w.isDead()) w.process.kill('SIGKILL') }, (config.shutdownTimeoutSeconds + 5) * 1000)
+    await exited
+    clearTimeout(hard)
+    await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()))
+    process.exit(exitCode)
+  }
+  process.on('SIGTERM', () => void stop(0))
+  process.on('SIGINT', () => void stop(0))
+  for (let i = 0; i < workers; i++) fork()
+}
+
+export function isWorker(): boolean {
+  return cluster.isWorker
+}
+
+/** A worker of `--workers`: the primary bootstrapped the store and serves the metrics. */
+export function startWorker(config: Config, print: (line: string) => void): Promise<RunningServer> {
+  return startServer(config, print, { bootstrap: false, metrics: false })
+}

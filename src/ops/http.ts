@@ -1,0 +1,77 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Db } from '../store/db.js'
+import { AppError, Errors } from '../core/errors.js'
+import { sendError } from '../core/http-errors.js'
+import { metrics } from './metrics.js'
+import { DRAIN_RETRY_AFTER_SECONDS, Lifecycle } from './lifecycle.js'
+import { registerHealthRoutes } from './health.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    lifecycle: Lifecycle
+    /** Runs `fn` at shutdown, after the last request in flight and before the store closes. */
+    onShutdown(fn: () => Promise<void> | void): void
+  }
+}
+
+/** The route pattern (`/api/v1/assets/:id`), never the path itself: metric labels stay few. */
+function routeOf(request: FastifyRequest): string {
+  return request.routeOptions.url ?? 'unmatched'
+}
+
+/**
+ * One JSON line per request: who (organization key, API key id; never the secret), what (method,
+ * route pattern), how it ended (status, duration). Never a body, a query string or a header value.
+ */
+function logRequest(request: FastifyRequest, reply: FastifyReply): void {
+  const auth = request.auth as FastifyRequest['auth'] | null
+  request.log.info({
+    method: request.method,
+    route: routeOf(request),
+    status_code: reply.statusCode,
+    duration_ms: Math.round(reply.elapsedTime * 100) / 100,
+    org_key: auth?.orgKey ?? null,
+    api_key_id: auth?.keyId ?? null,
+  }, 'request completed')
+}
+
+function rejectWhileDraining(request: FastifyRequest, reply: FastifyReply): FastifyReply | undefined {
+  if (request.url === '/healthz') return undefined
+  reply.header('Connection', 'close')
+  return sendError(reply, new AppError(Errors.SERVICE_UNAVAILABLE, 'the server is shutting down; retry on another instance or later',
+    { 'Retry-After': String(DRAIN_RETRY_AFTER_SECONDS) }))
+}
+
+/**
+ * Operations (CONTRACT §17) for the whole app: the request id on every response, the draining
+ * 503, request metrics and the request log line, /healthz and /readyz, shutdown callbacks.
+ */
+export function registerOps(app: FastifyInstance, db: Db): void {
+  const lifecycle = new Lifecycle()
+  app.decorate('lifecycle', lifecycle)
+  app.decorate('onShutdown', (fn: () => Promise<void> | void) => lifecycle.onShutdown(fn))
+  const pool = (db as { pool?: { totalCount: number; idleCount: number; waitingCount: number } }).pool
+  const unwatch = pool
+    ? metrics.watchPool(() => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }))
+    : () => undefined
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', request.id)
+    if (lifecycle.draining) return rejectWhileDraining(request, reply)
+    return undefined
+  })
+  // A request that was in flight when draining began still gets its answer, on a closing connection.
+  app.addHook('onSend', async (_request, reply) => {
+    if (lifecycle.draining) reply.header('Connection', 'close')
+  })
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.httpDuration.observe({ method: request.method, route: routeOf(request), status_code: String(reply.statusCode) }, reply.elapsedTime / 1000)
+    if (reply.statusCode === 429) metrics.rateLimited.inc()
+    logRequest(request, reply)
+  })
+  app.addHook('onClose', async () => {
+    await lifecycle.runShutdownHooks((err) => app.log.error({ err }, 'a shutdown callback failed'))
+    unwatch()
+  })
+  registerHealthRoutes(app, db, lifecycle)
+}

@@ -1,0 +1,27 @@
+/**
+ * The state a graceful shutdown needs (CONTRACT §17): `draining` turns new requests away with 503
+ * while those in flight finish, and `onShutdown` callbacks (the event relay's last publication,
+ * batched writes) run once no request is left, before the store closes.
+ */
+export class Lifecycle {
+  draining = false
+  private readonly hooks: (() => Promise<void> | void)[] = []
+
+  onShutdown(fn: () => Promise<void> | void): void {
+    this.hooks.push(fn)
+  }
+
+  /** Runs every registered callback, in registration order; one that fails does not stop the others. */
+  async runShutdownHooks(onError: (err: unknown) => void): Promise<void> {
+    for (const fn of this.hooks.splice(0)) {
+      try {
+        await fn()
+      } catch (err) {
+        onError(err)
+      }
+    }
+  }
+}
+
+/** Seconds a draining server asks clients to wait before they retry (another instance answers by then). */
+export const DRAIN_RETRY_AFTER_SECONDS = 5

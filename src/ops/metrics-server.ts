@@ -1,0 +1,37 @@
+import { createServer, type Server } from 'node:http'
+import { AggregatorRegistry } from 'prom-client'
+import { metrics } from './metrics.js'
+
+/**
+ * `--metrics-port`: Prometheus text at `/metrics`, on its own port so that it is never exposed with
+ * the API. Under `--workers` the primary serves it and sums its workers' series (prom-client's
+ * cluster aggregation); a lone server serves its own registry.
+ */
+export async function startMetricsServer(port: number, host: string, options: { cluster?: boolean } = {}): Promise<Server & { url: string }> {
+  const aggregator = options.cluster ? new AggregatorRegistry() : null
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'application/json; charset=utf-8' })
+      res.end(JSON.stringify({ errors: [{ status: '404', code: 'not_found', detail: 'metrics are at GET /metrics' }] }))
+      return
+    }
+    const text = aggregator ? aggregator.clusterMetrics() : metrics.registry.metrics()
+    text.then(
+      (body) => {
+        res.writeHead(200, { 'content-type': metrics.registry.contentType })
+        res.end(body)
+      },
+      () => {
+        res.writeHead(500, { 'content-type': 'application/json; charset=utf-8' })
+        res.end(JSON.stringify({ errors: [{ status: '500', code: 'internal_error', detail: 'metrics could not be collected' }] }))
+      },
+    )
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => resolve())
+  })
+  const address = server.address()
+  const bound = typeof address === 'object' && address ? address.port : port
+  return Object.assign(server, { url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}/metrics` })
+}

@@ -1,0 +1,58 @@
+import cluster from 'node:cluster'
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom-client'
+
+/**
+ * The Prometheus series of CONTRACT §17, in prom-client's global registry (under
+ * `kbis serve --workers`, the primary aggregates the workers' global registries). Features update
+ * them through this one object, e.g. `metrics.eventsPending.set(n)` or
+ * `metrics.webhookDeliveries.inc({ outcome: 'delivered' })`; a series nobody has updated yet is 0.
+ */
+function create() {
+  collectDefaultMetrics()
+  // A worker of `--workers` answers its primary's requests for its series; prom-client installs
+  // that listener when an AggregatorRegistry is made.
+  if (cluster.isWorker) new AggregatorRegistry()
+  const poolSources = new Set<() => { total: number; idle: number; waiting: number }>()
+  return {
+    registry: register,
+    httpDuration: new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP request duration in seconds, by method, route pattern and status code',
+      labelNames: ['method', 'route', 'status_code'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    }),
+    dbPoolConnections: new Gauge({
+      name: 'kbis_db_pool_connections',
+      help: 'PostgreSQL pool connections of this process, by state (total, idle, waiting clients)',
+      labelNames: ['state'] as const,
+      collect() {
+        const sum = { total: 0, idle: 0, waiting: 0 }
+        for (const source of poolSources) {
+          const s = source()
+          sum.total += s.total
+          sum.idle += s.idle
+          sum.waiting += s.waiting
+        }
+        for (const [state, value] of Object.entries(sum)) this.set({ state }, value)
+      },
+    }),
+    eventsPending: new Gauge({ name: 'kbis_events_pending', help: 'Events written but not yet published by the relay' }),
+    webhookDeliveries: new Counter({
+      name: 'kbis_webhook_deliveries_total',
+      help: 'Webhook delivery attempts, by outcome',
+      labelNames: ['outcome'] as const,
+    }),
+    rateLimited: new Counter({ name: 'kbis_rate_limited_total', help: 'Requests refused with 429 rate_limit_exceeded' }),
+    /** Adds a pool whose connections the gauge reports; returns the function that removes it. */
+    watchPool(source: () => { total: number; idle: number; waiting: number }): () => void {
+      poolSources.add(source)
+      return () => poolSources.delete(source)
+    },
+  }
+}
+
+const KEY = Symbol.for('kbis.metrics')
+type Metrics = ReturnType<typeof create>
+// One set per process even if this module is loaded twice (tests load src/ and a CLI may load dist/).
+const holder = globalThis as { [KEY]?: Metrics }
+export const metrics: Metrics = holder[KEY] ?? (holder[KEY] = create())

@@ -1,0 +1,170 @@
+import { Redis } from 'ioredis'
+import { openDb, type Db, type QueryOptions, type QueryResult, type Tx } from './db.js'
+
+/**
+ * Read replicas (CONTRACT §17): with `DATABASE_READ_URL`, the heavy reads (lists, search,
+ * analytics, export) go to a streaming replica, except for an API key that wrote in the last
+ * `KBIS_READ_AFTER_WRITE_MS` (it must read what it has just written: the replica lags), and except
+ * while the replica does not answer (reads fall back to the primary). Everything else — writes,
+ * reads by id, authentication, caches — stays on the primary.
+ */
+
+/** Who wrote recently, shared by every process that serves the same keys. */
+export interface WriteMarks {
+  mark(orgId: string, keyId: string): Promise<void>
+  recent(orgId: string, keyId: string): Promise<boolean>
+  close(): Promise<void>
+}
+
+/**
+ * Across processes and hosts: Redis when `REDIS_URL` is set (a key that expires by itself);
+ * else the primary itself, in the unlogged table `api_key_writes` (migration 0006): one primary-key
+ * upsert per write and one primary-key read per replica read — far cheaper than the reads that move.
+ */
+class RedisMarks implements WriteMarks {
+  private readonly redis: Redis
+  constructor(url: string, private readonly windowMs: number) {
+    this.redis = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
+    this.redis.on('error', () => undefined)
+  }
+  async mark(orgId: string, keyId: string): Promise<void> {
+    await this.redis.set(`kbis:wrote:${orgId}:${keyId}`, '1', 'PX', this.windowMs)
+  }
+  async recent(orgId: string, keyId: string): Promise<boolean> {
+    return (await this.redis.exists(`kbis:wrote:${orgId}:${keyId}`)) === 1
+  }
+  async close(): Promise<void> {
+    this.redis.disconnect()
+  }
+}
+
+class PrimaryMarks implements WriteMarks {
+  constructor(private readonly primary: Db, private readonly windowMs: number) {}
+  async mark(orgId: string, keyId: string): Promise<void> {
+    await this.primary.query(
+      `INSERT INTO api_key_writes (org_id, api_key_id, written_at) VALUES ($1, $2, clock_timestamp())
+       ON CONFLICT (org_id, api_key_id) DO UPDATE SET written_at = EXCLUDED.written_at`,
+      [orgId, keyId], { prepare: 'kbis_mark_write' })
+  }
+  async recent(orgId: string, keyId: string): Promise<boolean> {
+    const res = await this.primary.query(
+      `SELECT 1 FROM api_key_writes WHERE org_id = $1 AND api_key_id = $2
+         AND written_at > clock_timestamp() - make_interval(secs => $3::float8 / 1000)`,
+      [orgId, keyId, this.windowMs], { prepare: 'kbis_recent_write' })
+    return res.rowCount > 0
+  }
+  async close(): Promise<void> {}
+}
+
+/** SQLSTATE classes and socket errors that mean "the replica cannot answer now", not "the query is wrong". */
+function replicaUnavailable(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown }
+  const code = typeof e.code === 'string' ? e.code : ''
+  if (code.startsWith('08') || code.startsWith('57P') || code === '53300') return true
+  if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH'].includes(code)) return true
+  const message = typeof e.message === 'string' ? e.message : ''
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(message)
+}
+
+/**
+ * A query the replica could not answer *yet* (the primary can): cancelled by a conflict with
+ * recovery (40001), or a table the primary created that the replica has not replayed (42P01).
+ */
+function replicaBehind(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code
+  return code === '40001' || code === '42P01'
+}
+
+/** After a connection failure the replica is skipped this long, so a dead replica costs one timeout, not one per request. */
+const REPLICA_BACKOFF_MS = 5_000
+
+/**
+ * The store the replica-reading routes get: statements run on the replica, or on the primary when
+ * the replica is down or behind. Transactions (a projection created on first need) and
+ * notifications go to the primary: a replica takes no writes.
+ */
+export class ReplicaReader implements Db {
+  readonly kind = 'postgres' as const
+  onQuery: Db['onQuery'] = null
+  private downUntil = 0
+  fallbacks = 0
+
+  constructor(private readonly primary: Db, readonly replica: Db, private readonly onDown: (err: unknown) => void) {}
+
+  async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
+    this.onQuery?.(sql)
+    if (Date.now() >= this.downUntil) {
+      try {
+        return await this.replica.query<R>(sql, params, options)
+      } catch (err) {
+        if (replicaUnavailable(err)) {
+          this.downUntil = Date.now() + REPLICA_BACKOFF_MS
+          this.onDown(err)
+        } else if (!replicaBehind(err)) throw err
+      }
+    }
+    this.fallbacks++
+    return this.primary.query<R>(sql, params, options)
+  }
+
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.primary.transaction(fn)
+  }
+  listen(channel: string, onMessage: (payload: string) => void): Promise<void> {
+    return this.primary.listen(channel, onMessage)
+  }
+  notify(channel: string, payload: string): Promise<void> {
+    return this.primary.notify(channel, payload)
+  }
+  close(): Promise<void> {
+    return this.replica.close()
+  }
+}
+
+export interface ReadRoutingOptions {
+  readUrl: string
+  readAfterWriteMs: number
+  redisUrl?: string | undefined
+  poolSize: number
+  /** PostgreSQL schema, as for the primary (tests). */
+  schema?: string | undefined
+  onReplicaDown(err: unknown): void
+}
+
+/** Which store a request reads from, and the write marks that decide it. */
+export class ReadRouting {
+  /** This process's own writers: no round trip for the common case of a client on one connection. */
+  private readonly local = new Map<string, number>()
+
+  constructor(readonly primary: Db, readonly reader: ReplicaReader, private readonly marks: WriteMarks, private readonly windowMs: number) {}
+
+  /** The replica reader, unless this key wrote within the window (then the primary). */
+  async readerFor(orgId: string, keyId: string): Promise<Db> {
+    const until = this.local.get(keyId)
+    if (until !== undefined) {
+      if (until > Date.now()) return this.primary
+      this.local.delete(keyId)
+    }
+    // When the marks cannot be read, the primary answers: correct, only slower.
+    const recent = await this.marks.recent(orgId, keyId).catch(() => true)
+    return recent ? this.primary : this.reader
+  }
+
+  async markWrite(orgId: string, keyId: string): Promise<void> {
+    this.local.set(keyId, Date.now() + this.windowMs)
+    await this.marks.mark(orgId, keyId)
+  }
+
+  async close(): Promise<void> {
+    await this.marks.close().catch(() => undefined)
+    await this.reader.close().catch(() => undefined)
+  }
+}
+
+export async function openReadRouting(primary: Db, options: ReadRoutingOptions): Promise<ReadRouting> {
+  const replica = await openDb({ databaseUrl: options.readUrl, poolSize: options.poolSize, schema: options.schema, connectTimeoutMs: 1_000 })
+  const marks: WriteMarks = options.redisUrl
+    ? new RedisMarks(options.redisUrl, options.readAfterWriteMs)
+    : new PrimaryMarks(primary, options.readAfterWriteMs)
+  return new ReadRouting(primary, new ReplicaReader(primary, replica, options.onReplicaDown), marks, options.readAfterWriteMs)
+}

@@ -1,0 +1,108 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { createServer } from 'node:net'
+import path from 'node:path'
+import { createInterface } from 'node:readline'
+import { openDb } from '../../src/store/db.js'
+
+const CLI = path.resolve('test/helpers/kbis-cli.ts')
+
+export interface CliProcess {
+  child: ChildProcess
+  /** Every line written so far, stdout and stderr. */
+  lines: string[]
+  /** Resolves with the first line (already written or to come) that matches. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpExecArray>
+  exited: Promise<number | null>
+}
+
+/** Runs the `kbis` CLI from source in its own process (`kbis serve`, `kbis apply`, …). */
+export function runCli(args: string[], env: Record<string, string | undefined> = {}): CliProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: '', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const lines: string[] = []
+  const waiters: { pattern: RegExp; resolve(m: RegExpExecArray): void }[] = []
+  const onLine = (line: string) => {
+    lines.push(line)
+    for (const w of [...waiters]) {
+      const m = w.pattern.exec(line)
+      if (m) { waiters.splice(waiters.indexOf(w), 1); w.resolve(m) }
+    }
+  }
+  createInterface({ input: child.stdout! }).on('line', onLine)
+  createInterface({ input: child.stderr! }).on('line', onLine)
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  return {
+    child,
+    lines,
+    exited,
+    waitFor(pattern, timeoutMs = 60_000) {
+      for (const line of lines) {
+        const m = pattern.exec(line)
+        if (m) return Promise.resolve(m)
+      }
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no line matching ${pattern} in ${timeoutMs} ms:\n${lines.join('\n')}`)), timeoutMs)
+        waiters.push({ pattern, resolve: (m) => { clearTimeout(timer); resolve(m) } })
+      })
+    },
+  }
+}
+
+/** Runs a CLI command to its end; rejects unless it exits 0. */
+export async function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<string[]> {
+  const run = runCli(args, env)
+  const code = await run.exited
+  await new Promise((resolve) => setImmediate(resolve))
+  if (code !== 0) throw new Error(`kbis ${args.join(' ')} exited ${code}:\n${run.lines.join('\n')}`)
+  return run.lines
+}
+
+/** A free TCP port on 127.0.0.1 (for servers that cannot report theirs, like a cluster). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/** A fresh schema on the test PostgreSQL, and a DATABASE_URL whose connections use it. */
+export async function postgresSchema(): Promise<{ url: string; schema: string; drop(): Promise<void> }> {
+  const base = process.env.TEST_DATABASE_URL!
+  const schema = `t_${randomBytes(6).toString('hex')}`
+  const admin = await openDb({ databaseUrl: base, poolSize: 1 })
+  await admin.query(`CREATE SCHEMA ${schema}`)
+  await admin.close()
+  const url = new URL(base)
+  url.searchParams.set('options', `-c search_path=${schema}`)
+  return {
+    url: url.href,
+    schema,
+    async drop() {
+      const cleanup = await openDb({ databaseUrl: base, poolSize: 1 })
+      await cleanup.query(`DROP SCHEMA ${schema} CASCADE`)
+      await cleanup.close()
+    },
+  }
+}
+
+export const ACME_YAML = `
+organization: {key: acme, name: Acme, rate_limit: {requests: RATE, window_seconds: 86400}}
+access_domains: [{key: it, name: IT}]
+roles:
+  - {key: all, name: Everything, grants: [{access_domain_key: "*", asset_type_keys: ["*"], level: edit_access_domain}]}
+users: [{email: owner@acme.test, name: Owner, permission_type: Owner, role_keys: [all], sign_in_methods: [password]}]
+metamodel:
+  asset_types:
+    - key: server
+      name: Server
+      properties:
+        - {key: hostname, name: Hostname, type: unique_key, required: true}
+        - {key: environment, type: select, options: [dev, prod]}
+`

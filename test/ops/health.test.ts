@@ -1,0 +1,79 @@
+import net from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/core/config.js'
+import { openDb, type Db } from '../../src/store/db.js'
+import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
+
+/** A TCP proxy to the test PostgreSQL that the test can cut: the store "goes down" for real. */
+async function proxyTo(target: URL): Promise<{ url: (schema: string) => string; cut(): void; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>()
+  let down = false
+  const server = net.createServer((client) => {
+    if (down) return client.destroy()
+    const upstream = net.connect(Number(target.port || 5432), target.hostname)
+    for (const s of [client, upstream]) { sockets.add(s); s.on('error', () => undefined); s.on('close', () => sockets.delete(s)) }
+    client.pipe(upstream).pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as net.AddressInfo).port
+  return {
+    url: () => { const u = new URL(target.href); u.host = `127.0.0.1:${port}`; return u.href },
+    cut() { down = true; for (const s of sockets) s.destroy() },
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  }
+}
+
+/** An app on `kind`, with a way to take its store down. */
+async function appWithBreakableStore(kind: string, store: TestStore) {
+  if (kind === 'pglite') {
+    const app = await buildApp({ db: store.db, config: loadConfig({}) })
+    return { app, breakStore: () => store.db.close(), cleanup: async () => undefined }
+  }
+  const proxy = await proxyTo(new URL(process.env.TEST_DATABASE_URL!))
+  const db: Db = await openDb({ databaseUrl: proxy.url(store.schema!), schema: store.schema!, poolSize: 2, connectTimeoutMs: 1000 })
+  const app = await buildApp({ db, config: loadConfig({}) })
+  return { app, breakStore: async () => proxy.cut(), cleanup: async () => { await db.close().catch(() => undefined); await proxy.close() } }
+}
+
+for (const kind of STORES) {
+  describe(`${kind}: /healthz and /readyz`, () => {
+    let store: TestStore
+    beforeAll(async () => { store = await createTestStore(kind) })
+    afterAll(async () => { if (kind === 'postgres') await store.drop() })
+
+    it('answers 200 on both while the store answers and its migrations are current, without a key', async () => {
+      const app = await buildApp({ db: store.db, config: loadConfig({}) })
+      const health = await app.inject({ method: 'GET', url: '/healthz' })
+      const ready = await app.inject({ method: 'GET', url: '/readyz' })
+      expect([health.statusCode, health.json()]).toEqual([200, { status: 'ok' }])
+      expect([ready.statusCode, ready.json()]).toEqual([200, { status: 'ok' }])
+      await app.close()
+    })
+
+    it('is not ready (503 in the envelope, Retry-After) while a migration is not applied, and ready again after', async () => {
+      const app = await buildApp({ db: store.db, config: loadConfig({}) })
+      await store.db.query("DELETE FROM schema_migrations WHERE version = '0006_distributable_keys.sql'")
+      const res = await app.inject({ method: 'GET', url: '/readyz', headers: { 'x-request-id': 'probe-1' } })
+      expect(res.statusCode).toBe(503)
+      expect(res.headers['retry-after']).toBe('5')
+      expect(res.json()).toEqual({ errors: [{ status: '503', code: 'service_unavailable', detail: 'not ready: migrations not applied yet: 0006_distributable_keys.sql', meta: { request_id: 'probe-1' } }] })
+      await store.db.query("INSERT INTO schema_migrations (version) VALUES ('0006_distributable_keys.sql')")
+      expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200)
+      await app.close()
+    })
+
+    it('is not ready while the store is down, and still healthy', async () => {
+      const { app, breakStore, cleanup } = await appWithBreakableStore(kind, store)
+      expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200)
+      await breakStore()
+      const res = await app.inject({ method: 'GET', url: '/readyz', headers: { 'x-request-id': 'probe-2' } })
+      expect(res.statusCode).toBe(503)
+      expect(res.json()).toEqual({ errors: [{ status: '503', code: 'service_unavailable', detail: 'not ready: the store does not answer', meta: { request_id: 'probe-2' } }] })
+      const health = await app.inject({ method: 'GET', url: '/healthz' })
+      expect([health.statusCode, health.json()]).toEqual([200, { status: 'ok' }])
+      await app.close().catch(() => undefined)
+      await cleanup()
+    })
+  })
+}

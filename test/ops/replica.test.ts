@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/core/config.js'
+import { openDb, type Db } from '../../src/store/db.js'
+import { migrate } from '../../src/store/migrate.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { createKeyFromCli } from '../../src/keys/cli.js'
+import { STORES } from '../helpers/stores.js'
+import { ACME } from '../helpers/fixtures.js'
+import { startReplicaPair, type ReplicaPair } from '../helpers/replica.js'
+
+// Long enough for the reads below on a busy 2-core machine, short enough to wait out once.
+const WINDOW_MS = 3000
+
+/**
+ * Against a real streaming replica. Replay is paused on the standby to make the replica visibly
+ * behind: what a request sees tells which server answered it.
+ */
+describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming replica (DATABASE_READ_URL)', { timeout: 120_000 }, () => {
+  let pair: ReplicaPair
+  let primary: Db
+  const apps: FastifyInstance[] = []
+  let writer: string
+  let reader: string
+
+  beforeAll(async () => {
+    pair = await startReplicaPair()
+    primary = await openDb({ databaseUrl: pair.primaryUrl, poolSize: 4 })
+    await migrate(primary)
+    await applySetup(primary, ACME as unknown as SetupFile)
+    const key = (name: string) => createKeyFromCli(primary, { org: 'acme', user: 'owner@acme.test', name, type: 'Admin', roles: ['all'] }).then((k) => k.secret)
+    writer = await key('writer')
+    reader = await key('reader')
+    await pair.caughtUp()
+  })
+  afterAll(async () => {
+    for (const app of apps) await app.close()
+    await primary?.close()
+    await pair?.close()
+  })
+
+  const appWith = async (redisUrl: string | undefined) => {
+    const app = await buildApp({ db: primary, config: loadConfig({}, { databaseReadUrl: pair.replicaUrl, readAfterWriteMs: WINDOW_MS, redisUrl }) })
+    apps.push(app)
+    return app
+  }
+  const call = (app: FastifyInstance, key: string, method: 'GET' | 'POST', url: string, payload?: object) =>
+    app.inject({ method, url, headers: { authorization: `Bearer ${key}` }, ...(payload ? { payload } : {}) })
+  const listedNames = async (app: FastifyInstance, key: string) =>
+    ((await call(app, key, 'GET', '/api/v1/assets')).json() as { data: { name: string }[] }).data.map((a) => a.name)
+  const searchTotal = async (app: FastifyInstance, key: string) =>
+    ((await call(app, key, 'POST', '/api/v1/search/assets', { filter: { field: 'asset_type_key', operator: 'equals', value: 'server' } })).json() as { meta: { page: { total_items: number } } }).meta.page.total_items
+
+  // Read-after-write marks shared through the primary (no Redis) and through Redis when the suite has one.
+  const MARKS: { name: string; redisUrl: string | undefined }[] = [
+    { name: 'the primary', redisUrl: undefined },
+    ...(process.env.TEST_REDIS_URL ? [{ name: 'Redis', redisUrl: process.env.TEST_REDIS_URL }] : []),
+  ]
+  for (const [round, marks] of MARKS.entries()) {
+    it(`lists and searches on the replica; a key that has just written reads the primary, in any process, for the window (marks in ${marks.name})`, async () => {
+      // Two processes' worth of apps on the same primary and replica: read-after-write must hold across them.
+      const [one, two] = [await appWith(marks.redisUrl), await appWith(marks.redisUrl)]
+      const name = `fresh-${round}`
+      const before = round
+      await pair.pauseReplay()
+      const created = await call(one, writer, 'POST', '/api/v1/assets', { asset_type_key: 'server', name, properties: { hostname: `${name}.acme.test` } })
+      expect(created.statusCode).toBe(201)
+      // The window starts when the write is answered.
+      const writtenAt = Date.now()
+      const id = (created.json() as { data: { id: string } }).data.id
+
+      // The writer, here and in the other process: the primary.
+      expect(await listedNames(one, writer)).toContain(name)
+      expect(await listedNames(two, writer)).toContain(name)
+      // Another key: the replica, which has not replayed the write.
+      expect(await listedNames(one, reader)).toHaveLength(before)
+      expect(await listedNames(two, reader)).toHaveLength(before)
+      expect(await searchTotal(two, reader)).toBe(before)
+      // A read by id stays on the primary.
+      expect((await call(two, reader, 'GET', `/api/v1/assets/${id}`)).statusCode).toBe(200)
+      expect(Date.now() - writtenAt).toBeLessThan(WINDOW_MS)
+
+      // Once the window has passed, the writer reads the replica again.
+      await new Promise((resolve) => setTimeout(resolve, writtenAt + WINDOW_MS + 100 - Date.now()))
+      expect(await listedNames(one, writer)).not.toContain(name)
+      expect(await listedNames(two, writer)).not.toContain(name)
+
+      await pair.resumeReplay()
+      await pair.caughtUp()
+      expect(await listedNames(two, reader)).toContain(name)
+      expect(await searchTotal(one, reader)).toBe(before + 1)
+    })
+  }
+
+  it('falls back to the primary when the replica is down', async () => {
+    await pair.stopReplica()
+    const started = Date.now()
+    const app = await appWith(undefined)
+    expect(await listedNames(app, reader)).toHaveLength(MARKS.length)
+    expect(await searchTotal(app, reader)).toBe(MARKS.length)
+    expect((await call(app, reader, 'POST', '/api/v1/analytics/assets', {})).json()).toEqual({ data: [{ group: {}, measures: { count: MARKS.length } }], meta: { total_groups: 1 } })
+    expect(Date.now() - started).toBeLessThan(10_000)
+  })
+})

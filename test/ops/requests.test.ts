@@ -1,0 +1,124 @@
+import { Writable } from 'node:stream'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/core/config.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { createKeyFromCli } from '../../src/keys/cli.js'
+import { metrics } from '../../src/ops/metrics.js'
+import { startMetricsServer } from '../../src/ops/metrics-server.js'
+import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
+import { ACME } from '../helpers/fixtures.js'
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+// A quota that the suite spends on purpose (a day-long window: it cannot reset mid-test).
+const SETUP = { ...ACME, organization: { ...ACME.organization, rate_limit: { requests: 9, window_seconds: 86400 } } }
+
+for (const kind of STORES) {
+  describe(`${kind}: request ids, the request log, metrics, draining`, () => {
+    let store: TestStore
+    let app: FastifyInstance
+    let key: string
+    let keyId: string
+    const lines: Record<string, unknown>[] = []
+
+    beforeAll(async () => {
+      store = await createTestStore(kind)
+      await applySetup(store.db, SETUP as unknown as SetupFile)
+      const created = await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: 'ops', type: 'Admin', roles: ['all'] })
+      key = created.secret
+      keyId = created.id
+      const stream = new Writable({ write(chunk, _enc, done) { lines.push(JSON.parse(String(chunk))); done() } })
+      app = await buildApp({ db: store.db, config: loadConfig({}), logger: { level: 'info', stream } })
+      await app.ready()
+    })
+    afterAll(async () => {
+      await app.close()
+      await store.drop()
+    })
+
+    const get = (url: string, headers: Record<string, string> = {}) =>
+      app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${key}`, ...headers } })
+
+    it('keeps a well-formed X-Request-Id, echoes it, puts it in each error and in the request log line', async () => {
+      const missing = '0190f3a0-0000-7000-8000-000000000000'
+      const res = await get(`/api/v1/assets/${missing}`, { 'x-request-id': 'client.req-42_A' })
+      expect(res.statusCode).toBe(404)
+      expect(res.headers['x-request-id']).toBe('client.req-42_A')
+      expect(res.json()).toEqual({ errors: [{ status: '404', code: 'not_found', detail: expect.any(String), meta: { request_id: 'client.req-42_A' } }] })
+      const mine = lines.filter((l) => l.request_id === 'client.req-42_A')
+      expect(mine).toEqual([{
+        level: 30, time: expect.any(Number), pid: process.pid, hostname: expect.any(String), request_id: 'client.req-42_A',
+        method: 'GET', route: '/api/v1/assets/:id', status_code: 404, duration_ms: expect.any(Number),
+        org_key: 'acme', api_key_id: keyId, msg: 'request completed',
+      }])
+    })
+
+    it('replaces an X-Request-Id that is too long or has other characters with a generated one', async () => {
+      for (const given of ['a'.repeat(65), 'has space', 'semi;colon', 'ünïcode', '']) {
+        const res = await get('/api/v1/assets', { 'x-request-id': given })
+        expect(res.statusCode).toBe(200)
+        expect(res.headers['x-request-id']).toMatch(UUID)
+      }
+      const res = await get('/api/v1/assets', { 'x-request-id': 'a'.repeat(64) })
+      expect(res.headers['x-request-id']).toBe('a'.repeat(64))
+    })
+
+    it('gives every log line the request id and never writes the secret or a body', async () => {
+      await app.inject({ method: 'POST', url: '/api/v1/assets', headers: { authorization: `Bearer ${key}`, 'x-request-id': 'with-body' }, payload: { asset_type_key: 'server', name: 'secret-body-value', properties: { hostname: 'h-1' } } })
+      await app.inject({ method: 'GET', url: '/api/v1/assets', headers: { authorization: 'Bearer kbis_000000000000_wrong', 'x-request-id': 'bad-key' } })
+      const text = lines.map((l) => JSON.stringify(l)).join('\n')
+      expect(text).not.toContain(key)
+      expect(text).not.toContain(key.split('_')[2])
+      expect(text).not.toContain('kbis_000000000000_wrong')
+      expect(text).not.toContain('secret-body-value')
+      const requestLines = lines.filter((l) => l.msg === 'request completed')
+      expect(requestLines.every((l) => typeof l.request_id === 'string')).toBe(true)
+      expect(lines.find((l) => l.request_id === 'bad-key')).toMatchObject({ status_code: 401, org_key: null, api_key_id: null, route: '/api/v1/assets' })
+      expect(lines.find((l) => l.request_id === 'with-body')).toMatchObject({ status_code: 201, org_key: 'acme', api_key_id: keyId, method: 'POST' })
+    })
+
+    it('exposes the CONTRACT series with the route pattern as label, and counts 429s', async () => {
+      const limited = () => (metrics.rateLimited as unknown as { get(): Promise<{ values: { value: number }[] }> }).get().then((m) => m.values[0]?.value ?? 0)
+      const before = await limited()
+      // The quota is 9 a day; the requests above spent 8 (the unauthenticated one does not count).
+      const statuses: number[] = []
+      for (let i = 0; i < 4; i++) statuses.push((await get('/api/v1/assets')).statusCode)
+      expect(statuses).toEqual([200, 429, 429, 429])
+      expect(await limited()).toBe(before + 3)
+
+      const server = await startMetricsServer(0, '127.0.0.1')
+      const text = await (await fetch(server.url)).text()
+      await new Promise((resolve) => server.close(resolve))
+      const series = new Set(text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.replace(/[ {].*$/, '')))
+      for (const name of ['http_request_duration_seconds_bucket', 'http_request_duration_seconds_count', 'http_request_duration_seconds_sum',
+        'kbis_db_pool_connections', 'kbis_events_pending', 'kbis_rate_limited_total', 'process_cpu_seconds_total', 'nodejs_heap_size_used_bytes']) {
+        expect(series).toContain(name)
+      }
+      expect(text).toContain('# TYPE kbis_webhook_deliveries_total counter')
+      expect(text).toMatch(/^http_request_duration_seconds_count\{method="GET",route="\/api\/v1\/assets\/:id",status_code="404"\} [1-9]/m)
+      expect(text).toMatch(/^http_request_duration_seconds_count\{method="GET",route="\/api\/v1\/assets",status_code="429"\} [3-9]/m)
+      expect(text).toMatch(/^kbis_events_pending 0$/m)
+      expect(text).toMatch(/^kbis_db_pool_connections\{state="total"\} \d+$/m)
+      // Concrete paths never become labels.
+      expect(text).not.toContain('0190f3a0-0000-7000-8000-000000000000')
+    })
+
+    it('answers 503 service_unavailable with Retry-After while draining, keeps /healthz, and runs onShutdown callbacks at close', async () => {
+      const calls: string[] = []
+      app.onShutdown(async () => { calls.push('relay flushed') })
+      app.lifecycle.draining = true
+      const res = await get('/api/v1/assets', { 'x-request-id': 'late' })
+      expect(res.statusCode).toBe(503)
+      expect(res.headers['retry-after']).toBe('5')
+      expect(res.headers.connection).toBe('close')
+      expect(res.json()).toEqual({ errors: [{ status: '503', code: 'service_unavailable', detail: 'the server is shutting down; retry on another instance or later', meta: { request_id: 'late' } }] })
+      expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503)
+      expect((await app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200)
+      expect(calls).toEqual([])
+      await app.close()
+      expect(calls).toEqual(['relay flushed'])
+    })
+  })
+}

@@ -1,0 +1,79 @@
+import http from 'node:http'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openDb } from '../../src/store/db.js'
+import { STORES } from '../helpers/stores.js'
+import { ACME_YAML, cli, postgresSchema, runCli } from '../helpers/cli-server.js'
+
+const ITEMS = 3000
+
+/** POSTs `body`, calling `sent` once the whole request has left; resolves with the answer. */
+function post(url: string, key: string, body: unknown, sent: () => void): Promise<{ status: number; body: any; connection: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const payload = JSON.stringify(body)
+    const req = http.request(url, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
+      let text = ''
+      res.on('data', (d: Buffer) => (text += d.toString()))
+      res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text), connection: res.headers.connection }))
+    })
+    req.on('error', reject)
+    req.on('finish', sent)
+    req.end(payload)
+  })
+}
+
+for (const kind of STORES) {
+  describe(`${kind}: SIGTERM drains`, { timeout: 180_000 }, () => {
+    let dir: string
+    let env: Record<string, string>
+    let dropSchema = async () => undefined as void
+    let countAssets: () => Promise<number>
+
+    beforeAll(async () => {
+      dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-ops-'))
+      writeFileSync(path.join(dir, 'acme.yaml'), ACME_YAML.replace('RATE', '100000'))
+      if (kind === 'postgres') {
+        const pg = await postgresSchema()
+        env = { DATABASE_URL: pg.url }
+        dropSchema = pg.drop
+        countAssets = async () => {
+          const db = await openDb({ databaseUrl: pg.url, poolSize: 1 })
+          try { return (await db.query<{ n: number }>('SELECT count(*) AS n FROM assets')).rows[0]!.n } finally { await db.close() }
+        }
+      } else {
+        env = { KBIS_DATA_DIR: path.join(dir, 'data') }
+        countAssets = async () => {
+          const db = await openDb({ dataDir: env.KBIS_DATA_DIR })
+          try { return (await db.query<{ n: number }>('SELECT count(*) AS n FROM assets')).rows[0]!.n } finally { await db.close() }
+        }
+      }
+    })
+    afterAll(async () => {
+      rmSync(dir, { recursive: true, force: true })
+      await dropSchema()
+    })
+
+    it('finishes a bulk request in flight (201), stops listening, closes the store and exits 0', async () => {
+      await cli(['apply', path.join(dir, 'acme.yaml')], env)
+      const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
+      const server = runCli(['serve', '--port', '0'], env)
+      const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
+      const items = Array.from({ length: ITEMS }, (_, i) => ({ asset_type_key: 'server', name: `srv-${i}`, properties: { hostname: `srv-${i}.acme.test`, environment: 'prod' } }))
+      let signalledAt = 0
+      const answer = await post(`${url}/api/v1/bulk/assets`, key, items, () => {
+        signalledAt = Date.now()
+        server.child.kill('SIGTERM')
+      })
+      expect(signalledAt).toBeGreaterThan(0)
+      expect(answer.status).toBe(201)
+      expect(answer.body.data).toHaveLength(ITEMS)
+      // The answer of a draining server closes its connection.
+      expect(answer.connection).toBe('close')
+      expect(await server.exited).toBe(0)
+      await expect(fetch(`${url}/healthz`)).rejects.toThrow()
+      expect(await countAssets()).toBe(ITEMS)
+    })
+  })
+}

@@ -1,0 +1,90 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { ACME_YAML, cli, freePort, postgresSchema, runCli, type CliProcess } from '../helpers/cli-server.js'
+
+const QUOTA = 30
+
+describe('kbis serve --workers on PGlite', () => {
+  it('refuses with one clear line: the embedded store belongs to one process', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-workers-'))
+    const run = runCli(['serve', '--workers', '2', '--port', '0', '--data-dir', dir])
+    expect(await run.exited).toBe(1)
+    expect(run.lines).toEqual(['kbis: --workers needs PostgreSQL (set DATABASE_URL): the embedded PGlite store belongs to one process'])
+    rmSync(dir, { recursive: true, force: true })
+  })
+})
+
+describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', { timeout: 180_000 }, () => {
+  let dir: string
+  let env: Record<string, string>
+  let drop: () => Promise<void>
+  let server: CliProcess
+  let url: string
+  let metricsUrl: string
+  let key: string
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-workers-'))
+    writeFileSync(path.join(dir, 'acme.yaml'), ACME_YAML.replace('RATE', String(QUOTA)))
+    const pg = await postgresSchema()
+    drop = pg.drop
+    env = { DATABASE_URL: pg.url, LOG_LEVEL: 'info' }
+    const [port, metricsPort] = [await freePort(), await freePort()]
+    server = runCli(['serve', '--workers', '2', '--port', String(port), '--metrics-port', String(metricsPort)], env)
+    url = (await server.waitFor(/^kbis listening on (\S+) \(2 workers; store: PostgreSQL\)$/, 120_000))[1]!
+    metricsUrl = (await server.waitFor(/^metrics on (\S+)$/))[1]!
+    await server.waitFor(/^Admin API key \(shown only this once\): kbis_/)
+    await cli(['apply', path.join(dir, 'acme.yaml')], env)
+    key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'w', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
+  })
+  afterAll(async () => {
+    if (server.child.exitCode === null) server.child.kill('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+    await drop()
+  })
+
+  const workerPids = () => server.lines.map((l) => /^worker (\d+) listening$/.exec(l)?.[1]).filter((p): p is string => p !== undefined).map(Number)
+  const requestLines = () => server.lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request completed')
+
+  it('bootstraps once (one Admin key printed), with two workers on one port', () => {
+    expect(server.lines.filter((l) => l.startsWith('Admin API key'))).toHaveLength(1)
+    expect(new Set(workerPids()).size).toBe(2)
+  })
+
+  it('shares one organization quota exactly between the workers', async () => {
+    // Concurrent requests on separate connections: the cluster hands connections to both workers.
+    const statuses = await Promise.all(Array.from({ length: QUOTA + 10 }, () =>
+      fetch(`${url}/api/v1/assets?page[size]=1`, { headers: { authorization: `Bearer ${key}`, connection: 'close' } }).then((r) => r.status)))
+    expect(statuses.filter((s) => s === 200)).toHaveLength(QUOTA)
+    expect(statuses.filter((s) => s === 429)).toHaveLength(10)
+    const served = requestLines().filter((l) => l.route === '/api/v1/assets')
+    expect(served).toHaveLength(QUOTA + 10)
+    expect(new Set(served.map((l) => l.pid)).size).toBe(2)
+    // The primary's /metrics sums the workers' series.
+    const text = await (await fetch(metricsUrl)).text()
+    expect(text).toMatch(new RegExp(`^http_request_duration_seconds_count\\{method="GET",route="/api/v1/assets",status_code="200"\\} ${QUOTA}$`, 'm'))
+    expect(text).toMatch(/^kbis_rate_limited_total 10$/m)
+  })
+
+  it('replaces a worker that dies', async () => {
+    const [victim] = workerPids()
+    process.kill(victim!, 'SIGKILL')
+    await server.waitFor(new RegExp(`^worker ${victim} exited \\(SIGKILL\\); starting a new one$`))
+    await server.waitFor(/^worker (\d+) listening$/)
+    await expect.poll(() => new Set(workerPids()).size, { timeout: 60_000 }).toBe(3)
+    const replacement = workerPids().at(-1)!
+    expect(() => process.kill(replacement, 0)).not.toThrow()
+    const statuses = await Promise.all(Array.from({ length: 10 }, () => fetch(`${url}/healthz`, { headers: { connection: 'close' } }).then((r) => r.status)))
+    expect(statuses).toEqual(Array(10).fill(200))
+  })
+
+  it('drains every worker on SIGTERM and exits 0', async () => {
+    const alive = workerPids().slice(1)
+    server.child.kill('SIGTERM')
+    expect(await server.exited).toBe(0)
+    for (const pid of alive) expect(() => process.kill(pid, 0)).toThrow()
+  })
+})
