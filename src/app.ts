@@ -16,6 +16,7 @@ import { openapiRoutes, typedOpenapiRoutes, OPENAPI_INFO } from './openapi/route
 import { apiKeyRoutes, directoryRoutes } from './admin/routes.js'
 import { createRateLimiter, enforceRateLimit, type RateLimiter } from './core/rate-limit.js'
 import { readFileSync } from 'node:fs'
+import { registerIdempotency } from './idempotency/hooks.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -87,6 +88,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     db,
     auth: request.auth,
     metamodel: await metamodels.get(request.auth.orgId),
+    ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
   }))
   app.decorateRequest('auth', null as never)
 
@@ -121,6 +123,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       })
       // After authentication: only requests of a known organization count against its quota.
       authed.addHook('onRequest', async (request, reply) => enforceRateLimit(rateLimiter, request, reply))
+      registerIdempotency(authed, db)
       await authed.register(metamodelRoutes)
       await authed.register(assetRoutes)
       await authed.register((await import('./relationships/routes.js')).relationshipRoutes)
