@@ -132,6 +132,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await authed.register(typedOpenapiRoutes)
       await authed.register((await import('./bulk/routes.js')).bulkRoutes)
       await authed.register((await import('./search/routes.js')).searchRoutes)
+      await authed.register((await import('./export/routes.js')).exportRoutes)
     })
   }, { prefix: '/api/v1' })
 

@@ -102,6 +102,20 @@ async function afterWrite(db: Db, request: FastifyRequest, reply: FastifyReply, 
   await completeKey(db, claim.id, { status, headers, body })
 }
 
+const HEADER_SCHEMA = {
+  type: 'string',
+  pattern: '^[\\x21-\\x7e]{1,255}$',
+  description: 'Makes the write safe to retry (24 h, per API key, method and path): a repeat with the same body and query string gets the first answer again, '
+    + 'byte for byte, with `Idempotent-Replayed: true`, and writes nothing; another body → 422 idempotency_key_reused; '
+    + 'while the first runs → 409 idempotency_key_in_use. 5xx and 429 answers are not kept.',
+}
+
+/** The route's schema with the header documented (OpenAPI) beside the headers it already declares. */
+function withHeaderSchema(schema: Record<string, unknown>): Record<string, unknown> {
+  const headers = (schema.headers ?? { type: 'object' }) as { properties?: Record<string, unknown> }
+  return { ...schema, headers: { ...headers, properties: { ...(headers.properties ?? {}), 'idempotency-key': HEADER_SCHEMA } } }
+}
+
 /**
  * Idempotency-Key on every POST, PATCH, PUT and DELETE of the routes registered after this call
  * in `app` (CONTRACT §16). The stored answers live in the database, so the guarantee holds across
@@ -109,6 +123,10 @@ async function afterWrite(db: Db, request: FastifyRequest, reply: FastifyReply, 
  */
 export function registerIdempotency(app: FastifyInstance, db: Db): void {
   app.decorateRequest('idempotencyKey', undefined)
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method]
+    if (methods.some((m) => WRITE_METHODS.has(m))) route.schema = withHeaderSchema((route.schema ?? {}) as Record<string, unknown>)
+  })
   app.addHook('preValidation', async (request, reply) => beforeWrite(db, request, reply))
   app.addHook('onSend', async (request, reply, payload) => {
     await afterWrite(db, request, reply, payload)
