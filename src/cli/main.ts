@@ -5,6 +5,7 @@ import { loadSetupFile } from '../setup/load.js'
 import { applySetup, type ApplyReport } from '../setup/apply.js'
 import { createKeyFromCli, type CliKeyRequest } from '../keys/cli.js'
 import { sendToServer } from './control.js'
+import { registerSyncCommands } from './sync/commands.js'
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
 
@@ -99,5 +100,6 @@ export async function main(argv: string[]): Promise<void> {
       }
     })
 
+  registerSyncCommands(program)
   await program.parseAsync(argv)
 }
