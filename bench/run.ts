@@ -25,6 +25,7 @@ const MODULES: [string, () => Promise<BenchModule>][] = [
   ['bulk', () => import('./bulk.js')],
   ['reads', () => import('./reads.js')],
   ['query', () => import('./query.js')],
+  ['sync', () => import('./sync.js')],
 ]
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
