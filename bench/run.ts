@@ -27,6 +27,7 @@ const MODULES: [string, () => Promise<BenchModule>][] = [
   ['query', () => import('./query.js')],
   ['upsert', () => import('./upsert.js')],
   ['workers', () => import('./workers.js')],
+  ['sync', () => import('./sync.js')],
 ]
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))

@@ -20,6 +20,7 @@ import { requestIdOptions } from './ops/request-id.js'
 import { registerOps } from './ops/http.js'
 import { registerReadRouting } from './ops/read-routing.js'
 import type { ReadRouting } from './store/replica.js'
+import { registerIdempotency } from './idempotency/hooks.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -98,6 +99,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     db: await storeFor(request),
     auth: request.auth,
     metamodel: await metamodels.get(request.auth.orgId),
+    ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
   }))
   app.decorateRequest('auth', null as never)
 
@@ -132,6 +134,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       })
       // After authentication: only requests of a known organization count against its quota.
       authed.addHook('onRequest', async (request, reply) => enforceRateLimit(rateLimiter, request, reply))
+      registerIdempotency(authed, db)
       await authed.register(metamodelRoutes)
       await authed.register(assetRoutes)
       await authed.register((await import('./relationships/routes.js')).relationshipRoutes)
@@ -140,6 +143,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await authed.register(typedOpenapiRoutes)
       await authed.register((await import('./bulk/routes.js')).bulkRoutes)
       await authed.register((await import('./search/routes.js')).searchRoutes)
+      await authed.register((await import('./export/routes.js')).exportRoutes)
     })
   }, { prefix: '/api/v1' })
 

@@ -6,6 +6,7 @@ import { applySetup, type ApplyReport } from '../setup/apply.js'
 import { createKeyFromCli, type CliKeyRequest } from '../keys/cli.js'
 import { sendToServer } from './control.js'
 import { isWorker, runPrimary, startWorker, workersArg } from './workers.js'
+import { registerSyncCommands } from './sync/commands.js'
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
 
@@ -108,5 +109,6 @@ export async function main(argv: string[]): Promise<void> {
       }
     })
 
+  registerSyncCommands(program)
   await program.parseAsync(argv)
 }

@@ -7,4 +7,6 @@ export interface RequestContext {
   db: Db
   auth: AuthContext
   metamodel: LoadedMetamodel
+  /** The request's Idempotency-Key header, when it sent one (CONTRACT §16); events carry it. */
+  idempotencyKey?: string
 }

@@ -1,0 +1,98 @@
+/** Cells of an import file → API values, by the property's type (CONTRACT §16). */
+export interface PropertyInfo {
+  key: string
+  type: string
+}
+
+export interface AssetTypeInfo {
+  key: string
+  unique_property_key: string | null
+  properties: PropertyInfo[]
+}
+
+export class CellError extends Error {
+  constructor(readonly field: string, message: string) {
+    super(message)
+  }
+}
+
+const NUMBER_TYPES = new Set(['number', 'integer', 'percentage', 'currency', 'score'])
+
+/**
+ * One CSV cell as the property's value; `undefined` for an empty cell (not set). Numbers must be
+ * plain decimal numbers, booleans `true`/`false`, a multi-select its options joined by `|`; dates
+ * and everything else go as text (the server checks `YYYY-MM-DD`, options, …).
+ */
+export function convertCell(property: PropertyInfo, cell: string): unknown {
+  if (cell === '') return undefined
+  if (NUMBER_TYPES.has(property.type)) {
+    const n = Number(cell.trim())
+    if (cell.trim() === '' || !Number.isFinite(n)) throw new CellError(property.key, `${property.key} must be a number, not ${JSON.stringify(cell)}`)
+    return n
+  }
+  if (property.type === 'boolean') {
+    if (cell === 'true') return true
+    if (cell === 'false') return false
+    throw new CellError(property.key, `${property.key} must be true or false, not ${JSON.stringify(cell)}`)
+  }
+  if (property.type === 'multi_select') return cell.split('|')
+  return cell
+}
+
+// Columns an export writes that an import does not send (the server assigns them).
+const IGNORED_COLUMNS = new Set(['id', 'created_at', 'updated_at'])
+
+/** Checks a CSV header against the type: every column is a field or one of its property keys. */
+export function checkColumns(type: AssetTypeInfo, columns: string[]): void {
+  const known = new Set(['name', 'access_domain_key', ...IGNORED_COLUMNS, ...type.properties.map((p) => p.key)])
+  const unknown = columns.filter((c) => !known.has(c))
+  if (unknown.length > 0) throw new Error(`unknown column(s) ${unknown.join(', ')}: asset type ${type.key} has properties ${type.properties.map((p) => p.key).join(', ')}`)
+  if (!columns.includes('name')) throw new Error('the file has no name column')
+}
+
+export interface ItemFields {
+  name: unknown
+  access_domain_key?: unknown
+  properties: Record<string, unknown>
+}
+
+/** A CSV record (column → cell) as the fields of a bulk item; throws CellError for a bad cell. */
+export function csvItem(type: AssetTypeInfo, record: Record<string, string>): ItemFields {
+  const properties: Record<string, unknown> = {}
+  const errors: CellError[] = []
+  for (const property of type.properties) {
+    const cell = record[property.key]
+    if (cell === undefined) continue
+    try {
+      const value = convertCell(property, cell)
+      if (value !== undefined) properties[property.key] = value
+    } catch (err) {
+      if (err instanceof CellError) errors.push(err)
+      else throw err
+    }
+  }
+  if (errors.length > 0) throw new AggregateError(errors)
+  const item: ItemFields = { name: record.name ?? '', properties }
+  if (record.access_domain_key !== undefined && record.access_domain_key !== '') item.access_domain_key = record.access_domain_key
+  return item
+}
+
+/** An NDJSON record (as `kbis export` writes it) as the fields of a bulk item. */
+export function ndjsonItem(type: AssetTypeInfo, record: unknown): ItemFields {
+  if (record === null || typeof record !== 'object' || Array.isArray(record)) throw new AggregateError([new CellError('', 'the line is not a JSON object')])
+  const r = record as Record<string, unknown>
+  if (r.asset_type_key !== undefined && r.asset_type_key !== type.key) {
+    throw new AggregateError([new CellError('asset_type_key', `asset_type_key is ${JSON.stringify(r.asset_type_key)}, not ${type.key} (--type)`)])
+  }
+  const item: ItemFields = { name: r.name, properties: (r.properties ?? {}) as Record<string, unknown> }
+  if (r.access_domain_key !== undefined) item.access_domain_key = r.access_domain_key
+  return item
+}
+
+/** The composite key naming an item for `--upsert`: `<type>:<unique property>:<value>`. */
+export function compositeKey(type: AssetTypeInfo, properties: Record<string, unknown>): string {
+  const key = type.unique_property_key!
+  const value = properties[key]
+  if (typeof value !== 'string' || value === '') throw new AggregateError([new CellError(key, `${key} is required with --upsert: it names the asset`)])
+  return `${type.key}:${key}:${value}`
+}

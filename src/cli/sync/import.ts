@@ -1,0 +1,183 @@
+import { createWriteStream, statSync, type WriteStream } from 'node:fs'
+import { once } from 'node:events'
+import { randomUUID } from 'node:crypto'
+import { stringify } from 'csv-stringify/sync'
+import { errorsOf, type ApiError, type ServerClient } from './client.js'
+import { compositeKey, type AssetTypeInfo } from './convert.js'
+import { csvRows, ndjsonRows, type FileRow, type ReadProgress } from './rows.js'
+import { createProgress, type Progress } from './progress.js'
+
+export const CHUNK_SIZE = 10_000
+
+export interface ImportOptions {
+  file: string
+  type: string
+  upsert: boolean
+  dryRun: boolean
+  errors?: string | undefined
+}
+
+export interface ImportSummary {
+  rows: number
+  refused: number
+  failedChunks: number
+  results: { created: number; updated: number; unchanged: number }
+}
+
+interface Refusal {
+  line: number
+  field: string
+  message: string
+}
+
+/** `/3/properties/purchased_on` → `purchased_on`; `/3/name` → `name`; the item itself → ''. */
+function fieldOf(pointer: string | undefined): string {
+  const parts = (pointer ?? '').split('/').slice(2)
+  return (parts[0] === 'properties' ? parts.slice(1) : parts).join('.')
+}
+
+async function loadType(client: ServerClient, key: string): Promise<AssetTypeInfo> {
+  const res = await client.json('GET', `/api/v1/metamodel/asset-types/${encodeURIComponent(key)}`)
+  if (res.status === 404) throw new Error(`unknown asset type ${key}`)
+  if (res.status !== 200) throw new Error(`cannot read asset type ${key}: ${errorsOf(res.body)[0]?.detail ?? `HTTP ${res.status}`}`)
+  return (res.body as { data: AssetTypeInfo }).data
+}
+
+class ErrorReport {
+  private constructor(private readonly out: WriteStream | null) {}
+
+  static async open(path: string | undefined): Promise<ErrorReport> {
+    if (!path) return new ErrorReport(null)
+    const out = createWriteStream(path)
+    await once(out, 'open')
+    out.write(stringify([['line', 'field', 'message']]))
+    return new ErrorReport(out)
+  }
+
+  async add(refusals: Refusal[]): Promise<void> {
+    if (!this.out || refusals.length === 0) return
+    if (!this.out.write(stringify(refusals.map((r) => [r.line, r.field, r.message])))) await once(this.out, 'drain')
+  }
+
+  async close(): Promise<void> {
+    if (!this.out) return
+    this.out.end()
+    await once(this.out, 'finish')
+  }
+}
+
+interface ChunkContext {
+  client: ServerClient
+  type: AssetTypeInfo
+  options: ImportOptions
+  runId: string
+  /** Whether the server answers `?dry_run=true` on the bulk endpoint (asked once, when first needed). */
+  dryRun: () => Promise<boolean>
+}
+
+/**
+ * Asks the server whether its bulk endpoint knows `?dry_run=true` with an empty request, which
+ * writes nothing either way: a server that ignored the parameter would write a real chunk.
+ */
+async function probeDryRun(client: ServerClient, method: string): Promise<boolean> {
+  const res = await client.json(method, '/api/v1/bulk/assets?dry_run=true', [])
+  return res.status === 200 && (res.body as { meta?: { dry_run?: unknown } } | null)?.meta?.dry_run === true
+}
+
+/**
+ * Sends one chunk as one bulk request (atomic on the server). Rows refused here already (a cell
+ * that is not a number, …) keep the chunk from being written; it is then sent as a dry run, so
+ * that the report also lists what the server would refuse.
+ */
+async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: number): Promise<{ refusals: Refusal[]; failed: boolean; results: ImportSummary['results']; note: string }> {
+  const results = { created: 0, updated: 0, unchanged: 0 }
+  const refusals: Refusal[] = rows.flatMap((r) => (r.issues ?? []).map((i) => ({ line: r.line, ...i })))
+  const items: Record<string, unknown>[] = []
+  for (const row of rows) {
+    if (!row.item) continue
+    const item: Record<string, unknown> = { client_ref: String(row.line), ...row.item }
+    if (ctx.options.upsert) {
+      try {
+        item.id = compositeKey(ctx.type, row.item.properties)
+      } catch (err) {
+        for (const e of (err as AggregateError).errors) refusals.push({ line: row.line, field: (e as { field: string }).field, message: (e as Error).message })
+        continue
+      }
+    } else item.asset_type_key = ctx.type.key
+    items.push(item)
+  }
+  // A chunk with rows refused here is not written; the server checks the rest as a dry run when it can.
+  const dryRun = ctx.options.dryRun || refusals.length > 0
+  if (items.length > 0 && (!dryRun || (await ctx.dryRun()))) {
+    const res = await ctx.client.json(ctx.options.upsert ? 'PUT' : 'POST', `/api/v1/bulk/assets${dryRun ? '?dry_run=true' : ''}`, items,
+      { 'idempotency-key': `kbis-import-${ctx.runId}-${index}` })
+    if (res.status === 401 || res.status === 403 || res.status === 404 || res.status === 405) {
+      throw new Error(`the server refused the import: ${errorsOf(res.body)[0]?.detail ?? `HTTP ${res.status}`}`)
+    }
+    if (res.status >= 300) refusals.push(...refusalsOf(errorsOf(res.body), rows, res.status))
+    else if (!dryRun) countResults(res.body, ctx.options.upsert, items.length, results)
+  }
+  const failed = refusals.length > 0
+  const written = failed || ctx.options.dryRun ? 'nothing written' : `${results.created} created, ${results.updated} updated, ${results.unchanged} unchanged`
+  const note = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.line}: ${rows.length} rows, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}`
+  return { refusals, failed, results, note }
+}
+
+/** Item errors name their row by client_ref (= line); an error of the whole request refuses every row. */
+function refusalsOf(errors: ApiError[], rows: FileRow[], status: number): Refusal[] {
+  const itemErrors = errors.filter((e) => e.meta?.client_ref)
+  if (itemErrors.length > 0) return itemErrors.map((e) => ({ line: Number(e.meta!.client_ref), field: fieldOf(e.source?.pointer), message: e.detail }))
+  const message = errors[0]?.detail ?? `HTTP ${status}`
+  return rows.map((r) => ({ line: r.line, field: '', message }))
+}
+
+function countResults(body: unknown, upsert: boolean, count: number, results: ImportSummary['results']): void {
+  if (!upsert) {
+    results.created += count
+    return
+  }
+  for (const entry of (body as { data: { result: 'created' | 'updated' | 'unchanged' }[] }).data) results[entry.result]++
+}
+
+/** `kbis import` (CONTRACT §16): streams the file, sends chunks of up to 10,000 rows, reports refusals. */
+export async function runImport(client: ServerClient, options: ImportOptions, progress?: Progress): Promise<ImportSummary> {
+  const type = await loadType(client, options.type)
+  if (options.upsert && !type.unique_property_key) throw new Error(`asset type ${type.key} has no unique_key property: --upsert needs one to name each asset`)
+  const method = options.upsert ? 'PUT' : 'POST'
+  let probe: Promise<boolean> | null = null
+  const dryRun = () => (probe ??= probeDryRun(client, method))
+  if (options.dryRun && !(await dryRun())) {
+    throw new Error(`the server does not support dry runs (?dry_run=true on ${method} /api/v1/bulk/assets); nothing was sent`)
+  }
+  const ndjson = /\.(nd)?jsonl?$/i.test(options.file)
+  const read: ReadProgress = { bytes: 0 }
+  const report = await ErrorReport.open(options.errors)
+  const bar = progress ?? createProgress(statSync(options.file).size)
+  const ctx: ChunkContext = { client, type, options, runId: randomUUID(), dryRun }
+  const summary: ImportSummary = { rows: 0, refused: 0, failedChunks: 0, results: { created: 0, updated: 0, unchanged: 0 } }
+  let chunk: FileRow[] = []
+  let index = 0
+  const flush = async () => {
+    const sent = await sendChunk(ctx, chunk, index++)
+    summary.rows += chunk.length
+    summary.refused += new Set(sent.refusals.map((r) => r.line)).size
+    if (sent.failed) summary.failedChunks++
+    for (const k of ['created', 'updated', 'unchanged'] as const) summary.results[k] += sent.results[k]
+    await report.add(sent.refusals.sort((a, b) => a.line - b.line))
+    bar.update(read.bytes, summary.rows)
+    bar.chunk(sent.note)
+    chunk = []
+  }
+  try {
+    for await (const row of (ndjson ? ndjsonRows : csvRows)(options.file, type, read)) {
+      chunk.push(row)
+      if (chunk.length === CHUNK_SIZE) await flush()
+      else if (chunk.length % 500 === 0) bar.update(read.bytes, summary.rows + chunk.length)
+    }
+    if (chunk.length > 0) await flush()
+  } finally {
+    bar.stop()
+    await report.close()
+  }
+  return summary
+}

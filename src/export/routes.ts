@@ -1,0 +1,30 @@
+import { Readable } from 'node:stream'
+import type { FastifyInstance } from 'fastify'
+import { exportQuery, exportResponses } from './schemas.js'
+import { planExport, type ExportFormat } from './service.js'
+import { csvLines, ndjsonLines } from './format.js'
+
+const CONTENT_TYPES: Record<ExportFormat, string> = { ndjson: 'application/x-ndjson', csv: 'text/csv' }
+
+/**
+ * GET /export/assets (CONTRACT §16). The body is a pull stream over keyset batches: the next batch
+ * is read only when the socket has drained the previous one (backpressure), and a client that goes
+ * away destroys the stream, which ends the generator before its next statement.
+ */
+export async function exportRoutes(app: FastifyInstance): Promise<void> {
+  app.get('/export/assets', {
+    schema: { tags: ['export'], summary: 'Export every matching visible asset as NDJSON or CSV', querystring: exportQuery, response: exportResponses },
+  }, async (request, reply) => {
+    const query = request.query as Record<string, unknown>
+    const format = query.format as ExportFormat
+    const plan = planExport(await app.requestContext(request), query, format)
+    const assetType = plan.assetType
+    async function* text(): AsyncGenerator<string> {
+      if (format === 'csv' && assetType) yield csvLines(assetType, [], true)
+      for await (const rows of plan.batches()) {
+        yield format === 'csv' && assetType ? csvLines(assetType, rows, false) : ndjsonLines(rows)
+      }
+    }
+    return reply.type(CONTENT_TYPES[format]).send(Readable.from(text(), { objectMode: false, highWaterMark: 1 }))
+  })
+}

@@ -1,0 +1,55 @@
+import type { RequestContext } from '../core/context.js'
+import { AppError, Errors } from '../core/errors.js'
+import { Params } from '../store/sql.js'
+import { scopeCondition } from '../access/scope.js'
+import { compileFilter, parseListFilters, resolveListFilters } from '../query/index.js'
+import type { AssetRow } from '../assets/mapper.js'
+import type { AssetType } from '../metamodel/types.js'
+import { selectExportBatch } from './sql.js'
+
+export type ExportFormat = 'ndjson' | 'csv'
+
+// Rows per statement: large enough that the per-statement cost vanishes, small enough that one
+// batch (and its serialized text) stays a few MB.
+export const EXPORT_BATCH_SIZE = 1000
+
+export interface ExportPlan {
+  /** The asset type of a CSV export (its property columns), null for NDJSON without a type filter. */
+  assetType: AssetType | null
+  /** Batches of rows in id order; the next statement runs only when the consumer asks for it. */
+  batches(): AsyncGenerator<AssetRow[]>
+}
+
+/**
+ * Checks and compiles an export (CONTRACT §16) before anything is sent: the filters of
+ * `GET /assets` with the key's view scope, as the list does. CSV needs `filter[asset_type_key]`
+ * (its columns are that type's properties).
+ */
+export function planExport(ctx: RequestContext, query: Record<string, unknown>, format: ExportFormat): ExportPlan {
+  const typeKey = query['filter[asset_type_key]']
+  if (format === 'csv' && typeof typeKey !== 'string') {
+    throw new AppError(Errors.INVALID_FILTER, [{ detail: 'a CSV export needs filter[asset_type_key]: its columns are the properties of one asset type', parameter: 'filter[asset_type_key]' }])
+  }
+  const assetType = typeof typeKey === 'string' ? ctx.metamodel.assetTypes.get(typeKey) ?? null : null
+  if (format === 'csv' && assetType === null) {
+    throw new AppError(Errors.INVALID_FILTER, [{ detail: `unknown asset type ${JSON.stringify(typeKey)}`, parameter: 'filter[asset_type_key]' }])
+  }
+  const params = new Params([ctx.auth.orgId])
+  const conditions = ['a.org_id = $1', 'a.archived_at IS NULL']
+  conditions.push(compileFilter(resolveListFilters(parseListFilters(query), 'assets', ctx.metamodel), params, 'a'))
+  const scope = scopeCondition(ctx.auth, 'a', 'view', params)
+  if (scope !== 'TRUE') conditions.push(scope)
+  const compiled = { where: conditions.join(' AND '), params }
+  return {
+    assetType,
+    async *batches() {
+      let afterId: string | null = null
+      for (;;) {
+        const rows = await selectExportBatch(ctx.db, compiled, afterId, EXPORT_BATCH_SIZE)
+        if (rows.length > 0) yield rows
+        if (rows.length < EXPORT_BATCH_SIZE) return
+        afterId = rows[rows.length - 1]!.id
+      }
+    },
+  }
+}

@@ -1,0 +1,148 @@
+import { createHash, randomUUID } from 'node:crypto'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Db } from '../store/db.js'
+import { AppError, Errors } from '../core/errors.js'
+import { claimKey, completeKey, purgeExpiredKeys, readKey, releaseKey, type KeyScope } from './sql.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's valid Idempotency-Key header, for services and events (RequestContext). */
+    idempotencyKey: string | undefined
+  }
+}
+
+/** CONTRACT §16: responses are kept 24 h. */
+export const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60
+// A claim still running after this long belongs to a process that died (requests end within the
+// statement and shutdown timeouts, far below this): another request may take the key over.
+const STALE_CLAIM_SECONDS = 10 * 60
+const PURGE_EVERY_MS = 15 * 60_000
+const WRITE_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
+// 1–255 visible ASCII characters (0x21–0x7E).
+const VALID_KEY = /^[\x21-\x7e]{1,255}$/
+// Headers that describe the stored body; per-request ones (X-Request-Id, rate-limit counters) are not replayed.
+const REPLAYED_HEADERS = ['content-type', 'location']
+
+interface Claim {
+  id: string
+  done: boolean
+}
+
+const claims = new WeakMap<FastifyRequest, Claim>()
+
+function headerKey(request: FastifyRequest): string | undefined {
+  const raw = request.headers['idempotency-key']
+  if (raw === undefined) return undefined
+  if (Array.isArray(raw) || !VALID_KEY.test(raw)) {
+    throw new AppError(Errors.INVALID_REQUEST, [{ detail: 'Idempotency-Key must be 1 to 255 visible ASCII characters, sent once' }])
+  }
+  return raw
+}
+
+function scopeOf(request: FastifyRequest, key: string): KeyScope {
+  const path = request.url.split('?')[0] ?? request.url
+  return { orgId: request.auth.orgId, apiKeyId: request.auth.keyId, method: request.method, path, key }
+}
+
+/** What "the same request" means: method, path, query string and the parsed body. */
+function fingerprintOf(request: FastifyRequest): string {
+  const query = request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : ''
+  return createHash('sha256')
+    .update(`${request.method}\n${request.url.split('?')[0]}\n${query}\n${JSON.stringify(request.body ?? null)}`)
+    .digest('hex')
+}
+
+/**
+ * Claims the key or answers from it. Runs after authentication (the scope needs the API key) and
+ * after the body is parsed (the fingerprint needs it), before the route validates anything, so
+ * every completed answer of the route, refusals included, is what a repeat gets.
+ */
+async function beforeWrite(db: Db, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+  if (!WRITE_METHODS.has(request.method)) return undefined
+  const key = headerKey(request)
+  if (key === undefined) return undefined
+  const scope = scopeOf(request, key)
+  const fingerprint = fingerprintOf(request)
+  // Twice at most: the row read after a lost claim may vanish (its request answered 5xx) before we read it.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const claim: Claim = { id: randomUUID(), done: false }
+    if (await claimKey(db, scope, { id: claim.id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })) {
+      claims.set(request, claim)
+      request.idempotencyKey = key
+      return undefined
+    }
+    const stored = await readKey(db, scope)
+    if (stored === null) continue
+    if (stored.fingerprint !== fingerprint) {
+      throw new AppError(Errors.IDEMPOTENCY_KEY_REUSED, [{ detail: 'this Idempotency-Key was used for another request (another body or query string) to this method and path in the last 24 hours' }])
+    }
+    if (stored.status === null) {
+      throw new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }])
+    }
+    for (const [name, value] of Object.entries(stored.headers ?? {})) reply.header(name, value)
+    reply.header('idempotent-replayed', 'true').code(stored.status)
+    return reply.send(stored.body === '' ? undefined : stored.body)
+  }
+  throw new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the request with this Idempotency-Key is changing state; retry' }])
+}
+
+/** Stores the answer of the request holding a claim, or gives the claim back on 5xx and 429. */
+async function afterWrite(db: Db, request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<void> {
+  const claim = claims.get(request)
+  if (!claim || claim.done) return
+  claim.done = true
+  const status = reply.statusCode
+  const body = payload === undefined || payload === null ? '' : typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : null
+  if (status >= 500 || status === 429 || body === null) return releaseKey(db, claim.id)
+  const headers: Record<string, string> = {}
+  for (const name of REPLAYED_HEADERS) {
+    const value = reply.getHeader(name)
+    if (value !== undefined) headers[name] = String(value)
+  }
+  await completeKey(db, claim.id, { status, headers, body })
+}
+
+const HEADER_SCHEMA = {
+  type: 'string',
+  pattern: '^[\\x21-\\x7e]{1,255}$',
+  description: 'Makes the write safe to retry (24 h, per API key, method and path): a repeat with the same body and query string gets the first answer again, '
+    + 'byte for byte, with `Idempotent-Replayed: true`, and writes nothing; another body → 422 idempotency_key_reused; '
+    + 'while the first runs → 409 idempotency_key_in_use. 5xx and 429 answers are not kept.',
+}
+
+/** The route's schema with the header documented (OpenAPI) beside the headers it already declares. */
+function withHeaderSchema(schema: Record<string, unknown>): Record<string, unknown> {
+  const headers = (schema.headers ?? { type: 'object' }) as { properties?: Record<string, unknown> }
+  return { ...schema, headers: { ...headers, properties: { ...(headers.properties ?? {}), 'idempotency-key': HEADER_SCHEMA } } }
+}
+
+/**
+ * Idempotency-Key on every POST, PATCH, PUT and DELETE of the routes registered after this call
+ * in `app` (CONTRACT §16). The stored answers live in the database, so the guarantee holds across
+ * server processes on one PostgreSQL.
+ */
+export function registerIdempotency(app: FastifyInstance, db: Db): void {
+  app.decorateRequest('idempotencyKey', undefined)
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method]
+    if (methods.some((m) => WRITE_METHODS.has(m))) route.schema = withHeaderSchema((route.schema ?? {}) as Record<string, unknown>)
+  })
+  app.addHook('preValidation', async (request, reply) => beforeWrite(db, request, reply))
+  app.addHook('onSend', async (request, reply, payload) => {
+    await afterWrite(db, request, reply, payload)
+    return payload
+  })
+  // A request that never reached onSend (its connection broke first) gives its claim back.
+  app.addHook('onResponse', async (request) => {
+    const claim = claims.get(request)
+    if (claim && !claim.done) {
+      claim.done = true
+      await releaseKey(db, claim.id).catch(() => undefined)
+    }
+  })
+  const purge = setInterval(() => void purgeExpiredKeys(db).catch(() => undefined), PURGE_EVERY_MS)
+  purge.unref()
+  app.addHook('onClose', async () => clearInterval(purge))
+}
+
+export { purgeExpiredKeys }

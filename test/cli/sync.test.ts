@@ -1,0 +1,183 @@
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+const CLI = path.resolve('test/helpers/kbis-cli.ts')
+
+interface Run {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+for (const store of STORES) {
+  describe(`${store}: kbis import / kbis export`, () => {
+    let t: TestApp
+    let env: Record<string, string>
+    let dir: string
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      env = { KBIS_URL: await t.app.listen({ host: '127.0.0.1', port: 0 }), KBIS_API_KEY: t.adminKey }
+      dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-sync-'))
+    })
+    afterAll(async () => {
+      rmSync(dir, { recursive: true, force: true })
+      await t.close()
+    })
+
+    const file = (name: string, text: string) => {
+      const p = path.join(dir, name)
+      writeFileSync(p, text)
+      return p
+    }
+    /** Whether this server has an endpoint (an empty bulk request writes nothing either way). */
+    const serverHas = async (method: string, url: string): Promise<boolean> => {
+      const res = await t.request(method, url, { body: [] })
+      return url.includes('dry_run') ? res.status === 200 && res.body?.meta?.dry_run === true : res.status !== 404
+    }
+    const asset = async (ref: string) => (await t.request('GET', `/api/v1/assets/${ref}`)).body.data
+    const count = async (pattern: string): Promise<number> =>
+      (await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM assets WHERE unique_value LIKE $1 OR name LIKE $1', [pattern])).rows[0]!.n
+
+    it('imports a CSV, converting each cell by its property type (empty = not set)', async () => {
+      const csv = file('servers.csv', [
+        'name,hostname,environment,cpu_count,memory_gb,tags,managed,purchased_on,access_domain_key,owner',
+        'cli-web-01,cli-web-01,prod,8,15.5,pci|gdpr,true,2024-02-29,it,"Ops, ""core"""',
+        '"cli-db-01',
+        'primary",cli-db-01,,,,,false,,,',
+      ].join('\n') + '\n')
+      const run = await kbis(['import', csv, '--type', 'server'], env)
+      expect(run).toEqual({ code: 0, stdout: '2 rows read; 0 refused; 2 created\n', stderr: 'lines 2-3: 2 rows, 2 created, 0 updated, 0 unchanged\n' })
+      expect(await asset('server:hostname:cli-web-01')).toMatchObject({
+        name: 'cli-web-01', access_domain_key: 'it',
+        properties: { hostname: 'cli-web-01', environment: 'prod', cpu_count: 8, memory_gb: 15.5, tags: ['pci', 'gdpr'], managed: true, purchased_on: '2024-02-29', owner: 'Ops, "core"' },
+      })
+      const db = await asset('server:hostname:cli-db-01')
+      expect(db).toMatchObject({ name: 'cli-db-01\nprimary', access_domain_key: null })
+      expect(db.properties).toEqual({ hostname: 'cli-db-01', managed: false })
+    })
+
+    it('writes every row the server refuses to --errors (line,field,message), exits 1 and writes nothing of the chunk', async () => {
+      const csv = file('bad.csv', [
+        'name,hostname,environment,cpu_count',
+        'cli-bad-1,cli-bad-1,prod,4',
+        'cli-bad-2,cli-bad-2,moon,4',
+        'cli-bad-3,cli-bad-3,dev,2',
+        'cli-bad-4,,dev,2',
+      ].join('\n'))
+      const errors = path.join(dir, 'errors.csv')
+      const run = await kbis(['import', csv, '--type', 'server', '--errors', errors], env)
+      expect(run).toEqual({ code: 1, stdout: '4 rows read; 2 refused; 0 created; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-5: 4 rows, 2 refused, nothing written\n' })
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n3,environment,"environment must be one of dev, staging, prod"\n5,hostname,hostname is required for asset type server\n')
+      expect(await count('cli-bad-%')).toBe(0)
+    })
+
+    it('refuses a cell that does not fit its property type before sending, and writes nothing of its chunk', async () => {
+      const csv = file('cells.csv', 'name,hostname,cpu_count,managed\ncli-cell-1,cli-cell-1,eight,true\ncli-cell-2,cli-cell-2,2,yes\ncli-cell-3,cli-cell-3,2,false\n')
+      const errors = path.join(dir, 'cell-errors.csv')
+      const run = await kbis(['import', csv, '--type', 'server', '--errors', errors], env)
+      expect(run.code).toBe(1)
+      expect(run.stdout).toBe('3 rows read; 2 refused; 0 created; 1 chunk(s) failed and wrote nothing\n')
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n2,cpu_count,"cpu_count must be a number, not ""eight"""\n3,managed,"managed must be true or false, not ""yes"""\n')
+      expect(await count('cli-cell-%')).toBe(0)
+    })
+
+    it('--dry-run checks the whole file and writes nothing (and refuses to run on a server without dry runs)', async () => {
+      const csv = file('dry.csv', 'name,hostname\ncli-dry-1,cli-dry-1\ncli-dry-2,cli-dry-2\n')
+      const ok = await kbis(['import', csv, '--type', 'server', '--dry-run'], env)
+      const taken = file('dry-taken.csv', 'name,hostname\ncli-taken,cli-web-01\n')
+      const errors = path.join(dir, 'dry-errors.csv')
+      const refused = await kbis(['import', taken, '--type', 'server', '--dry-run', '--errors', errors], env)
+      // `?dry_run=true` comes with the upsert work (CONTRACT §16); until this server has it the CLI must not send anything.
+      if (await serverHas('POST', '/api/v1/bulk/assets?dry_run=true')) {
+        expect(ok).toEqual({ code: 0, stdout: '2 rows read; 0 refused; dry run, nothing written\n', stderr: 'lines 2-3: 2 rows, all valid, nothing written\n' })
+        expect(refused.code).toBe(1)
+        expect(readFileSync(errors, 'utf8')).toMatch(/^line,field,message\n2,hostname,.+\n$/)
+      } else {
+        const message = 'kbis: the server does not support dry runs (?dry_run=true on POST /api/v1/bulk/assets); nothing was sent\n'
+        expect(ok).toEqual({ code: 1, stdout: '', stderr: message })
+        expect(refused).toEqual({ code: 1, stdout: '', stderr: message })
+      }
+      expect(await count('cli-dry-%')).toBe(0)
+      expect(await count('cli-taken')).toBe(0)
+    })
+
+    it('--upsert names each asset by its unique-key column (PUT /bulk/assets)', async () => {
+      const csv = file('upsert.csv', 'name,hostname,environment\ncli-up-1,cli-up-1,dev\nrenamed web,cli-web-01,prod\n')
+      const run = await kbis(['import', csv, '--type', 'server', '--upsert'], env)
+      if (await serverHas('PUT', '/api/v1/bulk/assets')) {
+        expect(run).toEqual({ code: 0, stdout: '2 rows read; 0 refused; 1 created, 1 updated, 0 unchanged\n', stderr: 'lines 2-3: 2 rows, 1 created, 1 updated, 0 unchanged\n' })
+        expect((await asset('server:hostname:cli-web-01')).name).toBe('renamed web')
+        expect((await kbis(['import', csv, '--type', 'server', '--upsert'], env)).stdout).toBe('2 rows read; 0 refused; 0 created, 0 updated, 2 unchanged\n')
+      } else {
+        // PUT /bulk/assets is another developer's work (CONTRACT §16); without it the CLI stops at the first chunk.
+        expect(run).toEqual({ code: 1, stdout: '', stderr: 'kbis: the server refused the import: no route PUT /api/v1/bulk/assets\n' })
+        expect(await count('cli-up-1')).toBe(0)
+      }
+    })
+
+    it('sends chunks of 10,000 rows with client_ref = line number and prints plain progress lines off a terminal', async () => {
+      const rows = Array.from({ length: 10_050 }, (_, i) => `cli-many-${i},cli-many-${i}`)
+      const csv = file('many.csv', `name,hostname\n${rows.join('\n')}\n`)
+      const run = await kbis(['import', csv, '--type', 'server'], env)
+      expect(run).toEqual({
+        code: 0,
+        stdout: '10050 rows read; 0 refused; 10050 created\n',
+        stderr: 'lines 2-10001: 10000 rows, 10000 created, 0 updated, 0 unchanged\nlines 10002-10051: 50 rows, 50 created, 0 updated, 0 unchanged\n',
+      })
+      expect(await count('cli-many-%')).toBe(10_050)
+    }, 120_000)
+
+    it('exports CSV to --output and NDJSON to stdout, exactly what GET /export/assets returns', async () => {
+      const output = path.join(dir, 'servers-out.csv')
+      const csv = await kbis(['export', '--type', 'server', '--format', 'csv', '--output', output], env)
+      expect(csv).toEqual({ code: 0, stdout: '', stderr: '' })
+      const api = await t.app.inject({ method: 'GET', url: '/api/v1/export/assets?format=csv&filter[asset_type_key]=server', headers: { authorization: `Bearer ${t.adminKey}` } })
+      expect(readFileSync(output, 'utf8')).toBe(api.body)
+      const ndjson = await kbis(['export', '--type', 'application', '--format', 'ndjson'], env)
+      const apiNd = await t.app.inject({ method: 'GET', url: '/api/v1/export/assets?format=ndjson&filter[asset_type_key]=application', headers: { authorization: `Bearer ${t.adminKey}` } })
+      expect(ndjson).toEqual({ code: 0, stdout: apiNd.body, stderr: '' })
+    })
+
+    it('imports NDJSON as kbis export writes it (ids and timestamps are the server\'s)', async () => {
+      await t.request('POST', '/api/v1/bulk/assets', { body: [{ asset_type_key: 'note', name: 'cli-note-1', properties: { body: 'a' } }, { asset_type_key: 'note', name: 'cli-note-2', access_domain_key: 'it' }] })
+      const exported = await kbis(['export', '--type', 'note', '--format', 'ndjson'], env)
+      const nd = file('notes.ndjson', `${exported.stdout}\n{"asset_type_key":"server","name":"x"}\nnot json\n`)
+      const run = await kbis(['import', nd, '--type', 'note', '--errors', path.join(dir, 'nd-errors.csv')], env)
+      expect(run.code).toBe(1)
+      expect(readFileSync(path.join(dir, 'nd-errors.csv'), 'utf8')).toBe('line,field,message\n4,asset_type_key,"asset_type_key is ""server"", not note (--type)"\n5,,the line is not valid JSON\n')
+      const clean = file('notes-clean.ndjson', exported.stdout)
+      expect((await kbis(['import', clean, '--type', 'note'], env)).stdout).toBe('2 rows read; 0 refused; 2 created\n')
+      const notes = (await t.request('GET', '/api/v1/assets?filter[asset_type_key]=note&page[size]=100')).body.data
+      expect(notes.map((n: { name: string; access_domain_key: string | null; properties: object }) => [n.name, n.access_domain_key, n.properties]).sort())
+        .toEqual([['cli-note-1', null, { body: 'a' }], ['cli-note-1', null, { body: 'a' }], ['cli-note-2', 'it', {}], ['cli-note-2', 'it', {}]])
+    })
+
+    it('fails with one line and exit 1 without a server, a key, a known type or known columns', async () => {
+      const csv = file('plain.csv', 'name,hostname\nx,y\n')
+      expect(await kbis(['import', csv, '--type', 'server'], {})).toEqual({ code: 1, stdout: '', stderr: 'kbis: no server: pass --url or set KBIS_URL (e.g. http://127.0.0.1:8080)\n' })
+      expect((await kbis(['import', csv, '--type', 'server', '--url', env.KBIS_URL!], {})).stderr).toBe('kbis: no API key: pass --key or set KBIS_API_KEY\n')
+      expect((await kbis(['import', csv, '--type', 'printer'], env)).stderr).toBe('kbis: unknown asset type printer\n')
+      const odd = file('odd.csv', 'name,colour\nx,red\n')
+      const run = await kbis(['import', odd, '--type', 'note'], env)
+      expect(run).toEqual({ code: 1, stdout: '', stderr: 'kbis: unknown column(s) colour: asset type note has properties body\n' })
+      const upsert = await kbis(['import', odd, '--type', 'note', '--upsert'], env)
+      expect(upsert.stderr).toBe('kbis: asset type note has no unique_key property: --upsert needs one to name each asset\n')
+    })
+  })
+}

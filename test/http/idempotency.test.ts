@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+import { purgeExpiredKeys } from '../../src/idempotency/hooks.js'
+
+const server = (hostname: string) => ({ asset_type_key: 'server', name: hostname, properties: { hostname, environment: 'prod' } })
+
+for (const store of STORES) {
+  describe(`${store}: Idempotency-Key`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store)
+    })
+    afterAll(async () => t.close())
+
+    /** The raw answer: the body as bytes, to compare replays byte for byte. */
+    const send = async (method: string, url: string, key: string | null, body?: unknown, apiKey = t.adminKey) => {
+      const res = await t.app.inject({
+        method: method as 'POST', url,
+        headers: { authorization: `Bearer ${apiKey}`, ...(key !== null ? { 'idempotency-key': key } : {}) },
+        ...(body !== undefined ? { payload: body as object } : {}),
+      })
+      return { status: res.statusCode, raw: res.body, replayed: res.headers['idempotent-replayed'], type: res.headers['content-type'] }
+    }
+    const count = async (pattern: string): Promise<number> =>
+      (await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM assets WHERE unique_value LIKE $1', [pattern])).rows[0]!.n
+
+    it('replays the first answer byte for byte with Idempotent-Replayed: true and writes nothing more', async () => {
+      const first = await send('POST', '/api/v1/assets', 'create-web-1', server('idem-web-1'))
+      expect(first.status).toBe(201)
+      expect(first.replayed).toBeUndefined()
+      await new Promise((resolve) => setTimeout(resolve, 1100)) // a second later: timestamps would differ if it ran again
+      const again = await send('POST', '/api/v1/assets', 'create-web-1', server('idem-web-1'))
+      expect(again).toEqual({ status: 201, raw: first.raw, replayed: 'true', type: 'application/json; charset=utf-8' })
+      expect(await count('idem-web-1')).toBe(1)
+    })
+
+    it('answers 422 idempotency_key_reused for another body or query string and writes nothing', async () => {
+      expect((await send('POST', '/api/v1/assets', 'reuse-1', server('idem-reuse-1'))).status).toBe(201)
+      const other = await send('POST', '/api/v1/assets', 'reuse-1', server('idem-reuse-2'))
+      expect(other.status).toBe(422)
+      expect(JSON.parse(other.raw)).toEqual({
+        errors: [{ status: '422', code: 'idempotency_key_reused', detail: 'this Idempotency-Key was used for another request (another body or query string) to this method and path in the last 24 hours' }],
+      })
+      const otherQuery = await send('POST', '/api/v1/assets?dry_run=true', 'reuse-1', server('idem-reuse-1'))
+      expect(JSON.parse(otherQuery.raw).errors[0].code).toBe('idempotency_key_reused')
+      expect(await count('idem-reuse-%')).toBe(1)
+    })
+
+    it('scopes a key by API key, method and path', async () => {
+      const otherKey = await t.givenKey({ type: 'Editor' })
+      expect((await send('POST', '/api/v1/assets', 'scope-1', server('idem-scope-a'))).status).toBe(201)
+      const byOtherKey = await send('POST', '/api/v1/assets', 'scope-1', server('idem-scope-b'), otherKey)
+      expect(byOtherKey.status).toBe(201)
+      expect(byOtherKey.replayed).toBeUndefined()
+      const id = JSON.parse(byOtherKey.raw).data.id as string
+      const patch = await send('PATCH', `/api/v1/assets/${id}`, 'scope-1', { name: 'renamed' })
+      expect(patch.status).toBe(200)
+      expect(JSON.parse(patch.raw).data.name).toBe('renamed')
+      expect(await count('idem-scope-%')).toBe(2)
+    })
+
+    it('refuses a key that is empty, longer than 255 or not visible ASCII with 400 invalid_request, writing nothing', async () => {
+      for (const bad of ['', 'a'.repeat(256), 'has space', 'tab\there']) {
+        const res = await send('POST', '/api/v1/assets', bad, server('idem-bad'))
+        expect(res.status).toBe(400)
+        expect(JSON.parse(res.raw)).toEqual({ errors: [{ status: '400', code: 'invalid_request', detail: 'Idempotency-Key must be 1 to 255 visible ASCII characters, sent once' }] })
+      }
+      expect(await count('idem-bad')).toBe(0)
+      const longest = await send('POST', '/api/v1/assets', `${'~'.repeat(254)}!`, server('idem-longest'))
+      expect(longest.status).toBe(201)
+    })
+
+    it('ignores the header on reads', async () => {
+      const res = await send('GET', '/api/v1/assets?filter[name]=idem-web-1', 'has space')
+      expect(res.status).toBe(200)
+      expect(JSON.parse(res.raw).data.map((a: { name: string }) => a.name)).toEqual(['idem-web-1'])
+    })
+
+    it('stores refusals too: a repeated invalid write gets the same 422, and DELETE replays its 204', async () => {
+      const invalid = { ...server('idem-invalid'), properties: { hostname: 'idem-invalid', cpu_count: 'eight' } }
+      const first = await send('POST', '/api/v1/assets', 'invalid-1', invalid)
+      expect(first.status).toBe(422)
+      expect(await send('POST', '/api/v1/assets', 'invalid-1', invalid)).toEqual({ ...first, replayed: 'true' })
+
+      const created = await send('POST', '/api/v1/assets', null, server('idem-delete'))
+      const id = JSON.parse(created.raw).data.id as string
+      const archived = await send('DELETE', `/api/v1/assets/${id}`, 'delete-1')
+      expect(archived).toEqual({ status: 204, raw: '', replayed: undefined, type: undefined })
+      // Without the key the repeat would be 404 (archived); with it, the first answer.
+      expect(await send('DELETE', `/api/v1/assets/${id}`, 'delete-1')).toEqual({ status: 204, raw: '', replayed: 'true', type: undefined })
+      expect((await send('DELETE', `/api/v1/assets/${id}`, null)).status).toBe(404)
+    })
+
+    it('runs concurrent duplicates of one key exactly once: the others get 409 idempotency_key_in_use or the replay', async () => {
+      const items = Array.from({ length: 300 }, (_, i) => server(`idem-conc-${i}`))
+      const answers = await Promise.all(Array.from({ length: 8 }, () => send('POST', '/api/v1/bulk/assets', 'bulk-1', items)))
+      const ran = answers.filter((a) => a.status === 201 && a.replayed === undefined)
+      expect(ran).toHaveLength(1)
+      for (const a of answers) {
+        if (a === ran[0]) continue
+        if (a.status === 409) {
+          expect(JSON.parse(a.raw)).toEqual({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }] })
+        } else expect(a).toEqual({ ...ran[0], replayed: 'true' })
+      }
+      expect(await count('idem-conc-%')).toBe(300)
+      const later = await send('POST', '/api/v1/bulk/assets', 'bulk-1', items)
+      expect(later).toEqual({ ...ran[0], replayed: 'true' })
+    })
+
+    it('answers 409 idempotency_key_in_use while the first request has not answered', async () => {
+      const first = await send('POST', '/api/v1/assets', 'running-1', server('idem-running'))
+      expect(first.status).toBe(201)
+      // Back to the state of a claim whose request is still running (deterministic, unlike a race).
+      await t.store.db.query(`UPDATE idempotency_keys SET status = NULL, body = NULL WHERE idempotency_key = 'running-1'`)
+      const repeat = await send('POST', '/api/v1/assets', 'running-1', server('idem-running'))
+      expect(repeat.status).toBe(409)
+      expect(JSON.parse(repeat.raw)).toEqual({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }] })
+      expect(await count('idem-running')).toBe(1)
+    })
+
+    it('forgets a key after 24 h: the repeat runs again and the purge deletes expired keys', async () => {
+      expect((await send('POST', '/api/v1/assets', 'expire-1', { ...server('idem-expire'), name: 'one' })).status).toBe(201)
+      await t.store.db.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE idempotency_key = 'expire-1'`)
+      // The first asset holds the unique hostname; running again proves the key no longer answers.
+      const again = await send('POST', '/api/v1/assets', 'expire-1', { ...server('idem-expire'), name: 'one' })
+      expect(again.replayed).toBeUndefined()
+      expect(JSON.parse(again.raw).errors[0].code).toBe('unique_violation')
+      await t.store.db.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE idempotency_key = 'expire-1'`)
+      expect(await purgeExpiredKeys(t.store.db)).toBe(1)
+      const left = await t.store.db.query(`SELECT 1 FROM idempotency_keys WHERE idempotency_key = 'expire-1'`)
+      expect(left.rows).toEqual([])
+    })
+
+    it('takes over a claim left running by a process that died (older than 10 minutes)', async () => {
+      const stale = await t.store.db.query<{ id: string }>('SELECT id FROM api_keys LIMIT 1')
+      await t.store.db.query(
+        `INSERT INTO idempotency_keys (org_id, api_key_id, method, path, idempotency_key, fingerprint, claim_id, created_at, expires_at)
+         SELECT org_id, id, 'POST', '/api/v1/assets', 'stale-1', 'x', gen_random_uuid(), now() - interval '11 minutes', now() + interval '1 day'
+         FROM api_keys WHERE id = $1`, [stale.rows[0]!.id])
+      const keyOfRow = await t.store.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM idempotency_keys WHERE idempotency_key = 'stale-1'`)
+      expect(keyOfRow.rows[0]!.n).toBe(1)
+      // The row belongs to some key of the organization; the admin key's own claim is fresh.
+      const res = await send('POST', '/api/v1/assets', 'stale-1', server('idem-stale'))
+      expect(res.status).toBe(201)
+    })
+  })
+}
