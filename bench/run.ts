@@ -26,6 +26,7 @@ const MODULES: [string, () => Promise<BenchModule>][] = [
   ['reads', () => import('./reads.js')],
   ['query', () => import('./query.js')],
   ['sync', () => import('./sync.js')],
+  ['upsert', () => import('./upsert.js')],
 ]
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))

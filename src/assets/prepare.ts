@@ -2,8 +2,7 @@ import { newId } from '../core/time.js'
 import type { Issue } from '../core/errors.js'
 import type { LoadedMetamodel } from '../metamodel/service.js'
 import { compilePropertiesValidator, type PropertiesValidator } from '../metamodel/validate.js'
-import type { AssetChange, NewAssetRow } from './sql.js'
-import type { AssetRow } from './mapper.js'
+import type { NewAssetRow } from './sql.js'
 
 /** Body of POST /assets (and of each POST /bulk/assets item). */
 export interface AssetInput {
@@ -14,7 +13,7 @@ export interface AssetInput {
   relationships?: unknown
 }
 
-/** Body of PATCH /assets/{id} (and of each PATCH /bulk/assets item). */
+/** Body of PATCH /assets/{id} (and of each PATCH /bulk/assets item, where asset_type_key is not accepted). */
 export interface AssetPatch {
   asset_type_key?: string
   name?: string
@@ -66,38 +65,6 @@ export function prepareNewAsset(metamodel: LoadedMetamodel, input: AssetInput, b
   }
 }
 
-/**
- * Applies a PATCH to an existing asset: `properties` merge key by key, a key set to null clears
- * it, and the merged whole is validated (so required properties stay required).
- */
-export function prepareAssetChange(
-  metamodel: LoadedMetamodel,
-  existing: AssetRow,
-  patch: AssetPatch,
-  base = '',
-): { change: AssetChange; issues: Issue[] } {
-  const issues: Issue[] = []
-  if (patch.asset_type_key !== undefined && patch.asset_type_key !== existing.asset_type_key) {
-    issues.push({ detail: 'asset_type_key cannot change', pointer: `${base}/asset_type_key` })
-  }
-  const properties = withoutNulls({ ...existing.properties, ...(patch.properties ?? {}) })
-  if (patch.properties !== undefined) {
-    issues.push(...metamodel.validator(existing.asset_type_key)(properties, `${base}/properties`))
-  }
-  const domain = patch.access_domain_key === undefined ? existing.access_domain_key : patch.access_domain_key
-  if (patch.access_domain_key !== undefined) issues.push(...checkDomain(metamodel, domain, `${base}/access_domain_key`))
-  return {
-    change: {
-      id: existing.id,
-      name: patch.name ?? existing.name,
-      access_domain_key: domain,
-      properties,
-      unique_value: uniqueValueOf(metamodel, existing.asset_type_key, properties),
-    },
-    issues,
-  }
-}
-
 // Per metamodel version (a new version is a new LoadedMetamodel object) and asset type.
 const patchValidators = new WeakMap<LoadedMetamodel, Map<string, PropertiesValidator>>()
 
@@ -126,7 +93,7 @@ export interface PropertiesPatch {
  * locked row): every value set must fit its property, and a required property may not be
  * cleared. The stored properties fit the metamodel (every write is validated, and `kbis apply`
  * refuses metamodel changes that existing data contradicts), so the merge then fits too: the same
- * verdict, with the same messages, as validating the merged whole in `prepareAssetChange`.
+ * verdict, with the same messages, as validating the merged whole.
  */
 export function preparePropertiesPatch(metamodel: LoadedMetamodel, typeKey: string, properties: Record<string, unknown>, base = ''): PropertiesPatch {
   const set = withoutNulls(properties)

@@ -1,13 +1,16 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { requirePermission } from '../core/auth/permissions.js'
-import { assetCreateBody, assetGetQuery, assetIdParams, assetListQuery, assetPatchBody, assetResponses } from './schemas.js'
-import { archiveAssetByRef, createAsset, getAsset, updateAsset } from './service.js'
+import { assetCreateBody, assetGetQuery, assetIdParams, assetListQuery, assetPatchBody, assetPutBody, assetResponses } from './schemas.js'
+import { archiveAssetByRef, createAsset, getAsset, updateAsset, upsertAsset } from './service.js'
+import type { UpsertItem } from './upsert.js'
+import { dryRun, dryRunEnvelope, sendDryRun, upsertQuery, writeQuery } from '../core/dry-run.js'
 import { listAssets } from './list.js'
 import type { AssetInput, AssetPatch } from './prepare.js'
 import { pageLinks } from '../core/pagination.js'
 import { includeRelationships } from '../relationships/include.js'
 
 const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
+const isDryRun = (request: FastifyRequest): boolean => (request.query as { dry_run?: boolean }).dry_run === true
 
 /** /assets: create, read, update, archive, list (CONTRACT §2, §3). HTTP only; rules live in service.ts. */
 export async function assetRoutes(app: FastifyInstance): Promise<void> {
@@ -18,11 +21,16 @@ export async function assetRoutes(app: FastifyInstance): Promise<void> {
   app.post('/assets', {
     ...writer,
     schema: {
-      tags, summary: 'Create an asset', body: assetCreateBody,
-      response: { 201: assetResponses.one, 409: assetResponses.conflict, 422: assetResponses.invalid, ...assetResponses.errors },
+      tags, summary: 'Create an asset', body: assetCreateBody, querystring: writeQuery,
+      response: { 201: assetResponses.one, 200: dryRunEnvelope, 409: assetResponses.conflict, 422: assetResponses.invalid, ...assetResponses.errors },
     },
   }, async (request, reply) => {
-    const data = await createAsset(await app.requestContext(request), request.body as AssetInput)
+    const ctx = await app.requestContext(request)
+    if (isDryRun(request)) {
+      await dryRun(ctx, (dry) => createAsset(dry, request.body as AssetInput))
+      return sendDryRun(reply, 1)
+    }
+    const data = await createAsset(ctx, request.body as AssetInput)
     return reply.code(201).send({ data })
   })
 
@@ -54,12 +62,38 @@ export async function assetRoutes(app: FastifyInstance): Promise<void> {
   app.patch('/assets/:id', {
     ...writer,
     schema: {
-      tags, summary: 'Update an asset (properties merge; null clears)', params: assetIdParams, body: assetPatchBody,
+      tags, summary: 'Update an asset (properties merge; null clears)', params: assetIdParams, body: assetPatchBody, querystring: writeQuery,
       response: { 200: assetResponses.one, 404: assetResponses.notFound, 409: assetResponses.conflict, 422: assetResponses.invalid, ...assetResponses.errors },
     },
-  }, async (request) => {
-    const data = await updateAsset(await app.requestContext(request), idOf(request), request.body as AssetPatch)
+  }, async (request, reply) => {
+    const ctx = await app.requestContext(request)
+    if (isDryRun(request)) {
+      await dryRun(ctx, (dry) => updateAsset(dry, idOf(request), request.body as AssetPatch))
+      return sendDryRun(reply, 1)
+    }
+    const data = await updateAsset(ctx, idOf(request), request.body as AssetPatch)
     return { data }
+  })
+
+  app.put('/assets/:id', {
+    ...writer,
+    schema: {
+      tags,
+      summary: 'Create or replace an asset by composite key (upsert; ?merge=true merges as PATCH)',
+      description: '201 when created, 200 when updated or unchanged (an asset whose values equal the stored ones is not written: updated_at stays). With dry_run=true: 200 {"data": null, "meta": {"dry_run": true, "items": 1}}.',
+      params: assetIdParams, body: assetPutBody, querystring: upsertQuery,
+      response: { 201: assetResponses.one, 200: assetResponses.one, 404: assetResponses.notFound, 409: assetResponses.conflict, 422: assetResponses.invalid, ...assetResponses.errors },
+    },
+  }, async (request, reply) => {
+    const ctx = await app.requestContext(request)
+    const item: UpsertItem = { ...(request.body as Omit<UpsertItem, 'id'>), id: idOf(request) }
+    const merge = (request.query as { merge?: boolean }).merge === true
+    if (isDryRun(request)) {
+      await dryRun(ctx, (dry) => upsertAsset(dry, item, merge))
+      return sendDryRun(reply, 1)
+    }
+    const { data, result } = await upsertAsset(ctx, item, merge)
+    return reply.code(result === 'created' ? 201 : 200).send({ data })
   })
 
   app.delete('/assets/:id', {

@@ -1,22 +1,6 @@
 import { ASSET_NAME_SCHEMA, KEY_SCHEMA, commonErrorResponses, errorEnvelopeSchema, listEnvelope, recordEnvelope } from '../core/schemas.js'
 import { pageQuerySchema } from '../core/pagination.js'
-
-/** An asset as embedded in another record (a related asset, a relationship end). */
-export function assetSummarySchema(description: string) {
-  return {
-    type: 'object',
-    description,
-    required: ['id', 'asset_type_key', 'name', 'created_at', 'updated_at'],
-    properties: {
-      id: { type: 'string', format: 'uuid' },
-      asset_type_key: { type: 'string' },
-      name: { type: 'string' },
-      properties: { type: 'object', additionalProperties: true },
-      created_at: { type: 'string', format: 'date-time' },
-      updated_at: { type: 'string', format: 'date-time' },
-    },
-  } as const
-}
+import { assetSummarySchema } from '../relationships/schemas.js'
 
 const relatedAssetSchema = assetSummarySchema('The related asset, with `properties` only for include=…related_asset.properties.')
 
@@ -153,3 +137,13 @@ export const assetResponses = {
   conflict: { ...errorEnvelopeSchema, description: 'Unique property value taken (unique_violation)' },
   invalid: { ...errorEnvelopeSchema, description: 'Property or type errors (validation_failed)' },
 }
+
+/** Body of PUT /assets/{composite key}: as POST /assets; asset_type_key may be left out (the key names the type). */
+export const assetPutBody = {
+  ...assetCreateBody,
+  required: ['name'],
+  properties: {
+    ...assetCreateBody.properties,
+    asset_type_key: { type: 'string', minLength: 1, description: 'Optional; must be the type of the composite key (422 otherwise).' },
+  },
+} as const

@@ -3,11 +3,14 @@ import type { RequestContext } from '../core/context.js'
 import type { Tx } from '../store/db.js'
 import { describeDomain, hasLevel } from '../access/scope.js'
 import type { Level } from '../access/levels.js'
+import { parseAssetRef } from '../metamodel/refs.js'
+import { asSingleItem } from '../core/items.js'
 import { toAssetRecord, type AssetRecord, type AssetRow } from './mapper.js'
-import { prepareAssetChange, prepareNewAsset, type AssetInput, type AssetPatch } from './prepare.js'
-import { archiveAsset, insertAssets, selectAssetsByKeys, updateAssets } from './sql.js'
-import { parseAssetRef } from './refs.js'
-import { syncEmbeddedRelationships } from '../relationships/embedded.js'
+import type { AssetInput, AssetPatch } from './prepare.js'
+import { archiveAssets, selectAssetsByKeys } from './sql.js'
+import { createAssets } from './create.js'
+import { patchAssets } from './update.js'
+import { upsertAssets, type UpsertItem, type UpsertResult } from './upsert.js'
 
 function notFound(ref: string): AppError {
   return new AppError(Errors.NOT_FOUND, `asset ${ref} not found`)
@@ -39,44 +42,31 @@ export async function getAsset(ctx: RequestContext, ref: string): Promise<AssetR
   return toAssetRecord(await findAsset(ctx, ref, 'view'))
 }
 
+/** POST /assets: a bulk create of one item (create.ts), errors pointing into the body itself. */
 export async function createAsset(ctx: RequestContext, input: AssetInput): Promise<AssetRecord> {
   requireWriter(ctx)
-  const { row, issues } = prepareNewAsset(ctx.metamodel, input)
-  if (issues.length > 0) throw new AppError(Errors.VALIDATION_FAILED, issues)
-  if (!hasLevel(ctx.auth, row, 'edit')) throw forbidden('create', row)
-  return ctx.db.transaction(async (tx) => {
-    const [created] = await insertAssets(tx, ctx.auth.orgId, [row])
-    if (input.relationships !== undefined) {
-      await syncEmbeddedRelationships(tx, ctx, [{ asset: created!, relationships: input.relationships, pointer: '/relationships' }])
-    }
-    return toAssetRecord(created!)
-  })
+  const [created] = await asSingleItem(() => createAssets(ctx, [input]))
+  return toAssetRecord(created!)
 }
 
+/** PATCH /assets/{id}: a bulk update of one item (update.ts); an asset it cannot name is 404. */
 export async function updateAsset(ctx: RequestContext, ref: string, patch: AssetPatch): Promise<AssetRecord> {
   requireWriter(ctx)
-  return ctx.db.transaction(async (tx) => {
-    const existing = await findAsset(ctx, ref, 'edit', tx)
-    const { change, issues } = prepareAssetChange(ctx.metamodel, existing, patch)
-    if (issues.length > 0) throw new AppError(Errors.VALIDATION_FAILED, issues)
-    if (change.access_domain_key !== existing.access_domain_key) {
-      const target = { ...existing, access_domain_key: change.access_domain_key }
-      if (!hasLevel(ctx.auth, existing, 'edit_access_domain') || !hasLevel(ctx.auth, target, 'edit_access_domain')) {
-        throw new AppError(Errors.FORBIDDEN, 'moving an asset to another access domain needs edit_access_domain on both domains')
-      }
-    }
-    const [updated] = await updateAssets(tx, ctx.auth.orgId, [change])
-    if (patch.relationships !== undefined) {
-      await syncEmbeddedRelationships(tx, ctx, [{ asset: updated!, relationships: patch.relationships, pointer: '/relationships' }])
-    }
-    return toAssetRecord(updated!)
-  })
+  const [updated] = await asSingleItem(() => patchAssets(ctx, [{ ...patch, id: ref }], undefined, { single: true }))
+  return toAssetRecord(updated!.after)
+}
+
+/** PUT /assets/{composite key}: an upsert of one item (upsert.ts). */
+export async function upsertAsset(ctx: RequestContext, item: UpsertItem, merge: boolean): Promise<{ data: AssetRecord; result: UpsertResult }> {
+  requireWriter(ctx)
+  const [outcome] = await asSingleItem(() => upsertAssets(ctx, [item], undefined, { merge, single: true }))
+  return { data: toAssetRecord(outcome!.row!), result: outcome!.result }
 }
 
 export async function archiveAssetByRef(ctx: RequestContext, ref: string): Promise<void> {
   requireWriter(ctx)
   await ctx.db.transaction(async (tx) => {
     const existing = await findAsset(ctx, ref, 'delete', tx)
-    await archiveAsset(tx, ctx.auth.orgId, existing.id)
+    await archiveAssets(tx, ctx.auth.orgId, [existing.id])
   })
 }

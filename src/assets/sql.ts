@@ -1,6 +1,15 @@
-import type { Queryable } from '../store/db.js'
+import type { Queryable, Tx } from '../store/db.js'
 import { Params, selectPage, type PageQuery } from '../store/sql.js'
+import type { AssetKey } from '../metamodel/refs.js'
+import { keysCondition } from '../refs/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
+
+/*
+ * The write paths of asset rows: insertAssets, updateAssets and archiveAssets are the only
+ * statements that write `assets` (docs/architecture.md, "Write paths"). Each takes the caller's
+ * transaction and returns the rows it wrote, so that whatever must follow a write (events) has
+ * one place per operation to hook into.
+ */
 
 export interface NewAssetRow {
   id: string
@@ -12,96 +21,124 @@ export interface NewAssetRow {
 }
 
 /**
- * Inserts assets with one statement whatever their number: each column travels as one array
- * parameter through unnest (a multi-row VALUES list would need rows × columns parameters).
- * Timestamps are whole seconds, as the API shows them.
+ * THE insert of asset rows, one statement whatever their number:
+ * - the rows travel as ONE json parameter read by `json_to_recordset`: one native JSON.stringify
+ *   here and one JSON parse in PostgreSQL, instead of six array literals that pg escapes element
+ *   by element (measured ~1.5× faster than unnest for 10,000 servers);
+ * - `ON CONFLICT … DO NOTHING` on the unique-value index: a value taken by an existing asset
+ *   (even one committed by a concurrent request a moment ago) skips its row instead of aborting
+ *   the statement; the rows missing from the answer are those clashes;
+ * - it returns only id and timestamp and rebuilds the written rows from the caller's, so 10,000
+ *   property documents are not sent back and parsed again.
+ * Timestamps are whole seconds, as the API shows them. Rows are written (and returned) in the
+ * order given.
  */
-export async function insertAssets(tx: Queryable, orgId: string, rows: readonly NewAssetRow[]): Promise<AssetRow[]> {
-  const result = await tx.query<AssetRow>(
-    `INSERT INTO assets AS a (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
+export async function insertAssets(tx: Tx, orgId: string, rows: readonly NewAssetRow[]): Promise<AssetRow[]> {
+  if (rows.length === 0) return []
+  const result = await tx.query<{ id: string; created_at: Date | string }>(
+    `INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
      SELECT $1, u.id, u.asset_type_key, u.name, u.access_domain_key, u.properties, u.unique_value,
             date_trunc('second', now()), date_trunc('second', now())
-     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[])
-       AS u(id, asset_type_key, name, access_domain_key, properties, unique_value)
-     RETURNING ${ASSET_COLUMNS}`,
-    [
-      orgId,
-      rows.map((r) => r.id),
-      rows.map((r) => r.asset_type_key),
-      rows.map((r) => r.name),
-      rows.map((r) => r.access_domain_key),
-      rows.map((r) => JSON.stringify(r.properties)),
-      rows.map((r) => r.unique_value),
-    ],
+     FROM json_to_recordset($2::json)
+       AS u(id uuid, asset_type_key text, name text, access_domain_key text, properties jsonb, unique_value text)
+     ON CONFLICT (org_id, asset_type_key, unique_value) WHERE archived_at IS NULL AND unique_value IS NOT NULL
+     DO NOTHING
+     RETURNING id, created_at`,
+    [orgId, JSON.stringify(rows)],
   )
-  return result.rows
+  const written = new Map(result.rows.map((r) => [r.id, r.created_at]))
+  return rows.flatMap((row) => {
+    const at = written.get(row.id)
+    if (at === undefined) return []
+    const { unique_value: _, ...rest } = row
+    return [{ ...rest, created_at: at, updated_at: at }]
+  })
 }
 
+/** One asset's change: every item naming it, folded in request order. */
 export interface AssetChange {
   id: string
-  name: string
+  /** null: unchanged. */
+  name: string | null
+  set_domain: boolean
   access_domain_key: string | null
-  properties: Record<string, unknown>
+  /** true: `props` replace the stored properties (upsert); false: they merge into them (PATCH). */
+  replace: boolean
+  /** Properties to set, and keys to clear. */
+  props: Record<string, unknown>
+  cleared: string[]
+  set_unique: boolean
   unique_value: string | null
 }
 
-/** Writes new values for existing live assets, one statement for any number of them. */
-export async function updateAssets(tx: Queryable, orgId: string, rows: readonly AssetChange[]): Promise<AssetRow[]> {
-  const result = await tx.query<AssetRow>(
-    `UPDATE assets AS a SET name = u.name, access_domain_key = u.access_domain_key, properties = u.properties,
-            unique_value = u.unique_value, updated_at = date_trunc('second', now())
-     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::text[])
-       AS u(id, name, access_domain_key, properties, unique_value)
-     WHERE a.org_id = $1 AND a.id = u.id AND a.archived_at IS NULL
-     RETURNING ${ASSET_COLUMNS}`,
-    [
-      orgId,
-      rows.map((r) => r.id),
-      rows.map((r) => r.name),
-      rows.map((r) => r.access_domain_key),
-      rows.map((r) => JSON.stringify(r.properties)),
-      rows.map((r) => r.unique_value),
-    ],
-  )
-  return result.rows
-}
-
-export async function archiveAsset(tx: Queryable, orgId: string, id: string): Promise<boolean> {
-  const result = await tx.query(
-    `UPDATE assets SET archived_at = now() WHERE org_id = $1 AND id = $2 AND archived_at IS NULL`,
-    [orgId, id],
-  )
-  return result.rowCount === 1
-}
-
-/** Reference to an asset as the API accepts it: a UUID or a composite key, already parsed. */
-export type AssetKey = { id: string } | { asset_type_key: string; unique_value: string }
-
-/** What resolving and access checks need of an asset: no properties, no timestamps. */
-export interface AssetReference {
-  id: string
-  asset_type_key: string
-  access_domain_key: string | null
-  unique_value: string | null
+/** An updated asset as it was and as it is now (the events' `changes` come from the pair). */
+export interface AssetUpdate {
+  before: AssetRow
+  after: AssetRow
 }
 
 /**
- * Finds live assets by UUID or by composite key in one statement. `lock` takes row locks in id
- * order, so concurrent writers over overlapping assets queue instead of deadlocking. The lock is
- * FOR NO KEY UPDATE, what an UPDATE of the row takes anyway: it queues other writers of the same
- * assets but not the FOR KEY SHARE locks of foreign-key checks, so relationships being created
- * to or from these assets meanwhile neither wait for the writer nor can deadlock with it. `columns: 'reference'` returns only AssetReference columns: for 10,000 keys that
- * skips reading, sending and parsing 10,000 property documents and 20,000 timestamps.
+ * THE update of asset rows, one statement for any number of them, rows as one json parameter.
+ * Properties merge key by key in SQL on the current row (`(properties || props) - cleared`), or
+ * replace it, so the stored documents never travel to the service and back; the callers lock the
+ * rows first, so nothing of a concurrent request is lost. The row as it was comes from the same
+ * statement (a self-join reads the statement's snapshot, before the write).
+ *
+ * `skipUnchanged` (upsert): a row whose name, access domain and properties would stay as they
+ * are is not written at all (no `updated_at` change) and is missing from the answer.
+ * `releaseUnique`: assets whose unique values change and may swap (a → b, b → a): the unique
+ * index is checked row by row, so their old values are released first, in one statement.
  */
-export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: readonly AssetKey[], lock?: boolean): Promise<AssetRow[]>
-export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: readonly AssetKey[], lock: boolean, columns: 'reference'): Promise<AssetReference[]>
-export async function selectAssetsByKeys(
-  db: Queryable,
+export async function updateAssets(
+  tx: Tx,
   orgId: string,
-  keys: readonly AssetKey[],
-  lock = false,
-  columns: 'record' | 'reference' = 'record',
-): Promise<AssetRow[] | AssetReference[]> {
+  changes: readonly AssetChange[],
+  options: { skipUnchanged?: boolean; releaseUnique?: readonly string[] } = {},
+): Promise<AssetUpdate[]> {
+  if (changes.length === 0) return []
+  if (options.releaseUnique && options.releaseUnique.length > 1) {
+    await tx.query('UPDATE assets SET unique_value = NULL WHERE org_id = $1 AND id = ANY($2::uuid[])', [orgId, options.releaseUnique])
+  }
+  const result = await tx.query<AssetRow & { b_name: string; b_access_domain_key: string | null; b_properties: Record<string, unknown>; b_updated_at: Date | string }>(
+    `UPDATE assets AS a SET name = n.name, access_domain_key = n.access_domain_key, properties = n.properties,
+            unique_value = n.unique_value, updated_at = date_trunc('second', now())
+     FROM (
+       SELECT b.id, b.name AS b_name, b.access_domain_key AS b_access_domain_key, b.properties AS b_properties, b.updated_at AS b_updated_at,
+              coalesce(u.name, b.name) AS name,
+              CASE WHEN u.set_domain THEN u.access_domain_key ELSE b.access_domain_key END AS access_domain_key,
+              CASE WHEN u.replace THEN u.props ELSE b.properties || u.props END - u.cleared AS properties,
+              CASE WHEN u.set_unique THEN u.unique_value ELSE b.unique_value END AS unique_value
+       FROM json_to_recordset($2::json) AS u(id uuid, name text, set_domain boolean, access_domain_key text, replace boolean,
+                                            props jsonb, cleared text[], set_unique boolean, unique_value text)
+       JOIN assets b ON b.org_id = $1 AND b.id = u.id AND b.archived_at IS NULL
+     ) n
+     WHERE a.org_id = $1 AND a.id = n.id
+       ${options.skipUnchanged ? 'AND (n.name, n.access_domain_key, n.properties) IS DISTINCT FROM (n.b_name, n.b_access_domain_key, n.b_properties)' : ''}
+     RETURNING ${ASSET_COLUMNS}, n.b_name, n.b_access_domain_key, n.b_properties, n.b_updated_at`,
+    [orgId, JSON.stringify(changes)],
+  )
+  return result.rows.map(({ b_name, b_access_domain_key, b_properties, b_updated_at, ...after }) => ({
+    before: { ...after, name: b_name, access_domain_key: b_access_domain_key, properties: b_properties, updated_at: b_updated_at },
+    after,
+  }))
+}
+
+/** THE archive of asset rows (DELETE /assets/{id}); returns the rows archived, as they were. */
+export async function archiveAssets(tx: Tx, orgId: string, ids: readonly string[]): Promise<AssetRow[]> {
+  if (ids.length === 0) return []
+  const result = await tx.query<AssetRow>(
+    `UPDATE assets a SET archived_at = now() WHERE a.org_id = $1 AND a.id = ANY($2::uuid[]) AND a.archived_at IS NULL
+     RETURNING ${ASSET_COLUMNS}`,
+    [orgId, ids],
+  )
+  return result.rows
+}
+
+/**
+ * Finds live assets, whole records, by UUID or by composite key in one statement; `lock` as in
+ * `selectAssetRefs` (refs/sql.ts), which reads only what access checks need.
+ */
+export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: readonly AssetKey[], lock = false): Promise<(AssetRow & { unique_value: string | null })[]> {
   const [only] = keys
   if (keys.length === 1 && only && 'id' in only && !lock) {
     // The hot path of GET /assets/{id}: one fixed text, run as a prepared statement.
@@ -112,19 +149,12 @@ export async function selectAssetsByKeys(
     )
     return result.rows
   }
-  const ids = keys.flatMap((k) => ('id' in k ? [k.id] : []))
-  const composite = keys.flatMap((k) => ('id' in k ? [] : [k]))
   const params = new Params([orgId])
-  const conds: string[] = []
-  if (ids.length > 0) conds.push(`a.id = ANY(${params.add(ids)}::uuid[])`)
-  if (composite.length > 0) {
-    conds.push(`(a.asset_type_key, a.unique_value) IN (SELECT * FROM unnest(${params.add(composite.map((c) => c.asset_type_key))}::text[], ${params.add(composite.map((c) => c.unique_value))}::text[]))`)
-  }
-  if (conds.length === 0) return []
-  const selected = columns === 'reference' ? 'a.id, a.asset_type_key, a.access_domain_key' : ASSET_COLUMNS
+  const cond = keysCondition(keys, params)
+  if (cond === null) return []
   const result = await db.query<AssetRow & { unique_value: string | null }>(
-    `SELECT ${selected}, a.unique_value FROM assets a
-     WHERE a.org_id = $1 AND a.archived_at IS NULL AND (${conds.join(' OR ')})
+    `SELECT ${ASSET_COLUMNS}, a.unique_value FROM assets a
+     WHERE a.org_id = $1 AND a.archived_at IS NULL AND ${cond}
      ORDER BY a.id${lock ? ' FOR NO KEY UPDATE' : ''}`,
     params.values,
   )

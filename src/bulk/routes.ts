@@ -3,19 +3,30 @@ import { requirePermission } from '../core/auth/permissions.js'
 import { AppError } from '../core/errors.js'
 import { bodyIssues, sendError, validationError } from '../core/http-errors.js'
 import { commonErrorResponses } from '../core/schemas.js'
-import { assertItemCount, ItemFailures, withItemMeta } from './items.js'
-import { bulkCreateAssetsBody, bulkCreateRelationshipsBody, bulkEnvelope, bulkErrorResponses, bulkPatchAssetsBody } from './schemas.js'
-import { createAssetsInBulk, type BulkAssetInput } from './create.js'
-import { updateAssetsInBulk, type BulkAssetPatch } from './update.js'
-import { createRelationshipsInBulk, type BulkRelationshipInput } from './relationships.js'
+import { assertItemCount, entryOf, ItemFailures, withItemMeta } from '../core/items.js'
+import { bulkCreateAssetsBody, bulkCreateRelationshipsBody, bulkEnvelope, bulkErrorResponses, bulkPatchAssetsBody, bulkUpsertAssetsBody, bulkUpsertEnvelope } from './schemas.js'
+import { upsertAssets, type UpsertItem } from '../assets/upsert.js'
+import { dryRun, dryRunEnvelope, sendDryRun, upsertQuery, writeQuery } from '../core/dry-run.js'
+import type { RequestContext } from '../core/context.js'
+import { createAssets, type BulkAssetInput } from '../assets/create.js'
+import { patchAssets, type BulkAssetPatch } from '../assets/update.js'
+import { createRelationships, type BulkRelationshipInput } from '../relationships/create.js'
 
 /**
  * /bulk/*: up to 10,000 items per request, all or nothing (CONTRACT §5). HTTP only; the rules
- * live in create.ts, update.ts and relationships.ts.
+ * live in assets/create.ts, assets/update.ts and relationships/create.ts, which the single
+ * writes share (a single write is a bulk write of one).
  */
 export async function bulkRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['bulk']
-  const response = (success: number) => ({ [success]: bulkEnvelope, ...commonErrorResponses, ...bulkErrorResponses })
+  const response = (success: number, envelope: object = bulkEnvelope) => ({ [success]: envelope, ...(success === 200 ? {} : { 200: dryRunEnvelope }), ...commonErrorResponses, ...bulkErrorResponses })
+  // ?dry_run=true: the same write in a transaction that rolls back; the answer counts the items.
+  const run = async <T>(request: FastifyRequest, write: (ctx: RequestContext) => Promise<T>): Promise<T | null> => {
+    const ctx = await app.requestContext(request)
+    if ((request.query as { dry_run?: boolean }).dry_run !== true) return write(ctx)
+    await dryRun(ctx, write)
+    return null
+  }
   // The larger body limit applies to these routes only; single-record routes keep the small one.
   // Before the body is validated: first the key's permission (a Viewer key gets 403 whatever it
   // sends), then the item count on the parsed array, so 10,001 items cost no item checks.
@@ -40,25 +51,47 @@ export async function bulkRoutes(app: FastifyInstance): Promise<void> {
 
   app.post('/bulk/assets', {
     ...options,
-    schema: { tags, summary: 'Create up to 10,000 assets in one transaction', body: bulkCreateAssetsBody, response: response(201) },
+    schema: { tags, summary: 'Create up to 10,000 assets in one transaction', body: bulkCreateAssetsBody, querystring: writeQuery, response: response(201) },
   }, async (request, reply) => {
-    const data = await createAssetsInBulk(await app.requestContext(request), request.body as BulkAssetInput[], failuresOf(request))
-    return reply.code(201).send({ data })
+    const items = request.body as BulkAssetInput[]
+    const rows = await run(request, (ctx) => createAssets(ctx, items, failuresOf(request)))
+    if (rows === null) return sendDryRun(reply, items.length)
+    return reply.code(201).send({ data: rows.map((row, i) => entryOf(row.id, items[i]!)) })
   })
 
   app.patch('/bulk/assets', {
     ...options,
-    schema: { tags, summary: 'Update up to 10,000 assets in one transaction', body: bulkPatchAssetsBody, response: response(200) },
-  }, async (request) => {
-    const data = await updateAssetsInBulk(await app.requestContext(request), request.body as BulkAssetPatch[], failuresOf(request))
-    return { data }
+    schema: { tags, summary: 'Update up to 10,000 assets in one transaction', body: bulkPatchAssetsBody, querystring: writeQuery, response: response(200) },
+  }, async (request, reply) => {
+    const items = request.body as BulkAssetPatch[]
+    const updates = await run(request, (ctx) => patchAssets(ctx, items, failuresOf(request)))
+    if (updates === null) return sendDryRun(reply, items.length)
+    return { data: updates.map((u, i) => entryOf(u.after.id, items[i]!)) }
+  })
+
+  app.put('/bulk/assets', {
+    ...options,
+    schema: {
+      tags,
+      summary: 'Create or replace up to 10,000 assets by composite key (upsert) in one transaction',
+      description: 'Each item is created, updated, or unchanged (its values equal the stored ones: not written, updated_at kept). ?merge=true merges as PATCH. With dry_run=true: 200 {"data": null, "meta": {"dry_run": true, "items": <count>}}.',
+      body: bulkUpsertAssetsBody, querystring: upsertQuery, response: response(200, bulkUpsertEnvelope),
+    },
+  }, async (request, reply) => {
+    const items = request.body as UpsertItem[]
+    const merge = (request.query as { merge?: boolean }).merge === true
+    const outcomes = await run(request, (ctx) => upsertAssets(ctx, items, failuresOf(request), { merge }))
+    if (outcomes === null) return sendDryRun(reply, items.length)
+    return { data: outcomes.map((o, i) => ({ ...entryOf(o.id, items[i]!), result: o.result })) }
   })
 
   app.post('/bulk/relationships', {
     ...options,
-    schema: { tags, summary: 'Create up to 10,000 relationships in one transaction', body: bulkCreateRelationshipsBody, response: response(201) },
+    schema: { tags, summary: 'Create up to 10,000 relationships in one transaction', body: bulkCreateRelationshipsBody, querystring: writeQuery, response: response(201) },
   }, async (request, reply) => {
-    const data = await createRelationshipsInBulk(await app.requestContext(request), request.body as BulkRelationshipInput[], failuresOf(request))
-    return reply.code(201).send({ data })
+    const items = request.body as BulkRelationshipInput[]
+    const rows = await run(request, (ctx) => createRelationships(ctx, items, failuresOf(request)))
+    if (rows === null) return sendDryRun(reply, items.length)
+    return reply.code(201).send({ data: rows.map((row, i) => entryOf(row.id, items[i]!)) })
   })
 }

@@ -1,6 +1,6 @@
-import { assetCreateBody, embeddedRelationshipsSchema } from '../assets/schemas.js'
+import { assetCreateBody, assetPutBody, embeddedRelationshipsSchema } from '../assets/schemas.js'
 import { ASSET_NAME_SCHEMA, KEY_SCHEMA, errorEnvelopeSchema } from '../core/schemas.js'
-import { MAX_BULK_ITEMS } from './items.js'
+import { MAX_BULK_ITEMS } from '../core/items.js'
 
 const clientRef = {
   type: 'string',
@@ -34,6 +34,41 @@ export const bulkPatchAssetsBody = bulkBody(
   },
   'Changes to existing assets, applied in order. All or nothing.',
 )
+
+export const bulkUpsertAssetsBody = bulkBody(
+  {
+    type: 'object',
+    required: ['id', 'name'],
+    additionalProperties: false,
+    properties: {
+      id: { type: 'string', minLength: 1, description: 'Composite key type:unique_property:value naming the asset to create or replace.' },
+      client_ref: clientRef,
+      ...assetPutBody.properties,
+    },
+  },
+  'Assets to create or replace by composite key (upsert). All or nothing.',
+)
+
+/** PUT /bulk/assets: what became of each item, in request order. */
+export const bulkUpsertEnvelope = {
+  type: 'object',
+  required: ['data'],
+  description: 'One entry per item, in request order: created, updated, or unchanged (not written).',
+  properties: {
+    data: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['id', 'client_ref', 'result'],
+        properties: {
+          id: { type: 'string', format: 'uuid' },
+          client_ref: { type: ['string', 'null'] },
+          result: { type: 'string', enum: ['created', 'updated', 'unchanged'] },
+        },
+      },
+    },
+  },
+} as const
 
 export const bulkCreateRelationshipsBody = bulkBody(
   {

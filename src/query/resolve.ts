@@ -1,4 +1,4 @@
-import { parseAssetRef } from '../assets/refs.js'
+import { parseAssetRef } from '../metamodel/refs.js'
 import { AppError, Errors, assertNever, type Issue } from '../core/errors.js'
 import { isUuid } from '../core/time.js'
 import type { Metamodel } from '../metamodel/types.js'

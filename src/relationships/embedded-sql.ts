@@ -18,13 +18,16 @@ export interface KeptRelated extends PairKey {
 }
 
 export interface RemovedRelationship extends KeptRelated {
+  /** The relationship to delete. */
+  id: string
   /** Whether the key may edit the relationship's source asset (deleting needs it). */
   editable: boolean
 }
 
 /**
- * Deletes, in ONE statement for every pair of every asset, the relationships of the submitted
- * pairs whose related asset was not submitted. Only relationships whose other end is live and
+ * Finds, in ONE statement for every pair of every asset, the relationships of the submitted
+ * pairs whose related asset was not submitted: those the sync deletes (with
+ * `deleteRelationships`, the one delete of relationship rows). Only relationships whose other end is live and
  * visible to the key are touched: what the key cannot see is never deleted (and relationships to
  * archived assets are kept for the console). Relationships that stay are not deleted and
  * re-created, so their id and created_at survive a sync.
@@ -34,10 +37,10 @@ export interface RemovedRelationship extends KeptRelated {
  * primary-key lookups of the other ends, each a LATERAL subquery fenced with `OFFSET 0` so that
  * the plan stays linear without statistics. `NOT IN (unnest …)` is planned as one hashed
  * subplan, so the submitted set is hashed once instead of scanned per relationship.
- * RETURNING says, per deleted row, whether the key could edit its source: the caller refuses
- * the whole write (and the transaction rolls back) when it could not.
+ * Each row says whether the key may edit its source: the caller refuses the whole write (and the
+ * transaction rolls back) when it may not.
  */
-export async function deleteReplacedRelationships(
+export async function selectReplacedRelationships(
   tx: Queryable,
   auth: AuthContext,
   pairs: readonly PairKey[],
@@ -51,8 +54,7 @@ export async function deleteReplacedRelationships(
   const visible = scopeCondition(auth, 'o', 'view', params)
   const editable = scopeCondition(auth, 'o', 'edit', params)
   const result = await tx.query<RemovedRelationship>(
-    `DELETE FROM relationships r USING (
-       SELECT c.id, p.asset_id, p.direction, p.relationship_type_key, c.related_id, (p.direction = 'outgoing' OR ${editable}) AS editable
+    `SELECT c.id, p.asset_id, p.direction, p.relationship_type_key, c.related_id, (p.direction = 'outgoing' OR ${editable}) AS editable
        FROM unnest(${p[0]}::uuid[], ${p[1]}::text[], ${p[2]}::text[]) AS p(asset_id, direction, relationship_type_key)
        CROSS JOIN LATERAL (
          SELECT r.id, r.target_asset_id AS related_id FROM relationships r
@@ -65,10 +67,7 @@ export async function deleteReplacedRelationships(
        CROSS JOIN LATERAL (SELECT o.* FROM assets o WHERE o.org_id = $1 AND o.id = c.related_id OFFSET 0) o
        WHERE o.archived_at IS NULL AND ${visible}
          AND (p.asset_id, p.direction, p.relationship_type_key, c.related_id) NOT IN (
-           SELECT * FROM unnest(${k[0]}::uuid[], ${k[1]}::text[], ${k[2]}::text[], ${k[3]}::uuid[]))
-     ) d
-     WHERE r.org_id = $1 AND r.id = d.id
-     RETURNING d.asset_id, d.direction, d.relationship_type_key, d.related_id, d.editable`,
+           SELECT * FROM unnest(${k[0]}::uuid[], ${k[1]}::text[], ${k[2]}::text[], ${k[3]}::uuid[]))`,
     params.values,
   )
   return result.rows

@@ -3,20 +3,23 @@ import type { RequestContext } from '../core/context.js'
 import type { Tx } from '../store/db.js'
 import { hasLevel } from '../access/scope.js'
 import { newId } from '../core/time.js'
-import type { AssetRow } from '../assets/mapper.js'
-import type { AssetReference } from '../assets/sql.js'
-import { cannotEdit, endAllows, endNotAllowed, resolveAssetRefs, type End } from './resolve.js'
-import { insertRelationships, type NewRelationshipRow } from './sql.js'
+import type { AssetReference } from '../refs/sql.js'
+import { resolveAssetRefs } from '../refs/resolve.js'
+import { cannotEdit, endAllows, endNotAllowed, type End } from './resolve.js'
+import { deleteRelationships, insertRelationships, type NewRelationshipRow } from './sql.js'
+import type { RelationshipRow } from './mapper.js'
 import { escapePointer, isPlainObject } from '../query/parse.js'
-import { deleteReplacedRelationships, type Direction, type KeptRelated, type PairKey } from './embedded-sql.js'
+import { selectReplacedRelationships, type Direction, type KeptRelated, type PairKey } from './embedded-sql.js'
 
-// The batch helpers of POST /bulk/relationships live next door; re-exported for one import site.
-export { prepareRelationships, type PreparedRelationships, type RelationshipInput } from './prepare.js'
-export { insertRelationships, type NewRelationshipRow } from './sql.js'
+/** What a sync wrote: the relationships it created and those it deleted (as they were). */
+export interface SyncResult {
+  inserted: RelationshipRow[]
+  deleted: RelationshipRow[]
+}
 
 export interface EmbeddedSync {
   /** What the sync reads of the asset: its id and type. */
-  asset: Pick<AssetRow, 'id' | 'asset_type_key'>
+  asset: { id: string; asset_type_key: string }
   relationships: unknown
   /** JSON pointer of the `relationships` member in the request body (bulk: `/3/relationships`). */
   pointer: string
@@ -53,7 +56,7 @@ const DIRECTIONS: readonly Direction[] = ['outgoing', 'incoming']
  *
  * @example relationships: {"outgoing": {"runs_on": {"related_assets": [{"id": "server:hostname:web-01"}]}}}
  */
-export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, items: EmbeddedSync[]): Promise<void> {
+export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, items: EmbeddedSync[]): Promise<SyncResult> {
   const issues: Issue[] = []
   const all = items.flatMap((item) => readPairs(item, issues))
   const assets = await resolveAssetRefs(ctx, tx, all.flatMap((pair) => pair.refs.map((r) => r.ref)))
@@ -68,15 +71,18 @@ export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, ite
   const invalid = new Set(issues.flatMap((issue) => byPointer.get(/^(.*?\/relationships)(?=\/|$)/.exec(issue.pointer ?? '')?.[1] ?? '') ?? []))
   const submitted = latestPerPair(all).filter((pair) => !invalid.has(pair.item))
   const plan = submitted.length === all.length ? checked : planSync(ctx, submitted, assets)
-  const removed = await deleteReplacedRelationships(tx, ctx.auth, plan.pairs, plan.kept)
+  const removed = await selectReplacedRelationships(tx, ctx.auth, plan.pairs, plan.kept)
   const forbidden = forbiddenRemovals(removed.filter((r) => !r.editable), submitted)
-  const inserted = await insertRelationships(tx, ctx.auth.orgId, plan.rows, { ignoreDuplicates: true })
+  const deleted = await deleteRelationships(tx, ctx.auth.orgId, removed.map((r) => r.id))
+  // Relationships that exist already are kept as they are (id and created_at unchanged).
+  const inserted = await insertRelationships(tx, ctx.auth, plan.rows)
   // Only relationships that are really new need edit on their source; existing ones are kept as is.
   forbidden.push(...inserted.flatMap((row) => plan.uneditable.get(rowKey(row)) ?? []))
   if (issues.length > 0 || forbidden.length > 0) {
     const marked = forbidden.map((issue) => ({ ...issue, def: Errors.FORBIDDEN }))
     throw new AppError(issues.length > 0 ? Errors.VALIDATION_FAILED : Errors.FORBIDDEN, [...issues, ...(issues.length > 0 ? marked : forbidden)])
   }
+  return { inserted, deleted }
 }
 
 const pairKey = (assetId: string, direction: Direction, typeKey: string): string => `${assetId}\u0000${direction}\u0000${typeKey}`

@@ -1,5 +1,4 @@
 import type { RequestContext } from '../core/context.js'
-import type { AssetRecord } from '../assets/mapper.js'
 import { offsetOf, pageMeta } from '../core/pagination.js'
 import { toRelatedAsset, type RelatedAssetRecord } from './mapper.js'
 import { selectIncludedRelationships, type IncludedRow } from './include-sql.js'
@@ -8,6 +7,9 @@ import type { Direction } from './embedded-sql.js'
 
 export { includeOptionsFromBody, includeOptionsFromQuery, parseAssetIncludes, type IncludeBody, type RelatedExpansion, type RelationshipIncludeOptions } from './include-options.js'
 export type { IncludeFilter, IncludeSort, IncludeSortField } from './include-sql.js'
+
+/** What includes attach to: any asset record (the relationships module does not know its shape beyond the id). */
+type AssetRecord = { id: string; relationships?: unknown[]; relationships_meta?: unknown }
 
 /** One entry of an asset's `relationships` (CONTRACT §2, read shape). */
 export interface IncludedRelationship {
@@ -24,11 +26,11 @@ export interface IncludedRelationship {
  * adapter: the work is {@link includeRelationshipsWith}. Without an include the assets come back
  * as they are; an unknown include value is 400 invalid_include.
  */
-export async function includeRelationships(
+export async function includeRelationships<T extends AssetRecord>(
   ctx: RequestContext,
-  assets: AssetRecord[],
+  assets: T[],
   query: Record<string, unknown>,
-): Promise<AssetRecord[]> {
+): Promise<T[]> {
   const options = includeOptionsFromQuery(query)
   return options === null ? assets : includeRelationshipsWith(ctx, assets, options)
 }
@@ -39,11 +41,11 @@ export async function includeRelationships(
  * `relationships_meta: {page}`. One statement for the whole page of assets, whatever its size
  * (see selectIncludedRelationships). Search calls it with options from includeOptionsFromBody.
  */
-export async function includeRelationshipsWith(
+export async function includeRelationshipsWith<T extends AssetRecord>(
   ctx: RequestContext,
-  assets: AssetRecord[],
+  assets: T[],
   options: RelationshipIncludeOptions,
-): Promise<AssetRecord[]> {
+): Promise<T[]> {
   const rows = await selectIncludedRelationships(ctx.db, ctx.auth, assets.map((a) => a.id), {
     page: options.page,
     filter: options.filter,

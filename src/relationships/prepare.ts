@@ -3,9 +3,10 @@ import type { RequestContext } from '../core/context.js'
 import type { Queryable } from '../store/db.js'
 import { hasLevel } from '../access/scope.js'
 import { newId } from '../core/time.js'
-import type { AssetReference } from '../assets/sql.js'
+import type { AssetReference } from '../refs/sql.js'
 import type { RelationshipType } from '../metamodel/types.js'
-import { cannotEdit, endAllows, endNotAllowed, resolveAssetRefs, type End } from './resolve.js'
+import { cannotEdit, endAllows, endNotAllowed, type End } from './resolve.js'
+import { resolveAssetRefs } from '../refs/resolve.js'
 import type { NewRelationshipRow } from './sql.js'
 
 /** Body of POST /relationships, and of each POST /bulk/relationships item. */
@@ -30,7 +31,7 @@ export interface PreparedRelationships {
  * Validates and resolves a whole batch of relationships against the metamodel, the store and the
  * key's roles, with ONE lookup statement for every end of every item. Nothing is written.
  * Every problem is reported (not only the first), each issue with `meta.index` and a pointer
- * `${pointerBase(index)}/<member>` (default `/<index>/<member>`, the bulk body's shape). Items in
+ * `/<index>/<member>` (the bulk body's shape; a single write strips `/0`). Items in
  * `skip` (failed already, say on the body's schema) are left out.
  *
  * @example await prepareRelationships(ctx, [{relationship_type_key: 'runs_on',
@@ -41,14 +42,13 @@ export async function prepareRelationships(
   ctx: RequestContext,
   items: readonly RelationshipInput[],
   tx: Queryable,
-  pointerBase: (index: number) => string = (index) => `/${index}`,
   skip: ReadonlySet<number> = new Set(),
 ): Promise<PreparedRelationships> {
   const assets = await resolveAssetRefs(ctx, tx, items.flatMap((item, index) => (skip.has(index) ? [] : [item.source_asset_id, item.target_asset_id])))
   const out: PreparedRelationships = { rows: [], indexes: [], issues: [], forbidden: [] }
   items.forEach((item, index) => {
     if (skip.has(index)) return
-    const at = (member: string, detail: string): Issue => ({ detail, pointer: `${pointerBase(index)}/${member}`, meta: { index } })
+    const at = (member: string, detail: string): Issue => ({ detail, pointer: `/${index}/${member}`, meta: { index } })
     const issuesBefore = out.issues.length
     const type = ctx.metamodel.relationshipTypes.get(item.relationship_type_key)
     if (!type) out.issues.push(at('relationship_type_key', `unknown relationship type ${item.relationship_type_key}`))

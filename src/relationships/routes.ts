@@ -6,6 +6,7 @@ import { createRelationship, deleteRelationship, getRelationship } from './servi
 import { listRelationships } from './list.js'
 import { parseEndIncludes } from './ends.js'
 import type { RelationshipInput } from './prepare.js'
+import { dryRun, dryRunEnvelope, sendDryRun, writeQuery } from '../core/dry-run.js'
 
 const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
 
@@ -18,11 +19,16 @@ export async function relationshipRoutes(app: FastifyInstance): Promise<void> {
   app.post('/relationships', {
     ...writer,
     schema: {
-      tags, summary: 'Create a relationship (ends by UUID or composite key)', body: relationshipCreateBody,
-      response: { 201: relationshipResponses.one, 409: relationshipResponses.conflict, 422: relationshipResponses.invalid, ...relationshipResponses.errors },
+      tags, summary: 'Create a relationship (ends by UUID or composite key)', body: relationshipCreateBody, querystring: writeQuery,
+      response: { 201: relationshipResponses.one, 200: dryRunEnvelope, 409: relationshipResponses.conflict, 422: relationshipResponses.invalid, ...relationshipResponses.errors },
     },
   }, async (request, reply) => {
-    const data = await createRelationship(await app.requestContext(request), request.body as RelationshipInput)
+    const ctx = await app.requestContext(request)
+    if ((request.query as { dry_run?: boolean }).dry_run === true) {
+      await dryRun(ctx, (dry) => createRelationship(dry, request.body as RelationshipInput))
+      return sendDryRun(reply, 1)
+    }
+    const data = await createRelationship(ctx, request.body as RelationshipInput)
     return reply.code(201).send({ data })
   })
 

@@ -1,6 +1,22 @@
 import { commonErrorResponses, errorEnvelopeSchema, listEnvelope, recordEnvelope } from '../core/schemas.js'
 import { pageQuerySchema } from '../core/pagination.js'
-import { assetSummarySchema } from '../assets/schemas.js'
+
+/** An asset as embedded in another record (a related asset, a relationship end). */
+export function assetSummarySchema(description: string) {
+  return {
+    type: 'object',
+    description,
+    required: ['id', 'asset_type_key', 'name', 'created_at', 'updated_at'],
+    properties: {
+      id: { type: 'string', format: 'uuid' },
+      asset_type_key: { type: 'string' },
+      name: { type: 'string' },
+      properties: { type: 'object', additionalProperties: true },
+      created_at: { type: 'string', format: 'date-time' },
+      updated_at: { type: 'string', format: 'date-time' },
+    },
+  } as const
+}
 
 const endSchema = assetSummarySchema('An expanded end: with include=source_asset / target_asset; `properties` only with the `.properties` suffix.')
 

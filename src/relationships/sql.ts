@@ -1,4 +1,6 @@
-import type { Queryable } from '../store/db.js'
+import type { Queryable, Tx } from '../store/db.js'
+import type { AuthContext } from '../core/auth/context.js'
+import { scopeCondition } from '../access/scope.js'
 import { Params, selectPage, type PageQuery } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
 
@@ -21,36 +23,73 @@ export interface NewRelationshipRow {
 export const RELATIONSHIP_INSERT_ORDER = 'ORDER BY u.source_asset_id, u.relationship_type_key COLLATE "C", u.target_asset_id, u.n'
 
 /**
- * Inserts relationships with one statement whatever their number: each column travels as one
- * array parameter through unnest (10,000 rows × 4 columns would pass PostgreSQL's 65,535
- * parameter limit as a VALUES list). Without `ignoreDuplicates`, an existing (type, source,
- * target) raises 23505 on `relationships_unique`, which pg-errors.ts maps to 409
- * duplicate_relationship; with it, existing ones are kept as they are (id and created_at
- * unchanged) and only new rows are returned.
+ * THE insert of relationship rows (docs/architecture.md, "Write paths"), one statement whatever
+ * their number, rows as ONE json parameter read by `json_to_recordset` (one native stringify
+ * here, one parse in PostgreSQL: faster than one array literal per column). A (type, source,
+ * target) that exists already, or repeats an earlier row, is skipped (ON CONFLICT DO NOTHING),
+ * never raised: the rows missing from the answer are the duplicates.
+ *
+ * With `check` (a whole valid POST /bulk/relationships in ONE statement), each row is written
+ * only when its ends are live assets of types the relationship type allows, the key may edit its
+ * source and see its target; the caller compares the answer with its rows and goes through the
+ * items one by one only when some are missing. Each end is fetched by primary key inside an
+ * `OFFSET 0` fence and checked outside it (as in `visibleRelationship`): the plan is one
+ * primary-key probe per end, whatever the statistics.
+ *
+ * Returns the rows written in the order given, rebuilt from the caller's rows and the returned
+ * ids and timestamps.
  */
 export async function insertRelationships(
-  tx: Queryable,
-  orgId: string,
+  tx: Tx,
+  auth: AuthContext,
   rows: readonly NewRelationshipRow[],
-  options: { ignoreDuplicates?: boolean } = {},
+  options: { check?: boolean } = {},
 ): Promise<RelationshipRow[]> {
   if (rows.length === 0) return []
-  const result = await tx.query<RelationshipRow>(
-    `INSERT INTO relationships AS r (org_id, id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at)
-     SELECT $1, u.id, u.relationship_type_key, u.source_asset_id, u.target_asset_id,
-            date_trunc('second', now()), date_trunc('second', now())
-     FROM unnest($2::uuid[], $3::text[], $4::uuid[], $5::uuid[]) WITH ORDINALITY
-       AS u(id, relationship_type_key, source_asset_id, target_asset_id, n)
+  const params = new Params([auth.orgId, JSON.stringify(rows)])
+  const recordset = `ROWS FROM (json_to_recordset($2::json) AS (id uuid, relationship_type_key text, source_asset_id uuid, target_asset_id uuid))
+       WITH ORDINALITY AS u(id, relationship_type_key, source_asset_id, target_asset_id, n)`
+  let select = `SELECT $1, u.id, u.relationship_type_key, u.source_asset_id, u.target_asset_id, date_trunc('second', now()), date_trunc('second', now())
+     FROM ${recordset}`
+  if (options.check) {
+    const editSource = scopeCondition(auth, 's', 'edit', params)
+    const seeTarget = scopeCondition(auth, 't', 'view', params)
+    const end = (alias: string, column: string) =>
+      `CROSS JOIN LATERAL (SELECT ${alias}.* FROM assets ${alias} WHERE ${alias}.org_id = $1 AND ${alias}.id = u.${column} OFFSET 0) ${alias}`
+    select = `SELECT $1, u.id, rt.key, s.id, t.id, date_trunc('second', now()), date_trunc('second', now())
+     FROM ${recordset}
+     JOIN relationship_types rt ON rt.org_id = $1 AND rt.key = u.relationship_type_key
+     ${end('s', 'source_asset_id')}
+     ${end('t', 'target_asset_id')}
+     WHERE s.archived_at IS NULL AND t.archived_at IS NULL
+       AND (cardinality(rt.source_asset_type_keys) = 0 OR s.asset_type_key = ANY(rt.source_asset_type_keys))
+       AND (cardinality(rt.target_asset_type_keys) = 0 OR t.asset_type_key = ANY(rt.target_asset_type_keys))
+       AND ${editSource} AND ${seeTarget}`
+  }
+  const result = await tx.query<{ id: string; created_at: Date | string }>(
+    `INSERT INTO relationships (org_id, id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at)
+     ${select}
      ${RELATIONSHIP_INSERT_ORDER}
-     ${options.ignoreDuplicates ? 'ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING' : ''}
-     RETURNING ${RELATIONSHIP_COLUMNS}`,
-    [
-      orgId,
-      rows.map((r) => r.id),
-      rows.map((r) => r.relationship_type_key),
-      rows.map((r) => r.source_asset_id),
-      rows.map((r) => r.target_asset_id),
-    ],
+     ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING
+     RETURNING id, created_at`,
+    params.values,
+  )
+  const written = new Map(result.rows.map((r) => [r.id, r.created_at]))
+  return rows.flatMap((row) => {
+    const at = written.get(row.id)
+    return at === undefined ? [] : [{ ...row, created_at: at, updated_at: at }]
+  })
+}
+
+/**
+ * THE delete of relationship rows (DELETE /relationships/{id} and the embedded sync): one
+ * statement for any number; returns the rows deleted, as they were.
+ */
+export async function deleteRelationships(tx: Tx, orgId: string, ids: readonly string[]): Promise<RelationshipRow[]> {
+  if (ids.length === 0) return []
+  const result = await tx.query<RelationshipRow>(
+    `DELETE FROM relationships r WHERE r.org_id = $1 AND r.id = ANY($2::uuid[]) RETURNING ${RELATIONSHIP_COLUMNS}`,
+    [orgId, ids],
   )
   return result.rows
 }
@@ -67,11 +106,6 @@ export async function selectRelationships(db: Queryable, where: string, params: 
 /** One page of relationships and the total, for GET /relationships and relationship search. */
 export async function selectRelationshipPage(db: Queryable, q: PageQuery): Promise<{ rows: RelationshipRow[]; total: number }> {
   return selectPage<RelationshipRow>(db, { select: RELATIONSHIP_COLUMNS, from: 'relationships r' }, q)
-}
-
-export async function deleteRelationshipById(tx: Queryable, orgId: string, id: string): Promise<boolean> {
-  const result = await tx.query('DELETE FROM relationships WHERE org_id = $1 AND id = $2', [orgId, id])
-  return result.rowCount === 1
 }
 
 /**

@@ -123,3 +123,20 @@ export function duplicateClaims(claims: readonly UniqueClaim[]): { claim: Unique
   }
   return clashes
 }
+
+/**
+ * A single write (POST /assets, PATCH /assets/{id}, POST /relationships) runs as a bulk write of
+ * one item; its errors point into the body itself: `/0/properties/x` becomes `/properties/x`,
+ * `/0` no pointer, and `meta.index` (a bulk notion) is dropped.
+ */
+export async function asSingleItem<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write()
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err
+    throw new AppError(err.def, err.issues.map(({ meta: _meta, pointer, ...issue }) => {
+      const own = pointer?.replace(/^\/0(?=\/|$)/, '')
+      return own ? { ...issue, pointer: own } : issue
+    }), err.headers)
+  }
+}

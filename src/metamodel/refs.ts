@@ -1,6 +1,8 @@
 import { isUuid } from '../core/time.js'
-import type { Metamodel } from '../metamodel/types.js'
-import type { AssetKey } from './sql.js'
+import type { Metamodel } from './types.js'
+
+/** Reference to an asset as the API accepts it: a UUID or a composite key, already parsed. */
+export type AssetKey = { id: string } | { asset_type_key: string; unique_value: string }
 
 /**
  * Parses how the API names an asset (CONTRACT §2): a UUID, or a composite key
@@ -15,12 +17,4 @@ export function parseAssetRef(ref: string, metamodel: Metamodel): AssetKey | nul
   const type = metamodel.assetTypes.get(typeKey)
   if (!type || type.unique_property_key === null || type.unique_property_key !== propertyKey || value === '') return null
   return { asset_type_key: typeKey, unique_value: value }
-}
-
-export function describeRef(key: AssetKey): string {
-  return 'id' in key ? key.id : `${key.asset_type_key}:…:${key.unique_value}`
-}
-
-export function refMatches(key: AssetKey, row: { id: string; asset_type_key: string; unique_value?: string | null }): boolean {
-  return 'id' in key ? key.id === row.id : key.asset_type_key === row.asset_type_key && key.unique_value === row.unique_value
 }

@@ -1,15 +1,17 @@
-import { Errors, type Issue } from '../core/errors.js'
+import { AppError, Errors, type Issue } from '../core/errors.js'
 import type { RequestContext } from '../core/context.js'
 import type { Tx } from '../store/db.js'
 import { describeDomain, hasLevel } from '../access/scope.js'
-import { checkDomain, preparePropertiesPatch, type AssetPatch } from '../assets/prepare.js'
-import { selectAssetsByKeys, type AssetKey, type AssetReference } from '../assets/sql.js'
-import { parseAssetRef } from '../assets/refs.js'
+import { checkDomain, preparePropertiesPatch, type AssetPatch } from './prepare.js'
+import { updateAssets, type AssetChange, type AssetUpdate } from './sql.js'
+import { parseAssetRef, type AssetKey } from '../metamodel/refs.js'
+import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
+import { compositeKey } from '../refs/resolve.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
-import { patchBulkAssets, releaseUniqueValues, type AssetPatchRow } from './sql.js'
-import { duplicateClaims, entryOf, ItemFailures, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
+import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
 
-export type BulkAssetPatch = Omit<AssetPatch, 'asset_type_key'> & BulkItem & { id: string }
+/** A PATCH /bulk/assets item; PATCH /assets/{id} is one such item (its body may repeat asset_type_key). */
+export type BulkAssetPatch = AssetPatch & BulkItem & { id: string }
 
 /** Where the request stands after applying its items in order. */
 interface Plan {
@@ -20,12 +22,10 @@ interface Plan {
   /** Unique values as stored before the request. */
   original: Map<string, string | null>
   /** The change to write per asset, items folded in order. */
-  patches: Map<string, AssetPatchRow>
+  patches: Map<string, AssetChange>
   /** The last item that changed an asset's unique value (for pointers). */
   uniqueSetBy: Map<string, number>
 }
-
-const compositeKey = (typeKey: string, value: string): string => `${typeKey}\u0000${value}`
 
 /**
  * One statement finds and locks every named asset (FOR NO KEY UPDATE in id order: overlapping
@@ -33,10 +33,10 @@ const compositeKey = (typeKey: string, value: string): string => `${typeKey}\u00
  * Names resolve against the store as it is when the request starts; a hidden asset is "not
  * found" for its item.
  */
-async function lockTargets(ctx: RequestContext, tx: Tx, items: readonly BulkAssetPatch[], malformed: ReadonlySet<number>): Promise<{ plan: Plan; missing: Issue[] }> {
+async function lockTargets(ctx: RequestContext, tx: Tx, items: readonly BulkAssetPatch[], malformed: ReadonlySet<number>, single: boolean): Promise<{ plan: Plan; missing: Issue[] }> {
   // An item that broke the body's schema names nothing here (its id may not even be a string).
   const keys = items.map((item, i) => (malformed.has(i) ? null : parseAssetRef(item.id, ctx.metamodel)))
-  const rows = await selectAssetsByKeys(tx, ctx.auth.orgId, keys.filter((k): k is AssetKey => k !== null), true, 'reference')
+  const rows = await selectAssetRefs(tx, ctx.auth.orgId, keys.filter((k): k is AssetKey => k !== null), true)
   const byId = new Map(rows.map((r) => [r.id, r]))
   const byComposite = new Map(rows.flatMap((r) => (r.unique_value === null ? [] : [[compositeKey(r.asset_type_key, r.unique_value), r] as const])))
   const plan: Plan = { ids: [], current: new Map(), original: new Map(), patches: new Map(), uniqueSetBy: new Map() }
@@ -44,6 +44,8 @@ async function lockTargets(ctx: RequestContext, tx: Tx, items: readonly BulkAsse
   keys.forEach((key, i) => {
     const row = key === null ? undefined : 'id' in key ? byId.get(key.id) : byComposite.get(compositeKey(key.asset_type_key, key.unique_value))
     if (!row || !hasLevel(ctx.auth, row, 'view')) {
+      // PATCH /assets/{id} names its asset in the path: a missing one is 404, not a body error.
+      if (single) throw new AppError(Errors.NOT_FOUND, `asset ${items[i]!.id} not found`)
       plan.ids.push(null)
       if (!malformed.has(i)) missing.push({ detail: `asset ${items[i]!.id} not found`, pointer: `/${i}/id` })
       return
@@ -69,8 +71,8 @@ function forbiddenIssue(ctx: RequestContext, current: AssetReference, item: Bulk
 /** Folds one valid item into its asset's pending change and current state. */
 function fold(ctx: RequestContext, plan: Plan, id: string, item: BulkAssetPatch, index: number): void {
   const current = plan.current.get(id)!
-  const patch = plan.patches.get(id) ?? {
-    id, name: null, set_domain: false, access_domain_key: null, props: {}, cleared: [], set_unique: false, unique_value: null,
+  const patch: AssetChange = plan.patches.get(id) ?? {
+    id, name: null, set_domain: false, access_domain_key: null, replace: false, props: {}, cleared: [], set_unique: false, unique_value: null,
   }
   if (item.name !== undefined) patch.name = item.name
   if (item.access_domain_key !== undefined) {
@@ -111,6 +113,9 @@ function applyItems(ctx: RequestContext, items: readonly BulkAssetPatch[], plan:
     if (id === null || id === undefined) return
     const current = plan.current.get(id)!
     const issues = item.properties === undefined ? [] : preparePropertiesPatch(ctx.metamodel, current.asset_type_key, item.properties, `/${i}`).issues
+    if (item.asset_type_key !== undefined && item.asset_type_key !== current.asset_type_key) {
+      issues.unshift({ detail: 'asset_type_key cannot change', pointer: `/${i}/asset_type_key` })
+    }
     if (item.access_domain_key !== undefined) issues.push(...checkDomain(ctx.metamodel, item.access_domain_key, `/${i}/access_domain_key`))
     invalid.push(...issues)
     // One entry per failing item: an invalid one is not also reported as forbidden.
@@ -152,7 +157,7 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan, failur
   }
   // The live assets holding any claimed value: one look-up by composite key.
   const keys = claims.map((c) => ({ asset_type_key: c.asset_type_key, unique_value: c.unique_value }))
-  const holders = await selectAssetsByKeys(tx, ctx.auth.orgId, keys, false, 'reference')
+  const holders = await selectAssetRefs(tx, ctx.auth.orgId, keys)
   for (const holder of holders) {
     // A holder that gives its value up in this request is no clash.
     if ((plan.current.get(holder.id)?.unique_value ?? holder.unique_value) !== holder.unique_value) continue
@@ -165,31 +170,36 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan, failur
 }
 
 /**
- * PATCH /bulk/assets: one transaction of a handful of statements whatever the item count: lock
- * and read the targets, (look up changed unique values), one UPDATE merging every change in SQL,
- * (sync embedded relationships once for every item that carries them).
+ * PATCH /bulk/assets, and PATCH /assets/{id} as a bulk update of one (`single`: a missing asset
+ * is 404): one transaction of a handful of statements whatever the item count: lock and read the
+ * targets, (look up changed unique values), one UPDATE merging every change in SQL, (sync
+ * embedded relationships once for every item that carries them). Returns, per item, its asset
+ * as it was and as it is.
  */
-export async function updateAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetPatch[], failures = new ItemFailures()): Promise<BulkEntry[]> {
+export async function patchAssets(
+  ctx: RequestContext,
+  items: readonly BulkAssetPatch[],
+  failures = new ItemFailures(),
+  options: { single?: boolean } = {},
+): Promise<AssetUpdate[]> {
   return ctx.db.transaction(async (tx) => {
     // Every item goes through every check (a failed one is left out of the later ones), so that
     // a failing request lists every failing item; then nothing is kept.
-    const { plan, missing } = await lockTargets(ctx, tx, items, failures.failed)
+    const { plan, missing } = await lockTargets(ctx, tx, items, failures.failed, options.single === true)
     applyItems(ctx, items, plan, missing, failures)
     await checkUniqueValues(ctx, tx, plan, failures)
     // Embedded relationships are synced once every item has passed, on the patched assets: with
     // a failed item the store would not hold this request's changes, and a related asset renamed
     // by it would look missing (a false failure). Theirs show on the next try.
     failures.throwIfAny()
-    // Two or more assets changing unique values may swap them (a → b, b → a): the unique index is
-    // checked row by row, so their old values are released first, in one statement.
-    if (plan.uniqueSetBy.size > 1) await releaseUniqueValues(tx, ctx.auth.orgId, [...plan.uniqueSetBy.keys()])
-    await patchBulkAssets(tx, ctx.auth.orgId, [...plan.patches.values()])
+    const updates = await updateAssets(tx, ctx.auth.orgId, [...plan.patches.values()], { releaseUnique: [...plan.uniqueSetBy.keys()] })
     const syncs = items.flatMap((item, i) =>
       item.relationships === undefined
         ? []
         : [{ asset: plan.current.get(plan.ids[i]!)!, relationships: item.relationships, pointer: `/${i}/relationships` }],
     )
     if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
-    return items.map((item, i) => entryOf(plan.ids[i]!, item))
+    const byId = new Map(updates.map((u) => [u.after.id, u]))
+    return items.map((_, i) => byId.get(plan.ids[i]!)!)
   })
 }

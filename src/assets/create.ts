@@ -2,11 +2,11 @@ import { Errors, type Issue } from '../core/errors.js'
 import type { RequestContext } from '../core/context.js'
 import type { Tx } from '../store/db.js'
 import { describeDomain, hasLevel } from '../access/scope.js'
-import { prepareNewAsset, type AssetInput } from '../assets/prepare.js'
-import type { NewAssetRow } from '../assets/sql.js'
+import { prepareNewAsset, type AssetInput } from './prepare.js'
+import { insertAssets, type NewAssetRow } from './sql.js'
+import type { AssetRow } from './mapper.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
-import { insertBulkAssets, selectExistingIds } from './sql.js'
-import { duplicateClaims, entryOf, ItemFailures, type BulkEntry, type BulkItem, type UniqueClaim } from './items.js'
+import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
 
 export type BulkAssetInput = AssetInput & BulkItem
 
@@ -56,17 +56,17 @@ function uniquePointer(ctx: RequestContext, index: number, typeKey: string): str
  * other's uncommitted value (a deadlock); claiming them in one global order makes the second
  * wait, then find its clashes.
  */
-function inUniqueOrder(rows: readonly NewAssetRow[]): NewAssetRow[] {
+export function inUniqueOrder(rows: readonly NewAssetRow[]): NewAssetRow[] {
   const text = (a: string | null, b: string | null) => (a === b ? 0 : a === null ? -1 : b === null ? 1 : a < b ? -1 : 1)
   return [...rows].sort((a, b) => text(a.asset_type_key, b.asset_type_key) || text(a.unique_value, b.unique_value))
 }
 
 /**
  * Inserts every row of a valid item that does not repeat an earlier item's unique value; the
- * rows the insert skipped (looked up only when it wrote fewer) hold values already taken in the
- * store. Both kinds of clash are recorded as 409s of their items.
+ * rows the insert skipped hold values already taken in the store. Both kinds of clash are
+ * recorded as 409s of their items. Returns the rows written, by id.
  */
-async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly NewAssetRow[], failures: ItemFailures): Promise<void> {
+async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly NewAssetRow[], failures: ItemFailures): Promise<Map<string, AssetRow>> {
   const issues: Issue[] = []
   const skipped = new Set(failures.failed)
   for (const { claim, firstIndex } of duplicateClaims(claimsOf(rows, skipped))) {
@@ -77,11 +77,10 @@ async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly N
     })
   }
   const candidates = skipped.size === 0 ? rows : rows.filter((_, i) => !skipped.has(i))
-  const written = await insertBulkAssets(tx, ctx.auth.orgId, inUniqueOrder(candidates))
-  if (written < candidates.length) {
-    const inserted = await selectExistingIds(tx, 'assets', ctx.auth.orgId, candidates.map((row) => row.id))
+  const written = new Map((await insertAssets(tx, ctx.auth.orgId, inUniqueOrder(candidates))).map((row) => [row.id, row]))
+  if (written.size < candidates.length) {
     rows.forEach((row, i) => {
-      if (skipped.has(i) || inserted.has(row.id)) return
+      if (skipped.has(i) || written.has(row.id)) return
       issues.push({
         detail: `${row.asset_type_key} ${row.unique_value}: the unique value is already taken by another asset of this type`,
         pointer: uniquePointer(ctx, i, row.asset_type_key),
@@ -89,20 +88,21 @@ async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly N
     })
   }
   failures.add(Errors.UNIQUE_VIOLATION, issues)
+  return written
 }
 
 /**
- * POST /bulk/assets: validate all, then one transaction: one INSERT for every row, and one
+ * POST /bulk/assets (and POST /assets, a bulk create of one): validate all, then one transaction: one INSERT for every row, and one
  * relationship sync for the items that embed relationships. They run after the insert, so
  * `related_assets` may name (by composite key) assets created by other items of the request.
  * A failing item fails the request, but the others still go through every check, so that the
  * answer lists every failing item (malformed, invalid, forbidden, clashing); then nothing is kept.
  * Embedded relationships are checked once every item has passed those checks.
  */
-export async function createAssetsInBulk(ctx: RequestContext, items: readonly BulkAssetInput[], failures = new ItemFailures()): Promise<BulkEntry[]> {
+export async function createAssets(ctx: RequestContext, items: readonly BulkAssetInput[], failures = new ItemFailures()): Promise<AssetRow[]> {
   const rows = prepareRows(ctx, items, failures)
   return ctx.db.transaction(async (tx) => {
-    await insertOrListClashes(ctx, tx, rows, failures)
+    const written = await insertOrListClashes(ctx, tx, rows, failures)
     // Embedded relationships are synced once every item has passed: a related asset named by
     // another item that failed would look missing, a false failure. Theirs show on the next try.
     failures.throwIfAny()
@@ -112,6 +112,6 @@ export async function createAssetsInBulk(ctx: RequestContext, items: readonly Bu
         : [{ asset: row, relationships: items[i]!.relationships, pointer: `/${i}/relationships` }],
     )
     if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
-    return rows.map((row, i) => entryOf(row.id, items[i]!))
+    return rows.map((row) => written.get(row.id)!)
   })
 }

@@ -2,28 +2,30 @@ import { Errors, type Issue } from '../core/errors.js'
 import type { RequestContext } from '../core/context.js'
 import type { Tx } from '../store/db.js'
 import { isUuid, newId } from '../core/time.js'
-import { parseAssetRef } from '../assets/refs.js'
-import { resolveAssetRefs } from '../relationships/resolve.js'
-import { prepareRelationships, type NewRelationshipRow, type RelationshipInput } from '../relationships/embedded.js'
-import { insertBulkRelationships, insertCheckedRelationships, selectExistingIds } from './sql.js'
-import { entryOf, ItemFailures, type BulkEntry, type BulkItem } from './items.js'
+import { parseAssetRef } from '../metamodel/refs.js'
+import { resolveAssetRefs } from '../refs/resolve.js'
+import { prepareRelationships, type RelationshipInput } from './prepare.js'
+import { insertRelationships, type NewRelationshipRow } from './sql.js'
+import type { RelationshipRow } from './mapper.js'
+import { ItemFailures, type BulkItem } from '../core/items.js'
 
 export type BulkRelationshipInput = RelationshipInput & BulkItem
 
 /**
- * POST /bulk/relationships: one transaction, a handful of statements whatever the item count.
+ * POST /bulk/relationships, and POST /relationships as a bulk create of one: one transaction, a
+ * handful of statements whatever the item count. Returns the rows written, in item order.
  * A valid request (the common case) is one INSERT that checks every end in SQL, after one
  * look-up of composite-key ends if there are any. When that INSERT writes fewer rows than items,
  * it is undone and the request is gone through item by item, so that every invalid or
  * duplicate item is listed with its reason.
  */
-export async function createRelationshipsInBulk(ctx: RequestContext, items: readonly BulkRelationshipInput[], failures = new ItemFailures()): Promise<BulkEntry[]> {
+export async function createRelationships(ctx: RequestContext, items: readonly BulkRelationshipInput[], failures = new ItemFailures()): Promise<RelationshipRow[]> {
   return ctx.db.transaction(async (tx) =>
     (failures.failed.size === 0 ? await insertIfAllValid(ctx, tx, items) : null) ?? insertItemByItem(ctx, tx, items, failures))
 }
 
 /** The one-statement path; null (nothing written) when some item is invalid or a duplicate. */
-async function insertIfAllValid(ctx: RequestContext, tx: Tx, items: readonly BulkRelationshipInput[]): Promise<BulkEntry[] | null> {
+async function insertIfAllValid(ctx: RequestContext, tx: Tx, items: readonly BulkRelationshipInput[]): Promise<RelationshipRow[] | null> {
   const ids = await endIds(ctx, tx, items)
   if (!ids) return null
   const rows = items.map((item): NewRelationshipRow => ({
@@ -33,7 +35,8 @@ async function insertIfAllValid(ctx: RequestContext, tx: Tx, items: readonly Bul
     target_asset_id: ids.get(item.target_asset_id)!,
   }))
   await tx.query('SAVEPOINT bulk_relationships')
-  if ((await insertCheckedRelationships(tx, ctx.auth, rows)) === rows.length) return rows.map((row, i) => entryOf(row.id, items[i]!))
+  const written = await insertRelationships(tx, ctx.auth, rows, { check: true })
+  if (written.length === rows.length) return written
   await tx.query('ROLLBACK TO SAVEPOINT bulk_relationships')
   return null
 }
@@ -66,20 +69,20 @@ async function endIds(ctx: RequestContext, tx: Tx, items: readonly RelationshipI
  * look-up of every end), then one INSERT of the valid ones that skips duplicates instead of
  * aborting on the first: every invalid, forbidden or duplicate item is listed in one answer.
  */
-async function insertItemByItem(ctx: RequestContext, tx: Tx, items: readonly BulkRelationshipInput[], failures: ItemFailures): Promise<BulkEntry[]> {
+async function insertItemByItem(ctx: RequestContext, tx: Tx, items: readonly BulkRelationshipInput[], failures: ItemFailures): Promise<RelationshipRow[]> {
   // Items that broke the body's schema are left out; every other one is checked.
-  const prepared = await prepareRelationships(ctx, items, tx, undefined, new Set(failures.failed))
+  const prepared = await prepareRelationships(ctx, items, tx, new Set(failures.failed))
   failures.add(Errors.VALIDATION_FAILED, prepared.issues)
   failures.add(Errors.FORBIDDEN, prepared.forbidden)
   const valid = prepared.rows.flatMap((row, k) => (failures.failed.has(prepared.indexes[k]!) ? [] : [{ row, index: prepared.indexes[k]! }]))
   const rows = valid.map((v) => v.row)
-  const written = await insertBulkRelationships(tx, ctx.auth.orgId, rows)
-  if (written < rows.length) {
-    const inserted = await selectExistingIds(tx, 'relationships', ctx.auth.orgId, rows.map((row) => row.id))
+  const written = await insertRelationships(tx, ctx.auth, rows)
+  if (written.length < rows.length) {
+    const inserted = new Set(written.map((row) => row.id))
     failures.add(Errors.DUPLICATE_RELATIONSHIP, duplicateIssues(valid, inserted))
   }
   failures.throwIfAny()
-  return prepared.rows.map((row, i) => entryOf(row.id, items[i]!))
+  return written
 }
 
 const rowKey = (row: NewRelationshipRow): string => `${row.relationship_type_key}\u0000${row.source_asset_id}\u0000${row.target_asset_id}`

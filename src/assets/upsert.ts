@@ -1,0 +1,191 @@
+import { AppError, Errors, type Issue } from '../core/errors.js'
+import type { RequestContext } from '../core/context.js'
+import { describeDomain, hasLevel } from '../access/scope.js'
+import { parseAssetRef } from '../metamodel/refs.js'
+import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
+import { compositeKey } from '../refs/resolve.js'
+import { syncEmbeddedRelationships } from '../relationships/embedded.js'
+import { ItemFailures, type BulkItem } from '../core/items.js'
+import { checkDomain, prepareNewAsset, preparePropertiesPatch } from './prepare.js'
+import { insertAssets, selectAssetsByKeys, updateAssets, type AssetChange, type NewAssetRow } from './sql.js'
+import { inUniqueOrder } from './create.js'
+import type { AssetRow } from './mapper.js'
+
+/** A PUT /bulk/assets item; PUT /assets/{composite key} is one such item (`id` from the path). */
+export interface UpsertItem extends BulkItem {
+  /** The composite key `type:unique_property:value` naming the asset. */
+  id: string
+  asset_type_key?: string
+  name: string
+  access_domain_key?: string | null
+  properties?: Record<string, unknown>
+  relationships?: unknown
+}
+
+export type UpsertResult = 'created' | 'updated' | 'unchanged'
+
+export interface UpsertOutcome {
+  id: string
+  result: UpsertResult
+  /** The asset as it is now; for `unchanged` only with `options.single` (read back for the answer). */
+  row?: AssetRow
+}
+
+interface Key {
+  asset_type_key: string
+  unique_value: string
+  unique_property_key: string
+}
+
+/** The item's composite key, or null when it names no asset type with a unique key. */
+function keyOf(ctx: RequestContext, ref: unknown): Key | null {
+  const key = typeof ref === 'string' ? parseAssetRef(ref, ctx.metamodel) : null
+  if (!key || 'id' in key) return null
+  return { ...key, unique_property_key: ctx.metamodel.assetTypes.get(key.asset_type_key)!.unique_property_key! }
+}
+
+/** The access rules of changing `current` to the domain `domain`; null when allowed. */
+function forbiddenChange(ctx: RequestContext, current: AssetReference, domain: string | null, index: number): Issue | null {
+  if (!hasLevel(ctx.auth, current, 'edit')) {
+    return { detail: `the key's roles do not allow to change ${current.asset_type_key} assets in ${describeDomain(current.access_domain_key)}`, pointer: `/${index}` }
+  }
+  if (domain === current.access_domain_key) return null
+  const moved = { ...current, access_domain_key: domain }
+  if (hasLevel(ctx.auth, current, 'edit_access_domain') && hasLevel(ctx.auth, moved, 'edit_access_domain')) return null
+  return { detail: 'moving an asset to another access domain needs edit_access_domain on both domains', pointer: `/${index}/access_domain_key` }
+}
+
+interface Plan {
+  creates: { index: number; row: NewAssetRow }[]
+  changes: { index: number; change: AssetChange }[]
+  /** The asset id per item (created ones once their rows are prepared). */
+  ids: (string | null)[]
+}
+
+/**
+ * Checks every item (key, type, values, access) against the assets its keys name, recording
+ * every failure, and sorts the valid ones into creations and changes.
+ */
+function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key | null)[], stored: Map<string, AssetReference>, merge: boolean, failures: ItemFailures): Plan {
+  const plan: Plan = { creates: [], changes: [], ids: items.map(() => null) }
+  const invalid: Issue[] = []
+  const forbidden: Issue[] = []
+  const clashes: Issue[] = []
+  const firstIndex = new Map<string, number>()
+  items.forEach((item, i) => {
+    const key = keys[i]
+    if (failures.failed.has(i)) return
+    if (!key) {
+      invalid.push({ detail: `${item.id} is not a composite key type:unique_property:value of an asset type with a unique key`, pointer: `/${i}/id` })
+      return
+    }
+    const named = compositeKey(key.asset_type_key, key.unique_value)
+    const first = firstIndex.get(named)
+    if (first !== undefined) {
+      clashes.push({ detail: `${key.asset_type_key} ${key.unique_value}: the same asset is given by item ${first}`, pointer: `/${i}/id` })
+      return
+    }
+    firstIndex.set(named, i)
+    const issues: Issue[] = []
+    if (item.asset_type_key !== undefined && item.asset_type_key !== key.asset_type_key) {
+      issues.push({ detail: `asset_type_key must be ${key.asset_type_key}, the type of the key`, pointer: `/${i}/asset_type_key` })
+    }
+    const properties = item.properties ?? {}
+    const given = properties[key.unique_property_key]
+    if (given !== undefined && given !== key.unique_value) {
+      issues.push({ detail: `${key.unique_property_key} must be ${key.unique_value}, the value of the key`, pointer: `/${i}/properties/${key.unique_property_key}` })
+    }
+    const withKey = { ...properties, [key.unique_property_key]: key.unique_value }
+    const current = stored.get(named)
+    if (!current || !hasLevel(ctx.auth, current, 'view')) {
+      // Created; an asset the key cannot see holding this key makes the insert clash (409).
+      const prepared = prepareNewAsset(ctx.metamodel, { asset_type_key: key.asset_type_key, name: item.name, access_domain_key: item.access_domain_key ?? null, properties: withKey }, `/${i}`)
+      issues.push(...prepared.issues)
+      invalid.push(...issues)
+      if (issues.length > 0) return
+      if (!hasLevel(ctx.auth, prepared.row, 'edit')) {
+        forbidden.push({ detail: `the key's roles do not allow to create ${key.asset_type_key} assets in ${describeDomain(prepared.row.access_domain_key)}`, pointer: `/${i}` })
+        return
+      }
+      plan.creates.push({ index: i, row: prepared.row })
+      plan.ids[i] = prepared.row.id
+      return
+    }
+    let change: AssetChange
+    if (merge) {
+      // As PATCH: properties merge key by key (null clears), an omitted access domain is kept.
+      const patch = preparePropertiesPatch(ctx.metamodel, key.asset_type_key, withKey, `/${i}`)
+      issues.push(...patch.issues)
+      const domain = item.access_domain_key === undefined ? current.access_domain_key : item.access_domain_key
+      if (item.access_domain_key !== undefined) issues.push(...checkDomain(ctx.metamodel, domain, `/${i}/access_domain_key`))
+      change = { id: current.id, name: item.name, set_domain: true, access_domain_key: domain, replace: false, props: patch.set, cleared: patch.clear, set_unique: false, unique_value: null }
+    } else {
+      // Replace: what is not sent is cleared, as if the asset were created anew.
+      const prepared = prepareNewAsset(ctx.metamodel, { asset_type_key: key.asset_type_key, name: item.name, access_domain_key: item.access_domain_key ?? null, properties: withKey }, `/${i}`)
+      issues.push(...prepared.issues)
+      const { row } = prepared
+      change = { id: current.id, name: row.name, set_domain: true, access_domain_key: row.access_domain_key, replace: true, props: row.properties, cleared: [], set_unique: false, unique_value: null }
+    }
+    invalid.push(...issues)
+    if (issues.length > 0) return
+    const denied = forbiddenChange(ctx, current, change.access_domain_key, i)
+    if (denied) {
+      forbidden.push(denied)
+      return
+    }
+    plan.changes.push({ index: i, change })
+    plan.ids[i] = current.id
+  })
+  failures.add(Errors.VALIDATION_FAILED, invalid)
+  failures.add(Errors.FORBIDDEN, forbidden)
+  failures.add(Errors.UNIQUE_VIOLATION, clashes)
+  return plan
+}
+
+/**
+ * PUT /bulk/assets, and PUT /assets/{composite key} as an upsert of one (`single`: a path that
+ * is no composite key is 404). Per item: create the asset its key names, or replace (`merge`:
+ * merge into) the stored one. One transaction of a handful of statements whatever the count:
+ * one look-up of every key (locked with `merge`, whose new values depend on the stored ones),
+ * one INSERT of the new assets, one UPDATE of the others that skips, in SQL, every asset whose
+ * values would stay as they are: an unchanged asset is not written (no `updated_at` change, no
+ * event) and costs only its reads. All or nothing, every failing item listed (CONTRACT §16).
+ */
+export async function upsertAssets(
+  ctx: RequestContext,
+  items: readonly UpsertItem[],
+  failures = new ItemFailures(),
+  options: { merge?: boolean; single?: boolean } = {},
+): Promise<UpsertOutcome[]> {
+  const merge = options.merge === true
+  const keys = items.map((item, i) => (failures.failed.has(i) ? null : keyOf(ctx, item.id)))
+  if (options.single && keys[0] === null && !failures.failed.has(0)) throw new AppError(Errors.NOT_FOUND, `asset ${items[0]!.id} not found`)
+  return ctx.db.transaction(async (tx) => {
+    const named = keys.filter((k): k is Key => k !== null).map((k) => ({ asset_type_key: k.asset_type_key, unique_value: k.unique_value }))
+    const rows = named.length === 0 ? [] : await selectAssetRefs(tx, ctx.auth.orgId, named, merge)
+    const stored = new Map(rows.map((row) => [compositeKey(row.asset_type_key, row.unique_value), row]))
+    const plan = planItems(ctx, items, keys, stored, merge, failures)
+    const created = new Map((await insertAssets(tx, ctx.auth.orgId, inUniqueOrder(plan.creates.map((c) => c.row)))).map((row) => [row.id, row]))
+    if (created.size < plan.creates.length) {
+      failures.add(Errors.UNIQUE_VIOLATION, plan.creates.filter((c) => !created.has(c.row.id)).map((c) => ({
+        detail: `${c.row.asset_type_key} ${c.row.unique_value}: the unique value is already taken by another asset of this type`,
+        pointer: options.single ? '/0' : `/${c.index}/id`,
+      })))
+    }
+    failures.throwIfAny()
+    const updated = new Map((await updateAssets(tx, ctx.auth.orgId, plan.changes.map((c) => c.change), { skipUnchanged: true })).map((u) => [u.after.id, u.after]))
+    const syncs = items.flatMap((item, i) => {
+      const key = keys[i]!
+      return item.relationships === undefined ? [] : [{ asset: { id: plan.ids[i]!, asset_type_key: key.asset_type_key }, relationships: item.relationships, pointer: `/${i}/relationships` }]
+    })
+    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
+    const outcomes = plan.ids.map((id): UpsertOutcome => {
+      const row = created.get(id!) ?? updated.get(id!)
+      return { id: id!, result: created.has(id!) ? 'created' : updated.has(id!) ? 'updated' : 'unchanged', ...(row ? { row } : {}) }
+    })
+    if (options.single && outcomes[0]!.row === undefined) {
+      outcomes[0]!.row = (await selectAssetsByKeys(tx, ctx.auth.orgId, [{ id: outcomes[0]!.id }]))[0]
+    }
+    return outcomes
+  })
+}

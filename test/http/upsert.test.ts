@@ -1,0 +1,187 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+const PAST = '2020-01-01T00:00:00Z'
+
+for (const store of STORES) {
+  describe(`${store}: upsert and dry run (CONTRACT §16)`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store)
+    })
+    afterAll(async () => t.close())
+
+    const get = async (ref: string) => (await t.request('GET', `/api/v1/assets/${ref}`)).body.data
+    /** Moves updated_at into the past, so that any write would visibly change it. */
+    const age = async (id: string) => t.store.db.query(`UPDATE assets SET updated_at = $2 WHERE id = $1`, [id, PAST])
+    const count = async (sql: string, params: unknown[] = []) => (await t.store.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${sql}`, params)).rows[0]!.n
+
+    it('PUT creates (201), leaves an equal asset unchanged (200, updated_at kept) and replaces a different one (200)', async () => {
+      const body = { name: 'up-1', access_domain_key: 'it', properties: { environment: 'prod', cpu_count: 4 } }
+      const created = await t.request('PUT', '/api/v1/assets/server:hostname:up-1', { body })
+      expect(created.status).toBe(201)
+      const id = created.body.data.id
+      expect(created.body.data).toEqual({
+        id: expect.stringMatching(UUID), asset_type_key: 'server', name: 'up-1', access_domain_key: 'it',
+        properties: { hostname: 'up-1', environment: 'prod', cpu_count: 4 },
+        created_at: expect.any(String), updated_at: expect.any(String),
+      })
+      await age(id)
+      const same = await t.request('PUT', '/api/v1/assets/server:hostname:up-1', { body: { ...body, asset_type_key: 'server', properties: { ...body.properties, hostname: 'up-1' } } })
+      expect(same.status).toBe(200)
+      expect(same.body.data).toEqual({ ...created.body.data, updated_at: PAST })
+      expect((await get(id)).updated_at).toBe(PAST)
+
+      const changed = await t.request('PUT', '/api/v1/assets/server:hostname:up-1', { body: { name: 'up-1 renamed', properties: { cpu_count: 8 } } })
+      expect(changed.status).toBe(200)
+      // Replace: properties not sent are cleared, an omitted access domain is null.
+      expect(changed.body.data).toMatchObject({ id, name: 'up-1 renamed', access_domain_key: null, properties: { hostname: 'up-1', cpu_count: 8 } })
+      expect(changed.body.data.updated_at).not.toBe(PAST)
+      expect(await get(id)).toEqual(changed.body.data)
+    })
+
+    it('PUT ?merge=true merges properties as PATCH (null clears) and keeps an omitted access domain', async () => {
+      const id = (await t.request('PUT', '/api/v1/assets/server:hostname:merge-1', { body: { name: 'm', access_domain_key: 'it', properties: { environment: 'dev', cpu_count: 2, owner: 'ann' } } })).body.data.id
+      const merged = await t.request('PUT', '/api/v1/assets/server:hostname:merge-1?merge=true', { body: { name: 'm', properties: { cpu_count: 16, owner: null } } })
+      expect(merged.status).toBe(200)
+      expect(merged.body.data).toMatchObject({ id, access_domain_key: 'it', properties: { hostname: 'merge-1', environment: 'dev', cpu_count: 16 } })
+      expect(Object.keys(merged.body.data.properties).sort()).toEqual(['cpu_count', 'environment', 'hostname'])
+      await age(id)
+      const again = await t.request('PUT', '/api/v1/assets/server:hostname:merge-1?merge=true', { body: { name: 'm', properties: { environment: 'dev' } } })
+      expect(again.status).toBe(200)
+      expect(again.body.data.updated_at).toBe(PAST)
+    })
+
+    it('PUT refuses a key that is no composite key (404), another type or unique value in the body (422) and a role without edit (403)', async () => {
+      expect((await t.request('PUT', '/api/v1/assets/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', { body: { name: 'x' } })).status).toBe(404)
+      expect((await t.request('PUT', '/api/v1/assets/note:body:x', { body: { name: 'x' } })).body.errors[0].code).toBe('not_found')
+      const wrong = await t.request('PUT', '/api/v1/assets/server:hostname:w-1', { body: { asset_type_key: 'application', name: 'x', properties: { hostname: 'w-2' } } })
+      expect(wrong.status).toBe(422)
+      expect(wrong.body.errors).toEqual([
+        { status: '422', code: 'validation_failed', detail: 'asset_type_key must be server, the type of the key', source: { pointer: '/asset_type_key' } },
+        { status: '422', code: 'validation_failed', detail: 'hostname must be w-1, the value of the key', source: { pointer: '/properties/hostname' } },
+      ])
+      const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      const denied = await t.request('PUT', '/api/v1/assets/server:hostname:w-3', { key: editor, body: { name: 'x', access_domain_key: 'finance' } })
+      expect(denied.status).toBe(403)
+      expect(await count(`assets WHERE unique_value LIKE 'w-%'`)).toBe(0)
+    })
+
+    it('PUT /bulk/assets answers created, updated and unchanged per item, and syncs embedded relationships', async () => {
+      await t.request('POST', '/api/v1/bulk/assets', {
+        body: [
+          { asset_type_key: 'server', name: 'b-same', properties: { hostname: 'b-same', cpu_count: 2 } },
+          { asset_type_key: 'server', name: 'b-old', properties: { hostname: 'b-old', cpu_count: 2 } },
+        ],
+      })
+      const same = await get('server:hostname:b-same')
+      await age(same.id)
+      const res = await t.request('PUT', '/api/v1/bulk/assets', {
+        body: [
+          { id: 'server:hostname:b-same', client_ref: 'r0', name: 'b-same', properties: { cpu_count: 2 } },
+          { id: 'server:hostname:b-old', name: 'b-new-name', properties: { cpu_count: 2 } },
+          { id: 'application:code:b-app', client_ref: 'r2', name: 'app', relationships: { outgoing: { runs_on: { related_assets: [{ id: 'server:hostname:b-same' }] } } } },
+        ],
+      })
+      expect(res.status).toBe(200)
+      const app = await get('application:code:b-app')
+      const old = await get('server:hostname:b-old')
+      expect(res.body).toEqual({
+        data: [
+          { id: same.id, client_ref: 'r0', result: 'unchanged' },
+          { id: old.id, client_ref: null, result: 'updated' },
+          { id: app.id, client_ref: 'r2', result: 'created' },
+        ],
+      })
+      expect(old.name).toBe('b-new-name')
+      expect((await get(same.id)).updated_at).toBe(PAST)
+      expect(await count('relationships WHERE source_asset_id = $1 AND target_asset_id = $2', [app.id, same.id])).toBe(1)
+    })
+
+    it('PUT /bulk/assets is all or nothing and lists every failing item', async () => {
+      const res = await t.request('PUT', '/api/v1/bulk/assets', {
+        body: [
+          { id: 'server:hostname:f-ok', name: 'ok' },
+          { id: 'not-a-key', client_ref: 'c1', name: 'x' },
+          { id: 'server:hostname:f-bad', name: 'bad', properties: { cpu_count: 'many' } },
+          { id: 'server:hostname:f-ok', name: 'twice' },
+        ],
+      })
+      expect(res.status).toBe(422)
+      expect(res.body.errors).toEqual([
+        { status: '422', code: 'validation_failed', detail: 'not-a-key is not a composite key type:unique_property:value of an asset type with a unique key', source: { pointer: '/1/id' }, meta: { index: 1, client_ref: 'c1' } },
+        { status: '422', code: 'validation_failed', detail: expect.stringContaining('cpu_count'), source: { pointer: '/2/properties/cpu_count' }, meta: { index: 2, client_ref: null } },
+        { status: '409', code: 'unique_violation', detail: 'server f-ok: the same asset is given by item 0', source: { pointer: '/3/id' }, meta: { index: 3, client_ref: null } },
+      ])
+      expect(await count(`assets WHERE unique_value LIKE 'f-%'`)).toBe(0)
+    })
+
+    it('?dry_run=true runs every write, answers 200 with the item count and writes nothing, relationships included', async () => {
+      const server = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'd-srv', properties: { hostname: 'd-srv' } } })).body.data
+      await age(server.id)
+      const before = await count('assets')
+      const relationshipsBefore = await count('relationships')
+      const embedded = { outgoing: { runs_on: { related_assets: [{ id: server.id }] } } }
+      const writes: [string, string, unknown, number][] = [
+        ['POST', '/api/v1/assets', { asset_type_key: 'application', name: 'd', properties: { code: 'd-1' }, relationships: embedded }, 1],
+        ['PATCH', `/api/v1/assets/${server.id}`, { name: 'changed', properties: { cpu_count: 3 } }, 1],
+        ['PUT', '/api/v1/assets/server:hostname:d-srv', { name: 'replaced' }, 1],
+        ['PUT', '/api/v1/assets/application:code:d-2', { name: 'new', relationships: embedded }, 1],
+        ['POST', '/api/v1/relationships', { relationship_type_key: 'depends_on', source_asset_id: server.id, target_asset_id: server.id }, 1],
+        ['POST', '/api/v1/bulk/assets', [{ asset_type_key: 'server', name: 'd', properties: { hostname: 'd-3' } }, { asset_type_key: 'application', name: 'd', properties: { code: 'd-4' }, relationships: embedded }], 2],
+        ['PATCH', '/api/v1/bulk/assets', [{ id: server.id, name: 'changed' }], 1],
+        ['PUT', '/api/v1/bulk/assets', [{ id: 'server:hostname:d-srv', name: 'x' }, { id: 'server:hostname:d-5', name: 'y' }, { id: 'application:code:d-6', name: 'z', relationships: embedded }], 3],
+        ['POST', '/api/v1/bulk/relationships', [{ relationship_type_key: 'depends_on', source_asset_id: server.id, target_asset_id: 'server:hostname:d-srv' }], 1],
+      ]
+      for (const [method, url, body, items] of writes) {
+        const res = await t.request(method, `${url}?dry_run=true`, { body })
+        expect({ method, url, status: res.status, body: res.body }).toEqual({ method, url, status: 200, body: { data: null, meta: { dry_run: true, items } } })
+      }
+      expect(await count('assets')).toBe(before)
+      expect(await count('relationships')).toBe(relationshipsBefore)
+      expect(await get(server.id)).toEqual({ ...server, updated_at: PAST })
+      // The same writes for real do write: the dry runs above passed every check of a real write.
+      expect((await t.request('PUT', '/api/v1/assets/application:code:d-2', { body: { name: 'new', relationships: embedded } })).status).toBe(201)
+      expect(await count('relationships')).toBe(relationshipsBefore + 1)
+    })
+
+    it('a dry run fails exactly as the real request', async () => {
+      await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'e-taken', properties: { hostname: 'e-taken' } } })
+      const cases: [string, string, unknown][] = [
+        ['POST', '/api/v1/assets', { asset_type_key: 'server', name: 'e', properties: { hostname: 'e-taken', cpu_count: 0 } }],
+        ['POST', '/api/v1/assets', { asset_type_key: 'server', name: 'e', properties: { hostname: 'e-taken' } }],
+        ['PATCH', '/api/v1/assets/server:hostname:e-missing', { name: 'e' }],
+        ['PUT', '/api/v1/assets/server:hostname:e-new', { name: 'e', properties: { environment: 'moon' } }],
+        ['POST', '/api/v1/relationships', { relationship_type_key: 'runs_on', source_asset_id: 'server:hostname:e-taken', target_asset_id: 'server:hostname:e-taken' }],
+        ['POST', '/api/v1/bulk/assets', [{ asset_type_key: 'server', name: 'e', properties: { hostname: 'e-1' } }, { asset_type_key: 'server', name: 'e', properties: { hostname: 'e-1' } }, { asset_type_key: 'nope', name: 'e', client_ref: 'z' }]],
+        ['PUT', '/api/v1/bulk/assets', [{ id: 'server:hostname:e-2', name: 'e', properties: { tags: ['nope'] } }, { id: 'x', name: 'e' }]],
+      ]
+      for (const [method, url, body] of cases) {
+        const real = await t.request(method, url, { body })
+        const dry = await t.request(method, `${url}?dry_run=true`, { body })
+        expect(real.status).toBeGreaterThanOrEqual(400)
+        expect({ method, url, status: dry.status, body: dry.body }).toEqual({ method, url, status: real.status, body: real.body })
+      }
+      expect(await count(`assets WHERE unique_value LIKE 'e-%'`)).toBe(1)
+    })
+
+    it('documents PUT and the dry_run and merge query parameters in the base and typed OpenAPI documents', async () => {
+      const base = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
+      const typed = (await t.request('GET', '/api/v1/openapi/typed.json')).body
+      const names = (op: { parameters?: { name: string; in: string }[] }) => (op.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name).sort()
+      for (const doc of [base, typed]) {
+        expect(names(doc.paths['/api/v1/assets/{id}'].put)).toEqual(['dry_run', 'merge'])
+        expect(names(doc.paths['/api/v1/bulk/assets'].put)).toEqual(['dry_run', 'merge'])
+        expect(Object.keys(doc.paths['/api/v1/assets/{id}'].put.responses)).toEqual(expect.arrayContaining(['200', '201', '404', '409', '422']))
+        for (const [path, method] of [['/api/v1/assets', 'post'], ['/api/v1/assets/{id}', 'patch'], ['/api/v1/relationships', 'post'],
+          ['/api/v1/bulk/assets', 'post'], ['/api/v1/bulk/assets', 'patch'], ['/api/v1/bulk/relationships', 'post']] as const) {
+          expect({ path, method, query: names(doc.paths[path][method]) }).toEqual({ path, method, query: ['dry_run'] })
+        }
+      }
+      const result = base.paths['/api/v1/bulk/assets'].put.responses['200'].content['application/json'].schema.properties.data.items.properties.result
+      expect(result.enum).toEqual(['created', 'updated', 'unchanged'])
+    })
+  })
+}
