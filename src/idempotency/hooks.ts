@@ -63,7 +63,7 @@ async function beforeWrite(db: Db, request: FastifyRequest, reply: FastifyReply)
   if (key === undefined) return undefined
   const scope = scopeOf(request, key)
   const fingerprint = fingerprintOf(request)
-  // Twice at most: the row read after a lost claim may vanish (its request answered 5xx) before we read it.
+  // A few tries: the row of a lost claim may vanish (its request answered 5xx) before it is read.
   for (let attempt = 0; attempt < 3; attempt++) {
     const claim: Claim = { id: randomUUID(), done: false }
     if (await claimKey(db, scope, { id: claim.id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })) {

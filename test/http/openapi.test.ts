@@ -41,5 +41,17 @@ for (const store of STORES) {
       expect(doc.paths['/api/v1/openapi/base.json'].get.security).toEqual([])
       expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' })
     })
+
+    it('documents the Idempotency-Key header on writes and the export formats', async () => {
+      const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
+      for (const [path, method] of [['/api/v1/assets', 'post'], ['/api/v1/assets/{id}', 'patch'], ['/api/v1/assets/{id}', 'delete'], ['/api/v1/bulk/assets', 'post']] as const) {
+        const header = doc.paths[path][method].parameters.find((p: { in: string; name: string }) => p.in === 'header' && p.name === 'idempotency-key')
+        expect(header).toMatchObject({ required: false, schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' } })
+      }
+      expect(doc.paths['/api/v1/assets'].get.parameters.some((p: { name: string }) => p.name === 'idempotency-key')).toBe(false)
+      const exported = doc.paths['/api/v1/export/assets'].get
+      expect(exported.parameters.find((p: { name: string }) => p.name === 'format').schema).toEqual({ type: 'string', enum: ['ndjson', 'csv'], default: 'ndjson' })
+      expect(Object.keys(exported.responses['200'].content)).toEqual(['application/x-ndjson', 'text/csv'])
+    })
   })
 }
