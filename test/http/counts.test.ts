@@ -197,7 +197,7 @@ for (const store of STORES) {
         ...created.slice(0, 10).map((id) => t.request('DELETE', `/api/v1/assets/${id}`)),
         ...Array.from({ length: 6 }, (_, i) => t.request('POST', '/api/v1/assets', { body: app(`late-${i}`) })),
         t.request('POST', '/api/v1/bulk/assets', { body: Array.from({ length: 25 }, (_, i) => app(`late-bulk-${i}`)) }),
-        t.request('POST', '/api/v1/bulk/assets', { body: [app('never-1'), app('single-11')] }),
+        t.request('POST', '/api/v1/bulk/assets', { body: [app('never-1'), app('bulk-3-24')] }),
         t.request('PATCH', '/api/v1/bulk/assets', { body: created.slice(50, 70).map((id, i) => ({ id, name: `renamed-${i}` })) }),
         ...created.slice(10, 13).map((id) => t.request('DELETE', `/api/v1/assets/${id}`)),
       ])
