@@ -166,6 +166,8 @@ export interface StoreOptions {
   /** PostgreSQL schema to use (tests isolate each file in its own schema). */
   schema?: string | undefined
   poolSize?: number | undefined
+  /** PGlite only: a dump of a data directory (`dumpDataDir`) to start from instead of an empty one. */
+  loadDataDir?: Blob | undefined
 }
 
 export async function openDb(options: StoreOptions): Promise<Db> {
@@ -181,6 +183,11 @@ export async function openDb(options: StoreOptions): Promise<Db> {
   }
   const { PGlite } = await import('@electric-sql/pglite')
   const dir = options.dataDir ?? './data'
+  if (dir === 'memory://' && options.loadDataDir) {
+    const copy = new PGlite({ loadDataDir: options.loadDataDir })
+    await copy.waitReady
+    return new PgliteDb(copy)
+  }
   const pglite = dir === 'memory://' ? new PGlite() : new PGlite(dir)
   await pglite.waitReady
   return new PgliteDb(pglite)

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { bulkCreateRelationships, seedAssets } from '../helpers/seed.js'
 
 const c = (field: string, operator: string, value?: unknown) => ({ field, operator, value })
 
@@ -26,18 +27,10 @@ for (const store of STORES) {
 
     beforeAll(async () => {
       t = await createTestApp(store)
-      for (const [type, list] of [['server', SERVERS], ['application', APPS]] as const) {
-        for (const asset of list) {
-          const res = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: type, ...asset } })
-          expect(res.status).toBe(201)
-          ids[asset.name] = res.body.data.id
-        }
-      }
-      for (const [source, target] of [['crm', 'db-01'], ['crm', 'web-01'], ['erp', 'db-02']] as const) {
-        const res = await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'runs_on', source_asset_id: ids[source], target_asset_id: ids[target] } })
-        expect(res.status).toBe(201)
-        rels[`${source}>${target}`] = res.body.data.id
-      }
+      Object.assign(ids, await seedAssets(t, [['server', SERVERS], ['application', APPS]]))
+      const pairs = [['crm', 'db-01'], ['crm', 'web-01'], ['erp', 'db-02']] as const
+      const created = await bulkCreateRelationships(t, pairs.map(([source, target]) => ({ relationship_type_key: 'runs_on', source_asset_id: ids[source]!, target_asset_id: ids[target]! })))
+      pairs.forEach(([source, target], i) => { rels[`${source}>${target}`] = created[i]! })
     })
     afterAll(async () => t.close())
 
