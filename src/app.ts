@@ -7,6 +7,7 @@ import type { Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
 import { registerInputGuards } from './core/http-input.js'
+import { registerStatistics } from './store/statistics.js'
 import { Authenticator } from './core/auth/authenticate.js'
 import type { RequestContext } from './core/context.js'
 import { MetamodelCache } from './metamodel/service.js'
@@ -108,6 +109,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     metamodels.invalidate(orgId || undefined)
     authenticator.invalidate()
   })
+  registerStatistics(app, db)
   const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), 5_000)
   flush.unref()
   app.addHook('onClose', async () => {

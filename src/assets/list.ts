@@ -5,6 +5,7 @@ import { scopeCondition } from '../access/scope.js'
 import { parseListFilters, resolveListFilters } from '../query/list.js'
 import { compileFilter } from '../query/compile.js'
 import { compileOrderBy, parseSortParam } from '../query/sort.js'
+import { assetCountOptions } from '../counts/live.js'
 import { selectAssetPage } from './sql.js'
 import { toAssetRecord, type AssetRecord } from './mapper.js'
 
@@ -28,6 +29,6 @@ export async function listAssets(ctx: RequestContext, query: Record<string, unkn
     limit: page.size,
     offset: offsetOf(page),
     params,
-  })
-  return { data: result.rows.map(toAssetRecord), page: pageMeta(page, result.total) }
+  }, assetCountOptions(ctx.auth, filter, page.count === 'exact'))
+  return { data: result.rows.map(toAssetRecord), page: pageMeta(page, result) }
 }

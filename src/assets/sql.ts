@@ -1,5 +1,5 @@
 import type { Queryable, Tx } from '../store/db.js'
-import { Params, selectPage, type PageQuery } from '../store/sql.js'
+import { Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
@@ -161,7 +161,7 @@ export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: rea
   return result.rows
 }
 
-/** One page of assets and the total, for GET /assets. */
-export async function selectAssetPage(db: Queryable, q: PageQuery): Promise<{ rows: AssetRow[]; total: number }> {
-  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: 'assets a' }, q)
+/** One page of assets and its count, for GET /assets (deferred join on the asset's key). */
+export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions = {}): Promise<PageRows<AssetRow>> {
+  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: 'assets a', key: 'a' }, q, count)
 }

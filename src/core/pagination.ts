@@ -3,14 +3,34 @@ import type { FastifyRequest } from 'fastify'
 export interface Page {
   number: number
   size: number
+  /** `page[count]=exact` / `"page": {"count": "exact"}`: count past {@link COUNT_CAP} (CONTRACT §1). */
+  count?: 'exact'
 }
+
+/** Whether items follow this page; kept off the JSON (a symbol key) and read by {@link pageLinks}. */
+export const MORE: unique symbol = Symbol('more')
 
 export interface PageMeta {
   number: number
   size: number
   total_items: number
+  total_items_exact: boolean
   total_pages: number
+  [MORE]?: boolean
 }
+
+/** A page's count: `total` is capped at {@link COUNT_CAP} unless `exact`; `more` says items follow the page. */
+export interface Counted {
+  total: number
+  exact: boolean
+  more: boolean
+}
+
+/**
+ * Counts stop here (CONTRACT §1): past it a count would read every match, which costs more than the
+ * page itself at a million assets. The caller asks for the exact figure when it needs it.
+ */
+export const COUNT_CAP = 10_000
 
 export const DEFAULT_PAGE_SIZE = 50
 export const MAX_PAGE_SIZE = 100
@@ -24,23 +44,36 @@ export const MAX_PAGE_NUMBER = 1_000_000_000
 export function readBodyPage(value: unknown): Page | { member: string; detail: string } {
   if (value === undefined || value === null) return { number: 1, size: DEFAULT_PAGE_SIZE }
   if (typeof value !== 'object' || Array.isArray(value)) return { member: '', detail: 'page must be an object {"number", "size"}' }
-  const extra = Object.keys(value).find((key) => key !== 'number' && key !== 'size')
-  if (extra !== undefined) return { member: extra.replaceAll('~', '~0').replaceAll('/', '~1'), detail: `unknown member "${extra}" in page; it has "number" and "size"` }
-  const { number = 1, size = DEFAULT_PAGE_SIZE } = value as Record<string, unknown>
+  const extra = Object.keys(value).find((key) => key !== 'number' && key !== 'size' && key !== 'count')
+  if (extra !== undefined) return { member: extra.replaceAll('~', '~0').replaceAll('/', '~1'), detail: `unknown member "${extra}" in page; it has "number", "size" and "count"` }
+  const { number = 1, size = DEFAULT_PAGE_SIZE, count } = value as Record<string, unknown>
   if (!Number.isInteger(number) || (number as number) < 1 || (number as number) > MAX_PAGE_NUMBER) {
     return { member: 'number', detail: `number must be an integer in 1..${MAX_PAGE_NUMBER}` }
   }
   if (!Number.isInteger(size) || (size as number) < 1 || (size as number) > MAX_PAGE_SIZE) {
     return { member: 'size', detail: `size must be an integer in 1..${MAX_PAGE_SIZE}` }
   }
-  return { number: number as number, size: size as number }
+  if (count !== undefined && count !== 'exact') return { member: 'count', detail: 'count must be "exact" (omit it for a count capped at 10,000)' }
+  return { number: number as number, size: size as number, ...(count === 'exact' ? { count } : {}) }
 }
 
-/** Query-string schema members for `page[number]` and `page[size]` (validated by Fastify's Ajv). */
-export function pageQuerySchema(prefix = 'page'): Record<string, unknown> {
+/**
+ * Query-string schema members for `page[number]` and `page[size]` (validated by Fastify's Ajv),
+ * and `page[count]` on lists whose total is counted (`withCount`).
+ */
+export function pageQuerySchema(prefix = 'page', withCount = prefix === 'page'): Record<string, unknown> {
   return {
     [`${prefix}[number]`]: { type: 'integer', minimum: 1, maximum: MAX_PAGE_NUMBER, description: 'Page number, from 1 (default 1).' },
     [`${prefix}[size]`]: { type: 'integer', minimum: 1, maximum: MAX_PAGE_SIZE, description: `Page size, 1..${MAX_PAGE_SIZE} (default ${DEFAULT_PAGE_SIZE}).` },
+    ...(withCount
+      ? {
+          [`${prefix}[count]`]: {
+            type: 'string',
+            enum: ['exact'],
+            description: `\`exact\`: count every match. Without it \`total_items\` is exact up to ${COUNT_CAP.toLocaleString('en')} matches; beyond, it is ${COUNT_CAP.toLocaleString('en')} and \`total_items_exact\` is false.`,
+          },
+        }
+      : {}),
   }
 }
 
@@ -48,11 +81,30 @@ export function pageFromQuery(query: Record<string, unknown>, prefix = 'page'): 
   return {
     number: (query[`${prefix}[number]`] as number | undefined) ?? 1,
     size: (query[`${prefix}[size]`] as number | undefined) ?? DEFAULT_PAGE_SIZE,
+    ...(query[`${prefix}[count]`] === 'exact' ? { count: 'exact' as const } : {}),
   }
 }
 
-export function pageMeta(page: Page, totalItems: number): PageMeta {
-  return { number: page.number, size: page.size, total_items: totalItems, total_pages: Math.ceil(totalItems / page.size) }
+/**
+ * The page's meta. A plain number is an exact total (lists held in memory, included relationships);
+ * a {@link Counted} comes from `selectPage` and may be capped.
+ */
+export function pageMeta(page: Page, counted: number | Counted): PageMeta {
+  const c = typeof counted === 'number' ? { total: counted, exact: true, more: page.number * page.size < counted } : counted
+  return { number: page.number, size: page.size, total_items: c.total, total_items_exact: c.exact, total_pages: Math.ceil(c.total / page.size), [MORE]: c.more }
+}
+
+/** `relationships_meta.page` of included relationships: counted exactly per asset, so no flag. */
+export function includedPageMeta(page: Page, total: number): Omit<PageMeta, 'total_items_exact' | typeof MORE> {
+  return { number: page.number, size: page.size, total_items: total, total_pages: Math.ceil(total / page.size) }
+}
+
+/**
+ * The count rule of CONTRACT §1 applied to a figure known exactly: past {@link COUNT_CAP} it is
+ * reported as the cap unless the page asked for the exact count.
+ */
+export function capCount(page: Page, n: number, more: boolean): Counted {
+  return n > COUNT_CAP && page.count !== 'exact' ? { total: COUNT_CAP, exact: false, more } : { total: n, exact: true, more }
 }
 
 export function offsetOf(page: Page): number {
@@ -69,11 +121,13 @@ export function pageLinks(request: FastifyRequest, meta: PageMeta): Record<strin
     return `${base}?${query.toString().replaceAll('%5B', '[').replaceAll('%5D', ']')}`
   }
   const last = Math.max(meta.total_pages, 1)
+  // A capped count has no last page to name; past it, pages go on while items follow.
+  const more = meta[MORE] ?? meta.number < meta.total_pages
   return {
     self: link(meta.number),
     first: link(1),
-    prev: meta.number > 1 ? link(Math.min(meta.number - 1, last)) : null,
-    next: meta.number < meta.total_pages ? link(meta.number + 1) : null,
-    last: link(last),
+    prev: meta.number > 1 ? link(meta.total_items_exact ? Math.min(meta.number - 1, last) : meta.number - 1) : null,
+    next: more ? link(meta.number + 1) : null,
+    last: meta.total_items_exact ? link(last) : null,
   }
 }

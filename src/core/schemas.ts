@@ -33,11 +33,12 @@ export const pageMetaSchema = {
   properties: {
     page: {
       type: 'object',
-      required: ['number', 'size', 'total_items', 'total_pages'],
+      required: ['number', 'size', 'total_items', 'total_items_exact', 'total_pages'],
       properties: {
         number: { type: 'integer' },
         size: { type: 'integer' },
-        total_items: { type: 'integer' },
+        total_items: { type: 'integer', description: 'Exact up to 10,000 matches; beyond, 10,000 unless the exact count was asked for (page[count]=exact).' },
+        total_items_exact: { type: 'boolean', description: 'false when total_items is capped at 10,000 (more items match).' },
         total_pages: { type: 'integer' },
       },
     },
@@ -48,7 +49,7 @@ const nullableUrl = { type: ['string', 'null'] } as const
 
 export const linksSchema = {
   type: 'object',
-  properties: { self: { type: 'string' }, first: { type: 'string' }, prev: nullableUrl, next: nullableUrl, last: { type: 'string' } },
+  properties: { self: { type: 'string' }, first: { type: 'string' }, prev: nullableUrl, next: nullableUrl, last: { ...nullableUrl, description: 'null when total_items is capped (total_items_exact false)' } },
 } as const
 
 export function listEnvelope(item: object, withLinks = true): object {

@@ -1,5 +1,5 @@
 import type { RequestContext } from '../core/context.js'
-import { offsetOf, pageMeta } from '../core/pagination.js'
+import { includedPageMeta, offsetOf } from '../core/pagination.js'
 import { toRelatedAsset, type RelatedAssetRecord } from './mapper.js'
 import { selectIncludedRelationships, type IncludedRow } from './include-sql.js'
 import { includeOptionsFromQuery, type RelationshipIncludeOptions } from './include-options.js'
@@ -62,7 +62,7 @@ export async function includeRelationshipsWith<T extends AssetRecord>(
   }
   return assets.map((asset) => {
     const entry = byAsset.get(asset.id) ?? { total: 0, list: [] }
-    return { ...asset, relationships: entry.list, relationships_meta: { page: pageMeta(options.page, entry.total) } }
+    return { ...asset, relationships: entry.list, relationships_meta: { page: includedPageMeta(options.page, entry.total) } }
   })
 }
 

@@ -48,7 +48,7 @@ export async function listRelationships(ctx: RequestContext, query: Record<strin
   conditions.push(visibleRelationship(ctx.auth, 'r', params))
   const sort = typeof query.sort === 'string' ? parseSortParam(query.sort) : []
   const orderBy = compileOrderBy(sort, 'relationships', ctx.metamodel, 'r', params)
-  const result = await selectRelationshipPage(ctx.db, { where: conditions.join(' AND '), orderBy, limit: page.size, offset: offsetOf(page), params })
+  const result = await selectRelationshipPage(ctx.db, { where: conditions.join(' AND '), orderBy, limit: page.size, offset: offsetOf(page), params }, { exact: page.count === 'exact' })
   const data = await attachEnds(ctx, result.rows.map(toRelationshipRecord), include)
-  return { data, page: pageMeta(page, result.total) }
+  return { data, page: pageMeta(page, result) }
 }

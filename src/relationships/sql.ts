@@ -1,7 +1,7 @@
 import type { Queryable, Tx } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
-import { Params, selectPage, type PageQuery } from '../store/sql.js'
+import { Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
 
 /** A validated relationship ready to be written (see prepare.ts). */
@@ -104,8 +104,8 @@ export async function selectRelationships(db: Queryable, where: string, params: 
 }
 
 /** One page of relationships and the total, for GET /relationships and relationship search. */
-export async function selectRelationshipPage(db: Queryable, q: PageQuery): Promise<{ rows: RelationshipRow[]; total: number }> {
-  return selectPage<RelationshipRow>(db, { select: RELATIONSHIP_COLUMNS, from: 'relationships r' }, q)
+export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions = {}): Promise<PageRows<RelationshipRow>> {
+  return selectPage<RelationshipRow>(db, { select: RELATIONSHIP_COLUMNS, from: 'relationships r', key: 'r' }, q, count)
 }
 
 /**

@@ -10,6 +10,7 @@ import { ensureProjection } from '../projection/sync.js'
 import { projectionStorage } from '../projection/storage.js'
 import { Params } from '../store/sql.js'
 import { parseSearchBody } from './body.js'
+import { assetCountOptions } from '../counts/live.js'
 import { selectSearchPage } from './sql.js'
 
 /**
@@ -33,8 +34,8 @@ export async function searchAssets(ctx: RequestContext, body: unknown): Promise<
     limit: parsed.page.size,
     offset: offsetOf(parsed.page),
     params,
-  })
+  }, assetCountOptions(ctx.auth, parsed.filter, parsed.page.count === 'exact'))
   const records = result.rows.map(toAssetRecord)
   const data = include === null ? records : await includeRelationshipsWith(ctx, records, include)
-  return { data, page: pageMeta(parsed.page, result.total) }
+  return { data, page: pageMeta(parsed.page, result) }
 }

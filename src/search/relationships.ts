@@ -33,9 +33,9 @@ export async function searchRelationships(ctx: RequestContext, body: unknown): P
     limit: parsed.page.size,
     offset: offsetOf(parsed.page),
     params,
-  })
+  }, { exact: parsed.page.count === 'exact' })
   const data = await attachEnds(ctx, result.rows.map(toRelationshipRecord), include)
-  return { data, page: pageMeta(parsed.page, result.total) }
+  return { data, page: pageMeta(parsed.page, result) }
 }
 
 // As GET /relationships' include (relationships/ends.ts), as an array with pointers.

@@ -40,13 +40,26 @@ const pageSchema = {
   },
 } as const
 
+/** The page of a search, which also takes the count mode (CONTRACT §1). */
+const searchPageSchema = {
+  ...pageSchema,
+  properties: {
+    ...pageSchema.properties,
+    count: {
+      type: 'string',
+      enum: ['exact'],
+      description: '"exact": count every match. Without it total_items is exact up to 10,000 matches; beyond, it is 10,000 and total_items_exact is false.',
+    },
+  },
+} as const
+
 export const searchAssetsBody = {
   type: 'object',
   additionalProperties: false,
   properties: {
     filter: filterSchema,
     sort: sortSchema,
-    page: pageSchema,
+    page: searchPageSchema,
     include: {
       type: 'array',
       items: { type: 'string', enum: ['relationships', 'relationships.related_asset', 'relationships.related_asset.properties'] },
@@ -66,7 +79,7 @@ export const searchRelationshipsBody = {
   properties: {
     filter: { ...filterSchema, description: 'Fields: id, relationship_type_key, source_asset_id, target_asset_id, created_at, source_asset.<asset field>, target_asset.<asset field>.' },
     sort: sortSchema,
-    page: pageSchema,
+    page: searchPageSchema,
     include: { type: 'array', items: { type: 'string', enum: ['source_asset', 'source_asset.properties', 'target_asset', 'target_asset.properties'] } },
   },
 } as const

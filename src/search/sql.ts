@@ -1,5 +1,5 @@
 import type { Queryable } from '../store/db.js'
-import { ident, selectPage, type PageQuery } from '../store/sql.js'
+import { ident, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from '../assets/mapper.js'
 
 /**
@@ -11,7 +11,7 @@ import { ASSET_COLUMNS, type AssetRow } from '../assets/mapper.js'
  *   SELECT a.id, … FROM "assets_typed_…" p JOIN assets a ON a.org_id = p.org_id AND a.id = p.id
  *   WHERE … ORDER BY … LIMIT $3 OFFSET $4
  */
-export async function selectSearchPage(db: Queryable, table: string, q: PageQuery): Promise<{ rows: AssetRow[]; total: number }> {
+export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions = {}): Promise<PageRows<AssetRow>> {
   const projection = `${ident(table)} p`
-  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: `${projection} JOIN assets a ON a.org_id = p.org_id AND a.id = p.id`, countFrom: projection }, q)
+  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: `${projection} JOIN assets a ON a.org_id = p.org_id AND a.id = p.id`, countFrom: projection, key: 'p' }, q, count)
 }

@@ -168,6 +168,8 @@ export interface StoreOptions {
   poolSize?: number | undefined
   /** Give up connecting after this long (a replica that is down must not hold reads up). */
   connectTimeoutMs?: number | undefined
+  /** PGlite only: a dump of a data directory (`dumpDataDir`) to start from instead of an empty one. */
+  loadDataDir?: Blob | undefined
 }
 
 export async function openDb(options: StoreOptions): Promise<Db> {
@@ -184,6 +186,11 @@ export async function openDb(options: StoreOptions): Promise<Db> {
   }
   const { PGlite } = await import('@electric-sql/pglite')
   const dir = options.dataDir ?? './data'
+  if (dir === 'memory://' && options.loadDataDir) {
+    const copy = new PGlite({ loadDataDir: options.loadDataDir })
+    await copy.waitReady
+    return new PgliteDb(copy)
+  }
   const pglite = dir === 'memory://' ? new PGlite() : new PGlite(dir)
   await pglite.waitReady
   return new PgliteDb(pglite)

@@ -1,3 +1,4 @@
+import { capCount, COUNT_CAP, type Counted } from '../core/pagination.js'
 import type { Queryable } from './db.js'
 
 /**
@@ -45,27 +46,65 @@ export interface PageQuery {
   params: Params
 }
 
+/** How a page is counted (CONTRACT §1), besides the cap that always applies. */
+export interface CountOptions {
+  /** `page[count]=exact`: count every match, however many. */
+  exact?: boolean
+  /**
+   * An O(1) count of every row `where` matches (the live asset counters), given by a caller that
+   * knows its conditions are org, liveness and asset type only.
+   */
+  live?: (db: Queryable) => Promise<number>
+}
+
+export interface PageRows<R> extends Counted {
+  rows: R[]
+}
+
 /**
- * One page of rows and the total, as two statements run side by side: the page with ORDER BY,
- * LIMIT and OFFSET, the count over the same conditions without them. `from` is what the
- * conditions read (a table with its alias, or a join); `countFrom`, when set, is a narrower
- * source enough for counting (the search counts over its projection alone).
+ * One page of rows and its count (CONTRACT §1).
  *
- * @example selectPage(db, {select: 'a.id, a.name', from: 'assets a'}, {where: 'a.org_id = $1', orderBy: 'a.id', limit: 50, offset: 0, params})
- *   // SELECT a.id, a.name FROM assets a WHERE a.org_id = $1 ORDER BY a.id LIMIT $2 OFFSET $3
- *   // SELECT count(*)::int AS n FROM assets a WHERE a.org_id = $1
+ * The page: with `source.key` (the alias whose `org_id, id` name a row), a deferred join: the
+ * conditions, order, OFFSET and LIMIT run over `countFrom ?? from` selecting keys only, which an
+ * index serves without touching the rows it skips; only the page's keys are joined back to `from`
+ * for their columns. One row past the page is read, so `more` is known without a count.
+ *
+ * The count, only when the page cannot tell it (a full page, or a page past the end): the
+ * live counters when the caller gives them, else `count(*)` over at most COUNT_CAP + 1 matches,
+ * or over all of them when the exact figure was asked for.
+ *
+ * @example selectPage(db, {select: 'a.id, a.name', from: 'assets a', key: 'a'}, {where: 'a.org_id = $1', orderBy: 'a.id', limit: 50, offset: 0, params})
+ *   // SELECT a.id, a.name FROM assets a JOIN (SELECT a.org_id AS k_org, a.id AS k_id FROM assets a
+ *   //   WHERE a.org_id = $1 ORDER BY a.id LIMIT $2 OFFSET $3) k ON a.org_id = k.k_org AND a.id = k.k_id ORDER BY a.id
+ *   // SELECT count(*)::int AS n FROM (SELECT 1 FROM assets a WHERE a.org_id = $1 LIMIT 10001) c
  */
 export async function selectPage<R>(
   db: Queryable,
-  source: { select: string; from: string; countFrom?: string },
+  source: { select: string; from: string; countFrom?: string; key?: string },
   q: PageQuery,
-): Promise<{ rows: R[]; total: number }> {
+  count: CountOptions = {},
+): Promise<PageRows<R>> {
   const pageParams = new Params(q.params.values)
-  const limit = pageParams.add(q.limit)
+  const limit = pageParams.add(q.limit + 1)
   const offset = pageParams.add(q.offset)
-  const [rows, count] = await Promise.all([
-    db.query<R>(`SELECT ${source.select} FROM ${source.from} WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}`, pageParams.values),
-    db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${source.countFrom ?? source.from} WHERE ${q.where}`, q.params.values),
-  ])
-  return { rows: rows.rows, total: count.rows[0]?.n ?? 0 }
+  const text = source.key === undefined
+    ? `SELECT ${source.select} FROM ${source.from} WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}`
+    : `SELECT ${source.select} FROM ${source.from}
+       JOIN (SELECT ${source.key}.org_id AS k_org, ${source.key}.id AS k_id FROM ${source.countFrom ?? source.from}
+             WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}) k
+         ON ${source.key}.org_id = k.k_org AND ${source.key}.id = k.k_id
+       ORDER BY ${q.orderBy}`
+  const read = (await db.query<R>(text, pageParams.values)).rows
+  const more = read.length > q.limit
+  const rows = more ? read.slice(0, q.limit) : read
+  const page = { number: 1, size: q.limit, ...(count.exact === true ? { count: 'exact' as const } : {}) }
+  // A short page says the total by itself (an empty one only on page 1: past the end it says
+  // nothing). A full page is counted even when it is the last, so that the statements a list
+  // issues do not depend on how many rows it finds (test/http/include.test.ts guards that).
+  if (!more && rows.length < q.limit && (rows.length > 0 || q.offset === 0)) return { rows, ...capCount(page, q.offset + rows.length, false) }
+  if (count.live !== undefined) return { rows, ...capCount(page, await count.live(db), more) }
+  const from = source.countFrom ?? source.from
+  const cap = count.exact === true ? '' : ` LIMIT ${COUNT_CAP + 1}`
+  const counted = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM (SELECT 1 FROM ${from} WHERE ${q.where}${cap}) c`, q.params.values)
+  return { rows, ...capCount(page, counted.rows[0]?.n ?? 0, more) }
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { openDb, type Db, type StoreKind } from '../../src/store/db.js'
 import { migrate } from '../../src/store/migrate.js'
+import { loadTemplate } from './pglite-template.js'
 
 /**
  * The stores every suite runs against: PGlite always, PostgreSQL when TEST_DATABASE_URL is set.
@@ -19,10 +20,14 @@ export interface TestStore {
   drop(): Promise<void>
 }
 
-/** A fresh, migrated store: an in-memory PGlite, or a new schema on the test PostgreSQL. */
+/**
+ * A fresh, migrated store: an in-memory PGlite loaded from the migrated template
+ * (pglite-template.ts), or a new schema on the test PostgreSQL.
+ */
 export async function createTestStore(kind: StoreKind): Promise<TestStore> {
   if (kind === 'pglite') {
-    const db = await openDb({ dataDir: 'memory://' })
+    const db = await openDb({ dataDir: 'memory://', loadDataDir: await loadTemplate() })
+    // Nothing to apply on the template; kept so a store is migrated whatever it was loaded from.
     await migrate(db)
     return { db, schema: null, drop: () => db.close() }
   }

@@ -25,7 +25,7 @@ for (const store of STORES) {
         const res = await t.request('GET', '/api/v1/roles', { key })
         expect(res.status).toBe(200)
         expect(res.body.data).toEqual(roles)
-        expect(res.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 2, total_pages: 1 } })
+        expect(res.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 2, total_items_exact: true, total_pages: 1 } })
         expect(res.body.links.next).toBeNull()
       }
     })
@@ -50,7 +50,7 @@ for (const store of STORES) {
     it('pages roles', async () => {
       const res = await t.request('GET', '/api/v1/roles?page[size]=1&page[number]=2')
       expect(res.body.data).toEqual([roles[1]])
-      expect(res.body.meta.page).toEqual({ number: 2, size: 1, total_items: 2, total_pages: 2 })
+      expect(res.body.meta.page).toEqual({ number: 2, size: 1, total_items: 2, total_items_exact: true, total_pages: 2 })
       expect(res.body.links.next).toBeNull()
       expect(res.body.links.prev).toContain('page[number]=1')
     })

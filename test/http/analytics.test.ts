@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { bulkCreateRelationships, seedAssets } from '../helpers/seed.js'
 
 const SERVERS = [
   { name: 's1', access_domain_key: 'it', properties: { hostname: 's1', environment: 'prod', memory_gb: 16, cost: 100.5, tags: ['pci'], owner: 'Ann', purchased_on: '2024-01-15', cpu_count: 8, managed: true } },
@@ -23,18 +24,13 @@ for (const store of STORES) {
 
     beforeAll(async () => {
       t = await createTestApp(store)
-      for (const [type, list] of [['server', SERVERS], ['application', APPS]] as const) {
-        for (const asset of list) {
-          const res = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: type, ...asset } })
-          expect(res.status).toBe(201)
-          createdAt = res.body.data.created_at
-        }
-      }
+      const ids = await seedAssets(t, [['server', SERVERS], ['application', APPS]])
+      const last = await t.request('GET', `/api/v1/assets/${ids[APPS.at(-1)!.name]}`)
+      expect(last.status).toBe(200)
+      createdAt = last.body.data.created_at
       const links: [string, string, string][] = [['runs_on', 'application:code:crm', 'server:hostname:s1'], ['runs_on', 'application:code:crm', 'server:hostname:s2'],
         ['runs_on', 'application:code:erp', 'server:hostname:s2'], ['depends_on', 'server:hostname:s3', 'application:code:crm']]
-      for (const [type, source, target] of links) {
-        expect((await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: type, source_asset_id: source, target_asset_id: target } })).status).toBe(201)
-      }
+      await bulkCreateRelationships(t, links.map(([type, source, target]) => ({ relationship_type_key: type, source_asset_id: source, target_asset_id: target })))
     })
     afterAll(async () => t.close())
 

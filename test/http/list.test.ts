@@ -28,7 +28,7 @@ for (const store of STORES) {
       const res = await list('')
       expect(res.status).toBe(200)
       expect(namesOf(res.body)).toEqual([...names, 'crm'])
-      expect(res.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 6, total_pages: 1 } })
+      expect(res.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 6, total_items_exact: true, total_pages: 1 } })
       expect(res.body.links).toEqual({
         self: 'http://localhost:80/api/v1/assets?page[number]=1&page[size]=50',
         first: 'http://localhost:80/api/v1/assets?page[number]=1&page[size]=50',
@@ -77,7 +77,7 @@ for (const store of STORES) {
     it('pages with page[number] and page[size]; a page past the end is empty', async () => {
       const p2 = await list('?sort=name&page[number]=2&page[size]=2')
       expect(namesOf(p2.body)).toEqual(['charlie', 'crm'])
-      expect(p2.body.meta.page).toEqual({ number: 2, size: 2, total_items: 6, total_pages: 3 })
+      expect(p2.body.meta.page).toEqual({ number: 2, size: 2, total_items: 6, total_items_exact: true, total_pages: 3 })
       expect(p2.body.links.prev).toBe('http://localhost:80/api/v1/assets?sort=name&page[number]=1&page[size]=2')
       expect(p2.body.links.next).toBe('http://localhost:80/api/v1/assets?sort=name&page[number]=3&page[size]=2')
       expect(p2.body.links.last).toBe('http://localhost:80/api/v1/assets?sort=name&page[number]=3&page[size]=2')

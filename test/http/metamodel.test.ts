@@ -14,7 +14,7 @@ for (const store of STORES) {
       const res = await t.request('GET', '/api/v1/metamodel/asset-types')
       expect(res.status).toBe(200)
       expect(res.body.data.map((a: { key: string }) => a.key)).toEqual(['server', 'application', 'note'])
-      expect(res.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 3, total_pages: 1 } })
+      expect(res.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 3, total_items_exact: true, total_pages: 1 } })
       const server = res.body.data[0]
       expect(server.unique_property_key).toBe('hostname')
       expect(server.properties.map((p: { key: string }) => p.key)).toEqual([

@@ -53,5 +53,20 @@ for (const store of STORES) {
       expect(exported.parameters.find((p: { name: string }) => p.name === 'format').schema).toEqual({ type: 'string', enum: ['ndjson', 'csv'], default: 'ndjson' })
       expect(Object.keys(exported.responses['200'].content)).toEqual(['application/x-ndjson', 'text/csv'])
     })
+
+    it('documents the count rule: page[count] and total_items_exact (CONTRACT §1)', async () => {
+      const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
+      for (const path of ['/api/v1/assets', '/api/v1/relationships']) {
+        const count = doc.paths[path].get.parameters.find((p: { name: string }) => p.name === 'page[count]')
+        expect(count.schema).toMatchObject({ type: 'string', enum: ['exact'] })
+        const page = doc.paths[path].get.responses['200'].content['application/json'].schema.properties.meta.properties.page
+        expect(page.required).toEqual(['number', 'size', 'total_items', 'total_items_exact', 'total_pages'])
+        expect(page.properties.total_items_exact.type).toBe('boolean')
+      }
+      for (const path of ['/api/v1/search/assets', '/api/v1/search/relationships']) {
+        const body = doc.paths[path].post.requestBody.content['application/json'].schema
+        expect(body.properties.page.properties.count).toMatchObject({ type: 'string', enum: ['exact'] })
+      }
+    })
   })
 }

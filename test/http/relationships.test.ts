@@ -248,7 +248,7 @@ for (const store of STORES) {
       const res = await list('?page[size]=3')
       expect(res.status).toBe(200)
       expect(res.body.data).toHaveLength(3)
-      expect(res.body.meta).toEqual({ page: { number: 1, size: 3, total_items: 4, total_pages: 2 } })
+      expect(res.body.meta).toEqual({ page: { number: 1, size: 3, total_items: 4, total_items_exact: true, total_pages: 2 } })
       expect(res.body.links).toEqual({
         self: 'http://localhost:80/api/v1/relationships?page[size]=3&page[number]=1',
         first: 'http://localhost:80/api/v1/relationships?page[size]=3&page[number]=1',

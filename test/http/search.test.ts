@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { bulkCreateRelationships, seedAssets } from '../helpers/seed.js'
 
 const c = (field: string, operator: string, value?: unknown) => ({ field, operator, value })
 
@@ -26,18 +27,10 @@ for (const store of STORES) {
 
     beforeAll(async () => {
       t = await createTestApp(store)
-      for (const [type, list] of [['server', SERVERS], ['application', APPS]] as const) {
-        for (const asset of list) {
-          const res = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: type, ...asset } })
-          expect(res.status).toBe(201)
-          ids[asset.name] = res.body.data.id
-        }
-      }
-      for (const [source, target] of [['crm', 'db-01'], ['crm', 'web-01'], ['erp', 'db-02']] as const) {
-        const res = await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'runs_on', source_asset_id: ids[source], target_asset_id: ids[target] } })
-        expect(res.status).toBe(201)
-        rels[`${source}>${target}`] = res.body.data.id
-      }
+      Object.assign(ids, await seedAssets(t, [['server', SERVERS], ['application', APPS]]))
+      const pairs = [['crm', 'db-01'], ['crm', 'web-01'], ['erp', 'db-02']] as const
+      const created = await bulkCreateRelationships(t, pairs.map(([source, target]) => ({ relationship_type_key: 'runs_on', source_asset_id: ids[source]!, target_asset_id: ids[target]! })))
+      pairs.forEach(([source, target], i) => { rels[`${source}>${target}`] = created[i]! })
     })
     afterAll(async () => t.close())
 
@@ -60,7 +53,7 @@ for (const store of STORES) {
         id: ids['db-01'], asset_type_key: 'server', name: 'db-01', access_domain_key: 'it', properties: SERVERS[0]!.properties,
         created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/), updated_at: expect.stringMatching(/Z$/),
       })
-      expect(res.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 3, total_pages: 1 } })
+      expect(res.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 3, total_items_exact: true, total_pages: 1 } })
     })
 
     it.each<[string, unknown, string[]]>([
@@ -103,15 +96,15 @@ for (const store of STORES) {
       const res = await t.request('POST', '/api/v1/search/assets')
       expect(res.status).toBe(200)
       expect(res.body.data.map((a: { name: string }) => a.name)).toEqual([...SERVERS, ...APPS].map((a) => a.name))
-      expect(res.body.meta.page).toEqual({ number: 1, size: 50, total_items: 7, total_pages: 1 })
+      expect(res.body.meta.page).toEqual({ number: 1, size: 50, total_items: 7, total_items_exact: true, total_pages: 1 })
     })
 
     it('pages; a page past the end is empty', async () => {
       const second = await search({ sort: [{ field: 'name' }], page: { number: 2, size: 2 } })
       expect(second.body.data.map((a: { name: string }) => a.name)).toEqual(['db-01', 'db-02'])
-      expect(second.body.meta.page).toEqual({ number: 2, size: 2, total_items: 7, total_pages: 4 })
+      expect(second.body.meta.page).toEqual({ number: 2, size: 2, total_items: 7, total_items_exact: true, total_pages: 4 })
       const past = await search({ page: { number: 5, size: 2 } })
-      expect(past.body).toEqual({ data: [], meta: { page: { number: 5, size: 2, total_items: 7, total_pages: 4 } } })
+      expect(past.body).toEqual({ data: [], meta: { page: { number: 5, size: 2, total_items: 7, total_items_exact: true, total_pages: 4 } } })
     })
 
     it.each<[string, unknown, string, string]>([
@@ -209,7 +202,7 @@ for (const store of STORES) {
             source_asset: { id: ids.erp, asset_type_key: 'application', name: 'erp', created_at: expect.any(String), updated_at: expect.any(String) },
             target_asset: { id: ids['db-02'], asset_type_key: 'server', name: 'db-02', properties: SERVERS[1]!.properties, created_at: expect.any(String), updated_at: expect.any(String) },
           }],
-          meta: { page: { number: 1, size: 50, total_items: 1, total_pages: 1 } },
+          meta: { page: { number: 1, size: 50, total_items: 1, total_items_exact: true, total_pages: 1 } },
         })
       })
 

@@ -1,0 +1,44 @@
+import { createHash } from 'node:crypto'
+import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { openDb } from '../../src/store/db.js'
+import { migrate } from '../../src/store/migrate.js'
+
+/**
+ * A migrated, empty PGlite data directory, dumped once per run and loaded by every PGlite test
+ * store: creating a PGlite runs initdb (seconds of WASM work) and then every migration; loading a
+ * dump skips both. The file name carries a hash of the migrations and of the PGlite version, so
+ * a changed migration never starts from a stale template.
+ */
+
+const MIGRATIONS = path.resolve('src/store/migrations')
+
+export function templatePath(): string {
+  const hash = createHash('sha256')
+  const pkg = JSON.parse(readFileSync(path.resolve('node_modules/@electric-sql/pglite/package.json'), 'utf8')) as { version: string }
+  hash.update(pkg.version)
+  for (const file of readdirSync(MIGRATIONS).sort()) hash.update(file).update(readFileSync(path.join(MIGRATIONS, file)))
+  return path.join(os.tmpdir(), `kbis-pglite-template-${hash.digest('hex').slice(0, 16)}.tar`)
+}
+
+/** Builds the template unless this run (or an earlier one) already has it. */
+export async function ensureTemplate(): Promise<string> {
+  const file = templatePath()
+  if (existsSync(file)) return file
+  const db = await openDb({ dataDir: 'memory://' })
+  await migrate(db)
+  // Test-only reach into the store for PGlite's dumpDataDir, which the Db interface does not offer.
+  const dump = await (db as unknown as { pglite: { dumpDataDir(c: 'none'): Promise<Blob> } }).pglite.dumpDataDir('none')
+  await db.close()
+  // Written aside and renamed: a reader never sees half a file.
+  const partial = `${file}.${process.pid}.partial`
+  writeFileSync(partial, Buffer.from(await dump.arrayBuffer()))
+  renameSync(partial, file)
+  return file
+}
+
+/** The template as a Blob for `openDb({ loadDataDir })`. */
+export async function loadTemplate(): Promise<Blob> {
+  return new Blob([readFileSync(await ensureTemplate())])
+}
