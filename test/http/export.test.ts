@@ -97,6 +97,7 @@ for (const store of STORES) {
           errors: [{
             status: '400', code: 'invalid_filter', source: { parameter: 'filter[asset_type_key]' },
             detail: query.includes('printer') ? 'unknown asset type "printer"' : 'a CSV export needs filter[asset_type_key]: its columns are the properties of one asset type',
+            meta: { request_id: expect.any(String) },
           }],
         })
       }

@@ -40,7 +40,7 @@ for (const store of STORES) {
       const other = await send('POST', '/api/v1/assets', 'reuse-1', server('idem-reuse-2'))
       expect(other.status).toBe(422)
       expect(JSON.parse(other.raw)).toEqual({
-        errors: [{ status: '422', code: 'idempotency_key_reused', detail: 'this Idempotency-Key was used for another request (another body or query string) to this method and path in the last 24 hours' }],
+        errors: [{ status: '422', code: 'idempotency_key_reused', detail: 'this Idempotency-Key was used for another request (another body or query string) to this method and path in the last 24 hours', meta: { request_id: expect.any(String) } }],
       })
       const otherQuery = await send('POST', '/api/v1/assets?dry_run=true', 'reuse-1', server('idem-reuse-1'))
       expect(JSON.parse(otherQuery.raw).errors[0].code).toBe('idempotency_key_reused')
@@ -64,7 +64,7 @@ for (const store of STORES) {
       for (const bad of ['', 'a'.repeat(256), 'has space', 'tab\there']) {
         const res = await send('POST', '/api/v1/assets', bad, server('idem-bad'))
         expect(res.status).toBe(400)
-        expect(JSON.parse(res.raw)).toEqual({ errors: [{ status: '400', code: 'invalid_request', detail: 'Idempotency-Key must be 1 to 255 visible ASCII characters, sent once' }] })
+        expect(JSON.parse(res.raw)).toEqual({ errors: [{ status: '400', code: 'invalid_request', detail: 'Idempotency-Key must be 1 to 255 visible ASCII characters, sent once', meta: { request_id: expect.any(String) } }] })
       }
       expect(await count('idem-bad')).toBe(0)
       const longest = await send('POST', '/api/v1/assets', `${'~'.repeat(254)}!`, server('idem-longest'))
@@ -100,7 +100,7 @@ for (const store of STORES) {
       for (const a of answers) {
         if (a === ran[0]) continue
         if (a.status === 409) {
-          expect(JSON.parse(a.raw)).toEqual({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }] })
+          expect(JSON.parse(a.raw)).toEqual({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered', meta: { request_id: expect.any(String) } }] })
         } else expect(a).toEqual({ ...ran[0], replayed: 'true' })
       }
       expect(await count('idem-conc-%')).toBe(300)
@@ -115,7 +115,7 @@ for (const store of STORES) {
       await t.store.db.query(`UPDATE idempotency_keys SET status = NULL, body = NULL WHERE idempotency_key = 'running-1'`)
       const repeat = await send('POST', '/api/v1/assets', 'running-1', server('idem-running'))
       expect(repeat.status).toBe(409)
-      expect(JSON.parse(repeat.raw)).toEqual({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }] })
+      expect(JSON.parse(repeat.raw)).toEqual({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered', meta: { request_id: expect.any(String) } }] })
       expect(await count('idem-running')).toBe(1)
     })
 
