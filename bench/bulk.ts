@@ -8,40 +8,14 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import type pg from 'pg'
 import { apiFor, type BenchContext, type Row } from './lib/context.js'
-import { api, expectStatus, type Api } from './lib/http.js'
+import { api, timedBulk, type Api } from './lib/http.js'
 import { benchSetup, serverBatch, serverChange } from './lib/data.js'
 import { insertAssetsSql, insertRelationshipsSql, updateAssetsSql } from './lib/raw.js'
 import { startService } from './lib/service.js'
-import { median, timed } from './lib/stats.js'
+import { runs } from './lib/config.js'
+import { alternate, median, timed, type Pair } from './lib/stats.js'
 
-const RUNS = 5
-
-interface Pair {
-  ours: number[]
-  raw: number[]
-}
-
-/** Ours and raw alternate which goes first, so neither always meets a warmer cache. */
-async function alternate(runs: number, ours: (r: number) => Promise<number>, raw: (r: number) => Promise<number>): Promise<Pair> {
-  const pair: Pair = { ours: [], raw: [] }
-  for (let r = 0; r < runs; r++) {
-    if (r % 2 === 0) {
-      pair.ours.push(await ours(r))
-      pair.raw.push(await raw(r))
-    } else {
-      pair.raw.push(await raw(r))
-      pair.ours.push(await ours(r))
-    }
-  }
-  return pair
-}
-
-/** POSTs a prepared body; the clock covers sending, the service's work and reading the answer. */
-async function timedBulk(client: Api, method: string, url: string, body: string, status: number): Promise<{ ms: number; ids: string[] }> {
-  const { ms, result } = await timed(() => client.send(method, url, body))
-  expectStatus(result, status, `${method} ${url}`)
-  return { ms, ids: (JSON.parse(result.text) as { data: { id: string }[] }).data.map((d) => d.id) }
-}
+const RUNS = runs(5)
 
 async function timedSql(client: pg.PoolClient, sql: string): Promise<number> {
   return (await timed(() => client.query(sql))).ms
