@@ -22,13 +22,39 @@ export interface Previous {
   rows: Pick<Row, 'metric' | 'ours' | 'raw' | 'unit'>[]
 }
 
+/**
+ * The previous run: benchmarks.json beside benchmarks.md, or else the table of benchmarks.md
+ * itself (pages written before the JSON existed).
+ */
 export function readPrevious(file: string): Previous | null {
-  if (!existsSync(file)) return null
   try {
-    return JSON.parse(readFileSync(file, 'utf8')) as Previous
+    if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as Previous
+    const md = file.replace(/\.json$/, '.md')
+    return existsSync(md) ? parseBenchmarksMd(readFileSync(md, 'utf8')) : null
   } catch {
     return null
   }
+}
+
+const UNITS = ['ms', 's', 'req/s', 'MB'] as const
+const value = (cell: string): { n: number; unit: Row['unit'] } | null => {
+  const m = /^([\d.]+) (ms|s|req\/s|MB)$/.exec(cell.trim())
+  return m && UNITS.includes(m[2] as Row['unit']) ? { n: Number(m[1]), unit: m[2] as Row['unit'] } : null
+}
+
+/** Rows of the first markdown table whose second cell is a figure (`585 ms`). */
+export function parseBenchmarksMd(text: string): Previous | null {
+  const rows: Previous['rows'] = []
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('| ')) continue
+    const cells = line.slice(2, -2).split(' | ')
+    const ours = value(cells[1] ?? '')
+    if (!ours) continue
+    rows.push({ metric: cells[0]!, ours: ours.n, raw: value(cells[2] ?? '')?.n ?? null, unit: ours.unit })
+  }
+  const date = /on (\d{4}-\d\d-\d\d \d\d:\d\d UTC)/.exec(text)?.[1] ?? 'unknown'
+  const size = /Large read set: ([\d,]+) assets/.exec(text)?.[1]
+  return rows.length === 0 ? null : { date, size: size ? Number(size.replaceAll(',', '')) : 200_000, quick: /QUICK mode/.test(text), rows }
 }
 
 let previous: Map<string, Pick<Row, 'ours' | 'raw'>> = new Map()
