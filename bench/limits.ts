@@ -31,6 +31,8 @@ const BULK = QUICK ? 2_000 : 10_000
 const bulkSize = fmtCount(BULK)
 const BULK_RUNS = runs(3, 2)
 const QUERY_RUNS = runs(15, 3)
+// One window each after the warm-ups: 3 workloads × 2 sides × 2 stores × 10 s already take 2 minutes.
+const ROUNDS = 1
 
 /** One store under test: the service on it, its organizations, raw SQL beside it. */
 interface Target {
@@ -78,9 +80,9 @@ async function reads(ctx: BenchContext, t: Target): Promise<ReadFigures> {
   const auth = { authorization: `Bearer ${org.secret}` }
   const ours = (request: LoadRequest) => ({ url: t.service.url, request: { ...request, headers: auth } })
   const limit = async (name: string, read: Statement) => ({ url: t.rawUrl, request: await registerRaw(t, name, read) })
-  const list = await loadPair(ours({ method: 'GET', paths: [LIST] }), await limit('list', q.list))
-  const search = await loadPair(ours({ method: 'POST', paths: ['/api/v1/search/assets'], body: SEARCH_BODY }), await limit('search', q.search))
-  const deep = await loadPair(ours({ method: 'GET', paths: [DEEP] }), await limit('deep', q.deep))
+  const list = await loadPair(ours({ method: 'GET', paths: [LIST] }), await limit('list', q.list), ROUNDS)
+  const search = await loadPair(ours({ method: 'POST', paths: ['/api/v1/search/assets'], body: SEARCH_BODY }), await limit('search', q.search), ROUNDS)
+  const deep = await loadPair(ours({ method: 'GET', paths: [DEEP] }), await limit('deep', q.deep), ROUNDS)
   for (const [name, pair] of Object.entries({ list, search, deep })) {
     ctx.log(`  ${t.store.label} ${name}: ours ${pair.ours.rps.toFixed(0)} req/s (max ${pair.ours.max} ms), limit ${pair.limit.rps.toFixed(0)} req/s`)
   }
@@ -89,7 +91,7 @@ async function reads(ctx: BenchContext, t: Target): Promise<ReadFigures> {
 
 function readRows(t: Target, f: ReadFigures): Row[] {
   const window = `${LOAD.connections} connections × ${LOAD.seconds} s`
-  const note = (what: string) => `${what}; throughput over ${window} after a ${LOAD.warmupSeconds} s warm-up, two windows each taking turns (mean). ` +
+  const note = (what: string) => `${what}; throughput over ${window} after a ${LOAD.warmupSeconds} s warm-up of each, ours then the limit. ` +
     `Limit: the same page from bench_lean_assets through a bare route in the same process on the same ${t.store.label} (no auth, no count, one index (org_id, name, id)).`
   return [
     { metric: pfx(t, `list page 1, sort=name, size 100 (${size} assets)`), ours: f.list.ours.rps, raw: f.list.limit.rps, unit: 'req/s',
@@ -237,15 +239,11 @@ async function writeCosts(ctx: BenchContext, t: Target): Promise<{ all: number; 
   const org = t.orgs.bench!
   const insert = { sql: insertAssetsSql(org.id, serverBatch('cost', BULK)).sql }
   const lean = { sql: insertLeanSql(org.id, serverBatch('cost-lean', BULK)).sql }
-  const n = runs(3, 1)
+  const n = runs(2, 1)
   const list = await components(t.store)
   const trigger = list.find((c) => c.name.startsWith('trigger '))
   const noop: Statement[] = trigger ? [{ sql: `ALTER TABLE assets ENABLE TRIGGER ${trigger.name.slice('trigger '.length)}` }] : []
   const pairOf = async (off: Statement[], timedStmt: Statement = insert) => {
-    if (!QUICK) {
-      await t.store.timedInTx(noop, insert)
-      await t.store.timedInTx(off, timedStmt)
-    }
     const pair = await alternate(n, () => t.store.timedInTx(noop, insert), () => t.store.timedInTx(off, timedStmt))
     return { withMs: median(pair.ours), withoutMs: median(pair.raw) }
   }
@@ -264,7 +262,7 @@ function costSection(t: Target, c: Awaited<ReturnType<typeof writeCosts>>): stri
   return `### ${t.store.label}
 
 One raw \`INSERT … VALUES\` of ${bulkSize} servers into \`assets\` (the service's table, ${size} assets already in it), in a
-transaction rolled back: for each component, ${runs(3, 1)} pair(s)${QUICK ? '' : ' after a warm-up pair'}, taking turns, with everything and without
+transaction rolled back: for each component, ${runs(2, 1)} pair(s), taking turns, with everything and without
 that component (\`DROP INDEX\` / \`DROP CONSTRAINT\` / \`DISABLE TRIGGER\` inside the same transaction); "cost" is the
 difference of the pair's medians, "share" its part of the median time with everything. Components overlap (the sum
 need not match); small and negative costs are noise on a shared machine.

@@ -18,7 +18,7 @@ export const SIZE = Number(arg('size') ?? process.env.BENCH_SIZE ?? 200_000)
 if (!Number.isInteger(SIZE) || SIZE < 1_000) throw new Error(`bench: BENCH_SIZE must be an integer ≥ 1000, not ${SIZE}`)
 
 /** Read throughput windows: 10 connections × 10 s after a warm-up (quick: 2 s after 1 s). */
-export const LOAD = QUICK ? { connections: 10, seconds: 2, warmupSeconds: 1 } : { connections: 10, seconds: 10, warmupSeconds: 5 }
+export const LOAD = QUICK ? { connections: 10, seconds: 2, warmupSeconds: 1 } : { connections: 10, seconds: 10, warmupSeconds: 3 }
 
 /** Repetitions of a timed write or query (median reported); `full` in a normal run. */
 export const runs = (full: number, quick = 2): number => (QUICK ? Math.min(quick, full) : full)

@@ -38,16 +38,16 @@ export const meanLoad = (loads: readonly Load[]): Load => ({
 })
 
 /**
- * Ours and the limit, each warmed up, then taking turns for two windows each (a change in the
+ * Ours and the limit, each warmed up, then taking turns for `rounds` windows each (a change in the
  * machine's load weighs on both alike); the mean of each one's windows.
  */
-export async function loadPair(ours: { url: string; request: LoadRequest }, limit: { url: string; request: LoadRequest }): Promise<{ ours: Load; limit: Load }> {
+export async function loadPair(ours: { url: string; request: LoadRequest }, limit: { url: string; request: LoadRequest }, rounds = 2): Promise<{ ours: Load; limit: Load }> {
   await loadWindow(ours.url, ours.request, LOAD.warmupSeconds)
   await loadWindow(limit.url, limit.request, LOAD.warmupSeconds)
-  const rounds = { ours: [] as Load[], limit: [] as Load[] }
-  for (let r = 0; r < 2; r++) {
-    rounds.ours.push(await loadWindow(ours.url, ours.request))
-    rounds.limit.push(await loadWindow(limit.url, limit.request))
+  const windows = { ours: [] as Load[], limit: [] as Load[] }
+  for (let r = 0; r < rounds; r++) {
+    windows.ours.push(await loadWindow(ours.url, ours.request))
+    windows.limit.push(await loadWindow(limit.url, limit.request))
   }
-  return { ours: meanLoad(rounds.ours), limit: meanLoad(rounds.limit) }
+  return { ours: meanLoad(windows.ours), limit: meanLoad(windows.limit) }
 }

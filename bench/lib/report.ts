@@ -19,7 +19,8 @@ export interface Previous {
   date: string
   size: number
   quick: boolean
-  rows: Pick<Row, 'metric' | 'ours' | 'raw' | 'unit'>[]
+  /** Each figure with the date of the run that measured it (a BENCH_ONLY run keeps the others). */
+  rows: (Pick<Row, 'metric' | 'ours' | 'raw' | 'unit'> & { date?: string })[]
 }
 
 /**
@@ -173,7 +174,9 @@ ${writeCosts || '(not measured in this run: the limits module did not run)'}
 ${notes.map((n) => `- ${n}`).join('\n')}
 `
   writeFileSync(`${dir}/benchmarks.md`, text)
-  const json: Previous = { date: machine.date, size: machine.size, quick: machine.quick, rows: rows.map(({ metric, ours, raw, unit }) => ({ metric, ours, raw, unit })) }
+  const measured = new Set(rows.map((r) => r.metric))
+  const kept = (prev?.rows ?? []).filter((r) => !measured.has(r.metric)).map((r) => ({ ...r, date: r.date ?? prev!.date }))
+  const json: Previous = { date: machine.date, size: machine.size, quick: machine.quick, rows: [...rows.map(({ metric, ours, raw, unit }) => ({ metric, ours, raw, unit, date: machine.date })), ...kept] }
   writeFileSync(`${dir}/benchmarks.json`, `${JSON.stringify(json, null, 2)}\n`)
 }
 
