@@ -112,15 +112,15 @@ export async function run(ctx: BenchContext): Promise<Row[]> {
     const rss = ctx.service.peakRssMb()
     const pglite = await pgliteCreate(ctx)
     return [
-      row('POST /bulk/assets, 10,000 servers × 8 properties (median of 5)', created.pair,
+      row(`POST /bulk/assets, 10,000 servers × 8 properties (median of ${RUNS})`, created.pair,
         'ours: HTTP POST of the JSON array (client_ref per item) until the answer is read; raw: one multi-row INSERT … VALUES of the same rows (literals) through pg into the same table, fresh rows each run.'),
-      row('PATCH /bulk/assets, 10,000 servers × 2 properties (median of 5)', updated,
+      row(`PATCH /bulk/assets, 10,000 servers × 2 properties (median of ${RUNS})`, updated,
         'ours: lock, merge, validate and write 10,000 servers; raw: one UPDATE … SET properties = properties || v.p FROM (VALUES …) of other 10,000 servers.'),
-      row('POST /bulk/relationships, 10,000 (median of 5)', related,
+      row(`POST /bulk/relationships, 10,000 (median of ${RUNS})`, related,
         'ours: items naming both ends by UUID; raw: one multi-row INSERT into relationships. New (source, target) pairs every run.'),
       { metric: 'peak RSS of the service during the bulk runs', ours: rss, raw: null, unit: 'MB', target: { on: 'ours', op: '<', value: 300 },
         note: `VmHWM of the service process (a child process of its own, run by tsx), reset before the bulk runs; ${idle.toFixed(0)} MB after start.` },
-      { metric: 'POST /bulk/assets, 10,000 servers, on PGlite (median of 5)', ours: median(pglite.ms), raw: null, unit: 'ms',
+      { metric: `POST /bulk/assets, 10,000 servers, on PGlite (median of ${RUNS})`, ours: median(pglite.ms), raw: null, unit: 'ms',
         note: `the same request against a service on embedded PGlite in memory (its peak RSS: ${pglite.rss.toFixed(0)} MB).` },
     ]
   } finally {
