@@ -3,7 +3,7 @@
  * statement, in the same run, on the same table: create, update (2 properties), relationships;
  * the service's peak RSS over those runs; and the bulk create on PGlite (ours only).
  */
-import { writeFileSync } from 'node:fs'
+import { rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import type pg from 'pg'
@@ -87,6 +87,7 @@ async function pgliteCreate(ctx: BenchContext): Promise<{ ms: number[]; rss: num
     return { ms, rss: service.peakRssMb() }
   } finally {
     await service.stop()
+    rmSync(setups, { force: true })
   }
 }
 
