@@ -3,45 +3,19 @@
  * statement, in the same run, on the same table: create, update (2 properties), relationships;
  * the service's peak RSS over those runs; and the bulk create on PGlite (ours only).
  */
-import { writeFileSync } from 'node:fs'
+import { rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import type pg from 'pg'
 import { apiFor, type BenchContext, type Row } from './lib/context.js'
-import { api, expectStatus, type Api } from './lib/http.js'
+import { api, timedBulk, type Api } from './lib/http.js'
 import { benchSetup, serverBatch, serverChange } from './lib/data.js'
 import { insertAssetsSql, insertRelationshipsSql, updateAssetsSql } from './lib/raw.js'
 import { startService } from './lib/service.js'
-import { median, timed } from './lib/stats.js'
+import { runs } from './lib/config.js'
+import { alternate, median, timed, type Pair } from './lib/stats.js'
 
-const RUNS = 5
-
-interface Pair {
-  ours: number[]
-  raw: number[]
-}
-
-/** Ours and raw alternate which goes first, so neither always meets a warmer cache. */
-async function alternate(runs: number, ours: (r: number) => Promise<number>, raw: (r: number) => Promise<number>): Promise<Pair> {
-  const pair: Pair = { ours: [], raw: [] }
-  for (let r = 0; r < runs; r++) {
-    if (r % 2 === 0) {
-      pair.ours.push(await ours(r))
-      pair.raw.push(await raw(r))
-    } else {
-      pair.raw.push(await raw(r))
-      pair.ours.push(await ours(r))
-    }
-  }
-  return pair
-}
-
-/** POSTs a prepared body; the clock covers sending, the service's work and reading the answer. */
-async function timedBulk(client: Api, method: string, url: string, body: string, status: number): Promise<{ ms: number; ids: string[] }> {
-  const { ms, result } = await timed(() => client.send(method, url, body))
-  expectStatus(result, status, `${method} ${url}`)
-  return { ms, ids: (JSON.parse(result.text) as { data: { id: string }[] }).data.map((d) => d.id) }
-}
+const RUNS = runs(5)
 
 async function timedSql(client: pg.PoolClient, sql: string): Promise<number> {
   return (await timed(() => client.query(sql))).ms
@@ -113,6 +87,7 @@ async function pgliteCreate(ctx: BenchContext): Promise<{ ms: number[]; rss: num
     return { ms, rss: service.peakRssMb() }
   } finally {
     await service.stop()
+    rmSync(setups, { force: true })
   }
 }
 
@@ -138,15 +113,15 @@ export async function run(ctx: BenchContext): Promise<Row[]> {
     const rss = ctx.service.peakRssMb()
     const pglite = await pgliteCreate(ctx)
     return [
-      row('POST /bulk/assets, 10,000 servers × 8 properties (median of 5)', created.pair,
+      row(`POST /bulk/assets, 10,000 servers × 8 properties (median of ${RUNS})`, created.pair,
         'ours: HTTP POST of the JSON array (client_ref per item) until the answer is read; raw: one multi-row INSERT … VALUES of the same rows (literals) through pg into the same table, fresh rows each run.'),
-      row('PATCH /bulk/assets, 10,000 servers × 2 properties (median of 5)', updated,
+      row(`PATCH /bulk/assets, 10,000 servers × 2 properties (median of ${RUNS})`, updated,
         'ours: lock, merge, validate and write 10,000 servers; raw: one UPDATE … SET properties = properties || v.p FROM (VALUES …) of other 10,000 servers.'),
-      row('POST /bulk/relationships, 10,000 (median of 5)', related,
+      row(`POST /bulk/relationships, 10,000 (median of ${RUNS})`, related,
         'ours: items naming both ends by UUID; raw: one multi-row INSERT into relationships. New (source, target) pairs every run.'),
       { metric: 'peak RSS of the service during the bulk runs', ours: rss, raw: null, unit: 'MB', target: { on: 'ours', op: '<', value: 300 },
         note: `VmHWM of the service process (a child process of its own, run by tsx), reset before the bulk runs; ${idle.toFixed(0)} MB after start.` },
-      { metric: 'POST /bulk/assets, 10,000 servers, on PGlite (median of 5)', ours: median(pglite.ms), raw: null, unit: 'ms',
+      { metric: `POST /bulk/assets, 10,000 servers, on PGlite (median of ${RUNS})`, ours: median(pglite.ms), raw: null, unit: 'ms',
         note: `the same request against a service on embedded PGlite in memory (its peak RSS: ${pglite.rss.toFixed(0)} MB).` },
     ]
   } finally {

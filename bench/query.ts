@@ -12,13 +12,14 @@
 import { apiFor, type BenchContext, type Row } from './lib/context.js'
 import { expectStatus } from './lib/http.js'
 import { insertAssetsSql } from './lib/raw.js'
-import { serverBatch } from './lib/data.js'
+import { SEARCH_FILTER, serverBatch } from './lib/data.js'
 import { seedServers } from './lib/seed.js'
 import { median, timed } from './lib/stats.js'
+import { fmtCount, QUICK, runs, runs as runsOf, SIZE } from './lib/config.js'
 
-const ASSETS = 200_000
-const WARMUP = 3
-const RUNS = 20
+const ASSETS = SIZE
+const WARMUP = QUICK ? 1 : 3
+const RUNS = runs(20, 3)
 
 type Timer = () => Promise<number>
 
@@ -28,13 +29,6 @@ async function medians(timers: readonly Timer[]): Promise<number[]> {
   const runs = timers.map(() => [] as number[])
   for (let i = 0; i < RUNS; i++) for (const [j, t] of timers.entries()) runs[j]!.push(await t())
   return runs.map(median)
-}
-
-const A_FILTER = {
-  or: [
-    { and: [{ field: 'properties.environment', operator: 'equals', value: 'prod' }, { field: 'properties.cpu_count', operator: 'greater_than_or_equals', value: 16 }] },
-    { and: [{ field: 'properties.tags', operator: 'includes', value: 'pci' }, { field: 'name', operator: 'starts_with', value: 'db-' }] },
-  ],
 }
 
 interface Queries {
@@ -53,7 +47,7 @@ function queries(table: string, search: { total: number }): Record<'a' | 'b' | '
     a: {
       api: {
         path: '/api/v1/search/assets',
-        body: JSON.stringify({ filter: A_FILTER, sort: [{ field: 'name', order: 'asc' }], page: { number: 1, size: 50 } }),
+        body: JSON.stringify({ filter: SEARCH_FILTER, sort: [{ field: 'name', order: 'asc' }], page: { number: 1, size: 50 } }),
         check: (body) => {
           if (body.data.length !== 50 || body.meta.page.total_items !== search.total) throw new Error(`bench: (a) answered ${body.data.length} rows of ${body.meta.page.total_items}, expected 50 of ${search.total}`)
         },
@@ -147,7 +141,7 @@ async function projectionWriteCost(ctx: BenchContext, orgId: string): Promise<{ 
   await once(true)
   await once(false)
   const runs = { with: [] as number[], without: [] as number[] }
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < runsOf(5, 1); i++) {
     runs.with.push(await once(true))
     runs.without.push(await once(false))
   }
@@ -164,7 +158,7 @@ export async function run(ctx: BenchContext): Promise<Row[]> {
   const rows: Row[] = []
   const a = timers(ctx, orgId, q.a)
   const [aApi, aSql] = await medians([a.api, a.projection])
-  rows.push({ metric: '(a) POST /search/assets, nested filter, sort=name, size 50 (200,000 servers)', ours: aApi!, raw: aSql!, unit: 'ms', target: { on: 'ratio', op: '<=', value: 1.5 },
+  rows.push({ metric: `(a) POST /search/assets, nested filter, sort=name, size 50 (${fmtCount(ASSETS)} servers)`, ours: aApi!, raw: aSql!, unit: 'ms', target: { on: 'ratio', op: '<=', value: 1.5 },
     note: `(a) ${total} matches. raw: the page SELECT (joined back to assets for the documents) and the count, side by side through pg over the typed projection, as the service runs them; median of ${RUNS} after ${WARMUP} warm-ups, taking turns.` })
   for (const [name, label] of [['b', '(b) count + average(memory_gb) by environment'], ['c', '(c) count_distinct(owner)']] as const) {
     const t = timers(ctx, orgId, q[name])

@@ -3,37 +3,21 @@
  * SELECT with pg, and GET /assets pages 1 and 1000 (size 100, sorted by name) beside the same
  * statements run through pg.
  */
-import autocannon from 'autocannon'
 import { apiFor, type BenchContext, type Row } from './lib/context.js'
 import { expectStatus } from './lib/http.js'
 import { seedServers } from './lib/seed.js'
 import { startService } from './lib/service.js'
 import { median, timed } from './lib/stats.js'
+import { DEEP_PAGE, fmtCount, LOAD as CONFIG_LOAD, QUICK, SIZE } from './lib/config.js'
+import { loadWindow, meanLoad, type Load } from './lib/load.js'
 
-const ASSETS = 200_000
+const ASSETS = SIZE
+const SAMPLES = QUICK ? 3 : 15
 // Both servers need ~15 s of load before their rate settles (V8 optimizes the hot paths; pg and
 // PostgreSQL warm their caches): measuring earlier compares warm-up speeds, not servers.
-const LOAD = { connections: 10, seconds: 10, warmupSeconds: 15 }
-
-interface Load {
-  rps: number
-  p99: number
-}
-
-/** autocannon against 127.0.0.1 only, bounded in time, cycling through `paths`. */
-async function load(url: string, paths: readonly string[], headers: Record<string, string>, seconds: number): Promise<Load> {
-  if (!/^http:\/\/127\.0\.0\.1:\d+$/.test(url)) throw new Error(`bench: load is aimed only at 127.0.0.1, not ${url}`)
-  let next = 0
-  const result = await autocannon({
-    url,
-    connections: LOAD.connections,
-    duration: seconds,
-    headers,
-    requests: [{ method: 'GET', setupRequest: (req: any) => ({ ...req, path: paths[next++ % paths.length] }) }],
-  })
-  if (result.non2xx > 0 || result.errors > 0) throw new Error(`bench: ${url} answered ${result.non2xx} non-2xx and ${result.errors} errors under load`)
-  return { rps: result.requests.average, p99: result.latency.p99 }
-}
+const LOAD = { ...CONFIG_LOAD, warmupSeconds: QUICK ? CONFIG_LOAD.warmupSeconds : 15 }
+const load = (url: string, paths: readonly string[], headers: Record<string, string>, seconds: number): Promise<Load> =>
+  loadWindow(url, { method: 'GET', paths, headers }, seconds)
 
 /**
  * Both servers warm up, then take turns (ours, bare, ours, bare): a change in the machine's load
@@ -56,8 +40,7 @@ async function loadBoth(ctx: BenchContext, ids: readonly string[]): Promise<{ ou
       rounds.bare.push(await bareLoad())
     }
     ctx.log(`  GET /assets/{id} req/s ours ${rounds.ours.map((l) => l.rps.toFixed(0)).join(', ')} | bare ${rounds.bare.map((l) => l.rps.toFixed(0)).join(', ')}`)
-    const mean = (loads: Load[]): Load => ({ rps: loads.reduce((a, l) => a + l.rps, 0) / loads.length, p99: loads.reduce((a, l) => a + l.p99, 0) / loads.length })
-    return { ours: mean(rounds.ours), bare: mean(rounds.bare) }
+    return { ours: meanLoad(rounds.ours), bare: meanLoad(rounds.bare) }
   } finally {
     await bare.stop()
   }
@@ -80,7 +63,7 @@ async function page(ctx: BenchContext, number: number): Promise<{ ours: number; 
     ctx.sql.query('SELECT count(*)::int AS n FROM assets a WHERE a.org_id = $1 AND a.archived_at IS NULL', [orgId]),
   ]))).ms
   const runs = { ours: [] as number[], raw: [] as number[] }
-  for (let i = 0; i < 18; i++) {
+  for (let i = 0; i < 3 + SAMPLES; i++) {
     const [o, r] = [await oursOnce(), await rawOnce()]
     if (i >= 3) runs.ours.push(o), runs.raw.push(r)
   }
@@ -91,13 +74,13 @@ export async function run(ctx: BenchContext): Promise<Row[]> {
   const ids = await seedServers(ctx, 'pages', ASSETS)
   const { ours, bare } = await loadBoth(ctx, ids)
   const first = await page(ctx, 1)
-  const thousandth = await page(ctx, 1000)
+  const thousandth = await page(ctx, DEEP_PAGE)
   const pageNote = (n: number) => `sequential requests, median of 15; raw: the page SELECT (ORDER BY name, id LIMIT 100 OFFSET ${(n - 1) * 100}) and the count, in parallel through pg, as the service runs them.`
   return [
-    { metric: 'GET /assets/{id}, throughput, 10 connections × 10 s', ours: ours.rps, raw: bare.rps, unit: 'req/s', target: { on: 'ratio', op: '>=', value: 0.8 },
+    { metric: `GET /assets/{id}, throughput, 10 connections × ${LOAD.seconds} s`, ours: ours.rps, raw: bare.rps, unit: 'req/s', target: { on: 'ratio', op: '>=', value: 0.8 },
       note: `autocannon in the bench process after a ${LOAD.warmupSeconds} s warm-up of each server, then two windows each, taking turns (mean shown), cycling over ${Math.ceil(ids.length / 199)} ids of ${ASSETS} assets; bare: a Fastify route doing the same SELECT with pg, no auth, in its own child process.` },
     { metric: 'GET /assets/{id}, p99 latency under that load (mean of the two windows)', ours: ours.p99, raw: bare.p99, unit: 'ms' },
-    { metric: 'GET /assets?sort=name&page[size]=100, page 1 (200,000 assets)', ours: first.ours, raw: first.raw, unit: 'ms', note: pageNote(1) },
-    { metric: 'GET /assets?sort=name&page[size]=100, page 1000 (200,000 assets)', ours: thousandth.ours, raw: thousandth.raw, unit: 'ms', note: pageNote(1000) },
+    { metric: `GET /assets?sort=name&page[size]=100, page 1 (${fmtCount(ASSETS)} assets)`, ours: first.ours, raw: first.raw, unit: 'ms', note: pageNote(1) },
+    { metric: `GET /assets?sort=name&page[size]=100, page ${DEEP_PAGE} (${fmtCount(ASSETS)} assets)`, ours: thousandth.ours, raw: thousandth.raw, unit: 'ms', note: pageNote(DEEP_PAGE) },
   ]
 }

@@ -1,27 +1,32 @@
 /**
  * `npm run bench`: starts the service on PostgreSQL in a fresh schema (dropped at the end), runs
- * every bench module, prints one table of our figures beside raw-SQL figures from the same run,
- * and rewrites docs/benchmarks.md from it.
+ * every bench module (`limits` measures against the physical limit on PostgreSQL and on PGlite),
+ * prints one table of our figures beside the limit / raw-SQL figures from the same run and the
+ * previous run's, and rewrites docs/benchmarks.md, docs/benchmarks.json and the generated plans of
+ * docs/indexes-and-plans.md from it.
  *
- * Env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), BENCH_ONLY=bulk,reads
- * to run some modules. Every load is aimed at 127.0.0.1 and bounded in time; the whole run is
- * stopped after BENCH_DEADLINE_MINUTES (default 15).
+ * Env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), BENCH_ONLY=limits,bulk
+ * to run some modules, BENCH_SIZE / --size (default 200000), BENCH_QUICK=1 / --quick (short
+ * windows; docs written to a temporary directory, BENCH_DOCS_DIR to choose). Every load is aimed at
+ * 127.0.0.1 and bounded in time; the whole run (≈ 15 minutes at 200,000 on an idle 2-core machine)
+ * is stopped after BENCH_DEADLINE_MINUTES (default 25, 60 above 200,000 assets).
  */
 import { randomBytes } from 'node:crypto'
-import { rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import type { BenchContext, Row } from './lib/context.js'
 import { benchSetup } from './lib/data.js'
-import { consoleTable, meets, writeBenchmarksDoc, type Machine } from './lib/report.js'
+import { consoleTable, meets, readPrevious, setPrevious, writeBenchmarksDoc, writePlans, type Machine } from './lib/report.js'
+import { DOCS_DIR, QUICK, REPO_DOCS, SIZE } from './lib/config.js'
 import { startService, stopAllServices, type Service } from './lib/service.js'
 
 type BenchModule = { run(ctx: BenchContext): Promise<Row[]> }
 
 // One line per module; each exports `async function run(ctx: BenchContext): Promise<Row[]>`.
 const MODULES: [string, () => Promise<BenchModule>][] = [
+  ['limits', () => import('./limits.js')],
   ['bulk', () => import('./bulk.js')],
   ['reads', () => import('./reads.js')],
   ['query', () => import('./query.js')],
@@ -30,7 +35,6 @@ const MODULES: [string, () => Promise<BenchModule>][] = [
   ['sync', () => import('./sync.js')],
 ]
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url))
 const DATABASE_URL = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test'
 const SCHEMA = `bench_${randomBytes(4).toString('hex')}`
 const SETUPS = path.join(os.tmpdir(), `kbis-bench-${process.pid}.json`)
@@ -66,7 +70,7 @@ async function runModules(ctx: BenchContext): Promise<{ rows: Row[]; failures: s
 }
 
 function machine(postgres: string, loadBefore: number[]): Machine {
-  return { cpus: os.availableParallelism(), memoryGb: os.totalmem() / 1024 ** 3, node: process.version, postgres, date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC', loadBefore, loadAfter: os.loadavg() }
+  return { size: SIZE, quick: QUICK, cpus: os.availableParallelism(), memoryGb: os.totalmem() / 1024 ** 3, node: process.version, postgres, date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC', loadBefore, loadAfter: os.loadavg() }
 }
 
 async function main(): Promise<number> {
@@ -80,22 +84,30 @@ async function main(): Promise<number> {
   try {
     writeFileSync(SETUPS, JSON.stringify([benchSetup('bench'), benchSetup('pages')]))
     log(`bench: schema ${SCHEMA} on ${DATABASE_URL.replace(/\/\/[^@]*@/, '//…@')}; starting the service`)
-    service = await startService('serve.ts', { BENCH_STORE: 'postgres', BENCH_DATABASE_URL: DATABASE_URL, BENCH_SCHEMA: SCHEMA, BENCH_SETUPS: SETUPS })
+    service = await startService('serve.ts', { BENCH_STORE: 'postgres', BENCH_DATABASE_URL: DATABASE_URL, BENCH_SCHEMA: SCHEMA, BENCH_SETUPS: SETUPS, BENCH_RAW: '1' })
     const shared = new Map<string, Promise<unknown>>()
+    const sections: Record<string, string> = {}
     const ctx: BenchContext = {
       service, sql, databaseUrl: DATABASE_URL, schema: SCHEMA, log,
       orgs: service.ready.orgs as BenchContext['orgs'],
+      addSection: (name, markdown) => { sections[name] = markdown },
       once: <T>(key: string, fn: () => Promise<T>) => {
         if (!shared.has(key)) shared.set(key, fn())
         return shared.get(key) as Promise<T>
       },
     }
+    mkdirSync(DOCS_DIR, { recursive: true })
+    const previous = readPrevious(path.join(DOCS_DIR, 'benchmarks.json'))
+    setPrevious(previous)
     const { rows, failures } = await runModules(ctx)
     log(`\n${consoleTable(rows)}\n`)
+    if (sections['write-costs']) log(`write cost breakdown\n\n${sections['write-costs']}`)
     for (const failure of failures) log(`FAILED ${failure}`)
     const notes = rows.filter((r) => r.note).map((r) => `**${r.metric}**: ${r.note}`)
-    writeBenchmarksDoc(path.join(ROOT, 'docs/benchmarks.md'), rows, machine(postgres, loadBefore), failures, notes)
-    log('bench: wrote docs/benchmarks.md')
+    const run = machine(postgres, loadBefore)
+    writeBenchmarksDoc(DOCS_DIR, rows, run, failures, notes, sections['write-costs'] ?? '', previous)
+    if (sections.plans) writePlans(path.join(REPO_DOCS, 'indexes-and-plans.md'), path.join(DOCS_DIR, 'indexes-and-plans.md'), sections.plans, run)
+    log(`bench: wrote benchmarks.md, benchmarks.json${sections.plans ? ' and the plans of indexes-and-plans.md' : ''} in ${DOCS_DIR}`)
     return failures.length > 0 ? 1 : rows.some((r) => meets(r) === false) ? 2 : 0
   } finally {
     await service?.stop().catch(() => undefined)
@@ -105,7 +117,7 @@ async function main(): Promise<number> {
   }
 }
 
-const deadlineMinutes = Number(process.env.BENCH_DEADLINE_MINUTES || 15)
+const deadlineMinutes = Number(process.env.BENCH_DEADLINE_MINUTES || (SIZE > 200_000 ? 60 : 25))
 const deadline = setTimeout(() => {
   log(`bench: still running after ${deadlineMinutes} minutes; stopping`)
   stopAllServices()

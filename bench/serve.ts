@@ -1,7 +1,9 @@
 /**
  * The service under test, in its own process: store → migrations → seeded organizations and
  * keys → buildApp → listen on 127.0.0.1 (a random port). Prints one ready line for the runner.
- * Env: BENCH_STORE (postgres | pglite), BENCH_DATABASE_URL, BENCH_SCHEMA, BENCH_SETUPS (a JSON file).
+ * Env: BENCH_STORE (postgres | pglite), BENCH_DATABASE_URL, BENCH_SCHEMA, BENCH_SETUPS (a JSON file),
+ * BENCH_PGLITE_DIR (a PGlite data directory; in memory without it), BENCH_RAW=1 (also serve the
+ * bench's raw-SQL routes, bench/lib/raw-routes.ts, on a second port).
  */
 import { readFileSync } from 'node:fs'
 import { buildApp } from '../src/app.js'
@@ -11,10 +13,11 @@ import { migrate } from '../src/store/migrate.js'
 import { applySetup } from '../src/setup/apply.js'
 import type { SetupFile } from '../src/setup/schema.js'
 import { createKeyFromCli } from '../src/keys/cli.js'
+import { startRawRoutes } from './lib/raw-routes.js'
 
 const env = process.env
 const db = env.BENCH_STORE === 'pglite'
-  ? await openDb({ dataDir: 'memory://' })
+  ? await openDb({ dataDir: env.BENCH_PGLITE_DIR || 'memory://' })
   : await openDb({ databaseUrl: env.BENCH_DATABASE_URL, schema: env.BENCH_SCHEMA, poolSize: 10 })
 await migrate(db)
 
@@ -29,8 +32,9 @@ for (const setup of JSON.parse(readFileSync(env.BENCH_SETUPS!, 'utf8')) as (Setu
 const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'warn', poolSize: 10 })
 const app = await buildApp({ db, config, logger: { level: 'warn' } })
 const url = await app.listen({ host: '127.0.0.1', port: 0 })
-process.stdout.write(`${JSON.stringify({ bench: 'ready', url, orgs })}\n`)
+const raw = env.BENCH_RAW === '1' ? await startRawRoutes(db) : null
+process.stdout.write(`${JSON.stringify({ bench: 'ready', url, rawUrl: raw?.url ?? null, orgs })}\n`)
 
 process.on('SIGTERM', () => {
-  void app.close().then(() => db.close()).finally(() => process.exit(0))
+  void app.close().then(() => raw?.close()).then(() => db.close()).finally(() => process.exit(0))
 })

@@ -16,10 +16,11 @@ import { v7 } from 'uuid'
 import type { BenchContext, Row } from './lib/context.js'
 import { seedServers } from './lib/seed.js'
 import { timed } from './lib/stats.js'
+import { QUICK, SIZE } from './lib/config.js'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
-const EXPORT_ROWS = Number(process.env.BENCH_SYNC_EXPORT_ROWS || 200_000)
-const IMPORT_ROWS = Number(process.env.BENCH_SYNC_IMPORT_ROWS || 100_000)
+const EXPORT_ROWS = Number(process.env.BENCH_SYNC_EXPORT_ROWS || SIZE)
+const IMPORT_ROWS = Number(process.env.BENCH_SYNC_IMPORT_ROWS || (QUICK ? 5_000 : 100_000))
 
 /** Runs a command, counting its stdout bytes (what it writes is read, as a client would). */
 function exec(command: string, args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; bytes: number; stderr: string }> {

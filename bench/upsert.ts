@@ -10,9 +10,10 @@ import { expectStatus, type Api } from './lib/http.js'
 import { serverBatch, serverChange, type ServerItem } from './lib/data.js'
 import { insertAssetsSql } from './lib/raw.js'
 import { median, timed } from './lib/stats.js'
+import { QUICK, runs } from './lib/config.js'
 
-const RUNS = 5
-const ITEMS = Number(process.env.BENCH_UPSERT_ITEMS || 10_000)
+const RUNS = runs(5)
+const ITEMS = Number(process.env.BENCH_UPSERT_ITEMS || (QUICK ? 2_000 : 10_000))
 
 const lit = (value: string): string => pg.escapeLiteral(value)
 const keyOf = (item: Pick<ServerItem, 'properties'>): string => `server:hostname:${item.properties.hostname as string}`

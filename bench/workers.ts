@@ -16,6 +16,7 @@ import { v7 } from 'uuid'
 import type { BenchContext, Row } from './lib/context.js'
 import { benchSetup } from './lib/data.js'
 import { seedServers } from './lib/seed.js'
+import { LOAD, QUICK, SIZE } from './lib/config.js'
 import { openDb } from '../src/store/db.js'
 import { migrate } from '../src/store/migrate.js'
 import { applySetup } from '../src/setup/apply.js'
@@ -24,10 +25,10 @@ import { createKeyFromCli } from '../src/keys/cli.js'
 import { freePort } from '../test/helpers/cli-server.js'
 import { startReplicaPair } from '../test/helpers/replica.js'
 
-const SECONDS = Number(process.env.BENCH_WORKERS_SECONDS || 10)
-const REPLICA_ASSETS = Number(process.env.BENCH_REPLICA_ASSETS || 50_000)
+const SECONDS = Number(process.env.BENCH_WORKERS_SECONDS || LOAD.seconds)
+const REPLICA_ASSETS = Number(process.env.BENCH_REPLICA_ASSETS || (QUICK ? 5_000 : 50_000))
 // The reads module's data set by default (seeded once per run and shared).
-const ASSETS = Number(process.env.BENCH_WORKERS_ASSETS || 200_000)
+const ASSETS = Number(process.env.BENCH_WORKERS_ASSETS || SIZE)
 const SEARCH = JSON.stringify({ filter: { field: 'properties.environment', operator: 'equals', value: 'prod' }, sort: [{ field: 'name' }], page: { size: 50 } })
 
 /** `kbis serve` (from source) in a child process; resolves once it prints that it listens. */

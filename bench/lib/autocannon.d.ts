@@ -5,11 +5,12 @@ declare module 'autocannon' {
     connections?: number
     duration?: number
     headers?: Record<string, string>
-    requests?: { method?: string; setupRequest?: (request: any) => any }[]
+    requests?: { method?: string; body?: string; setupRequest?: (request: any) => any }[]
   }
   interface Histogram {
     average: number
     p99: number
+    max: number
   }
   interface Result {
     requests: Histogram

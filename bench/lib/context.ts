@@ -7,6 +7,8 @@ export interface Target {
   on: 'ratio' | 'ours'
   op: '<=' | '>=' | '<'
   value: number
+  /** How the target reads in the table, when `op value` alone would not say which way is better. */
+  text?: string
 }
 
 /** One line of the printed table and of docs/benchmarks.md. */
@@ -41,6 +43,8 @@ export interface BenchContext {
   schema: string
   /** Runs `fn` once per run and shares its result between modules (e.g. a seeded data set). */
   once<T>(key: string, fn: () => Promise<T>): Promise<T>
+  /** Adds generated markdown to the run's docs: `write-costs` (docs/benchmarks.md), `plans` (docs/indexes-and-plans.md). */
+  addSection(name: 'write-costs' | 'plans', markdown: string): void
   log(line: string): void
 }
 

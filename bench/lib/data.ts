@@ -73,3 +73,15 @@ export function serverBatch(batch: string, count = 10_000): ServerItem[] {
 export function serverChange(run: number, i: number): Record<string, unknown> {
   return { environment: ENVIRONMENTS[(i + run + 1) % 3], cpu_count: CPUS[(i + run + 1) % CPUS.length] }
 }
+
+/** The nested search of the benchmark (issue 4's query (a), issue 15's "nested AND/OR search"). */
+export const SEARCH_FILTER = {
+  or: [
+    { and: [{ field: 'properties.environment', operator: 'equals', value: 'prod' }, { field: 'properties.cpu_count', operator: 'greater_than_or_equals', value: 16 }] },
+    { and: [{ field: 'properties.tags', operator: 'includes', value: 'pci' }, { field: 'name', operator: 'starts_with', value: 'db-' }] },
+  ],
+}
+
+/** Analytics bodies: (b) count + average(memory_gb) by environment, (c) count_distinct(owner). */
+export const GROUP_BY_BODY = { measures: [{ type: 'count' }, { type: 'average', field: 'properties.memory_gb' }], group_by: ['properties.environment'] }
+export const DISTINCT_BODY = { measures: [{ type: 'count_distinct', field: 'properties.owner' }] }

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks'
 /** A minimal client for the service under test (global fetch keeps connections alive). */
 export interface Api {
   url: string
@@ -23,4 +24,13 @@ export function expectStatus(res: { status: number; text?: string; body?: unknow
     const text = res.text ?? JSON.stringify(res.body)
     throw new Error(`bench: ${what} answered ${res.status} (expected ${status}): ${text.slice(0, 500)}`)
   }
+}
+
+/** Sends a prepared body; the clock covers sending, the service's work and reading the answer. */
+export async function timedBulk(client: Api, method: string, url: string, body: string, status: number): Promise<{ ms: number; ids: string[] }> {
+  const start = performance.now()
+  const result = await client.send(method, url, body)
+  const ms = performance.now() - start
+  expectStatus(result, status, `${method} ${url}`)
+  return { ms, ids: (JSON.parse(result.text) as { data: { id: string }[] }).data.map((d) => d.id) }
 }

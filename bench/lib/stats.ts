@@ -12,3 +12,23 @@ export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; resu
   const result = await fn()
   return { ms: performance.now() - start, result }
 }
+
+export interface Pair {
+  ours: number[]
+  raw: number[]
+}
+
+/** Ours and raw alternate which goes first, so neither always meets a warmer cache. */
+export async function alternate(runs: number, ours: (r: number) => Promise<number>, raw: (r: number) => Promise<number>): Promise<Pair> {
+  const pair: Pair = { ours: [], raw: [] }
+  for (let r = 0; r < runs; r++) {
+    if (r % 2 === 0) {
+      pair.ours.push(await ours(r))
+      pair.raw.push(await raw(r))
+    } else {
+      pair.raw.push(await raw(r))
+      pair.ours.push(await ours(r))
+    }
+  }
+  return pair
+}

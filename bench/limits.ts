@@ -1,0 +1,369 @@
+/**
+ * The honest benchmark (issue 15 item 5): every workload of the issue's table measured against
+ * its PHYSICAL LIMIT in the same run and the same store — lean raw tables holding only what the
+ * query needs (bench/lib/lean.ts), the raw page query without any count, COPY for bulk loading —
+ * on PostgreSQL and on embedded PGlite (on a data directory), side by side:
+ *   - list page 1 sorted by name (size 100), the nested AND/OR search (50 by name) and page N,
+ *     as throughput, 10 connections × 10 s; the limit runs the raw statement through a bare route
+ *     in the same process (bench/lib/raw-routes.ts), on the same store;
+ *   - bulk create, update (2 fields) and relationships of 10,000; the service's peak RSS;
+ *   - analytics group-by and count_distinct against raw SQL over the jsonb documents;
+ *   - what each index, foreign key and trigger of `assets` costs on a 10,000-row insert;
+ *   - EXPLAIN plans of the service's own list and search statements (captured as it runs them).
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { apiFor, type BenchContext, type Row } from './lib/context.js'
+import { DEEP_PAGE, fmtCount, LOAD, QUICK, runs, SIZE } from './lib/config.js'
+import { benchSetup, DISTINCT_BODY, GROUP_BY_BODY, SEARCH_FILTER, serverBatch, serverChange } from './lib/data.js'
+import { api, expectStatus, timedBulk, type Api } from './lib/http.js'
+import { createLeanTables, dropLeanTables, insertLeanRelationshipsSql, insertLeanSql, LEAN_COLUMNS, leanReads, leanTsv, updateLeanSql } from './lib/lean.js'
+import { loadPair, type Load, type LoadRequest } from './lib/load.js'
+import { insertAssetsSql } from './lib/raw.js'
+import { pgliteStore, postgresStore, type RawStore, type Statement } from './lib/raw-store.js'
+import { seedServers, seedServersInto } from './lib/seed.js'
+import { startService, type Service } from './lib/service.js'
+import { alternate, median, timed } from './lib/stats.js'
+
+// 10,000 items a bulk (the API's maximum); 2,000 in quick mode.
+const BULK = QUICK ? 2_000 : 10_000
+const bulkSize = fmtCount(BULK)
+const BULK_RUNS = runs(3, 2)
+const QUERY_RUNS = runs(15, 3)
+// One window each after the warm-ups: 3 workloads × 2 sides × 2 stores × 10 s already take 2 minutes.
+const ROUNDS = 1
+
+/** One store under test: the service on it, its organizations, raw SQL beside it. */
+interface Target {
+  store: RawStore
+  service: Service
+  rawUrl: string
+  orgs: Record<string, { id: string; secret: string }>
+}
+
+const size = fmtCount(SIZE)
+const pfx = (t: Target, metric: string) => `${t.store.label} · ${metric}`
+
+// ---------------------------------------------------------------- reads under load
+
+interface ReadFigures {
+  list: { ours: Load; limit: Load }
+  search: { ours: Load; limit: Load }
+  deep: { ours: Load; limit: Load }
+}
+
+async function registerRaw(t: Target, name: string, read: Statement): Promise<LoadRequest> {
+  const res = await fetch(`${t.rawUrl}/raw/${name}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(read) })
+  expectStatus({ status: res.status, text: await res.text() }, 200, `register raw ${name}`)
+  return { method: 'GET', paths: [`/raw/${name}`] }
+}
+
+const LIST = '/api/v1/assets?sort=name&page[size]=100'
+const DEEP = `${LIST}&page[number]=${DEEP_PAGE}`
+const SEARCH_BODY = JSON.stringify({ filter: SEARCH_FILTER, sort: [{ field: 'name', order: 'asc' }], page: { number: 1, size: 50 } })
+
+/** One request of each read first: the answers hold what the limit's answer holds. */
+async function checkReads(client: Api): Promise<void> {
+  for (const [method, url, body, n] of [['GET', LIST, undefined, 100], ['GET', DEEP, undefined, 100], ['POST', '/api/v1/search/assets', SEARCH_BODY, 50]] as const) {
+    const res = await client.send(method, url, body)
+    expectStatus(res, 200, `${method} ${url}`)
+    const length = (JSON.parse(res.text) as { data: unknown[] }).data.length
+    if (length !== n) throw new Error(`bench: ${method} ${url} answered ${length} items, expected ${n}`)
+  }
+}
+
+async function reads(ctx: BenchContext, t: Target): Promise<ReadFigures> {
+  const org = t.orgs.pages!
+  const q = leanReads(org.id, DEEP_PAGE)
+  await checkReads(api(t.service.url, org.secret))
+  const auth = { authorization: `Bearer ${org.secret}` }
+  const ours = (request: LoadRequest) => ({ url: t.service.url, request: { ...request, headers: auth } })
+  const limit = async (name: string, read: Statement) => ({ url: t.rawUrl, request: await registerRaw(t, name, read) })
+  const list = await loadPair(ours({ method: 'GET', paths: [LIST] }), await limit('list', q.list), ROUNDS)
+  const search = await loadPair(ours({ method: 'POST', paths: ['/api/v1/search/assets'], body: SEARCH_BODY }), await limit('search', q.search), ROUNDS)
+  const deep = await loadPair(ours({ method: 'GET', paths: [DEEP] }), await limit('deep', q.deep), ROUNDS)
+  for (const [name, pair] of Object.entries({ list, search, deep })) {
+    ctx.log(`  ${t.store.label} ${name}: ours ${pair.ours.rps.toFixed(0)} req/s (max ${pair.ours.max} ms), limit ${pair.limit.rps.toFixed(0)} req/s`)
+  }
+  return { list, search, deep }
+}
+
+function readRows(t: Target, f: ReadFigures): Row[] {
+  const window = `${LOAD.connections} connections × ${LOAD.seconds} s`
+  const note = (what: string) => `${what}; throughput over ${window} after a ${LOAD.warmupSeconds} s warm-up of each, ours then the limit. ` +
+    `Limit: the same page from bench_lean_assets through a bare route in the same process on the same ${t.store.label} (no auth, no count, one index (org_id, name, id)).`
+  return [
+    { metric: pfx(t, `list page 1, sort=name, size 100 (${size} assets)`), ours: f.list.ours.rps, raw: f.list.limit.rps, unit: 'req/s',
+      target: { on: 'ratio', op: '>=', value: 0.5 }, note: note(`GET ${LIST}`) },
+    { metric: pfx(t, `nested AND/OR search, 50 by name (${size} assets)`), ours: f.search.ours.rps, raw: f.search.limit.rps, unit: 'req/s',
+      target: { on: 'ratio', op: '>=', value: 0.5 }, note: note('POST /api/v1/search/assets with bench/lib/data.ts SEARCH_FILTER; limit: the same conditions over jsonb') },
+    { metric: pfx(t, `list page ${DEEP_PAGE}, sort=name, size 100 vs raw OFFSET (${size} assets)`), ours: f.deep.ours.rps, raw: f.deep.limit.rps, unit: 'req/s',
+      target: { on: 'ratio', op: '>=', value: 1 }, note: note(`GET ${DEEP}; limit: LIMIT 100 OFFSET ${(DEEP_PAGE - 1) * 100}`) },
+  ]
+}
+
+// ---------------------------------------------------------------- bulk writes
+
+interface BulkFigures {
+  create: { ours: number[]; insert: number[]; copy: number[] }
+  update: { ours: number[]; raw: number[] }
+  relationships: { ours: number[]; raw: number[] }
+  rssMb: number
+}
+
+async function bulks(ctx: BenchContext, t: Target): Promise<BulkFigures> {
+  const org = t.orgs.bench!
+  const client = api(t.service.url, org.secret)
+  const tag = t.store.kind === 'pglite' ? 'pl' : 'pg'
+  t.service.resetPeakRss()
+  const created: string[][] = []
+  const rawIds: string[][] = []
+  const oursCreate = async (r: number | string) => {
+    const res = await timedBulk(client, 'POST', '/api/v1/bulk/assets', JSON.stringify(serverBatch(`lim-${tag}-o${r}`, BULK)), 201)
+    created.push(res.ids)
+    return res.ms
+  }
+  const rawCreate = async (r: number | string) => {
+    const { sql, ids } = insertLeanSql(org.id, serverBatch(`lim-${tag}-r${r}`, BULK))
+    rawIds.push(ids)
+    return t.store.timed(sql)
+  }
+  await oursCreate('w')
+  await rawCreate('w')
+  const create = await alternate(BULK_RUNS, oursCreate, rawCreate)
+  const copy: number[] = []
+  for (let r = 0; r < BULK_RUNS; r++) copy.push(await t.store.copy('bench_lean_assets', LEAN_COLUMNS, leanTsv(org.id, serverBatch(`lim-${tag}-c${r}`, BULK))))
+
+  const [oursIds, leanIds] = [created[1]!, rawIds[1]!]
+  const oursUpdate = async (r: number) =>
+    (await timedBulk(client, 'PATCH', '/api/v1/bulk/assets', JSON.stringify(oursIds.map((id, i) => ({ id, properties: serverChange(r, i) }))), 200)).ms
+  const rawUpdate = (r: number) => t.store.timed(updateLeanSql(org.id, leanIds.map((id, i) => ({ id, properties: serverChange(r, i) }))))
+  await oursUpdate(BULK_RUNS)
+  await rawUpdate(BULK_RUNS)
+  const update = await alternate(BULK_RUNS, oursUpdate, rawUpdate)
+
+  const apps = Array.from({ length: BULK_RUNS + 1 }, (_, i) => ({ asset_type_key: 'application', name: `lim-app-${i}`, properties: { code: `lim-${tag}-app-${i}` } }))
+  const appIds = (await timedBulk(client, 'POST', '/api/v1/bulk/assets', JSON.stringify(apps), 201)).ids
+  const targets = created[2] ?? created[0]!
+  const oursRel = async (r: number) => {
+    const body = JSON.stringify(targets.map((id, i) => ({ relationship_type_key: 'runs_on', source_asset_id: appIds[r]!, target_asset_id: id, client_ref: `rel-${i}` })))
+    return (await timedBulk(client, 'POST', '/api/v1/bulk/relationships', body, 201)).ms
+  }
+  const rawRel = (r: number) => t.store.timed(insertLeanRelationshipsSql(org.id, targets.map((id) => ({ source: appIds[r]!, target: id }))))
+  await oursRel(BULK_RUNS)
+  await rawRel(BULK_RUNS)
+  const relationships = await alternate(BULK_RUNS, oursRel, rawRel)
+  const rssMb = t.service.peakRssMb()
+  const ms = (xs: number[]) => xs.map((m) => m.toFixed(0)).join(', ')
+  ctx.log(`  ${t.store.label} bulk create ours ${ms(create.ours)} | INSERT ${ms(create.raw)} | COPY ${ms(copy)}; update ours ${ms(update.ours)} | raw ${ms(update.raw)}; relationships ours ${ms(relationships.ours)} | raw ${ms(relationships.raw)}; peak RSS ${rssMb.toFixed(0)} MB`)
+  return { create: { ours: create.ours, insert: create.raw, copy }, update, relationships, rssMb }
+}
+
+function bulkRows(t: Target, f: BulkFigures): Row[] {
+  const n = `median of ${BULK_RUNS}`
+  return [
+    { metric: pfx(t, `bulk create ${bulkSize} servers vs lean multi-row INSERT (${n})`), ours: median(f.create.ours), raw: median(f.create.insert), unit: 'ms',
+      target: { on: 'ratio', op: '<=', value: 2 }, note: 'POST /api/v1/bulk/assets (8 properties, client_ref each) until the answer is read; limit: one INSERT … VALUES of the same rows into bench_lean_assets (2 indexes, no trigger, no foreign key).' },
+    { metric: pfx(t, `bulk create ${bulkSize} servers vs lean COPY (${n})`), ours: median(f.create.ours), raw: median(f.create.copy), unit: 'ms',
+      note: `the same request against COPY … FROM ${t.store.kind === 'pglite' ? "'/dev/blob'" : 'STDIN (pg-copy-streams)'} of the same rows into bench_lean_assets: the fastest way in.` },
+    { metric: pfx(t, `bulk update ${bulkSize} × 2 fields vs lean UPDATE (${n})`), ours: median(f.update.ours), raw: median(f.update.raw), unit: 'ms',
+      target: { on: 'ratio', op: '<=', value: 2 }, note: 'PATCH /api/v1/bulk/assets (lock, merge, validate, write); limit: one UPDATE … SET properties = properties || v.p FROM (VALUES …) by primary key.' },
+    { metric: pfx(t, `bulk relationships ${bulkSize} vs lean INSERT (${n})`), ours: median(f.relationships.ours), raw: median(f.relationships.raw), unit: 'ms',
+      target: { on: 'ratio', op: '<=', value: 1.5 }, note: 'POST /api/v1/bulk/relationships (both ends by UUID); limit: one INSERT … VALUES into bench_lean_relationships (one unique index, no foreign key).' },
+    { metric: pfx(t, `peak RSS of the service during the ${bulkSize}-item bulks`), ours: f.rssMb, raw: null, unit: 'MB', target: { on: 'ours', op: '<', value: 300 },
+      note: 'VmHWM of the service process (its own child process), reset before the first bulk.' },
+  ]
+}
+
+// ---------------------------------------------------------------- analytics
+
+async function analytics(t: Target): Promise<Row[]> {
+  const org = t.orgs.pages!
+  const client = api(t.service.url, org.secret)
+  const q = leanReads(org.id, DEEP_PAGE)
+  const rows: Row[] = []
+  for (const [label, body, raw] of [['analytics group-by environment: count + average(memory_gb)', GROUP_BY_BODY, q.groupBy], ['analytics count_distinct(owner)', DISTINCT_BODY, q.distinct]] as const) {
+    const text = JSON.stringify(body)
+    const ours = async () => {
+      const { ms, result } = await timed(() => client.send('POST', '/api/v1/analytics/assets', text))
+      expectStatus(result, 200, 'POST /api/v1/analytics/assets')
+      return ms
+    }
+    const limit = () => t.store.timed(raw.sql, raw.params)
+    await ours()
+    await limit()
+    const pair = await alternate(QUERY_RUNS, ours, limit)
+    rows.push({ metric: pfx(t, `${label} vs raw SQL over jsonb (${size} assets)`), ours: median(pair.ours), raw: median(pair.raw), unit: 'ms',
+      target: { on: 'ratio', op: '<=', value: 0.33, text: 'time ≤ 0.33× raw (≥ 3× faster)' },
+      note: `POST /api/v1/analytics/assets, sequential, median of ${QUERY_RUNS}, until the answer is read; raw: ${raw.sql.replace(/\s+/g, ' ')} over bench_lean_assets (the statement alone${t.store.kind === 'pglite' ? ', timed inside the PGlite process' : ''}). Lower ratio is better: 0.33 means 3× faster than raw jsonb SQL.` })
+  }
+  return rows
+}
+
+// ---------------------------------------------------------------- write cost breakdown
+
+interface Component {
+  name: string
+  /** Run first, in the same transaction: removes the component. */
+  off: Statement
+}
+
+async function components(store: RawStore): Promise<Component[]> {
+  const indexes = await store.query<{ name: string }>(`SELECT c.relname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE i.indrelid = 'assets'::regclass AND NOT i.indisprimary ORDER BY c.relname`)
+  const fks = await store.query<{ name: string }>(`SELECT conname AS name FROM pg_constraint WHERE conrelid = 'assets'::regclass AND contype = 'f' ORDER BY conname`)
+  const triggers = await store.query<{ name: string }>(`SELECT tgname AS name FROM pg_trigger WHERE tgrelid = 'assets'::regclass AND NOT tgisinternal
+    AND (tgtype & 4) <> 0 ORDER BY tgname`)
+  return [
+    ...indexes.map((i) => ({ name: `index ${i.name}`, off: { sql: `DROP INDEX ${i.name}` } })),
+    ...fks.map((f) => ({ name: `foreign key ${f.name}`, off: { sql: `ALTER TABLE assets DROP CONSTRAINT ${f.name}` } })),
+    ...triggers.map((g) => ({ name: `trigger ${g.name}`, off: { sql: `ALTER TABLE assets DISABLE TRIGGER ${g.name}` } })),
+  ]
+}
+
+export interface CostLine {
+  component: string
+  withMs: number
+  withoutMs: number
+}
+
+/**
+ * A raw 10,000-row INSERT into `assets`, rolled back, with everything and without each component
+ * in turn. Each component is measured in pairs taking turns (with, without): on a shared machine
+ * the load drifts, and a cost is a difference of two close figures. The "with" side runs a no-op
+ * ALTER TABLE first (enabling an enabled trigger), so that both sides take the same lock and
+ * invalidate the same caches before the insert.
+ */
+async function writeCosts(ctx: BenchContext, t: Target): Promise<{ all: number; none: number; lean: number; lines: CostLine[] }> {
+  const org = t.orgs.bench!
+  const insert = { sql: insertAssetsSql(org.id, serverBatch('cost', BULK)).sql }
+  const lean = { sql: insertLeanSql(org.id, serverBatch('cost-lean', BULK)).sql }
+  const n = runs(2, 1)
+  const list = await components(t.store)
+  const trigger = list.find((c) => c.name.startsWith('trigger '))
+  const noop: Statement[] = trigger ? [{ sql: `ALTER TABLE assets ENABLE TRIGGER ${trigger.name.slice('trigger '.length)}` }] : []
+  const pairOf = async (off: Statement[], timedStmt: Statement = insert) => {
+    const pair = await alternate(n, () => t.store.timedInTx(noop, insert), () => t.store.timedInTx(off, timedStmt))
+    return { withMs: median(pair.ours), withoutMs: median(pair.raw) }
+  }
+  // One untimed insert first: the first component must not absorb the warm-up (cold caches, plans).
+  await t.store.timedInTx(noop, insert)
+  const lines: CostLine[] = []
+  for (const c of list) lines.push({ component: c.name, ...(await pairOf([c.off])) })
+  const none = await pairOf(list.map((c) => c.off))
+  const leanPair = await pairOf([], lean)
+  const all = median([...lines.map((l) => l.withMs), none.withMs, leanPair.withMs])
+  ctx.log(`  ${t.store.label} write costs: all ${all.toFixed(0)} ms, none ${none.withoutMs.toFixed(0)} ms, lean ${leanPair.withoutMs.toFixed(0)} ms; ${lines.map((l) => `${l.component} ${(l.withMs - l.withoutMs).toFixed(0)}`).join(', ')}`)
+  return { all, none: none.withoutMs, lean: leanPair.withoutMs, lines }
+}
+
+function costSection(t: Target, c: Awaited<ReturnType<typeof writeCosts>>): string {
+  const pct = (ms: number) => `${((100 * ms) / c.all).toFixed(0)} %`
+  const rows = c.lines.map((l) => `| without ${l.component} | ${l.withoutMs.toFixed(0)} ms (with: ${l.withMs.toFixed(0)} ms) | ${(l.withMs - l.withoutMs).toFixed(0)} ms | ${pct(l.withMs - l.withoutMs)} |`)
+  return `### ${t.store.label}
+
+One raw \`INSERT … VALUES\` of ${bulkSize} servers into \`assets\` (the service's table, ${size} assets already in it), in a
+transaction rolled back, after one untimed insert: for each component, ${runs(2, 1)} pair(s), taking turns, with everything and without
+that component (\`DROP INDEX\` / \`DROP CONSTRAINT\` / \`DISABLE TRIGGER\` inside the same transaction); "cost" is the
+difference of the pair's medians, "share" its part of the median time with everything. Components overlap (the sum
+need not match); small and negative costs are noise on a shared machine.
+
+| insert of ${bulkSize} into assets | time | cost | share |
+|---|---|---|---|
+| with every index, foreign key and trigger (median of all pairs) | ${c.all.toFixed(0)} ms | — | 100 % |
+${rows.join('\n')}
+| without all of the above (primary key only) | ${c.none.toFixed(0)} ms | ${(c.all - c.none).toFixed(0)} ms | ${pct(c.all - c.none)} |
+| the lean table (bench_lean_assets, 2 indexes) | ${c.lean.toFixed(0)} ms | — | ${pct(c.lean)} |
+`
+}
+
+// ---------------------------------------------------------------- plans
+
+/** The service's own statements for list page 1, the search and page N, captured as it runs them, with EXPLAIN ANALYZE. */
+async function plans(t: Target): Promise<string> {
+  const org = t.orgs.pages!
+  const client = api(t.service.url, org.secret)
+  const post = async (p: string) => (await fetch(`${t.rawUrl}${p}`, { method: 'POST' }).then((r) => r.json())) as { statements: Statement[] }
+  const q = leanReads(org.id, DEEP_PAGE)
+  const out: string[] = [`### ${t.store.label}, ${size} assets`]
+  for (const [label, method, url, body, raw] of [
+    ['list page 1, sort=name, size 100', 'GET', LIST, undefined, q.list],
+    ['nested AND/OR search, 50 by name', 'POST', '/api/v1/search/assets', SEARCH_BODY, q.search],
+    [`list page ${DEEP_PAGE}`, 'GET', DEEP, undefined, q.deep],
+  ] as const) {
+    await post('/capture/start')
+    expectStatus(await client.send(method, url, body), 200, `${method} ${url}`)
+    const { statements } = await post('/capture/stop')
+    const reads = statements.filter((s) => /^\s*(SELECT|WITH)\b/i.test(s.sql) && /\bassets\b|assets_typed_/.test(s.sql) && !/\b(INSERT|UPDATE|DELETE)\b/i.test(s.sql))
+    out.push(`\n#### ${label}: \`${method} ${url}\`\n`)
+    for (const s of [...reads, { ...raw, sql: `-- limit (bench_lean_assets)\n${raw.sql}` }]) {
+      const plan = await t.store.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, COSTS OFF) ${s.sql.replace(/^--.*\n/, '')}`, s.params ?? [])
+      out.push('```sql', s.sql.replace(/\n\s+/g, '\n  ').trim(), '```', '```', ...plan.map((p) => p['QUERY PLAN']), '```')
+    }
+  }
+  return out.join('\n')
+}
+
+// ---------------------------------------------------------------- the stores
+
+async function pgliteTarget(ctx: BenchContext, dir: string): Promise<Target> {
+  const setups = path.join(dir, 'setups.json')
+  writeFileSync(setups, JSON.stringify([benchSetup('bench'), benchSetup('pages')]))
+  const service = await startService('serve.ts', { BENCH_STORE: 'pglite', BENCH_PGLITE_DIR: path.join(dir, 'data'), BENCH_SETUPS: setups, BENCH_RAW: '1' })
+  const rawUrl = service.ready.rawUrl as string
+  const store = pgliteStore(rawUrl)
+  const orgs = service.ready.orgs as Target['orgs']
+  const { ms } = await timed(() => seedServersInto(store, orgs.pages!.id, SIZE))
+  ctx.log(`  PGlite: seeded ${size} servers in ${(ms / 1000).toFixed(1)} s (data directory ${dir})`)
+  return { store, service, rawUrl, orgs }
+}
+
+async function measure(ctx: BenchContext, t: Target): Promise<{ rows: Row[]; cost: string; plan: string; maxMs: number }> {
+  await createLeanTables(t.store, t.orgs.pages!.id)
+  try {
+    const figures = await reads(ctx, t)
+    const maxMs = Math.max(figures.list.ours.max, figures.search.ours.max, figures.deep.ours.max)
+    const rows = readRows(t, figures)
+    rows.push(...(await analytics(t)))
+    const plan = await plans(t)
+    rows.push(...bulkRows(t, await bulks(ctx, t)))
+    const cost = costSection(t, await writeCosts(ctx, t))
+    return { rows, cost, plan, maxMs }
+  } finally {
+    await dropLeanTables(t.store)
+  }
+}
+
+export async function run(ctx: BenchContext): Promise<Row[]> {
+  if (!ctx.service.ready.rawUrl) throw new Error('bench: the service was started without BENCH_RAW=1')
+  await seedServers(ctx, 'pages', SIZE)
+  // As autovacuum would have by now on PostgreSQL: statistics and the visibility map.
+  await ctx.sql.query('VACUUM ANALYZE assets')
+  const postgres: Target = { store: postgresStore(ctx.sql), service: ctx.service, rawUrl: ctx.service.ready.rawUrl as string, orgs: ctx.orgs }
+  const pg = await measure(ctx, postgres)
+  const dir = mkdtempSync(path.join(tmpdir(), 'kbis-bench-pglite-'))
+  let lite: Awaited<ReturnType<typeof measure>>
+  try {
+    const target = await pgliteTarget(ctx, dir)
+    try {
+      lite = await measure(ctx, target)
+    } finally {
+      await target.service.stop()
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+  const searchOf = (rows: Row[]) => rows.find((r) => r.metric.includes('nested AND/OR search'))!.ours
+  const rows = [...pg.rows, ...lite.rows]
+  rows.push(
+    { metric: `PGlite search throughput vs PostgreSQL search throughput (${size} assets)`, ours: searchOf(lite.rows), raw: searchOf(pg.rows), unit: 'req/s',
+      target: { on: 'ratio', op: '>=', value: 0.3 }, note: 'the nested search through the API on each store; raw column: PostgreSQL.' },
+    { metric: `PGlite: slowest read request under load (${size} assets)`, ours: lite.maxMs, raw: null, unit: 'ms', target: { on: 'ours', op: '<', value: 1000 },
+      note: 'the largest latency autocannon saw in any window of list, search and page N on PGlite (issue 15: no request over 1 s).' },
+  )
+  ctx.addSection('write-costs', `${pg.cost}\n${lite.cost}`)
+  ctx.addSection('plans', `${pg.plan}\n\n${lite.plan}`)
+  return rows
+}
+
