@@ -1,5 +1,6 @@
 import pg from 'pg'
 import type { PGlite } from '@electric-sql/pglite'
+import { retryTransient } from './retry.js'
 
 export interface QueryResult<R> {
   rows: R[]
@@ -62,7 +63,19 @@ class PostgresDb implements Db {
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
   }
 
-  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  /** Transactions run again after a deadlock or serialization failure (store/retry.ts). */
+  transientRetries = 0
+
+  /**
+   * `fn` may run more than once: after a deadlock or a serialization failure the transaction is
+   * rolled back and run again from the start (a few times, see retryTransient), so `fn` must do
+   * nothing outside the transaction that cannot be repeated.
+   */
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return retryTransient(() => this.transactionOnce(fn), () => { this.transientRetries++ })
+  }
+
+  private async transactionOnce<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const client = await this.pool.connect()
     const tx: Tx = {
       query: async <R>(sql: string, params: readonly unknown[] = []) => {
