@@ -105,9 +105,18 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorateRequest('auth', null as never)
 
   // A setup change anywhere (this process, another server, the CLI) empties the caches.
+  // When the listening connection drops (PostgreSQL), it reconnects with back-off; changes made
+  // meanwhile were not notified, so every cache is emptied (reloaded on next use) once it is back.
   await db.listen(INVALIDATE_CHANNEL, (orgId) => {
     metamodels.invalidate(orgId || undefined)
     authenticator.invalidate()
+  }, {
+    lost: (err, retryInMs) => app.log.warn({ err }, `LISTEN connection lost; reconnecting in ${retryInMs} ms (caches may be stale until then)`),
+    reconnected: () => {
+      metamodels.invalidate()
+      authenticator.invalidate()
+      app.log.info('LISTEN connection restored; metamodel and key caches reloaded')
+    },
   })
   registerStatistics(app, db)
   const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), 5_000)

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis'
-import { openDb, type Db, type QueryOptions, type QueryResult, type Tx } from './db.js'
+import { openDb, type Db, type ListenEvents, type QueryOptions, type QueryResult, type Tx } from './db.js'
 
 /**
  * Read replicas (CONTRACT §17): with `DATABASE_READ_URL`, the heavy reads (lists, search,
@@ -110,8 +110,8 @@ export class ReplicaReader implements Db {
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     return this.primary.transaction(fn)
   }
-  listen(channel: string, onMessage: (payload: string) => void): Promise<void> {
-    return this.primary.listen(channel, onMessage)
+  listen(channel: string, onMessage: (payload: string) => void, events?: ListenEvents): Promise<void> {
+    return this.primary.listen(channel, onMessage, events)
   }
   notify(channel: string, payload: string): Promise<void> {
     return this.primary.notify(channel, payload)
