@@ -93,7 +93,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorate('config', config)
   app.decorate('metamodels', metamodels)
   app.decorate('authenticator', authenticator)
-  const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, 'rate-limit store unavailable; counting in process'))
+  const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, `rate-limit Redis unavailable; counting in ${db.kind === 'postgres' ? 'PostgreSQL (shared by every process)' : 'process'} for a few seconds`))
   const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)
   const storeFor = registerReadRouting(app, readRouting, db)
   app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => ({
