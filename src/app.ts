@@ -22,6 +22,7 @@ import { registerOps } from './ops/http.js'
 import { registerReadRouting } from './ops/read-routing.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
+import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -93,6 +94,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorate('config', config)
   app.decorate('metamodels', metamodels)
   app.decorate('authenticator', authenticator)
+  const orgConcurrency = new OrgConcurrency(
+    config.orgConcurrency > 0 ? config.orgConcurrency : Math.max(1, Math.floor(config.poolSize / 2)),
+    // A request waits for a slot at most as long as one statement may run.
+    config.statementTimeoutMs > 0 ? config.statementTimeoutMs : 10_000,
+  )
   const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, `rate-limit Redis unavailable; counting in ${db.kind === 'postgres' ? 'PostgreSQL (shared by every process)' : 'process'} for a few seconds`))
   const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)
   const storeFor = registerReadRouting(app, readRouting, db)
@@ -145,6 +151,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       })
       // After authentication: only requests of a known organization count against its quota.
       authed.addHook('onRequest', async (request, reply) => enforceRateLimit(rateLimiter, request, reply))
+      // One organization cannot hold every pooled connection (docs/configuration.md, KBIS_ORG_CONCURRENCY).
+      registerOrgConcurrency(authed, orgConcurrency)
       registerIdempotency(authed, db)
       await authed.register(metamodelRoutes)
       await authed.register(assetRoutes)
@@ -170,6 +178,7 @@ async function openReadRoutingFor(db: Db, config: Config, app: FastifyInstance):
     readAfterWriteMs: config.readAfterWriteMs,
     redisUrl: config.redisUrl,
     poolSize: config.poolSize,
+    statementTimeoutMs: config.statementTimeoutMs,
     onReplicaDown: (err) => app.log.warn({ err }, 'read replica unavailable; reading from the primary for a while'),
   })
 }

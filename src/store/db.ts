@@ -244,6 +244,12 @@ export interface StoreOptions {
   poolSize?: number | undefined
   /** Give up connecting after this long (a replica that is down must not hold reads up). */
   connectTimeoutMs?: number | undefined
+  /**
+   * PostgreSQL: `statement_timeout` of every pooled connection, in ms (unset or 0: none). A
+   * statement past it fails with SQLSTATE 57014 (→ 503 query_timeout). PGlite ignores it: it has
+   * no timer inside its WASM build (tested: `SET statement_timeout` is accepted and never fires).
+   */
+  statementTimeoutMs?: number | undefined
   /** PGlite only: a dump of a data directory (`dumpDataDir`) to start from instead of an empty one. */
   loadDataDir?: Blob | undefined
 }
@@ -256,7 +262,9 @@ export async function openDb(options: StoreOptions): Promise<Db> {
       ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
       ...(options.connectTimeoutMs ? { connectionTimeoutMillis: options.connectTimeoutMs } : {}),
     }
-    const pool = new pg.Pool(config)
+    // The pool's connections only: the LISTEN connection (built from `config`) waits without end.
+    const poolConfig: pg.PoolConfig = { ...config, ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}) }
+    const pool = new pg.Pool(poolConfig)
     pool.on('error', () => undefined)
     return new PostgresDb(pool, config)
   }

@@ -126,6 +126,7 @@ export interface ReadRoutingOptions {
   readAfterWriteMs: number
   redisUrl?: string | undefined
   poolSize: number
+  statementTimeoutMs?: number | undefined
   /** PostgreSQL schema, as for the primary (tests). */
   schema?: string | undefined
   onReplicaDown(err: unknown): void
@@ -162,7 +163,7 @@ export class ReadRouting {
 }
 
 export async function openReadRouting(primary: Db, options: ReadRoutingOptions): Promise<ReadRouting> {
-  const replica = await openDb({ databaseUrl: options.readUrl, poolSize: options.poolSize, schema: options.schema, connectTimeoutMs: 1_000 })
+  const replica = await openDb({ databaseUrl: options.readUrl, poolSize: options.poolSize, schema: options.schema, connectTimeoutMs: 1_000, statementTimeoutMs: options.statementTimeoutMs })
   const marks: WriteMarks = options.redisUrl
     ? new RedisMarks(options.redisUrl, options.readAfterWriteMs)
     : new PrimaryMarks(primary, options.readAfterWriteMs)
