@@ -96,8 +96,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorate('authenticator', authenticator)
   const orgConcurrency = new OrgConcurrency(
     config.orgConcurrency > 0 ? config.orgConcurrency : Math.max(1, Math.floor(config.poolSize / 2)),
-    // A request waits for a slot at most as long as one statement may run.
-    config.statementTimeoutMs > 0 ? config.statementTimeoutMs : 10_000,
+    // A request waits for a slot at most three statement timeouts (30 s by default): long enough
+    // for the slots' own requests to end, short enough that a client is not left hanging.
+    Math.max(30_000, 3 * config.statementTimeoutMs),
   )
   const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, `rate-limit Redis unavailable; counting in ${db.kind === 'postgres' ? 'PostgreSQL (shared by every process)' : 'process'} for a few seconds`))
   const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)

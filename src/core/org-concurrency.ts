@@ -5,7 +5,8 @@ import { AppError, Errors } from './errors.js'
  * Per-organization concurrency cap, in process: one organization cannot take every pooled
  * connection and stall the others. Each process serves at most `limit` requests of one
  * organization at once (default: half the pool, at least 1); further requests of that
- * organization wait in line (first come, first served) for at most `maxWaitMs` and at most
+ * organization wait in line (first come, first served) for at most `maxWaitMs` (the app: three
+ * statement timeouts, at least 30 s) and at most
  * `maxQueue` of them; past either bound they answer 503 `service_unavailable` with
  * `Retry-After: 1`. Other organizations are not affected: they have slots of their own.
  */
