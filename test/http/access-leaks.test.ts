@@ -51,6 +51,12 @@ for (const store of STORES) {
           expect(Object.keys(error.meta ?? {}).filter((k) => !['index', 'client_ref'].includes(k))).toEqual([])
         }
       }
+      // Upsert by the taken composite key: the holder is invisible to the key; whatever the answer
+      // (404 as for any invisible asset, or 409), it names nothing of the holder and changes nothing.
+      const put = await t.request('PUT', '/api/v1/assets/application:code:payroll-x', { key: restricted, body: { name: 'overwrite', access_domain_key: 'it', properties: {} } })
+      expect([404, 409], JSON.stringify(put.body)).toContain(put.status)
+      expect(leaks(put.body)).toEqual([])
+      expect((await t.request('GET', `/api/v1/assets/${holder.id}`)).body.data.name).toBe('Payroll Secret Project')
       // Nothing was written.
       expect((await t.request('GET', `/api/v1/assets/${own}`, { key: restricted })).body.data.properties.code).toBe('mine')
     })
