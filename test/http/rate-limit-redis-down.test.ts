@@ -65,7 +65,8 @@ for (const store of STORES) {
       for (let i = 0; i < 14; i++) {
         const start = Date.now()
         const res = await apps[i % apps.length]!.inject({ method: 'GET', url: '/api/v1/metamodel/asset-types', headers: { authorization: `Bearer ${key}` } })
-        slowest = Math.max(slowest, Date.now() - start)
+        // The first request of each app also loads its key and metamodel caches: not counted.
+        if (i >= apps.length) slowest = Math.max(slowest, Date.now() - start)
         statuses.push(res.statusCode)
         remaining.push(res.headers['ratelimit-remaining'])
       }

@@ -88,13 +88,17 @@ describe.runIf(STORES.includes('postgres'))('postgres: one organization cannot s
     db = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL!, schema: store.schema!, poolSize: config.poolSize, statementTimeoutMs: config.statementTimeoutMs })
     app = await buildApp({ db, config })
     await app.ready()
+    // Seeding runs without the short statement timeout (a loaded machine may take longer than 400 ms for a 1,000-row insert).
+    const seeder = await buildApp({ db: store.db, config: loadConfig({}) })
+    await seeder.ready()
     acmeKey = (await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: 'a', type: 'Admin', roles: ['all'] })).secret
     betaKey = (await createKeyFromCli(store.db, { org: 'beta', user: 'owner@acme.test', name: 'b', type: 'Admin', roles: ['all'] })).secret
     for (let batch = 0; batch < 4; batch++) {
       const items = Array.from({ length: 1000 }, (_, i) => ({ asset_type_key: 'note', name: `note ${batch}-${i} ${'lorem ipsum dolor sit amet '.repeat(4)}`, properties: { body: 'x'.repeat(200) } }))
-      const res = await app.inject({ method: 'POST', url: '/api/v1/bulk/assets', payload: items, headers: { authorization: `Bearer ${acmeKey}` } })
+      const res = await seeder.inject({ method: 'POST', url: '/api/v1/bulk/assets', payload: items, headers: { authorization: `Bearer ${acmeKey}` } })
       expect(res.statusCode).toBe(201)
     }
+    await seeder.close()
     await app.inject({ method: 'POST', url: '/api/v1/assets', payload: { asset_type_key: 'note', name: 'beta note' }, headers: { authorization: `Bearer ${betaKey}` } })
   })
   afterAll(async () => {
