@@ -22,6 +22,7 @@ import { registerOps } from './ops/http.js'
 import { registerReadRouting } from './ops/read-routing.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
+import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -93,7 +94,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorate('config', config)
   app.decorate('metamodels', metamodels)
   app.decorate('authenticator', authenticator)
-  const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, 'rate-limit store unavailable; counting in process'))
+  const orgConcurrency = new OrgConcurrency(
+    config.orgConcurrency > 0 ? config.orgConcurrency : Math.max(1, Math.floor(config.poolSize / 2)),
+    // A request waits for a slot at most three statement timeouts (30 s by default): long enough
+    // for the slots' own requests to end, short enough that a client is not left hanging.
+    Math.max(30_000, 3 * config.statementTimeoutMs),
+  )
+  const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, `rate-limit Redis unavailable; counting in ${db.kind === 'postgres' ? 'PostgreSQL (shared by every process)' : 'process'} for a few seconds`))
   const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)
   const storeFor = registerReadRouting(app, readRouting, db)
   app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => ({
@@ -105,9 +112,18 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorateRequest('auth', null as never)
 
   // A setup change anywhere (this process, another server, the CLI) empties the caches.
+  // When the listening connection drops (PostgreSQL), it reconnects with back-off; changes made
+  // meanwhile were not notified, so every cache is emptied (reloaded on next use) once it is back.
   await db.listen(INVALIDATE_CHANNEL, (orgId) => {
     metamodels.invalidate(orgId || undefined)
     authenticator.invalidate()
+  }, {
+    lost: (err, retryInMs) => app.log.warn({ err }, `LISTEN connection lost; reconnecting in ${retryInMs} ms (caches may be stale until then)`),
+    reconnected: () => {
+      metamodels.invalidate()
+      authenticator.invalidate()
+      app.log.info('LISTEN connection restored; metamodel and key caches reloaded')
+    },
   })
   registerStatistics(app, db)
   const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), 5_000)
@@ -136,6 +152,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       })
       // After authentication: only requests of a known organization count against its quota.
       authed.addHook('onRequest', async (request, reply) => enforceRateLimit(rateLimiter, request, reply))
+      // One organization cannot hold every pooled connection (docs/configuration.md, KBIS_ORG_CONCURRENCY).
+      registerOrgConcurrency(authed, orgConcurrency)
       registerIdempotency(authed, db)
       await authed.register(metamodelRoutes)
       await authed.register(assetRoutes)
@@ -161,6 +179,7 @@ async function openReadRoutingFor(db: Db, config: Config, app: FastifyInstance):
     readAfterWriteMs: config.readAfterWriteMs,
     redisUrl: config.redisUrl,
     poolSize: config.poolSize,
+    statementTimeoutMs: config.statementTimeoutMs,
     onReplicaDown: (err) => app.log.warn({ err }, 'read replica unavailable; reading from the primary for a while'),
   })
 }

@@ -41,7 +41,18 @@ function groupOf(row: Row, spec: AnalyticsSpec, types: readonly OutputType[]): R
 }
 
 function measuresOf(row: Row, spec: AnalyticsSpec): Record<string, number | null> {
-  return Object.fromEntries(spec.measures.map((m, j) => [m.name, toNumber(row[`m${j}`])]))
+  return Object.fromEntries(spec.measures.map((m, j) => {
+    const value = toNumber(row[`m${j}`])
+    // A sum (or the sum behind an average) past ±1.8e308 is ±Infinity, which JSON cannot carry
+    // (it would be written as null, indistinguishable from "no value"): a clear error instead.
+    if (value !== null && !Number.isFinite(value)) {
+      throw new AppError(Errors.VALIDATION_FAILED, [{
+        detail: `the ${m.type} ${JSON.stringify(m.name)} is out of range: it does not fit a 64-bit float (beyond ±1.8e308); narrow the filter or group by more fields`,
+        pointer: `/measures/${j}`,
+      }])
+    }
+    return [m.name, value]
+  }))
 }
 
 /**

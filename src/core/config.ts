@@ -27,6 +27,10 @@ export interface Config {
   shutdownTimeoutSeconds: number
   /** Port of the Prometheus endpoint (`--metrics-port`); none when undefined. */
   metricsPort: number | undefined
+  /** PostgreSQL `statement_timeout` of every pooled connection, in ms (0 = none); past it → 503 query_timeout. */
+  statementTimeoutMs: number
+  /** Requests of one organization served at once by one process; more wait (see core/org-concurrency.ts). 0 = half the pool. */
+  orgConcurrency: number
 }
 
 export class ConfigError extends Error {}
@@ -58,6 +62,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     readAfterWriteMs: intFrom('KBIS_READ_AFTER_WRITE_MS', env.KBIS_READ_AFTER_WRITE_MS, 2000, 0, 3_600_000),
     shutdownTimeoutSeconds: intFrom('KBIS_SHUTDOWN_TIMEOUT', env.KBIS_SHUTDOWN_TIMEOUT, 30, 0, 3600),
     metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
+    statementTimeoutMs: intFrom('KBIS_STATEMENT_TIMEOUT_MS', env.KBIS_STATEMENT_TIMEOUT_MS, 10_000, 0, 3_600_000),
+    orgConcurrency: intFrom('KBIS_ORG_CONCURRENCY', env.KBIS_ORG_CONCURRENCY, 0, 0, 10_000),
     ...overrides,
   }
 }

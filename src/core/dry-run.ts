@@ -21,7 +21,7 @@ function joined(db: Db, tx: Tx): Db {
     },
     query: (sql, params, options) => tx.query(sql, params, options),
     transaction: (fn) => fn(tx),
-    listen: (channel, onMessage) => db.listen(channel, onMessage),
+    listen: (channel, onMessage, events) => db.listen(channel, onMessage, events),
     notify: async () => {},
     close: async () => {},
   }

@@ -35,6 +35,7 @@ export const Errors = {
   RATE_LIMIT_EXCEEDED: def(429, 'rate_limit_exceeded', 'The rate limit is exceeded'),
   INTERNAL_ERROR: def(500, 'internal_error', 'Internal error'),
   SERVICE_UNAVAILABLE: def(503, 'service_unavailable', 'The service is not ready'),
+  QUERY_TIMEOUT: def(503, 'query_timeout', "A statement ran past the server's statement timeout"),
 } as const
 
 export type ErrorKey = keyof typeof Errors

@@ -15,33 +15,55 @@ function badText(text: string): string | null {
   return null
 }
 
+/** Deepest nesting of objects and arrays a body may have (the deepest legal body, a search filter of 10 groups, uses 22). */
+export const MAX_BODY_DEPTH = 64
+
+const TOO_DEEP = `the body is nested too deeply: at most ${MAX_BODY_DEPTH} levels of objects and arrays`
+
 /**
  * The first value of a parsed body that JSON can carry but the store cannot: NUL characters and
  * lone UTF-16 surrogates in keys or strings, and numbers too large for a 64-bit float (JSON.parse
- * reads `1e400` as Infinity, which would be written as null). Returns the issue with its pointer.
+ * reads `1e400` as Infinity, which would be written as null); or nesting deeper than
+ * MAX_BODY_DEPTH. Returns the issue with its pointer. Iterative (an explicit stack, in document
+ * order): a body nested 100,000 deep cannot overflow the call stack. `values` false checks the
+ * depth only.
  */
-function findUnstorable(value: unknown, pointer: string): Issue | null {
-  if (typeof value === 'string') {
-    const detail = badText(value)
-    return detail ? { detail, pointer } : null
+function findUnstorable(root: unknown, values: boolean): Issue | null {
+  // Pointers are built only for the value reported: ordinary bodies pay no string work per node.
+  interface Node { value: unknown; key: string; parent: Node | null; depth: number }
+  const pointerOf = (node: Node): string => {
+    const tokens: string[] = []
+    for (let n: Node | null = node; n && n.parent; n = n.parent) tokens.push(escapePointer(n.key))
+    return tokens.length === 0 ? '' : `/${tokens.reverse().join('/')}`
   }
-  if (typeof value === 'number') {
-    return Number.isFinite(value) ? null : { detail: 'number out of range: it does not fit a 64-bit float', pointer }
-  }
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = findUnstorable(value[i], `${pointer}/${i}`)
-      if (found) return found
+  const stack: Node[] = [{ value: root, key: '', parent: null, depth: 0 }]
+  while (stack.length > 0) {
+    const node = stack.pop()!
+    const value = node.value
+    if (typeof value === 'string') {
+      const detail = values ? badText(value) : null
+      if (detail) return { detail, pointer: pointerOf(node) }
+      continue
     }
-    return null
-  }
-  if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      const at = `${pointer}/${escapePointer(key)}`
-      const detail = badText(key)
-      if (detail) return { detail: `a key: ${detail}`, pointer: at }
-      const found = findUnstorable(item, at)
-      if (found) return found
+    if (typeof value === 'number') {
+      if (values && !Number.isFinite(value)) return { detail: 'number out of range: it does not fit a 64-bit float', pointer: pointerOf(node) }
+      continue
+    }
+    if (value === null || typeof value !== 'object') continue
+    if (node.depth >= MAX_BODY_DEPTH) return { detail: TOO_DEEP, pointer: pointerOf(node) }
+    const depth = node.depth + 1
+    // Children are pushed last-first so that they are visited in document order.
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], key: String(i), parent: node, depth })
+    } else {
+      const entries = Object.entries(value)
+      for (let i = entries.length - 1; i >= 0; i--) stack.push({ value: entries[i]![1], key: entries[i]![0], parent: node, depth })
+      if (values) {
+        for (const [key] of entries) {
+          const detail = badText(key)
+          if (detail) return { detail: `a key: ${detail}`, pointer: `${pointerOf(node)}/${escapePointer(key)}` }
+        }
+      }
     }
   }
   return null
@@ -76,12 +98,14 @@ export function registerInputGuards(app: FastifyInstance): void {
     if (/%00/i.test(request.url)) throw new AppError(Errors.INVALID_REQUEST, NUL_IN_URL)
   })
   // Fastify's own JSON parser (with its prototype-poisoning protection), plus the walk above. The
-  // walk runs only when the raw text looks suspect, so ordinary bodies pay one regular-expression scan.
+  // walk checks values only when the raw text looks suspect, so ordinary bodies pay one
+  // regular-expression scan and a depth walk.
   const parse = app.getDefaultJsonParser('error', 'error')
   const parseJson = (request: FastifyRequest, body: string | Buffer, done: (err: Error | null, value?: unknown) => void): void => {
     parse(request, body as string, (err: Error | null, value?: unknown) => {
       if (err) return done(isPoisoned(body as string) ? new AppError(Errors.INVALID_REQUEST, POISON_DETAIL) : err, undefined)
-      const unstorable = SUSPECT.test(body as string) ? findUnstorable(value, '') : null
+      // The depth is always checked (one cheap walk); values only when the text looks suspect.
+      const unstorable = findUnstorable(value, SUSPECT.test(body as string))
       if (unstorable) return done(new AppError(Errors.INVALID_REQUEST, [unstorable]), undefined)
       done(null, value)
     })

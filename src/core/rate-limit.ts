@@ -32,7 +32,7 @@ export interface CounterStore {
   close(): Promise<void>
 }
 
-/** One process only: PGlite (one process owns its data directory) and the fallback when Redis fails. */
+/** One process only: PGlite (one process owns its data directory), and its fallback when Redis fails. */
 export class MemoryCounters implements CounterStore {
   private readonly counts = new Map<string, { window: number; count: number }>()
 
@@ -83,34 +83,59 @@ return c`
 
 type RedisWithAdd = Redis & { kbisRateAdd(key: string, n: number, ttlMs: number): Promise<number> }
 
-/** After a Redis failure, count in process this long before trying Redis again. */
+/** After a Redis failure, count in the fallback this long before trying Redis again. */
 const REDIS_RETRY_MS = 5_000
 
 /**
- * Redis (REDIS_URL). When Redis cannot answer, requests are counted in process rather than
- * refused — an unavailable limiter should not take the API down with it — and Redis is left
- * alone for a few seconds, so an outage does not add a timeout to every request.
+ * Redis (REDIS_URL). When Redis cannot answer, requests are counted by the fallback — the shared
+ * PostgreSQL counters when the store is PostgreSQL (so that processes still share one quota), in
+ * process on PGlite — rather than refused: an unavailable limiter should not take the API down
+ * with it. It fails fast, circuit-breaker style: a command is sent only while the connection is up
+ * (no offline queue, so no request waits for a timeout while Redis is down); after a failure Redis
+ * is left alone for REDIS_RETRY_MS, while ioredis reconnects in the background.
  */
 export class RedisCounters implements CounterStore {
   private readonly redis: RedisWithAdd
-  private readonly fallback = new MemoryCounters()
   private downUntil = 0
+  /**
+   * Settles when the first connection attempt ends (ready or refused), at most the command timeout
+   * after start: only requests of the first moments wait for it, once.
+   */
+  private readonly firstConnect: Promise<void>
 
   constructor(
     url: string,
     private readonly prefix = 'kbis:rl:',
     private readonly onError: (err: unknown) => void = () => undefined,
     commandTimeoutMs = 2000,
+    private readonly fallback: CounterStore = new MemoryCounters(),
   ) {
-    const redis = new Redis(url, { maxRetriesPerRequest: 1, commandTimeout: commandTimeoutMs, lazyConnect: false })
+    const redis = new Redis(url, {
+      maxRetriesPerRequest: 1,
+      commandTimeout: commandTimeoutMs,
+      connectTimeout: commandTimeoutMs,
+      enableOfflineQueue: false,
+      retryStrategy: (times) => Math.min(times * 200, REDIS_RETRY_MS),
+      lazyConnect: false,
+    })
     redis.on('error', () => undefined)
     redis.defineCommand('kbisRateAdd', { numberOfKeys: 1, lua: REDIS_ADD })
     this.redis = redis as RedisWithAdd
+    this.firstConnect = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, commandTimeoutMs)
+      timer.unref()
+      const done = () => { clearTimeout(timer); resolve() }
+      redis.once('ready', done)
+      redis.once('error', done)
+      redis.once('end', done)
+    })
   }
 
   async add(orgId: string, windowStart: number, windowSeconds: number, n: number): Promise<number> {
     if (Date.now() >= this.downUntil) {
+      if (this.redis.status !== 'ready') await this.firstConnect
       try {
+        if (this.redis.status !== 'ready') throw new Error(`Redis is not connected (${this.redis.status})`)
         return Number(await this.redis.kbisRateAdd(`${this.prefix}${orgId}:${windowStart}`, n, windowSeconds * 2000 + 60_000))
       } catch (err) {
         this.downUntil = Date.now() + REDIS_RETRY_MS
@@ -122,6 +147,7 @@ export class RedisCounters implements CounterStore {
 
   async close(): Promise<void> {
     await this.redis.quit().catch(() => this.redis.disconnect())
+    await this.fallback.close()
   }
 }
 
@@ -216,9 +242,12 @@ export class RateLimiter {
   }
 }
 
-/** Redis when configured; else the database on PostgreSQL; in process on PGlite. */
+/** Redis when configured (falling back to the store's counters while it is down); else the database on PostgreSQL; in process on PGlite. */
 export function createRateLimiter(db: Db, config: Config, onError?: (err: unknown) => void): RateLimiter {
-  if (config.redisUrl) return new RateLimiter(new RedisCounters(config.redisUrl, undefined, onError))
+  if (config.redisUrl) {
+    const fallback = db.kind === 'postgres' ? new PostgresCounters(db) : new MemoryCounters()
+    return new RateLimiter(new RedisCounters(config.redisUrl, undefined, onError, undefined, fallback))
+  }
   if (db.kind === 'postgres') return new RateLimiter(new PostgresCounters(db))
   return new RateLimiter(new MemoryCounters(), { maxBatch: 1 })
 }

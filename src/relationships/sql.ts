@@ -87,8 +87,14 @@ export async function insertRelationships(
  */
 export async function deleteRelationships(tx: Tx, orgId: string, ids: readonly string[]): Promise<RelationshipRow[]> {
   if (ids.length === 0) return []
+  // Rows are locked in one global order (by id) before they are deleted: two syncs deleting
+  // overlapping sets, each in its own order, would otherwise deadlock. (Inserts have their own
+  // global order, RELATIONSHIP_INSERT_ORDER; a deadlock that remains is retried by the store.)
   const result = await tx.query<RelationshipRow>(
-    `DELETE FROM relationships r WHERE r.org_id = $1 AND r.id = ANY($2::uuid[]) RETURNING ${RELATIONSHIP_COLUMNS}`,
+    `WITH locked AS (
+       SELECT id FROM relationships WHERE org_id = $1 AND id = ANY($2::uuid[]) ORDER BY id FOR UPDATE
+     )
+     DELETE FROM relationships r USING locked l WHERE r.org_id = $1 AND r.id = l.id RETURNING ${RELATIONSHIP_COLUMNS}`,
     [orgId, ids],
   )
   return result.rows

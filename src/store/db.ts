@@ -1,5 +1,6 @@
 import pg from 'pg'
 import type { PGlite } from '@electric-sql/pglite'
+import { retryTransient } from './retry.js'
 
 export interface QueryResult<R> {
   rows: R[]
@@ -34,12 +35,26 @@ export type QueryHook = (sql: string) => void
 export interface Db extends Queryable {
   readonly kind: StoreKind
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
-  /** Subscribes to a notification channel (PostgreSQL LISTEN); a no-op store-wide on PGlite. */
-  listen(channel: string, onMessage: (payload: string) => void): Promise<void>
+  /**
+   * Subscribes to a notification channel (PostgreSQL LISTEN); a no-op store-wide on PGlite. On
+   * PostgreSQL the listening connection reconnects by itself when it drops; notifications sent
+   * meanwhile are lost, so `events.reconnected` runs after each reconnection (reload what the
+   * notifications keep fresh) and `events.lost` when the connection drops (log it).
+   */
+  listen(channel: string, onMessage: (payload: string) => void, events?: ListenEvents): Promise<void>
   notify(channel: string, payload: string): Promise<void>
   close(): Promise<void>
   onQuery: QueryHook | null
 }
+
+export interface ListenEvents {
+  lost?(err: unknown, retryInMs: number): void
+  reconnected?(): void
+}
+
+/** Back-off of the listening connection's reconnection: 250 ms, doubling, at most 5 s. */
+const LISTEN_RETRY_FIRST_MS = 250
+const LISTEN_RETRY_MAX_MS = 5_000
 
 // int8 (count(*), sums of integers) and numeric come back as JS numbers, not strings: the API
 // answers JSON numbers and counts never exceed 2^53 here.
@@ -62,7 +77,19 @@ class PostgresDb implements Db {
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
   }
 
-  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  /** Transactions run again after a deadlock or serialization failure (store/retry.ts). */
+  transientRetries = 0
+
+  /**
+   * `fn` may run more than once: after a deadlock or a serialization failure the transaction is
+   * rolled back and run again from the start (a few times, see retryTransient), so `fn` must do
+   * nothing outside the transaction that cannot be repeated.
+   */
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return retryTransient(() => this.transactionOnce(fn), () => { this.transientRetries++ })
+  }
+
+  private async transactionOnce<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const client = await this.pool.connect()
     const tx: Tx = {
       query: async <R>(sql: string, params: readonly unknown[] = []) => {
@@ -84,21 +111,68 @@ class PostgresDb implements Db {
     }
   }
 
-  async listen(channel: string, onMessage: (payload: string) => void): Promise<void> {
+  async listen(channel: string, onMessage: (payload: string) => void, events?: ListenEvents): Promise<void> {
     if (!/^[a-z_]+$/.test(channel)) throw new Error(`bad channel name ${channel}`)
     const list = this.handlers.get(channel) ?? []
     list.push(onMessage)
     this.handlers.set(channel, list)
-    if (!this.listener) {
-      const client = new pg.Client(this.config)
-      client.on('notification', (msg) => {
-        for (const handler of this.handlers.get(msg.channel) ?? []) handler(msg.payload ?? '')
-      })
-      client.on('error', () => undefined)
-      await client.connect()
-      this.listener = client
+    if (events) this.listenEvents.push(events)
+    if (!this.listener && !this.reconnecting) this.listener = await this.connectListener()
+    if (list.length === 1 && this.listener) await this.listener.query(`LISTEN ${channel}`)
+  }
+
+  /** The backend process id of the listening connection (tests terminate it), or null while it is down. */
+  get listenerProcessId(): number | null {
+    return (this.listener as (pg.Client & { processID?: number }) | null)?.processID ?? null
+  }
+
+  private listenEvents: ListenEvents[] = []
+  private reconnecting: NodeJS.Timeout | null = null
+  private closed = false
+
+  /** A connection that LISTENs on every channel subscribed so far, and reconnects when it drops. */
+  private async connectListener(): Promise<pg.Client> {
+    const client = new pg.Client(this.config)
+    client.on('notification', (msg) => {
+      for (const handler of this.handlers.get(msg.channel) ?? []) handler(msg.payload ?? '')
+    })
+    let dropped = false
+    const drop = (err: unknown) => {
+      if (dropped || this.closed) return
+      dropped = true
+      if (this.listener === client) this.listener = null
+      client.end().catch(() => undefined)
+      this.scheduleReconnect(err, LISTEN_RETRY_FIRST_MS)
     }
-    if (list.length === 1) await this.listener.query(`LISTEN ${channel}`)
+    client.on('error', drop)
+    client.on('end', () => drop(new Error('the listening connection ended')))
+    try {
+      await client.connect()
+      for (const channel of this.handlers.keys()) await client.query(`LISTEN ${channel}`)
+    } catch (err) {
+      dropped = true
+      await client.end().catch(() => undefined)
+      throw err
+    }
+    return client
+  }
+
+  private scheduleReconnect(err: unknown, delayMs: number): void {
+    if (this.closed || this.reconnecting) return
+    for (const e of this.listenEvents) e.lost?.(err, delayMs)
+    this.reconnecting = setTimeout(() => {
+      this.reconnecting = null
+      if (this.closed) return
+      this.connectListener().then(
+        (client) => {
+          if (this.closed) return void client.end().catch(() => undefined)
+          this.listener = client
+          for (const e of this.listenEvents) e.reconnected?.()
+        },
+        (next: unknown) => this.scheduleReconnect(next, Math.min(LISTEN_RETRY_MAX_MS, delayMs * 2)),
+      )
+    }, delayMs)
+    this.reconnecting.unref()
   }
 
   /**
@@ -111,6 +185,8 @@ class PostgresDb implements Db {
   }
 
   async close(): Promise<void> {
+    this.closed = true
+    if (this.reconnecting) clearTimeout(this.reconnecting)
     await this.listener?.end().catch(() => undefined)
     await this.pool.end()
   }
@@ -168,6 +244,12 @@ export interface StoreOptions {
   poolSize?: number | undefined
   /** Give up connecting after this long (a replica that is down must not hold reads up). */
   connectTimeoutMs?: number | undefined
+  /**
+   * PostgreSQL: `statement_timeout` of every pooled connection, in ms (unset or 0: none). A
+   * statement past it fails with SQLSTATE 57014 (→ 503 query_timeout). PGlite ignores it: it has
+   * no timer inside its WASM build (tested: `SET statement_timeout` is accepted and never fires).
+   */
+  statementTimeoutMs?: number | undefined
   /** PGlite only: a dump of a data directory (`dumpDataDir`) to start from instead of an empty one. */
   loadDataDir?: Blob | undefined
 }
@@ -180,7 +262,9 @@ export async function openDb(options: StoreOptions): Promise<Db> {
       ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
       ...(options.connectTimeoutMs ? { connectionTimeoutMillis: options.connectTimeoutMs } : {}),
     }
-    const pool = new pg.Pool(config)
+    // The pool's connections only: the LISTEN connection (built from `config`) waits without end.
+    const poolConfig: pg.PoolConfig = { ...config, ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}) }
+    const pool = new pg.Pool(poolConfig)
     pool.on('error', () => undefined)
     return new PostgresDb(pool, config)
   }

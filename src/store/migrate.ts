@@ -22,6 +22,8 @@ export async function migrate(db: Db): Promise<string[]> {
     if (done.has(file)) continue
     const sql = await readFile(path.join(MIGRATIONS_DIR, file), 'utf8')
     await db.transaction(async (tx) => {
+      // A migration (an index on a large table) may take longer than requests may.
+      await tx.query('SET LOCAL statement_timeout = 0')
       for (const statement of splitStatements(sql)) await tx.query(statement)
       await tx.query('INSERT INTO schema_migrations (version) VALUES ($1)', [file])
     })

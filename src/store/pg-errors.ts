@@ -14,6 +14,10 @@ export function mapPgError(err: unknown): AppError | null {
   if (code === '23505' && constraint === 'relationships_unique') {
     return new AppError(Errors.DUPLICATE_RELATIONSHIP, 'a relationship of this type between these assets exists already')
   }
+  // 57014 query_canceled: the statement ran past statement_timeout (KBIS_STATEMENT_TIMEOUT_MS).
+  if (code === '57014') {
+    return new AppError(Errors.QUERY_TIMEOUT, "the query ran longer than the server's statement timeout; narrow the filter (fewer or shorter conditions) or retry later")
+  }
   // 40001 serialization failure / 40P01 deadlock: the client may retry.
   if (code === '40001' || code === '40P01') {
     return new AppError(Errors.SERVICE_UNAVAILABLE, 'a concurrent write conflicted with this request; retry it', { 'Retry-After': '1' })

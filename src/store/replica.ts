@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis'
-import { openDb, type Db, type QueryOptions, type QueryResult, type Tx } from './db.js'
+import { openDb, type Db, type ListenEvents, type QueryOptions, type QueryResult, type Tx } from './db.js'
 
 /**
  * Read replicas (CONTRACT §17): with `DATABASE_READ_URL`, the heavy reads (lists, search,
@@ -110,8 +110,8 @@ export class ReplicaReader implements Db {
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     return this.primary.transaction(fn)
   }
-  listen(channel: string, onMessage: (payload: string) => void): Promise<void> {
-    return this.primary.listen(channel, onMessage)
+  listen(channel: string, onMessage: (payload: string) => void, events?: ListenEvents): Promise<void> {
+    return this.primary.listen(channel, onMessage, events)
   }
   notify(channel: string, payload: string): Promise<void> {
     return this.primary.notify(channel, payload)
@@ -126,6 +126,7 @@ export interface ReadRoutingOptions {
   readAfterWriteMs: number
   redisUrl?: string | undefined
   poolSize: number
+  statementTimeoutMs?: number | undefined
   /** PostgreSQL schema, as for the primary (tests). */
   schema?: string | undefined
   onReplicaDown(err: unknown): void
@@ -162,7 +163,7 @@ export class ReadRouting {
 }
 
 export async function openReadRouting(primary: Db, options: ReadRoutingOptions): Promise<ReadRouting> {
-  const replica = await openDb({ databaseUrl: options.readUrl, poolSize: options.poolSize, schema: options.schema, connectTimeoutMs: 1_000 })
+  const replica = await openDb({ databaseUrl: options.readUrl, poolSize: options.poolSize, schema: options.schema, connectTimeoutMs: 1_000, statementTimeoutMs: options.statementTimeoutMs })
   const marks: WriteMarks = options.redisUrl
     ? new RedisMarks(options.redisUrl, options.readAfterWriteMs)
     : new PrimaryMarks(primary, options.readAfterWriteMs)

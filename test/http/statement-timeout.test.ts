@@ -1,0 +1,141 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { FastifyInstance } from 'fastify'
+import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+import { ACME } from '../helpers/fixtures.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { createKeyFromCli } from '../../src/keys/cli.js'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/core/config.js'
+import { openDb, type Db } from '../../src/store/db.js'
+import { OrgConcurrency } from '../../src/core/org-concurrency.js'
+
+for (const store of STORES) {
+  describe(`${store}: statement timeout and per-organization concurrency`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store, ACME, { orgConcurrency: 2 })
+    })
+    afterAll(async () => t.close())
+
+    it('documents 503 (service_unavailable, query_timeout) on the authenticated operations', async () => {
+      const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
+      for (const [path, method] of [['/api/v1/assets', 'get'], ['/api/v1/search/assets', 'post'], ['/api/v1/analytics/assets', 'post']] as const) {
+        const res = doc.paths[path][method].responses['503']
+        expect(res?.description, `${method} ${path}`).toMatch(/query_timeout/)
+      }
+    })
+
+    it('reads KBIS_STATEMENT_TIMEOUT_MS (default 10000) and KBIS_ORG_CONCURRENCY', () => {
+      expect(loadConfig({}).statementTimeoutMs).toBe(10_000)
+      expect(loadConfig({ KBIS_STATEMENT_TIMEOUT_MS: '250', KBIS_ORG_CONCURRENCY: '3' })).toMatchObject({ statementTimeoutMs: 250, orgConcurrency: 3 })
+      expect(() => loadConfig({ KBIS_STATEMENT_TIMEOUT_MS: '-1' })).toThrow(/KBIS_STATEMENT_TIMEOUT_MS/)
+    })
+
+    it('serves many concurrent requests of one organization through its slots, all answered', async () => {
+      const answers = await Promise.all(Array.from({ length: 12 }, () => t.request('GET', '/api/v1/assets')))
+      expect(answers.map((r) => r.status)).toEqual(Array(12).fill(200))
+    })
+
+    it('caps one organization, queues the rest in order, and bounds the wait', async () => {
+      const gate = new OrgConcurrency(2, 100, 2)
+      const a1 = await gate.acquire('a')
+      const a2 = await gate.acquire('a')
+      // Another organization is never held up by the first.
+      const b1 = await gate.acquire('b')
+      const order: number[] = []
+      const w1 = gate.acquire('a').then((release) => { order.push(1); return release })
+      const w2 = gate.acquire('a').then((release) => { order.push(2); return release })
+      // The queue is full (2): the next is turned away at once.
+      await expect(gate.acquire('a')).rejects.toMatchObject({ def: { status: 503, code: 'service_unavailable' }, headers: { 'Retry-After': '1' } })
+      a1()
+      a1()
+      const r1 = await w1
+      expect(gate.running('a')).toBe(2)
+      // The second waiter waits past its bound: 503.
+      await expect(w2).rejects.toMatchObject({ def: { code: 'service_unavailable' } })
+      r1()
+      a2()
+      b1()
+      expect(order).toEqual([1])
+      expect(gate.running('a')).toBe(0)
+      expect(gate.running('b')).toBe(0)
+    })
+  })
+}
+
+/**
+ * PostgreSQL (several connections; PGlite runs one statement at a time in the process and has no
+ * statement timer): one organization floods the server with slow searches; its statements stop
+ * at the statement timeout (503 query_timeout) and it holds at most half the pool, so another
+ * organization's GET /assets answers within a second meanwhile.
+ */
+describe.runIf(STORES.includes('postgres'))('postgres: one organization cannot stall another', () => {
+  let store: TestStore
+  let db: Db
+  let app: FastifyInstance
+  let acmeKey = ''
+  let betaKey = ''
+  const config = loadConfig({}, { statementTimeoutMs: 400, poolSize: 4 })
+
+  beforeAll(async () => {
+    store = await createTestStore('postgres')
+    await applySetup(store.db, ACME as unknown as SetupFile)
+    const beta = structuredClone(ACME)
+    beta.organization = { ...beta.organization, key: 'beta', name: 'Beta' }
+    await applySetup(store.db, beta as unknown as SetupFile)
+    db = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL!, schema: store.schema!, poolSize: config.poolSize, statementTimeoutMs: config.statementTimeoutMs })
+    app = await buildApp({ db, config })
+    await app.ready()
+    // Seeding runs without the short statement timeout (a loaded machine may take longer than 400 ms for a 1,000-row insert).
+    const seeder = await buildApp({ db: store.db, config: loadConfig({}) })
+    await seeder.ready()
+    acmeKey = (await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: 'a', type: 'Admin', roles: ['all'] })).secret
+    betaKey = (await createKeyFromCli(store.db, { org: 'beta', user: 'owner@acme.test', name: 'b', type: 'Admin', roles: ['all'] })).secret
+    for (let batch = 0; batch < 4; batch++) {
+      const items = Array.from({ length: 1000 }, (_, i) => ({ asset_type_key: 'note', name: `note ${batch}-${i} ${'lorem ipsum dolor sit amet '.repeat(4)}`, properties: { body: 'x'.repeat(200) } }))
+      const res = await seeder.inject({ method: 'POST', url: '/api/v1/bulk/assets', payload: items, headers: { authorization: `Bearer ${acmeKey}` } })
+      expect(res.statusCode).toBe(201)
+    }
+    await seeder.close()
+    await app.inject({ method: 'POST', url: '/api/v1/assets', payload: { asset_type_key: 'note', name: 'beta note' }, headers: { authorization: `Bearer ${betaKey}` } })
+  })
+  afterAll(async () => {
+    await app.close()
+    await db.close()
+    await store.drop()
+  })
+
+  it('stops a statement past the timeout (SQLSTATE 57014, answered 503 query_timeout)', async () => {
+    await expect(db.query('SELECT pg_sleep(2)')).rejects.toMatchObject({ code: '57014' })
+  })
+
+  it("answers the second organization within 1 s while the first floods with slow searches", async () => {
+    // 500 case-insensitive `contains` over long names and bodies, none matching: each statement
+    // scans every asset 500 times over.
+    const slow = {
+      filter: { or: Array.from({ length: 500 }, (_, i) => ({ field: i % 2 ? 'name' : 'properties.body', operator: 'contains', value: `zz${i}qq${'y'.repeat(20)}` })) },
+      page: { count: 'exact' },
+    }
+    const flood = Array.from({ length: 12 }, () =>
+      app.inject({ method: 'POST', url: '/api/v1/search/assets', payload: slow, headers: { authorization: `Bearer ${acmeKey}` } }))
+    await new Promise((resolve) => setTimeout(resolve, 150))
+    const timings: number[] = []
+    for (let i = 0; i < 3; i++) {
+      const start = Date.now()
+      const res = await app.inject({ method: 'GET', url: '/api/v1/assets', headers: { authorization: `Bearer ${betaKey}` } })
+      timings.push(Date.now() - start)
+      expect(res.statusCode).toBe(200)
+      expect(res.json().data.map((a: { name: string }) => a.name)).toEqual(['beta note'])
+    }
+    expect(Math.max(...timings), JSON.stringify(timings)).toBeLessThan(1_000)
+    const answers = await Promise.all(flood)
+    const codes = answers.map((r) => (r.statusCode === 200 ? '200' : `${r.statusCode} ${r.json().errors[0].code}`))
+    for (const code of codes) expect(['200', '503 query_timeout', '503 service_unavailable']).toContain(code)
+    expect(codes).toContain('503 query_timeout')
+    const timeout = answers.find((r) => r.statusCode === 503 && r.json().errors[0].code === 'query_timeout')!
+    expect(timeout.json().errors[0].detail).toBe("the query ran longer than the server's statement timeout; narrow the filter (fewer or shorter conditions) or retry later")
+    expect(timeout.body).not.toMatch(/cancel|statement_timeout|SELECT/i)
+  })
+})
