@@ -23,6 +23,7 @@ import { registerReadRouting } from './ops/read-routing.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
 import { EventRelay } from './events/relay.js'
+import { registerEventSchemas } from './events/schemas.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -133,6 +134,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   })
 
+  registerEventSchemas(app)
+
   await app.register(async (api) => {
     await api.register(openapiRoutes)
     await api.register(async (authed) => {
@@ -151,6 +154,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await authed.register((await import('./bulk/routes.js')).bulkRoutes)
       await authed.register((await import('./search/routes.js')).searchRoutes)
       await authed.register((await import('./export/routes.js')).exportRoutes)
+      await authed.register((await import('./events/routes.js')).eventRoutes)
     })
   }, { prefix: '/api/v1' })
 
