@@ -125,6 +125,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
 
   await app.register(swagger, {
+    // Shared schemas (app.addSchema, e.g. one per event type) keep their $id as component name.
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
     openapi: {
       openapi: '3.1.0',
       info: OPENAPI_INFO(VERSION),

@@ -208,6 +208,18 @@ for (const store of STORES) {
       expect(adminTypes.filter((ty) => ty.startsWith('api_key.'))).toEqual(['api_key.created', 'api_key.created', 'api_key.created'])
     })
 
+    it('describes the feed, the history and one schema per event type in the OpenAPI document', async () => {
+      const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
+      expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api/v1/events', '/api/v1/assets/{id}/history']))
+      expect(Object.keys(doc.paths['/api/v1/events'].get.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '403', '410', '429']))
+      for (const name of ['AssetCreatedEvent', 'AssetUpdatedEvent', 'AssetArchivedEvent', 'AssetRestoredEvent', 'AssetDeletedEvent',
+        'RelationshipCreatedEvent', 'RelationshipDeletedEvent', 'ApiKeyCreatedEvent', 'ApiKeyUpdatedEvent', 'ApiKeyDeletedEvent']) {
+        expect(doc.components.schemas[name]).toMatchObject({ type: 'object', properties: { specversion: { enum: ['1.0'] } } })
+      }
+      expect(doc.components.schemas.AssetUpdatedEvent.properties.type).toEqual({ type: 'string', enum: ['asset.updated'] })
+      expect(doc.components.schemas.AssetUpdatedEvent.properties.data.required).toEqual(['object', 'changes', 'actor'])
+    })
+
     it('refuses a malformed cursor (400) and a page size over 1000 (400 invalid_page)', async () => {
       const bad = await t.request('GET', '/api/v1/events?after=not-a-cursor!')
       expect(bad.status).toBe(400)
