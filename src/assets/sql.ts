@@ -3,7 +3,7 @@ import { Params, selectPage, type CountOptions, type PageQuery, type PageRows } 
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
-import { writeAssetEvents, writeAssetUpdateEvents, type EventOrigin } from '../events/write.js'
+import { assetCreatedEventsSql, createdEventIds, eventOriginParams, writeAssetEvents, writeAssetUpdateEvents, type EventOrigin } from '../events/write.js'
 
 /*
  * The write paths of asset rows: insertAssets, updateAssets and archiveAssets are the only
@@ -38,26 +38,35 @@ export interface NewAssetRow {
 export async function insertAssets(tx: Tx, origin: EventOrigin, rows: readonly NewAssetRow[]): Promise<AssetRow[]> {
   if (rows.length === 0) return []
   const orgId = origin.orgId
+  // The `asset.created` events are written by the same statement, from the rows it inserted (a
+  // second INSERT in a CTE): the property documents are not sent nor parsed twice, and a row the
+  // conflict skipped has no event. Event ids come with the rows (createdEventIds: item order).
+  const eventIds = createdEventIds(rows)
   const result = await tx.query<{ id: string; created_at: Date | string }>(
-    `INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
-     SELECT $1, u.id, u.asset_type_key, u.name, u.access_domain_key, u.properties, u.unique_value,
-            date_trunc('second', now()), date_trunc('second', now())
-     FROM json_to_recordset($2::json)
-       AS u(id uuid, asset_type_key text, name text, access_domain_key text, properties jsonb, unique_value text)
-     ON CONFLICT (org_id, asset_type_key, unique_value) WHERE archived_at IS NULL AND unique_value IS NOT NULL
-     DO NOTHING
-     RETURNING id, created_at`,
-    [orgId, JSON.stringify(rows)],
+    `WITH u AS MATERIALIZED (
+       SELECT * FROM json_to_recordset($2::json)
+         AS u(id uuid, asset_type_key text, name text, access_domain_key text, properties jsonb, unique_value text, event_id uuid)
+     ), ins AS (
+       INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
+       SELECT $1, u.id, u.asset_type_key, u.name, u.access_domain_key, u.properties, u.unique_value,
+              date_trunc('second', now()), date_trunc('second', now())
+       FROM u
+       ON CONFLICT (org_id, asset_type_key, unique_value) WHERE archived_at IS NULL AND unique_value IS NOT NULL
+       DO NOTHING
+       RETURNING ${ASSET_COLUMNS.replaceAll('a.', '')}
+     ), ev AS (
+       ${assetCreatedEventsSql('ins', 'u')}
+     )
+     SELECT id, created_at FROM ins`,
+    [orgId, JSON.stringify(rows.map((row) => ({ ...row, event_id: eventIds.get(row.id) }))), ...eventOriginParams(origin)],
   )
   const written = new Map(result.rows.map((r) => [r.id, r.created_at]))
-  const assets = rows.flatMap((row) => {
+  return rows.flatMap((row) => {
     const at = written.get(row.id)
     if (at === undefined) return []
     const { unique_value: _, ...rest } = row
     return [{ ...rest, created_at: at, updated_at: at }]
   })
-  await writeAssetEvents(tx, origin, 'asset.created', assets)
-  return assets
 }
 
 /** One asset's change: every item naming it, folded in request order. */

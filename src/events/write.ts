@@ -101,6 +101,35 @@ export async function writeEvents(tx: Queryable, origin: EventOrigin, events: re
   )
 }
 
+/** $3, $4, $5 of {@link assetCreatedEventsSql}: request id, Idempotency-Key, actor. */
+export function eventOriginParams(origin: EventOrigin): [string | null, string | null, string] {
+  return [origin.requestId, origin.idempotencyKey, JSON.stringify(origin.actor)]
+}
+
+/** A new event id per row, made in row id order (UUIDv7 ids of one request follow its items). */
+export function createdEventIds(rows: readonly { id: string }[]): Map<string, string> {
+  return new Map(inIdOrder(rows).map((row) => [row.id, newId()]))
+}
+
+/** `2026-01-31T09:15:00Z` in SQL, as isoSecond() writes it. */
+const isoSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`
+
+/**
+ * The INSERT of `asset.created` events for the rows of a data-modifying CTE (`rows`: the columns
+ * of an asset record) whose event ids are in `ids.event_id` (joined on `id`), for one statement
+ * that writes assets and events together. Parameters: $1 org, $3 request id, $4 Idempotency-Key,
+ * $5 actor (json). `data.object` is the record as toAssetRecord() builds it.
+ */
+export function assetCreatedEventsSql(rows: string, ids: string): string {
+  return `INSERT INTO events (org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key)
+       SELECT $1, ${ids}.event_id, 'asset.created', 'assets/' || ${rows}.id, now(), $3, $4,
+              jsonb_build_object('object', jsonb_build_object('id', ${rows}.id, 'asset_type_key', ${rows}.asset_type_key, 'name', ${rows}.name,
+                'access_domain_key', ${rows}.access_domain_key, 'properties', ${rows}.properties,
+                'created_at', ${isoSql(`${rows}.created_at`)}, 'updated_at', ${isoSql(`${rows}.updated_at`)}), 'actor', $5::jsonb),
+              ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key
+       FROM ${rows} JOIN ${ids} ON ${ids}.id = ${rows}.id`
+}
+
 function assetEvent(type: EventType, row: AssetRow, changes?: EventData['changes']): NewEvent {
   return {
     type,
