@@ -1,4 +1,4 @@
-import type { Db, Queryable } from '../store/db.js'
+import { BACKGROUND_SQL, type Db, type Queryable } from '../store/db.js'
 import { metrics } from '../ops/metrics.js'
 import { EVENT_COLUMNS, toCloudEvent, type CloudEvent, type StampedEventRow } from './cloud-event.js'
 
@@ -121,8 +121,7 @@ export class EventRelay {
 
   /** Unstamped events plus stamped ones not yet published (kbis_events_pending). */
   async pendingCount(): Promise<number> {
-    const result = await this.db.query<{ n: number }>(
-      `SELECT (SELECT count(*) FROM events WHERE sequence IS NULL) + (SELECT count(*) FROM events WHERE pending_publish) AS n`,
+    const result = await this.db.query<{ n: number }>(`${BACKGROUND_SQL}SELECT (SELECT count(*) FROM events WHERE sequence IS NULL) + (SELECT count(*) FROM events WHERE pending_publish) AS n`,
     )
     return Number(result.rows[0]?.n ?? 0)
   }
@@ -135,7 +134,7 @@ export class EventRelay {
   }
 
   private async hasUnstamped(): Promise<boolean> {
-    const result = await this.db.query<{ yes: boolean }>('SELECT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL) AS yes', [], { prepare: 'kbis_events_unstamped' })
+    const result = await this.db.query<{ yes: boolean }>(BACKGROUND_SQL + 'SELECT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL) AS yes', [], { prepare: 'kbis_events_unstamped' })
     return result.rows[0]?.yes === true
   }
 
@@ -152,25 +151,22 @@ export class EventRelay {
   /** One stamping transaction: null when another process holds the lock (it stamps them). */
   private async stampBatch(tx: Queryable, wait: boolean): Promise<StampedEvent[] | null> {
     if (wait) {
-      await tx.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
+      await tx.query(BACKGROUND_SQL + 'SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
     } else {
-      const got = await tx.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
+      const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + 'SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
       if (got.rows[0]?.ok !== true) return null
     }
     // A statement of its own, after the lock: its snapshot holds every earlier stamp.
-    const batch = await tx.query<{ org_id: string; id: string }>(
-      'SELECT org_id, id FROM events WHERE sequence IS NULL ORDER BY id LIMIT $1',
+    const batch = await tx.query<{ org_id: string; id: string }>(BACKGROUND_SQL + 'SELECT org_id, id FROM events WHERE sequence IS NULL ORDER BY id LIMIT $1',
       [this.batchSize],
     )
     if (batch.rows.length === 0) return []
     // Positions base .. base + n - 1 in one draw: only the relay draws, under the lock.
-    const drawn = await tx.query<{ base: number }>(
-      `SELECT setval('event_sequence', nextval('event_sequence') + $1 - 1) - $1 + 1 AS base`,
+    const drawn = await tx.query<{ base: number }>(`${BACKGROUND_SQL}SELECT setval('event_sequence', nextval('event_sequence') + $1 - 1) - $1 + 1 AS base`,
       [batch.rows.length],
     )
     const base = Number(drawn.rows[0]!.base)
-    const result = await tx.query<StampedEventRow & { org_key: string }>(
-      `UPDATE events e SET sequence = $3::bigint + u.n - 1, pending_publish = $4
+    const result = await tx.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}UPDATE events e SET sequence = $3::bigint + u.n - 1, pending_publish = $4
        FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS u(org_id, id, n), organizations o
        WHERE e.org_id = u.org_id AND e.id = u.id AND o.id = u.org_id
        RETURNING ${EVENT_COLUMNS}, o.key AS org_key`,
@@ -203,10 +199,9 @@ export class EventRelay {
     let total = 0
     for (;;) {
       const deleted = await this.db.transaction(async (tx) => {
-        const got = await tx.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
+        const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + 'SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
         if (got.rows[0]?.ok !== true) return 0
-        const result = await tx.query<{ n: number }>(
-          `WITH cut AS (
+        const result = await tx.query<{ n: number }>(`${BACKGROUND_SQL}WITH cut AS (
              SELECT max(sequence) AS upto FROM events
              WHERE sequence IS NOT NULL AND time < now() - make_interval(days => $1::int)
            ), victims AS (
