@@ -145,6 +145,11 @@ export class EventRelay {
       if (stamped.length > 0) await this.afterCommit(stamped)
       if (stamped.length < this.batchSize) break
     }
+    await this.reportPending()
+  }
+
+  /** Sets kbis_events_pending (after a stamping round, after a publication). */
+  async reportPending(): Promise<void> {
     metrics.eventsPending.set(await this.pendingCount())
   }
 
