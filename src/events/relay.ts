@@ -1,6 +1,7 @@
 import { BACKGROUND_SQL, type Db, type Queryable } from '../store/db.js'
 import { metrics } from '../ops/metrics.js'
 import { EVENT_COLUMNS, toCloudEvent, type CloudEvent, type StampedEventRow } from './cloud-event.js'
+import { onEventsWritten } from './write.js'
 
 /** An event the relay has just stamped, with its organization. */
 export interface StampedEvent {
@@ -52,6 +53,7 @@ export class EventRelay {
   private tickQueued = false
   private stopped = false
   private readonly batchSize: number
+  private unlisten: (() => void) | null = null
 
   constructor(private readonly db: Db, private readonly options: RelayOptions) {
     this.batchSize = options.batchSize ?? 5000
@@ -74,6 +76,9 @@ export class EventRelay {
     if (this.timer || this.stopped) return
     this.timer = setInterval(() => this.wake(), this.options.intervalMs)
     this.timer.unref()
+    // Events this process writes wake it at once (a tick before their commit finds nothing; the
+    // next one, or the wake after the response, stamps them). Other processes' events: the poll.
+    this.unlisten = onEventsWritten(() => setTimeout(() => this.wake(), 5).unref())
     if (this.options.retentionDays > 0) {
       const every = this.options.retentionIntervalMs ?? 3_600_000
       this.retentionTimer = setInterval(() => void this.serialize(() => this.purge()).catch((err) => this.options.onError?.(err)), every)
@@ -86,6 +91,7 @@ export class EventRelay {
     if (this.stopped) return
     this.stopped = true
     if (this.timer) clearInterval(this.timer)
+    this.unlisten?.()
     if (this.retentionTimer) clearInterval(this.retentionTimer)
     this.timer = null
     this.retentionTimer = null
