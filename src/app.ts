@@ -183,11 +183,22 @@ function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
   app.addHook('onReady', async () => {
     if (config.natsUrl) {
       const { attachNats } = await import('./events/nats.js')
-      await attachNats(relay, db, { url: config.natsUrl, stream: config.natsStream, onError: (err) => app.log.error({ err }, 'NATS publication failed; retrying') })
+      const options = { url: config.natsUrl, stream: config.natsStream, onError: (err: unknown) => app.log.error({ err }, 'NATS publication failed; retrying') }
+      // NATS down at start does not stop the API: events stay pending (stamped, not published)
+      // until a connection succeeds, here or in another process.
+      const attach = (): void => void attachNats(relay, db, options).catch((err) => {
+        app.log.error({ err }, 'NATS unreachable; retrying in 5 s')
+        if (!closed) setTimeout(attach, 5000).unref()
+      })
+      attach()
     }
     relay.start()
   })
-  app.addHook('onClose', async () => relay.stop())
+  let closed = false
+  app.addHook('onClose', async () => {
+    closed = true
+    await relay.stop()
+  })
 }
 
 async function openReadRoutingFor(db: Db, config: Config, app: FastifyInstance): Promise<ReadRouting | null> {

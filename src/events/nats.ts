@@ -41,10 +41,13 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
     await relay.reportPending()
   }
 
-  const sweep = async (): Promise<void> => {
+  // Periodic sweeps leave the events of the last 10 s to the process that stamped them; the first
+  // one, right after this sink joined the relay, takes every pending event.
+  const sweep = async (minAgeSeconds: number): Promise<void> => {
     for (;;) {
       const rows = await db.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}SELECT ${EVENT_COLUMNS}, o.key AS org_key FROM events e JOIN organizations o ON o.id = e.org_id
-         WHERE e.pending_publish AND e.time < now() - interval '10 seconds' ORDER BY e.sequence LIMIT 1000`,
+         WHERE e.pending_publish AND e.time <= now() - make_interval(secs => $1) ORDER BY e.sequence LIMIT 1000`,
+        [minAgeSeconds],
       )
       await publish(rows.rows.map((r) => ({ orgId: r.org_id, orgKey: r.org_key, event: toCloudEvent(r, r.org_key) })))
       if (rows.rows.length < 1000) return
@@ -52,9 +55,9 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
   }
 
   relay.onCommitted(publish)
-  const timer = setInterval(() => void sweep().catch((err) => options.onError?.(err)), options.sweepIntervalMs ?? 5_000)
+  const timer = setInterval(() => void sweep(10).catch((err) => options.onError?.(err)), options.sweepIntervalMs ?? 5_000)
   timer.unref()
-  void sweep().catch((err) => options.onError?.(err))
+  void sweep(0).catch((err) => options.onError?.(err))
   const close = async () => {
     clearInterval(timer)
     await nc.drain().catch(() => undefined)
