@@ -33,6 +33,7 @@ const MODULES: [string, () => Promise<BenchModule>][] = [
   ['upsert', () => import('./upsert.js')],
   ['workers', () => import('./workers.js')],
   ['sync', () => import('./sync.js')],
+  ['events', () => import('./events.js')],
 ]
 
 const DATABASE_URL = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test'

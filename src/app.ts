@@ -23,6 +23,8 @@ import { registerReadRouting } from './ops/read-routing.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
 import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.js'
+import { EventRelay } from './events/relay.js'
+import { registerEventSchemas } from './events/schemas.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -30,6 +32,8 @@ declare module 'fastify' {
     config: Config
     metamodels: MetamodelCache
     authenticator: Authenticator
+    /** The event relay (src/events/relay.ts): stamps the outbox, runs the stamped/committed hooks. */
+    events: EventRelay
     /** The store, the caller and its metamodel, for services (which never see `request`). */
     requestContext(request: FastifyRequest): Promise<RequestContext>
   }
@@ -108,6 +112,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     auth: request.auth,
     metamodel: await metamodels.get(request.auth.orgId),
     ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
+    requestId: request.id,
   }))
   app.decorateRequest('auth', null as never)
 
@@ -126,6 +131,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   })
   registerStatistics(app, db)
+  registerEvents(app, db, config)
   const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), 5_000)
   flush.unref()
   app.addHook('onClose', async () => {
@@ -135,6 +141,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
 
   await app.register(swagger, {
+    // Shared schemas (app.addSchema, e.g. one per event type) keep their $id as component name.
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
     openapi: {
       openapi: '3.1.0',
       info: OPENAPI_INFO(VERSION),
@@ -143,6 +151,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       security: [{ bearerAuth: [] }],
     },
   })
+
+  registerEventSchemas(app)
 
   await app.register(async (api) => {
     await api.register(openapiRoutes)
@@ -164,10 +174,49 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await authed.register((await import('./bulk/routes.js')).bulkRoutes)
       await authed.register((await import('./search/routes.js')).searchRoutes)
       await authed.register((await import('./export/routes.js')).exportRoutes)
+      await authed.register((await import('./events/routes.js')).eventRoutes)
     })
   }, { prefix: '/api/v1' })
 
   return app
+}
+
+/**
+ * The event relay of this process: polls for unstamped events, is woken at once by this
+ * process's writes, stops (stamping and publishing what is left) when the app closes.
+ */
+function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
+  const relay = new EventRelay(db, {
+    // PGlite belongs to this process: its writes wake the relay, so a slow safety-net poll is
+    // enough (every poll runs on the event loop's thread there).
+    intervalMs: db.kind === 'pglite' ? Math.max(config.eventRelayIntervalMs, 5000) : config.eventRelayIntervalMs,
+    retentionDays: config.eventRetentionDays,
+    publishes: config.natsUrl !== undefined,
+    onError: (err) => app.log.error({ err }, 'event relay failed; retrying'),
+  })
+  app.decorate('events', relay)
+  app.addHook('onResponse', async (request) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD') relay.wake()
+  })
+  app.addHook('onReady', async () => {
+    if (config.natsUrl) {
+      const { attachNats } = await import('./events/nats.js')
+      const options = { url: config.natsUrl, stream: config.natsStream, onError: (err: unknown) => app.log.error({ err }, 'NATS publication failed; retrying') }
+      // NATS down at start does not stop the API: events stay pending (stamped, not published)
+      // until a connection succeeds, here or in another process.
+      const attach = (): void => void attachNats(relay, db, options).catch((err) => {
+        app.log.error({ err }, 'NATS unreachable; retrying in 5 s')
+        if (!closed) setTimeout(attach, 5000).unref()
+      })
+      attach()
+    }
+    relay.start()
+  })
+  let closed = false
+  app.addHook('onClose', async () => {
+    closed = true
+    await relay.stop()
+  })
 }
 
 async function openReadRoutingFor(db: Db, config: Config, app: FastifyInstance): Promise<ReadRouting | null> {

@@ -37,9 +37,9 @@ export function readPrevious(file: string): Previous | null {
   }
 }
 
-const UNITS = ['ms', 's', 'req/s', 'MB'] as const
+const UNITS = ['ms', 's', 'req/s', 'MB', 'events/s'] as const
 const value = (cell: string): { n: number; unit: Row['unit'] } | null => {
-  const m = /^([\d.]+) (ms|s|req\/s|MB)$/.exec(cell.trim())
+  const m = /^([\d.]+) (ms|s|req\/s|MB|events\/s)$/.exec(cell.trim())
   return m && UNITS.includes(m[2] as Row['unit']) ? { n: Number(m[1]), unit: m[2] as Row['unit'] } : null
 }
 

@@ -31,6 +31,14 @@ export interface Config {
   statementTimeoutMs: number
   /** Requests of one organization served at once by one process; more wait (see core/org-concurrency.ts). 0 = half the pool. */
   orgConcurrency: number
+  /** Days events are kept (CONTRACT §13); 0 keeps them forever. */
+  eventRetentionDays: number
+  /** How often the event relay looks for events to stamp, in ms (writes of this process wake it at once). */
+  eventRelayIntervalMs: number
+  /** NATS server for the JetStream event sink; none when undefined. */
+  natsUrl: string | undefined
+  /** JetStream stream the events are published to (created when absent). */
+  natsStream: string
 }
 
 export class ConfigError extends Error {}
@@ -64,6 +72,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
     statementTimeoutMs: intFrom('KBIS_STATEMENT_TIMEOUT_MS', env.KBIS_STATEMENT_TIMEOUT_MS, 10_000, 0, 3_600_000),
     orgConcurrency: intFrom('KBIS_ORG_CONCURRENCY', env.KBIS_ORG_CONCURRENCY, 0, 0, 10_000),
+    eventRetentionDays: intFrom('KBIS_EVENT_RETENTION_DAYS', env.KBIS_EVENT_RETENTION_DAYS, 90, 0, 36500),
+    eventRelayIntervalMs: intFrom('KBIS_EVENT_RELAY_INTERVAL_MS', env.KBIS_EVENT_RELAY_INTERVAL_MS, 100, 5, 60_000),
+    natsUrl: env.NATS_URL || undefined,
+    natsStream: env.KBIS_NATS_STREAM || 'KBIS_EVENTS',
     ...overrides,
   }
 }
