@@ -1,14 +1,14 @@
 import type { RequestContext } from '../core/context.js'
 import { Errors } from '../core/errors.js'
 import { offsetOf, pageMeta, type PageMeta } from '../core/pagination.js'
-import { compileFilter } from '../query/compile.js'
+import { compileWhere } from '../query/where.js'
 import { resolveFilter } from '../query/resolve.js'
 import { compileOrderBy } from '../query/sort.js'
 import { ensureProjection } from '../projection/sync.js'
 import { projectionStorage } from '../projection/storage.js'
 import { attachEnds, NO_ENDS, type EndIncludes } from '../relationships/ends.js'
 import { toRelationshipRecord, type RelationshipRecord } from '../relationships/mapper.js'
-import { visibleRelationship } from '../relationships/scope.js'
+import { scopeFilter } from '../access/scope.js'
 import { selectRelationshipPage } from '../relationships/sql.js'
 import { Params } from '../store/sql.js'
 import { fail, parseSearchBody } from './body.js'
@@ -24,11 +24,11 @@ export async function searchRelationships(ctx: RequestContext, body: unknown): P
   const include = parseEndIncludeList(parsed.include)
   const filter = resolveFilter(parsed.filter, 'relationships', ctx.metamodel)
   const storage = projectionStorage(await ensureProjection(ctx.db, ctx.metamodel))
-  const params = new Params([ctx.auth.orgId])
-  const conditions = ['r.org_id = $1', compileFilter(filter, params, 'r', storage), visibleRelationship(ctx.auth, 'r', params)]
+  const params = new Params()
+  const where = compileWhere({ target: 'relationships', alias: 'r', orgId: ctx.auth.orgId, filter, scope: scopeFilter(ctx.auth, 'view'), storage }, params)
   const orderBy = compileOrderBy(parsed.sort, 'relationships', ctx.metamodel, 'r', params, storage)
   const result = await selectRelationshipPage(ctx.db, {
-    where: conditions.filter((c) => c !== 'TRUE').join(' AND '),
+    where,
     orderBy,
     limit: parsed.page.size,
     offset: offsetOf(parsed.page),
