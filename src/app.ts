@@ -22,6 +22,7 @@ import { registerOps } from './ops/http.js'
 import { registerReadRouting } from './ops/read-routing.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
+import { INVALIDATE_CHANNEL } from './core/channels.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -44,8 +45,6 @@ export interface AppOptions {
   readRouting?: ReadRouting | null
 }
 
-export { INVALIDATE_CHANNEL } from './core/channels.js'
-import { INVALIDATE_CHANNEL } from './core/channels.js'
 
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 

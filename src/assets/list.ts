@@ -22,7 +22,7 @@ export async function listAssets(ctx: RequestContext, query: Record<string, unkn
     filter: resolveListFilters(filter, 'assets', ctx.metamodel), scope: scopeFilter(ctx.auth, 'view'),
   }, params)
   const sort = typeof query.sort === 'string' ? parseSortParam(query.sort) : []
-  const orderBy = compileOrderBy(sort, 'assets', ctx.metamodel, 'a', params)
+  const orderBy = compileOrderBy(sort, 'assets', ctx.metamodel, 'a')
   const result = await selectAssetPage(ctx.db, {
     where,
     orderBy,

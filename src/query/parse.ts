@@ -1,4 +1,5 @@
 import { AppError, Errors } from '../core/errors.js'
+import { escapePointer, isObject } from '../core/json.js'
 import { OPERATORS, conditionNode, groupNode, isOperator, type FilterNode, type GroupKind, type GroupNode } from './ast.js'
 import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH } from './limits.js'
 
@@ -17,7 +18,7 @@ import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH } from './limits.js'
  */
 export function parseFilter(json: unknown, basePointer = '/filter'): FilterNode | null {
   if (json === undefined || json === null) return null
-  if (isPlainObject(json) && Object.keys(json).length === 0) return null
+  if (isObject(json) && Object.keys(json).length === 0) return null
   return parseNode(json, basePointer, 0, { conditions: 0 })
 }
 
@@ -26,7 +27,7 @@ interface ParseState {
 }
 
 function parseNode(json: unknown, pointer: string, depth: number, state: ParseState): FilterNode {
-  if (!isPlainObject(json)) {
+  if (!isObject(json)) {
     fail(pointer, 'a filter node must be an object: a condition {"field", "operator", "value"} or a group {"and": [...]} or {"or": [...]}')
   }
   if ('and' in json || 'or' in json) return parseGroup(json, pointer, depth, state)
@@ -68,19 +69,6 @@ function parseCondition(json: Record<string, unknown>, pointer: string, state: P
   return conditionNode(field, operator, json.value, pointer)
 }
 
-/** Escapes one reference token of a JSON pointer (RFC 6901). */
-export function escapePointer(token: string): string {
-  return token.replaceAll('~', '~0').replaceAll('/', '~1')
-}
-
-/** A JSON object: not null, not an array. */
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
 function fail(pointer: string, detail: string): never {
   throw new AppError(Errors.INVALID_FILTER, [{ detail, pointer }])
 }
-
-// List filters (`filter[<field>]=…`) have their own reader; exported here too for discoverability.
-export { parseListFilters } from './list.js'

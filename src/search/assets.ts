@@ -27,7 +27,7 @@ export async function searchAssets(ctx: RequestContext, body: unknown): Promise<
   const storage = projectionStorage(projection)
   const params = new Params()
   const where = compileWhere({ target: 'assets', alias: 'p', orgId: ctx.auth.orgId, filter, scope: scopeFilter(ctx.auth, 'view'), storage }, params)
-  const orderBy = compileOrderBy(parsed.sort, 'assets', ctx.metamodel, 'p', params, storage)
+  const orderBy = compileOrderBy(parsed.sort, 'assets', ctx.metamodel, 'p', storage)
   const result = await selectSearchPage(ctx.db, projection.table, {
     where,
     orderBy,

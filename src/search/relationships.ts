@@ -11,7 +11,8 @@ import { toRelationshipRecord, type RelationshipRecord } from '../relationships/
 import { scopeFilter } from '../access/scope.js'
 import { selectRelationshipPage } from '../relationships/sql.js'
 import { Params } from '../store/sql.js'
-import { fail, parseSearchBody } from './body.js'
+import { failAt } from '../core/json.js'
+import { parseSearchBody } from './body.js'
 
 /**
  * POST /search/relationships (CONTRACT §4): filter on the relationship's columns and on either
@@ -26,7 +27,7 @@ export async function searchRelationships(ctx: RequestContext, body: unknown): P
   const storage = projectionStorage(await ensureProjection(ctx.db, ctx.metamodel))
   const params = new Params()
   const where = compileWhere({ target: 'relationships', alias: 'r', orgId: ctx.auth.orgId, filter, scope: scopeFilter(ctx.auth, 'view'), storage }, params)
-  const orderBy = compileOrderBy(parsed.sort, 'relationships', ctx.metamodel, 'r', params, storage)
+  const orderBy = compileOrderBy(parsed.sort, 'relationships', ctx.metamodel, 'r', storage)
   const result = await selectRelationshipPage(ctx.db, {
     where,
     orderBy,
@@ -49,12 +50,12 @@ const END_INCLUDES: Readonly<Record<string, [keyof EndIncludes, 'asset' | 'prope
 /** `["source_asset", "target_asset.properties"]` → what to expand; `.properties` implies the end. */
 export function parseEndIncludeList(value: unknown): EndIncludes {
   if (value === undefined || value === null) return NO_ENDS
-  if (!Array.isArray(value)) fail(Errors.INVALID_INCLUDE, '/include', 'include must be an array of strings')
+  if (!Array.isArray(value)) failAt(Errors.INVALID_INCLUDE, '/include', 'include must be an array of strings')
   const out: EndIncludes = { ...NO_ENDS }
   value.forEach((item: unknown, i) => {
     const hit = typeof item === 'string' ? END_INCLUDES[item] : undefined
     if (hit === undefined) {
-      fail(Errors.INVALID_INCLUDE, `/include/${i}`,
+      failAt(Errors.INVALID_INCLUDE, `/include/${i}`,
         `unknown include ${JSON.stringify(item)}; relationships include source_asset, target_asset, source_asset.properties, target_asset.properties`)
     }
     if (out[hit[0]] !== 'properties') out[hit[0]] = hit[1]
