@@ -23,6 +23,11 @@ import { registerReadRouting } from './ops/read-routing.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
 import { INVALIDATE_CHANNEL } from './core/channels.js'
+import { relationshipRoutes } from './relationships/routes.js'
+import { bulkRoutes } from './bulk/routes.js'
+import { searchRoutes } from './search/routes.js'
+import { analyticsRoutes } from './analytics/routes.js'
+import { exportRoutes } from './export/routes.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -136,15 +141,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       // After authentication: only requests of a known organization count against its quota.
       authed.addHook('onRequest', async (request, reply) => enforceRateLimit(rateLimiter, request, reply))
       registerIdempotency(authed, db)
-      await authed.register(metamodelRoutes)
-      await authed.register(assetRoutes)
-      await authed.register((await import('./relationships/routes.js')).relationshipRoutes)
-      await authed.register(apiKeyRoutes)
-      await authed.register(directoryRoutes)
-      await authed.register(typedOpenapiRoutes)
-      await authed.register((await import('./bulk/routes.js')).bulkRoutes)
-      await authed.register((await import('./search/routes.js')).searchRoutes)
-      await authed.register((await import('./export/routes.js')).exportRoutes)
+      // Every authenticated route, one flat list.
+      for (const routes of [
+        metamodelRoutes, assetRoutes, relationshipRoutes, apiKeyRoutes, directoryRoutes, typedOpenapiRoutes,
+        bulkRoutes, searchRoutes, analyticsRoutes, exportRoutes,
+      ]) await authed.register(routes)
     })
   }, { prefix: '/api/v1' })
 
