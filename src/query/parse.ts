@@ -1,7 +1,7 @@
 import { AppError, Errors } from '../core/errors.js'
 import { escapePointer, isObject } from '../core/json.js'
 import { OPERATORS, conditionNode, groupNode, isOperator, type FilterNode, type GroupKind, type GroupNode } from './ast.js'
-import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH } from './limits.js'
+import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH, MAX_FILTER_OPERAND_SIZE } from './limits.js'
 
 /**
  * Stage 1 of parse → resolve → compile: checks the *shape* of a search filter and builds frozen
@@ -19,11 +19,20 @@ import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH } from './limits.js'
 export function parseFilter(json: unknown, basePointer = '/filter'): FilterNode | null {
   if (json === undefined || json === null) return null
   if (isObject(json) && Object.keys(json).length === 0) return null
-  return parseNode(json, basePointer, 0, { conditions: 0 })
+  return parseNode(json, basePointer, 0, { conditions: 0, operands: 0 })
 }
 
 interface ParseState {
   conditions: number
+  /** Operand size so far (see MAX_FILTER_OPERAND_SIZE). */
+  operands: number
+}
+
+/** A string counts its characters, a list its items, anything else 1. */
+function operandSize(value: unknown): number {
+  if (typeof value === 'string') return value.length
+  if (Array.isArray(value)) return value.length
+  return 1
 }
 
 function parseNode(json: unknown, pointer: string, depth: number, state: ParseState): FilterNode {
@@ -65,6 +74,11 @@ function parseCondition(json: Record<string, unknown>, pointer: string, state: P
   if (!isOperator(operator)) {
     const shown = typeof operator === 'string' ? `"${operator}"` : 'a non-string'
     fail(`${pointer}/operator`, `unknown operator ${shown}; operators are ${OPERATORS.join(', ')}`)
+  }
+  state.operands += operandSize(json.value)
+  if (state.operands > MAX_FILTER_OPERAND_SIZE) {
+    fail(`${pointer}/value`, `the operands of a filter total at most ${MAX_FILTER_OPERAND_SIZE.toLocaleString('en-US')} `
+      + '(each string counts its characters, each list its items); narrow the filter or split the search')
   }
   return conditionNode(field, operator, json.value, pointer)
 }
