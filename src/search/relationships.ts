@@ -6,7 +6,7 @@ import { resolveFilter } from '../query/resolve.js'
 import { compileOrderBy } from '../query/sort.js'
 import { ensureProjection } from '../projection/sync.js'
 import { projectionStorage } from '../projection/storage.js'
-import { attachEnds, NO_ENDS, type EndIncludes } from '../relationships/ends.js'
+import { attachEnds, NO_ENDS, readEndIncludes, type EndIncludes } from '../relationships/ends.js'
 import { toRelationshipRecord, type RelationshipRecord } from '../relationships/mapper.js'
 import { scopeFilter } from '../access/scope.js'
 import { selectRelationshipPage } from '../relationships/sql.js'
@@ -39,26 +39,9 @@ export async function searchRelationships(ctx: RequestContext, body: unknown): P
   return { data, page: pageMeta(parsed.page, result) }
 }
 
-// As GET /relationships' include (relationships/ends.ts), as an array with pointers.
-const END_INCLUDES: Readonly<Record<string, [keyof EndIncludes, 'asset' | 'properties']>> = {
-  source_asset: ['source', 'asset'],
-  'source_asset.properties': ['source', 'properties'],
-  target_asset: ['target', 'asset'],
-  'target_asset.properties': ['target', 'properties'],
-}
-
-/** `["source_asset", "target_asset.properties"]` → what to expand; `.properties` implies the end. */
-export function parseEndIncludeList(value: unknown): EndIncludes {
+/** The body's `include` array: the ends to expand, read as GET /relationships reads its parameter. */
+function parseEndIncludeList(value: unknown): EndIncludes {
   if (value === undefined || value === null) return NO_ENDS
   if (!Array.isArray(value)) failAt(Errors.INVALID_INCLUDE, '/include', 'include must be an array of strings')
-  const out: EndIncludes = { ...NO_ENDS }
-  value.forEach((item: unknown, i) => {
-    const hit = typeof item === 'string' ? END_INCLUDES[item] : undefined
-    if (hit === undefined) {
-      failAt(Errors.INVALID_INCLUDE, `/include/${i}`,
-        `unknown include ${JSON.stringify(item)}; relationships include source_asset, target_asset, source_asset.properties, target_asset.properties`)
-    }
-    if (out[hit[0]] !== 'properties') out[hit[0]] = hit[1]
-  })
-  return out
+  return readEndIncludes(value, (i) => ({ pointer: `/include/${i}` }))
 }
