@@ -25,6 +25,13 @@ import { registerIdempotency } from './idempotency/hooks.js'
 import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.js'
 import { EventRelay } from './events/relay.js'
 import { registerEventSchemas } from './events/schemas.js'
+import { INVALIDATE_CHANNEL } from './core/channels.js'
+import { relationshipRoutes } from './relationships/routes.js'
+import { bulkRoutes } from './bulk/routes.js'
+import { searchRoutes } from './search/routes.js'
+import { analyticsRoutes } from './analytics/routes.js'
+import { exportRoutes } from './export/routes.js'
+import { eventRoutes } from './events/routes.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -49,8 +56,6 @@ export interface AppOptions {
   readRouting?: ReadRouting | null
 }
 
-export { INVALIDATE_CHANNEL } from './core/channels.js'
-import { INVALIDATE_CHANNEL } from './core/channels.js'
 
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
@@ -175,6 +180,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await authed.register((await import('./search/routes.js')).searchRoutes)
       await authed.register((await import('./export/routes.js')).exportRoutes)
       await authed.register((await import('./events/routes.js')).eventRoutes)
+      // Every authenticated route, one flat list.
+      for (const routes of [
+        metamodelRoutes, assetRoutes, relationshipRoutes, apiKeyRoutes, directoryRoutes, typedOpenapiRoutes,
+        bulkRoutes, searchRoutes, analyticsRoutes, exportRoutes,
+      ]) await authed.register(routes)
     })
   }, { prefix: '/api/v1' })
 

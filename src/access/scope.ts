@@ -1,5 +1,8 @@
 import type { Params } from '../store/sql.js'
 import type { AuthContext } from '../core/auth/context.js'
+import { compileFilter } from '../query/compile.js'
+import { columnField, type ColumnField } from '../query/fields.js'
+import { MATCH_ALL, MATCH_NONE, type ResolvedCondition, type ResolvedNode } from '../query/resolve.js'
 import { levelRank, type Grant, type Level } from './levels.js'
 
 /** The grants of a key that reach `level`; a Viewer key never gets past `view`. */
@@ -12,26 +15,46 @@ function grantCoversAll(grant: Grant): boolean {
   return grant.access_domain_key === '*' && grant.asset_type_keys.includes('*')
 }
 
+const DOMAIN = columnField('assets', 'access_domain_key') as ColumnField
+const TYPE = columnField('assets', 'asset_type_key') as ColumnField
+
+function condition(field: ColumnField, operator: ResolvedCondition['operator'], value: ResolvedCondition['value']): ResolvedCondition {
+  return Object.freeze({ kind: 'condition', field, operator, value })
+}
+
 /**
- * The SQL condition under which an asset (alias `a`) is reachable at `level` for this key, or
- * `TRUE` when a grant covers everything. It is ANDed into the same statement as the request's own
- * conditions, so hidden rows never leave the database.
+ * The assets this key reaches at `level`, as a filter node over an asset row (CONTRACT §9): one
+ * `or` branch per grant, {@link MATCH_ALL} when a grant covers everything, {@link MATCH_NONE}
+ * without grants. `compileWhere` (src/query/where.ts) ANDs it into the statement of the request,
+ * so hidden rows never leave the database.
  *
- * @example grants [{access_domain_key: 'it', asset_type_keys: ['*'], level: 'delete'}]
- *   scopeCondition(auth, 'a', 'view', params) → `(a.access_domain_key = $1)`, values ['it']
+ * @example grants [{access_domain_key: 'it', asset_type_keys: ['*'], level: 'delete'}, {access_domain_key: null, asset_type_keys: ['note'], level: 'view'}]
+ *   scopeFilter(auth, 'view') compiles to
+ *   (a."access_domain_key" = $1 OR ((a."access_domain_key" IS NULL OR a."access_domain_key" = '') AND a."asset_type_key" = ANY($2::text[])))
+ */
+export function scopeFilter(auth: AuthContext, level: Level): ResolvedNode {
+  const grants = grantsAtLeast(auth, level)
+  if (grants.some(grantCoversAll)) return MATCH_ALL
+  if (grants.length === 0) return MATCH_NONE
+  const branches = grants.map((g): ResolvedNode => {
+    const conds: ResolvedCondition[] = []
+    // Domain keys are never "": is_empty on the domain is "no access domain".
+    if (g.access_domain_key === null) conds.push(condition(DOMAIN, 'is_empty', { kind: 'none' }))
+    else if (g.access_domain_key !== '*') conds.push(condition(DOMAIN, 'equals', { kind: 'scalar', value: g.access_domain_key }))
+    if (!g.asset_type_keys.includes('*')) conds.push(condition(TYPE, 'in', { kind: 'list', values: Object.freeze([...g.asset_type_keys]) }))
+    return Object.freeze({ kind: 'and', children: Object.freeze(conds) })
+  })
+  return Object.freeze({ kind: 'or', children: Object.freeze(branches) })
+}
+
+/**
+ * The scope compiled over the asset row `alias`, for statements that reach assets other than
+ * through `compileWhere` (included and embedded relationships, the checked relationship insert,
+ * analytics' related types). `TRUE` when the key sees everything: ANDing it costs nothing (the
+ * planner folds it).
  */
 export function scopeCondition(auth: AuthContext, alias: string, level: Level, params: Params): string {
-  const grants = grantsAtLeast(auth, level)
-  if (grants.some(grantCoversAll)) return 'TRUE'
-  if (grants.length === 0) return 'FALSE'
-  const parts = grants.map((g) => {
-    const conds: string[] = []
-    if (g.access_domain_key === null) conds.push(`${alias}.access_domain_key IS NULL`)
-    else if (g.access_domain_key !== '*') conds.push(`${alias}.access_domain_key = ${params.add(g.access_domain_key)}`)
-    if (!g.asset_type_keys.includes('*')) conds.push(`${alias}.asset_type_key = ANY(${params.add(g.asset_type_keys)}::text[])`)
-    return conds.length === 0 ? 'TRUE' : conds.join(' AND ')
-  })
-  return `(${parts.map((p) => `(${p})`).join(' OR ')})`
+  return compileFilter(scopeFilter(auth, level), params, alias)
 }
 
 /** The highest level this key has on one asset, or null when the asset is hidden from it. */

@@ -68,9 +68,3 @@ export async function selectDirectoryRow<T extends DirectoryTable>(
   const result = await db.query<DirectoryRows[T]>(`SELECT ${t.columns} FROM ${table} WHERE org_id = $1 AND ${t.id} = $2`, [orgId, id])
   return result.rows[0] ?? null
 }
-
-/** The keys among `keys` that name roles of the organization. */
-export async function selectExistingRoleKeys(db: Queryable, orgId: string, keys: string[]): Promise<Set<string>> {
-  const result = await db.query<{ key: string }>('SELECT key FROM roles WHERE org_id = $1 AND key = ANY($2::text[])', [orgId, keys])
-  return new Set(result.rows.map((r) => r.key))
-}

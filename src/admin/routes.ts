@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { pageFromQuery, pageLinks, type PageMeta } from '../core/pagination.js'
 import { adminResponses, apiKeyCreateBody, apiKeyPatchBody, idParams, keyParams, listQuery } from './schemas.js'
-import { createKey, deleteKey, getKey, listKeys, updateKey, type KeyInput, type KeyPatch } from './keys-service.js'
+import { createKey, deleteKey, getKey, listKeys, updateKey, type KeyInput, type KeyPatch } from '../keys/service.js'
 import {
   getAccessDomain, getRole, getUser, listAccessDomains, listRoles, listUsers, type AdminContext, type PageOf,
 } from './directory.js'

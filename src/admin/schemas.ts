@@ -13,7 +13,7 @@ const apiKeyProperties = {
   permission_type: { type: 'string', enum: KEY_TYPES, description: 'Effective type = min(this, the owner user\'s type).' },
   role_keys: { type: 'array', items: { type: 'string' } },
   owner_user_id: { type: 'string', format: 'uuid' },
-  secret_prefix: { type: 'string', description: 'The public part of the token (kbis_<secret_prefix>_…), to recognise a key.' },
+  secret_prefix: { type: 'string', description: 'The start of the token as shown (kbis_<12 hex>), to recognise a key: the secret begins with it.' },
   created_at: timestamp,
   updated_at: timestamp,
   last_used_at: { type: ['string', 'null'], format: 'date-time', description: 'Updated in batches, a few seconds late.' },

@@ -1,7 +1,7 @@
 import type { AuthContext } from '../core/auth/context.js'
 import { assertNever } from '../core/errors.js'
-import { scopeCondition } from '../access/scope.js'
-import { compileFilter } from '../query/compile.js'
+import { scopeCondition, scopeFilter } from '../access/scope.js'
+import { compileWhere } from '../query/where.js'
 import { projectionStorage } from '../projection/storage.js'
 import { columnRef, type Projection } from '../projection/columns.js'
 import { ident, literal, Params } from '../store/sql.js'
@@ -77,16 +77,15 @@ interface DimensionSql {
 
 /** One aggregate statement grouped by `dims`; `limit` + 1 rows at most, so the caller can tell. */
 function compileLevel(spec: AnalyticsSpec, dims: readonly Dimension[], ctx: AnalyticsContext, limit: number): Statement {
-  const params = new Params([ctx.orgId])
+  // The WHERE first: it binds the organization as $1, which the related-type joins reuse.
+  const params = new Params()
+  const where = compileWhere({
+    target: 'assets', alias: 'a', orgId: ctx.orgId, filter: spec.filter, scope: scopeFilter(ctx.auth, 'view'), storage: projectionStorage(ctx.projection),
+  }, params)
   const sql = dims.map((d, i) => dimensionSql(d, i, ctx, params))
   const inputs = measureInputs(spec.measures, ctx.projection)
   const from = [`${ident(ctx.projection.table)} a`, ...sql.flatMap((d) => (d.join === null ? [] : [d.join])), ...inputs.joins].join(' ')
-  const where = ['a.org_id = $1']
-  const filter = compileFilter(spec.filter, params, 'a', projectionStorage(ctx.projection))
-  if (filter !== 'TRUE') where.push(filter)
-  const scope = scopeCondition(ctx.auth, 'a', 'view', params)
-  if (scope !== 'TRUE') where.push(scope)
-  const source = `FROM ${from} WHERE ${where.join(' AND ')}`
+  const source = `FROM ${from} WHERE ${where}`
   const distinct = inputs.distinct.size === 1 ? [...inputs.distinct.values()][0]! : null
   const text = distinct === null ? oneLevel(spec, sql, source, ctx, inputs) : twoLevel(spec, sql, source, ctx, inputs, distinct)
   return { text: dims.length === 0 ? text : `${text} LIMIT ${limit + 1}`, values: params.values }
@@ -245,7 +244,7 @@ function relatedSql(d: Dimension & { kind: 'related' }, i: number, ctx: Analytic
   const conditions = ['r.org_id = $1']
   if (d.relationshipTypeKey !== null) conditions.push(`r.relationship_type_key = ${params.add(d.relationshipTypeKey)}`)
   const join = `LEFT JOIN (SELECT DISTINCT r.${own} AS asset_id, ${ra}.asset_type_key AS v FROM relationships r`
-    + ` JOIN ${ident(ctx.projection.table)} ${ra} ON ${ra}.org_id = r.org_id AND ${ra}.id = r.${other}${scope === 'TRUE' ? '' : ` AND ${scope}`}`
+    + ` JOIN ${ident(ctx.projection.table)} ${ra} ON ${ra}.org_id = r.org_id AND ${ra}.id = r.${other} AND ${scope}`
     + ` WHERE ${conditions.join(' AND ')}) j${i} ON j${i}.asset_id = a.id`
   return { raw: `j${i}.v`, join, format: same }
 }

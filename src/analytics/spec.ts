@@ -3,7 +3,7 @@ import { valueKindOf, type Metamodel, type ValueKind } from '../metamodel/types.
 import { parseFilter } from '../query/parse.js'
 import { resolveFilter, type ResolvedNode } from '../query/resolve.js'
 import { PROPERTY_PREFIX } from '../query/fields.js'
-import { checkMembers, fail, isObject } from '../search/body.js'
+import { checkMembers, failAt, isObject } from '../core/json.js'
 
 /**
  * Stage 1 of analytics: the body (CONTRACT §7) checked against the metamodel into an
@@ -46,7 +46,7 @@ const SYSTEM_FIELDS: readonly SystemField[] = ['id', 'asset_type_key', 'name', '
 export const MAX_GROUP_BY = 10
 
 function bad(pointer: string, detail: string): never {
-  return fail(Errors.INVALID_REQUEST, pointer, detail)
+  return failAt(Errors.INVALID_REQUEST, pointer, detail)
 }
 
 /**

@@ -1,9 +1,9 @@
 import type { RequestContext } from '../core/context.js'
 import { Params } from '../store/sql.js'
 import { offsetOf, pageFromQuery, pageMeta, type PageMeta } from '../core/pagination.js'
-import { scopeCondition } from '../access/scope.js'
+import { scopeFilter } from '../access/scope.js'
 import { parseListFilters, resolveListFilters } from '../query/list.js'
-import { compileFilter } from '../query/compile.js'
+import { compileWhere } from '../query/where.js'
 import { compileOrderBy, parseSortParam } from '../query/sort.js'
 import { assetCountOptions } from '../counts/live.js'
 import { selectAssetPage } from './sql.js'
@@ -15,16 +15,16 @@ import { toAssetRecord, type AssetRecord } from './mapper.js'
  */
 export async function listAssets(ctx: RequestContext, query: Record<string, unknown>): Promise<{ data: AssetRecord[]; page: PageMeta }> {
   const page = pageFromQuery(query)
-  const params = new Params([ctx.auth.orgId])
-  const conditions = ['a.org_id = $1', 'a.archived_at IS NULL']
+  const params = new Params()
   const filter = parseListFilters(query)
-  if (filter) conditions.push(compileFilter(resolveListFilters(filter, 'assets', ctx.metamodel), params, 'a'))
-  const scope = scopeCondition(ctx.auth, 'a', 'view', params)
-  if (scope !== 'TRUE') conditions.push(scope)
+  const where = compileWhere({
+    target: 'assets', alias: 'a', orgId: ctx.auth.orgId,
+    filter: resolveListFilters(filter, 'assets', ctx.metamodel), scope: scopeFilter(ctx.auth, 'view'),
+  }, params)
   const sort = typeof query.sort === 'string' ? parseSortParam(query.sort) : []
-  const orderBy = compileOrderBy(sort, 'assets', ctx.metamodel, 'a', params)
+  const orderBy = compileOrderBy(sort, 'assets', ctx.metamodel, 'a')
   const result = await selectAssetPage(ctx.db, {
-    where: conditions.join(' AND '),
+    where,
     orderBy,
     limit: page.size,
     offset: offsetOf(page),

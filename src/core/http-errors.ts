@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { AppError, Errors, errorBody, type ErrorDef, type Issue } from './errors.js'
 import { mapPgError } from '../store/pg-errors.js'
+import { escapePointer } from './json.js'
 
 interface AjvError {
   keyword: string
@@ -58,11 +59,6 @@ export function validationError(errors: AjvError[], context: string): AppError {
   return new AppError(def, issues.length > 0 ? issues : [{ detail: 'the body is not valid', pointer: '/' }])
 }
 
-/** A member name as one JSON-pointer token (RFC 6901: ~ → ~0, / → ~1). */
-function escapeToken(token: string): string {
-  return token.replaceAll('~', '~0').replaceAll('/', '~1')
-}
-
 /**
  * Every schema error of a body as an issue with a pointer and its own kind: an unknown member is
  * a malformed request (400 invalid_request), anything else (a wrong type or value, a missing
@@ -74,9 +70,9 @@ export function bodyIssues(errors: AjvError[]): (Issue & { def: ErrorDef })[] {
     .map((e) => {
       const pointer =
         e.keyword === 'additionalProperties'
-          ? `${e.instancePath}/${escapeToken(String(e.params.additionalProperty))}`
+          ? `${e.instancePath}/${escapePointer(String(e.params.additionalProperty))}`
           : e.keyword === 'required'
-            ? `${e.instancePath}/${escapeToken(String(e.params.missingProperty))}`
+            ? `${e.instancePath}/${escapePointer(String(e.params.missingProperty))}`
             : e.instancePath
       const where = e.instancePath.replace(/^\//, '').replaceAll('/', '.')
       const def = e.keyword === 'additionalProperties' ? Errors.INVALID_REQUEST : Errors.VALIDATION_FAILED

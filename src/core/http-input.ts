@@ -1,9 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AppError, Errors, type Issue } from './errors.js'
-
-function escapePointer(token: string): string {
-  return token.replaceAll('~', '~0').replaceAll('/', '~1')
-}
+import { escapePointer } from './json.js'
 
 // A high surrogate not followed by a low one, or a low one not preceded by a high one.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/

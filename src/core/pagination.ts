@@ -1,4 +1,6 @@
 import type { FastifyRequest } from 'fastify'
+import { Errors } from './errors.js'
+import { escapePointer, failAt } from './json.js'
 
 export interface Page {
   number: number
@@ -38,14 +40,21 @@ export const MAX_PAGE_SIZE = 100
 export const MAX_PAGE_NUMBER = 1_000_000_000
 
 /**
- * Reads the `page` object of a JSON body (`{number?, size?}`, defaults 1 and 50). Returns the page,
- * or the member at fault ('' for the object itself) and why, for the caller's error.
+ * THE reader of a `page` object in a JSON body (`{number?, size?, count?}`, defaults 1 and 50):
+ * search bodies and the relationships block of an include.
+ * @throws AppError invalid_page pointing at `pointer` or the member at fault, e.g. `/page/size`
  */
-export function readBodyPage(value: unknown): Page | { member: string; detail: string } {
+export function parseBodyPage(value: unknown, pointer: string): Page {
+  const page = readBodyPage(value)
+  if ('member' in page) failAt(Errors.INVALID_PAGE, page.member ? `${pointer}/${page.member}` : pointer, page.detail)
+  return page
+}
+
+function readBodyPage(value: unknown): Page | { member: string; detail: string } {
   if (value === undefined || value === null) return { number: 1, size: DEFAULT_PAGE_SIZE }
   if (typeof value !== 'object' || Array.isArray(value)) return { member: '', detail: 'page must be an object {"number", "size"}' }
   const extra = Object.keys(value).find((key) => key !== 'number' && key !== 'size' && key !== 'count')
-  if (extra !== undefined) return { member: extra.replaceAll('~', '~0').replaceAll('/', '~1'), detail: `unknown member "${extra}" in page; it has "number", "size" and "count"` }
+  if (extra !== undefined) return { member: escapePointer(extra), detail: `unknown member "${extra}" in page; it has "number", "size" and "count"` }
   const { number = 1, size = DEFAULT_PAGE_SIZE, count } = value as Record<string, unknown>
   if (!Number.isInteger(number) || (number as number) < 1 || (number as number) > MAX_PAGE_NUMBER) {
     return { member: 'number', detail: `number must be an integer in 1..${MAX_PAGE_NUMBER}` }

@@ -1,8 +1,9 @@
 import type { RequestContext } from '../core/context.js'
 import { AppError, Errors } from '../core/errors.js'
 import { Params } from '../store/sql.js'
-import { scopeCondition } from '../access/scope.js'
-import { compileFilter, parseListFilters, resolveListFilters } from '../query/index.js'
+import { scopeFilter } from '../access/scope.js'
+import { parseListFilters, resolveListFilters } from '../query/list.js'
+import { compileWhere } from '../query/where.js'
 import type { AssetRow } from '../assets/mapper.js'
 import type { AssetType } from '../metamodel/types.js'
 import { selectExportBatch } from './sql.js'
@@ -34,12 +35,12 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
   if (format === 'csv' && assetType === null) {
     throw new AppError(Errors.INVALID_FILTER, [{ detail: `unknown asset type ${JSON.stringify(typeKey)}`, parameter: 'filter[asset_type_key]' }])
   }
-  const params = new Params([ctx.auth.orgId])
-  const conditions = ['a.org_id = $1', 'a.archived_at IS NULL']
-  conditions.push(compileFilter(resolveListFilters(parseListFilters(query), 'assets', ctx.metamodel), params, 'a'))
-  const scope = scopeCondition(ctx.auth, 'a', 'view', params)
-  if (scope !== 'TRUE') conditions.push(scope)
-  const compiled = { where: conditions.join(' AND '), params }
+  const params = new Params()
+  const where = compileWhere({
+    target: 'assets', alias: 'a', orgId: ctx.auth.orgId,
+    filter: resolveListFilters(parseListFilters(query), 'assets', ctx.metamodel), scope: scopeFilter(ctx.auth, 'view'),
+  }, params)
+  const compiled = { where, params }
   return {
     assetType,
     async *batches() {

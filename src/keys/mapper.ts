@@ -1,4 +1,5 @@
 import { isoSecond } from '../core/time.js'
+import { TOKEN_PREFIX } from '../core/auth/tokens.js'
 import type { ApiKeyRow } from './sql.js'
 
 export interface ApiKeyRecord {
@@ -23,7 +24,8 @@ export function toApiKeyRecord(row: ApiKeyRow): ApiKeyRecord {
     permission_type: row.permission_type,
     role_keys: row.role_keys,
     owner_user_id: row.owner_user_id,
-    secret_prefix: row.secret_prefix,
+    // As the secret is shown (CONTRACT §9): `kbis_<prefix>`, a prefix of the token itself.
+    secret_prefix: `${TOKEN_PREFIX}${row.secret_prefix}`,
     created_at: isoSecond(row.created_at)!,
     updated_at: isoSecond(row.updated_at)!,
     last_used_at: isoSecond(row.last_used_at),

@@ -111,3 +111,28 @@ export async function removeRoleFromKeys(tx: Queryable, origin: EventOrigin, rol
   }
   return result.rows.length
 }
+
+/** The keys among `keys` that name roles of the organization. */
+export async function selectExistingRoleKeys(db: Queryable, orgId: string, keys: readonly string[]): Promise<Set<string>> {
+  const result = await db.query<{ key: string }>('SELECT key FROM roles WHERE org_id = $1 AND key = ANY($2::text[])', [orgId, keys])
+  return new Set(result.rows.map((r) => r.key))
+}
+
+/** What the key rules need of the user who owns (or is to own) a key. */
+export interface KeyOwner {
+  id: string
+  email: string
+  role_keys: string[]
+}
+
+/** A user of the organization by id (a UUID: callers check) or by email (the CLI). */
+export async function selectKeyOwner(db: Queryable, orgId: string, by: { id: string } | { email: string }): Promise<KeyOwner | null> {
+  const [column, value] = 'id' in by ? ['id', by.id] : ['email', by.email]
+  const result = await db.query<KeyOwner>(`SELECT id, email, role_keys FROM users WHERE org_id = $1 AND ${column} = $2`, [orgId, value])
+  return result.rows[0] ?? null
+}
+
+/** An organization's id by its key (the CLI names organizations by key). */
+export async function selectOrgIdByKey(db: Queryable, orgKey: string): Promise<string | null> {
+  return (await db.query<{ id: string }>('SELECT id FROM organizations WHERE key = $1', [orgKey])).rows[0]?.id ?? null
+}

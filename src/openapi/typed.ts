@@ -1,5 +1,6 @@
 import type { AssetType, Metamodel } from '../metamodel/types.js'
 import { propertyValueSchema } from '../metamodel/validate.js'
+import { isObject } from '../core/json.js'
 
 /**
  * The typed OpenAPI description of one organization (CONTRACT §11): the base document (generated
@@ -91,8 +92,6 @@ function canonicalSchemas(doc: OpenApiDoc): { record?: string; create?: string; 
 function stable(value: unknown): string | undefined {
   return value === undefined ? undefined : JSON.stringify(value)
 }
-
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
 
 type Shape = 'record' | 'create' | 'update' | null
 

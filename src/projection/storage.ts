@@ -1,10 +1,7 @@
-import { assertNever } from '../core/errors.js'
 import type { ValueKind } from '../metamodel/types.js'
-import type { Operator } from '../query/ast.js'
-import { COMPARISON, ILIKE, checkAlias, containsPattern, prefixPattern, scalar, type PropertyStorage } from '../query/compile.js'
+import { checkAlias, type Operand, type PropertyStorage } from '../query/compile.js'
 import type { PropertyField } from '../query/fields.js'
-import type { ResolvedValue } from '../query/resolve.js'
-import { ident, type Params } from '../store/sql.js'
+import { ident } from '../store/sql.js'
 import { columnRef, type Projection } from './columns.js'
 
 /**
@@ -23,11 +20,12 @@ import { columnRef, type Projection } from './columns.js'
  */
 export function projectionStorage(projection: Projection): PropertyStorage {
   return Object.freeze({
-    condition: (field: PropertyField, operator: Operator, value: ResolvedValue, params: Params, alias: string) =>
-      typedCondition(columnRef(projection, checked(alias), field.type, field.key), field.type, operator, value, params),
+    operand: (field: PropertyField, alias: string) => typedOperand(columnRef(projection, checked(alias), field.type, field.key), field),
     sortKey: (alias: string, key: string, kinds: readonly ValueKind[]) => sortKey(projection, checked(alias), key, kinds),
     assetRow: (inner: string, outer: string, column: string) =>
       `${ident(projection.table)} ${checked(inner)} WHERE ${inner}.org_id = ${checked(outer)}.org_id AND ${inner}.id = ${outer}.${column}`,
+    // The projection holds live assets only (its trigger deletes a row when its asset is archived).
+    liveOnly: true,
   })
 }
 
@@ -39,36 +37,14 @@ function checked(alias: string): string {
 /** Element type of the one array parameter of `in` / `not_in`, by column kind. */
 const ARRAY_CAST: Readonly<Partial<Record<ValueKind, string>>> = { text: 'text[]', number: 'numeric[]', date: 'date[]' }
 
-/** One operator on column `c` of kind `kind`. */
-function typedCondition(c: string, kind: ValueKind, operator: Operator, value: ResolvedValue, params: Params): string {
-  // Negative operators also match empty values (CONTRACT §4); NOT over NULL is NULL, hence the guard.
-  const orEmpty = (negated: string): string => `(${c} IS NULL OR ${negated})`
-  switch (operator) {
-    case 'equals': return `${c} = ${params.add(scalar(value))}`
-    case 'not_equals': return orEmpty(`${c} <> ${params.add(scalar(value))}`)
-    case 'greater_than': case 'greater_than_or_equals': case 'less_than': case 'less_than_or_equals':
-      return `${c} ${COMPARISON[operator]} ${params.add(scalar(value))}`
-    case 'contains': return ILIKE(c, params.add(containsPattern(value)))
-    case 'not_contains': return orEmpty(`NOT (${ILIKE(c, params.add(containsPattern(value)))})`)
-    case 'starts_with': return ILIKE(c, params.add(prefixPattern(value)))
-    case 'in': return anyOf(c, kind, value, params)
-    case 'not_in': return orEmpty(`NOT (${anyOf(c, kind, value, params)})`)
-    // Membership: array containment, one text[] parameter.
-    case 'includes': return `${c} @> ${params.add([scalar(value)])}::text[]`
-    case 'not_includes': return orEmpty(`NOT (${c} @> ${params.add([scalar(value)])}::text[])`)
-    case 'is_empty': return isEmpty(c, kind)
-    case 'is_not_empty': return isNotEmpty(c, kind)
-    default: return assertNever(operator)
-  }
+/**
+ * Column `c` of kind `kind`: missing and null are NULL in every column; "" and [] are empty too
+ * (CONTRACT §4). Membership (includes) is array containment with one text[] parameter.
+ */
+function typedOperand(c: string, { key, type: kind }: PropertyField): Operand {
+  return { type: kind, name: `property ${key}`, expr: c, nullable: true, arrayCast: ARRAY_CAST[kind], isEmpty: isEmpty(c, kind), isNotEmpty: isNotEmpty(c, kind) }
 }
 
-function anyOf(c: string, kind: ValueKind, value: ResolvedValue, params: Params): string {
-  const cast = ARRAY_CAST[kind]
-  if (cast === undefined || value.kind !== 'list') throw new Error(`cannot compile in/not_in on a ${kind} column`)
-  return `${c} = ANY(${params.add([...value.values])}::${cast})`
-}
-
-/** Missing and null are NULL in every column; "" and [] are empty too (CONTRACT §4). */
 function isEmpty(c: string, kind: ValueKind): string {
   if (kind === 'text') return `(${c} IS NULL OR ${c} = '')`
   if (kind === 'multi') return `(${c} IS NULL OR cardinality(${c}) = 0)`

@@ -75,43 +75,138 @@ function compileFragment(node: SqlFragment, params: Params): string {
 }
 
 function compileCondition(node: ResolvedCondition, params: Params, alias: string, storage: PropertyStorage): string {
-  return node.field.kind === 'column'
-    ? compileColumn(node.field, node.operator, node.value, params, alias)
-    : storage.condition(node.field, node.operator, node.value, params, alias)
+  const { field, operator, value } = node
+  if (field.kind === 'column') {
+    const x = columnExpr(alias, field.column)
+    if (value.kind === 'asset_ref') return compileAssetRef(x, operator, value, params, alias)
+    if (value.kind === 'asset_refs') return compileAssetRefList(x, operator, value, params, alias)
+    return OPERATOR_SQL[operator](columnOperand(x, field), value, params)
+  }
+  return OPERATOR_SQL[operator](storage.operand(field, alias), value, params)
 }
 
 /**
- * Where property values are read from. The compiler asks it for three things only; system
- * columns, groups, values and composite keys compile the same over any storage.
+ * What a storage says about one field of a row: the expressions the operators are built from.
+ * It supplies expressions only; what each operator means is {@link OPERATOR_SQL}, the one table
+ * shared by system columns, the jsonb document and the typed projection.
+ */
+export interface Operand {
+  /** The field's type, and how errors name it (`column name`, `property tags`). */
+  readonly type: FieldType
+  readonly name: string
+  /** The value, typed (number, date, text…), NULL when missing. */
+  readonly expr: string
+  /** Whether `expr` can be NULL: negative operators then also match it (CONTRACT §4). */
+  readonly nullable: boolean
+  /** Element type of the one array parameter of `in` / `not_in` (`text[]`, `numeric[]`…). */
+  readonly arrayCast: string | undefined
+  /**
+   * An equality that is never NULL (jsonb containment `properties @> {"k": v}`, served by the GIN
+   * index): equals, not_equals, includes and not_includes are written with it when present.
+   */
+  readonly containment?: (value: unknown, params: Params) => string
+  /** Missing, null, "" and [] (CONTRACT §4), and its opposite. */
+  readonly isEmpty: string
+  readonly isNotEmpty: string
+}
+
+/** Every negative operator also matches empty values (CONTRACT §4); NOT over NULL is NULL, hence the guard. */
+function orNull(o: Operand, negated: string): string {
+  return o.nullable ? `(${o.expr} IS NULL OR ${negated})` : negated
+}
+
+function anyOf(o: Operand, value: ResolvedValue, params: Params): string {
+  if (o.arrayCast === undefined || value.kind !== 'list') throw new Error(`cannot compile in/not_in on a ${o.type} field`)
+  return `${o.expr} = ANY(${params.add([...value.values])}::${o.arrayCast})`
+}
+
+/** Membership in a multi-select: containment of a one-element array. */
+function includes(o: Operand, value: ResolvedValue, params: Params): string {
+  if (o.type !== 'multi') throw new Error(`includes cannot be compiled on ${o.name}`)
+  return o.containment ? o.containment([scalar(value)], params) : `${o.expr} @> ${params.add([scalar(value)])}::text[]`
+}
+
+type OperatorSql = (o: Operand, value: ResolvedValue, params: Params) => string
+
+/**
+ * THE semantics of each operator (CONTRACT §4), over any storage's {@link Operand}. `in`/`not_in`
+ * bind ONE array parameter (PostgREST's choice): the statement text does not grow with the list.
+ * Text matches are case-insensitive ({@link ILIKE}) with the user's %, _ and \ matched literally.
+ */
+export const OPERATOR_SQL: Readonly<Record<Operator, OperatorSql>> = {
+  equals: (o, v, p) => (o.containment ? o.containment(scalar(v), p) : `${o.expr} = ${p.add(scalar(v))}`),
+  // NOT (containment) is true for a missing key, null, "" and [] as well.
+  not_equals: (o, v, p) => (o.containment ? `NOT (${o.containment(scalar(v), p)})` : orNull(o, `${o.expr} <> ${p.add(scalar(v))}`)),
+  greater_than: (o, v, p) => `${o.expr} > ${p.add(scalar(v))}`,
+  greater_than_or_equals: (o, v, p) => `${o.expr} >= ${p.add(scalar(v))}`,
+  less_than: (o, v, p) => `${o.expr} < ${p.add(scalar(v))}`,
+  less_than_or_equals: (o, v, p) => `${o.expr} <= ${p.add(scalar(v))}`,
+  contains: (o, v, p) => ILIKE(o.expr, p.add(containsPattern(v))),
+  not_contains: (o, v, p) => orNull(o, `NOT (${ILIKE(o.expr, p.add(containsPattern(v)))})`),
+  starts_with: (o, v, p) => ILIKE(o.expr, p.add(prefixPattern(v))),
+  in: (o, v, p) => anyOf(o, v, p),
+  not_in: (o, v, p) => orNull(o, `NOT (${anyOf(o, v, p)})`),
+  includes: (o, v, p) => includes(o, v, p),
+  not_includes: (o, v, p) => (o.containment ? `NOT (${includes(o, v, p)})` : orNull(o, `NOT (${includes(o, v, p)})`)),
+  is_empty: (o) => o.isEmpty,
+  is_not_empty: (o) => o.isNotEmpty,
+}
+
+/**
+ * Where property values are read from. System columns, groups, values, composite keys and the
+ * operators ({@link OPERATOR_SQL}) compile the same over any storage.
  */
 export interface PropertyStorage {
-  /** One condition on a property of row `alias`. */
-  condition(field: PropertyField, operator: Operator, value: ResolvedValue, params: Params, alias: string): string
+  /** The expressions of a property of row `alias`. */
+  operand(field: PropertyField, alias: string): Operand
   /** The sort key of property `key`, whose definitions have these value kinds (one or more). */
   sortKey(alias: string, key: string, kinds: readonly ValueKind[]): string
   /** FROM item and join of the asset at `outer.column` (a relationship's end), up to its WHERE. */
   assetRow(inner: string, outer: string, column: string): string
+  /** True when the storage holds live assets only (the projection); else `archived_at IS NULL` is added. */
+  readonly liveOnly: boolean
+}
+
+/** Element type of the one array parameter of `in`/`not_in` over columns and jsonb. */
+const ARRAY_CAST: Readonly<Partial<Record<FieldType, string>>> = {
+  text: 'text[]', date: 'text[]', number: 'numeric[]', uuid: 'uuid[]',
+}
+
+/** A system column: only access_domain_key can be NULL; on NOT NULL columns the guard would be dead text. */
+function columnOperand(x: string, field: ColumnField): Operand {
+  return {
+    type: field.type, name: `column ${field.column}`, expr: x, nullable: field.nullable, arrayCast: ARRAY_CAST[field.type],
+    isEmpty: `(${x} IS NULL OR ${x} = '')`, isNotEmpty: `(${x} IS NOT NULL AND ${x} <> '')`,
+  }
+}
+
+/**
+ * A property of the jsonb document: equality and membership are containment so that the GIN
+ * index assets_live_properties (jsonb_path_ops) serves them (numbers by value: 16 matches 16.0;
+ * text exactly); numbers compare through the guarded cast of propertyExpr, dates as 'YYYY-MM-DD'
+ * text, whose lexicographic order is chronological.
+ */
+function jsonbOperand(field: PropertyField, alias: string): Operand {
+  const { key, type } = field
+  const empty = isEmptyProperty(alias, key)
+  return {
+    type, name: `property ${key}`, expr: propertyExpr(alias, key, type), nullable: true, arrayCast: ARRAY_CAST[type],
+    containment: (value, params) => propertyContains(alias, key, value, params),
+    isEmpty: empty, isNotEmpty: `NOT (${empty})`,
+  }
 }
 
 /** Properties read from the jsonb document `assets.properties` (GET lists, and the default). */
 export const JSONB_STORAGE: PropertyStorage = Object.freeze({
-  condition: compileProperty,
+  operand: jsonbOperand,
   // A key that is a number on every type sorts numerically; any other kind (or a mix) as text.
   sortKey: (alias: string, key: string, kinds: readonly ValueKind[]) => (kinds.every((k) => k === 'number')
     ? propertyExpr(alias, key, 'number')
     : `${propertyExpr(alias, key, 'text')} COLLATE "C"`),
   assetRow: (inner: string, outer: string, column: string) =>
     `assets ${inner} WHERE ${inner}.org_id = ${outer}.org_id AND ${inner}.id = ${outer}.${column}`,
+  liveOnly: false,
 })
-
-export const COMPARISON: Readonly<Partial<Record<Operator, string>>> = {
-  greater_than: '>', greater_than_or_equals: '>=', less_than: '<', less_than_or_equals: '<=',
-}
-
-/** Element type of the one array parameter of `in`/`not_in`. */
-const ARRAY_CAST: Readonly<Partial<Record<FieldType, string>>> = {
-  text: 'text[]', date: 'text[]', number: 'numeric[]', uuid: 'uuid[]',
-}
 
 /**
  * Case-insensitive match (contains, not_contains, starts_with). Columns are COLLATE "C" (byte
@@ -123,31 +218,6 @@ export const ILIKE = (expr: string, placeholder: string): string => `${expr} COL
 /** The SQL expression of a system column: the name comes from the fixed column map. */
 export function columnExpr(alias: string, column: SystemColumn): string {
   return `${alias}.${ident(column)}`
-}
-
-function compileColumn(field: ColumnField, operator: Operator, value: ResolvedValue, params: Params, alias: string): string {
-  const x = columnExpr(alias, field.column)
-  // Negative operators also match empty values (CONTRACT §4). Only access_domain_key can be NULL;
-  // on NOT NULL columns the guard would be dead text, so it is left out.
-  const orNull = (negated: string): string => (field.nullable ? `(${x} IS NULL OR ${negated})` : negated)
-  if (value.kind === 'asset_ref') return compileAssetRef(x, operator, value, params, alias)
-  if (value.kind === 'asset_refs') return compileAssetRefList(x, operator, value, params, alias)
-  switch (operator) {
-    case 'equals': return `${x} = ${params.add(scalar(value))}`
-    case 'not_equals': return orNull(`${x} <> ${params.add(scalar(value))}`)
-    case 'greater_than': case 'greater_than_or_equals': case 'less_than': case 'less_than_or_equals':
-      return `${x} ${COMPARISON[operator]} ${params.add(scalar(value))}`
-    case 'contains': return ILIKE(x, params.add(containsPattern(value)))
-    case 'not_contains': return orNull(`NOT (${ILIKE(x, params.add(containsPattern(value)))})`)
-    case 'starts_with': return ILIKE(x, params.add(prefixPattern(value)))
-    case 'in': return anyOf(x, field.type, value, params)
-    case 'not_in': return orNull(`NOT (${anyOf(x, field.type, value, params)})`)
-    case 'is_empty': return `(${x} IS NULL OR ${x} = '')`
-    case 'is_not_empty': return `(${x} IS NOT NULL AND ${x} <> '')`
-    case 'includes': case 'not_includes':
-      throw new Error(`${operator} cannot be compiled on column ${field.column}`)
-    default: return assertNever(operator)
-  }
 }
 
 /**
@@ -181,49 +251,9 @@ function compileAssetRefList(x: string, operator: Operator, refs: ResolvedValue 
   throw new Error(`${operator} cannot take a list of composite keys`)
 }
 
-function compileProperty(field: PropertyField, operator: Operator, value: ResolvedValue, params: Params, alias: string): string {
-  const { key, type } = field
-  const e = propertyExpr(alias, key, type)
-  // Every negative operator also matches empty values (CONTRACT §4): missing and JSON null give
-  // SQL NULL here, and "" / [] simply differ from any value asked for.
-  const orNull = (negated: string): string => `(${e} IS NULL OR ${negated})`
-  switch (operator) {
-    // Equality is jsonb containment so that the GIN index assets_live_properties (jsonb_path_ops)
-    // serves it; containment compares numbers by value (16 matches 16.0) and text exactly.
-    case 'equals': return propertyContains(alias, key, scalar(value), params)
-    // NOT (containment) is true for a missing key, null, "" and [] as well.
-    case 'not_equals': return `NOT (${propertyContains(alias, key, scalar(value), params)})`
-    // Numbers compare through the guarded cast of propertyExpr; dates as 'YYYY-MM-DD' text,
-    // whose lexicographic order is chronological.
-    case 'greater_than': case 'greater_than_or_equals': case 'less_than': case 'less_than_or_equals':
-      return `${e} ${COMPARISON[operator]} ${params.add(scalar(value))}`
-    case 'contains': return ILIKE(e, params.add(containsPattern(value)))
-    case 'not_contains': return orNull(`NOT (${ILIKE(e, params.add(containsPattern(value)))})`)
-    case 'starts_with': return ILIKE(e, params.add(prefixPattern(value)))
-    case 'in': return anyOf(e, type, value, params)
-    case 'not_in': return orNull(`NOT (${anyOf(e, type, value, params)})`)
-    // Membership is containment of a one-element array: {"tags": ["web"]}, GIN-indexed too.
-    case 'includes': return propertyContains(alias, key, [scalar(value)], params)
-    case 'not_includes': return `NOT (${propertyContains(alias, key, [scalar(value)], params)})`
-    case 'is_empty': return isEmptyProperty(alias, key)
-    case 'is_not_empty': return `NOT (${isEmptyProperty(alias, key)})`
-    default: return assertNever(operator)
-  }
-}
-
 /** Missing, JSON null, "" and [] are empty (CONTRACT §4); COALESCE makes a missing key `null`. */
 function isEmptyProperty(alias: string, key: string): string {
   return `COALESCE(${propertyExpr(alias, key, 'json')}, 'null'::jsonb) IN ('null'::jsonb, '""'::jsonb, '[]'::jsonb)`
-}
-
-/**
- * `in`/`not_in` bind ONE array parameter (PostgREST's choice): the statement text does not grow
- * with the list, and the plan is shared by lists of any length.
- */
-function anyOf(expr: string, type: FieldType, value: ResolvedValue, params: Params): string {
-  const cast = ARRAY_CAST[type]
-  if (cast === undefined || value.kind !== 'list') throw new Error(`cannot compile in/not_in on a ${type} field`)
-  return `${expr} = ANY(${params.add([...value.values])}::${cast})`
 }
 
 /** contains/not_contains: case-insensitive (ILIKE), with the user's %, _ and \ matched literally. */

@@ -1,6 +1,7 @@
 import { AppError, Errors } from '../core/errors.js'
+import { escapePointer, isObject } from '../core/json.js'
 import { OPERATORS, conditionNode, groupNode, isOperator, type FilterNode, type GroupKind, type GroupNode } from './ast.js'
-import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH } from './limits.js'
+import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH, MAX_FILTER_OPERAND_SIZE } from './limits.js'
 
 /**
  * Stage 1 of parse → resolve → compile: checks the *shape* of a search filter and builds frozen
@@ -17,16 +18,25 @@ import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH } from './limits.js'
  */
 export function parseFilter(json: unknown, basePointer = '/filter'): FilterNode | null {
   if (json === undefined || json === null) return null
-  if (isPlainObject(json) && Object.keys(json).length === 0) return null
-  return parseNode(json, basePointer, 0, { conditions: 0 })
+  if (isObject(json) && Object.keys(json).length === 0) return null
+  return parseNode(json, basePointer, 0, { conditions: 0, operands: 0 })
 }
 
 interface ParseState {
   conditions: number
+  /** Operand size so far (see MAX_FILTER_OPERAND_SIZE). */
+  operands: number
+}
+
+/** A string counts its characters, a list its items, anything else 1. */
+function operandSize(value: unknown): number {
+  if (typeof value === 'string') return value.length
+  if (Array.isArray(value)) return value.length
+  return 1
 }
 
 function parseNode(json: unknown, pointer: string, depth: number, state: ParseState): FilterNode {
-  if (!isPlainObject(json)) {
+  if (!isObject(json)) {
     fail(pointer, 'a filter node must be an object: a condition {"field", "operator", "value"} or a group {"and": [...]} or {"or": [...]}')
   }
   if ('and' in json || 'or' in json) return parseGroup(json, pointer, depth, state)
@@ -65,22 +75,14 @@ function parseCondition(json: Record<string, unknown>, pointer: string, state: P
     const shown = typeof operator === 'string' ? `"${operator}"` : 'a non-string'
     fail(`${pointer}/operator`, `unknown operator ${shown}; operators are ${OPERATORS.join(', ')}`)
   }
+  state.operands += operandSize(json.value)
+  if (state.operands > MAX_FILTER_OPERAND_SIZE) {
+    fail(`${pointer}/value`, `the operands of a filter total at most ${MAX_FILTER_OPERAND_SIZE.toLocaleString('en-US')} `
+      + '(each string counts its characters, each list its items); narrow the filter or split the search')
+  }
   return conditionNode(field, operator, json.value, pointer)
-}
-
-/** Escapes one reference token of a JSON pointer (RFC 6901). */
-export function escapePointer(token: string): string {
-  return token.replaceAll('~', '~0').replaceAll('/', '~1')
-}
-
-/** A JSON object: not null, not an array. */
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 function fail(pointer: string, detail: string): never {
   throw new AppError(Errors.INVALID_FILTER, [{ detail, pointer }])
 }
-
-// List filters (`filter[<field>]=…`) have their own reader; exported here too for discoverability.
-export { parseListFilters } from './list.js'

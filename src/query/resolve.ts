@@ -4,7 +4,7 @@ import { isUuid } from '../core/time.js'
 import type { Metamodel } from '../metamodel/types.js'
 import type { ConditionNode, FilterNode, GroupKind, Operator } from './ast.js'
 import {
-  OPERATORS_BY_TYPE, PROPERTY_PREFIX, describeField, filterFieldsText, lookupField, operatorFits, type FieldRef, type RelatedEnd, type ResolvedField, type Target,
+  OPERATORS_BY_TYPE, PROPERTY_PREFIX, columnField, describeField, filterFieldsText, lookupField, operatorFits, type FieldRef, type RelatedEnd, type ResolvedField, type Target,
 } from './fields.js'
 import { describeValue, fromJson, fromString, isMismatch, type Scalar } from './values.js'
 
@@ -63,9 +63,22 @@ export type ResolvedNode = ResolvedGroup | ResolvedCondition | RelatedCondition 
 /** Matches everything: an empty `and`. */
 export const MATCH_ALL: ResolvedNode = Object.freeze({ kind: 'and', children: Object.freeze([]) })
 
+/** Matches nothing: an empty `or` (e.g. the scope of a key without grants). */
+export const MATCH_NONE: ResolvedNode = Object.freeze({ kind: 'or', children: Object.freeze([]) })
+
 /** Wraps a compiled fragment as a node. @example sqlNode('a.access_domain_key = ANY($1::text[])', [['it']]) */
 export function sqlNode(text: string, values: readonly unknown[] = []): SqlFragment {
   return Object.freeze({ kind: 'sql', text, values: Object.freeze([...values]) })
+}
+
+/**
+ * An equality on a system column, built in code (never from a request): e.g. one relationship by
+ * id, `columnCondition('relationships', 'id', id)`.
+ */
+export function columnCondition(target: Target, column: string, value: Scalar): ResolvedCondition {
+  const field = columnField(target, column)
+  if (field === undefined) throw new Error(`no column ${column} on ${target}`)
+  return Object.freeze({ kind: 'condition', field, operator: 'equals', value: Object.freeze({ kind: 'scalar', value }) })
 }
 
 /** ANDs nodes together, e.g. the request's filter with an access scope: `andNodes(filter, scope)`. */

@@ -1,9 +1,8 @@
 import { AppError, Errors, type Issue } from '../core/errors.js'
 import type { Metamodel } from '../metamodel/types.js'
-import type { Params } from '../store/sql.js'
 import { JSONB_STORAGE, columnExpr, type PropertyStorage } from './compile.js'
 import { PROPERTY_PREFIX, columnField, propertyFields, sortableFieldsText, type Target } from './fields.js'
-import { escapePointer } from './parse.js'
+import { escapePointer } from '../core/json.js'
 import { describeValue } from './values.js'
 
 /**
@@ -23,15 +22,15 @@ export interface SortSpec {
 /**
  * `sort=name,-created_at` → `[{field: 'name', order: 'asc'}, {field: 'created_at', order: 'desc'}]`.
  * An empty parameter means the default order. Items are trimmed.
- * @throws AppError invalid_sort with `source.parameter` `sort`
+ * @throws AppError invalid_sort with `source.parameter` `sort` (or the `parameter` given)
  */
-export function parseSortParam(sort: string): SortSpec[] {
+export function parseSortParam(sort: string, parameter = 'sort'): SortSpec[] {
   if (sort.trim() === '') return []
   return sort.split(',').map((raw, i) => {
     const item = raw.trim()
     const desc = item.startsWith('-')
     const field = desc ? item.slice(1) : item
-    if (field === '') fail({ parameter: 'sort' }, `sort item ${i + 1} names no field; use sort=<field> or sort=-<field>, comma-separated`)
+    if (field === '') fail({ parameter }, `${parameter} item ${i + 1} names no field; use ${parameter}=<field> or ${parameter}=-<field>, comma-separated`)
     return Object.freeze({ field, order: desc ? 'desc' : 'asc' })
   })
 }
@@ -68,17 +67,15 @@ function parseSortEntry(entry: unknown, pointer: string): SortSpec {
  * serves. Numbers sort numerically through the guarded cast, every other property as text in byte
  * order (`COLLATE "C"`, as the text columns: the same order on every store).
  *
- * `params` is unused today (sort keys take no values) and kept so that they may later.
  * `storage` says where property values live (see compileFilter); jsonb by default.
  *
- * @example compileOrderBy(parseSortParam('-properties.cpu_count,name'), 'assets', mm, 'a', params)
+ * @example compileOrderBy(parseSortParam('-properties.cpu_count,name'), 'assets', mm, 'a')
  *   // → (CASE WHEN jsonb_typeof(a.properties->'cpu_count') = 'number' THEN (a.properties->>'cpu_count')::numeric END) DESC, a."name" ASC, a."id" ASC
  * @throws AppError invalid_sort for a field that cannot be sorted on `target`
  */
 export function compileOrderBy(
-  specs: readonly SortSpec[], target: Target, metamodel: Metamodel, alias: string, params: Params, storage: PropertyStorage = JSONB_STORAGE,
+  specs: readonly SortSpec[], target: Target, metamodel: Metamodel, alias: string, storage: PropertyStorage = JSONB_STORAGE,
 ): string {
-  void params
   const keys = (specs.length === 0 ? DEFAULT_SORT : specs).map((spec) => `${sortExpr(spec, target, metamodel, alias, storage)} ${spec.order.toUpperCase()}`)
   const last = specs.length === 0 ? DEFAULT_SORT.at(-1) : specs.at(-1)
   if (last?.field !== 'id') keys.push(`${columnExpr(alias, 'id')} ASC`)

@@ -8,7 +8,7 @@ import { resolveAssetRefs } from '../refs/resolve.js'
 import { cannotEdit, endAllows, endNotAllowed, type End } from './resolve.js'
 import { deleteRelationships, insertRelationships, type NewRelationshipRow } from './sql.js'
 import type { RelationshipRow } from './mapper.js'
-import { escapePointer, isPlainObject } from '../query/parse.js'
+import { escapePointer, isObject } from '../core/json.js'
 import { selectReplacedRelationships, type Direction, type KeptRelated, type PairKey } from './embedded-sql.js'
 import { originOf } from '../events/write.js'
 
@@ -103,18 +103,18 @@ function readPairs(item: EmbeddedSync, issues: Issue[]): SubmittedPair[] {
     issues.push({ detail, pointer })
     return []
   }
-  if (!isPlainObject(item.relationships)) return bad(item.pointer, 'relationships must be an object with "outgoing" and/or "incoming"')
+  if (!isObject(item.relationships)) return bad(item.pointer, 'relationships must be an object with "outgoing" and/or "incoming"')
   const body = item.relationships
   return DIRECTIONS.flatMap((direction) => {
     const byType = body[direction]
     if (byType === undefined) return []
-    if (!isPlainObject(byType)) return bad(`${item.pointer}/${direction}`, `${direction} must be an object keyed by relationship type`)
+    if (!isObject(byType)) return bad(`${item.pointer}/${direction}`, `${direction} must be an object keyed by relationship type`)
     return Object.entries(byType).flatMap(([typeKey, group]): SubmittedPair[] => {
       const pointer = `${item.pointer}/${direction}/${escapePointer(typeKey)}`
-      const list = isPlainObject(group) ? group.related_assets : undefined
+      const list = isObject(group) ? group.related_assets : undefined
       if (!Array.isArray(list)) return bad(pointer, 'each relationship type holds {"related_assets": [{"id": "..."}]}')
       const refs = list.flatMap((entry: unknown, i) => {
-        const id = isPlainObject(entry) ? entry.id : undefined
+        const id = isObject(entry) ? entry.id : undefined
         return typeof id === 'string' && id !== '' ? [{ ref: id, pointer: `${pointer}/related_assets/${i}/id` }] : bad(`${pointer}/related_assets/${i}`, 'a related asset is {"id": "<UUID or composite key>"}')
       })
       return [{ item, direction, typeKey, pointer, refs }]

@@ -1,4 +1,4 @@
-import { AppError, Errors } from '../core/errors.js'
+import { AppError, Errors, type Issue } from '../core/errors.js'
 import type { RequestContext } from '../core/context.js'
 import { toRelatedAsset, type RelationshipRecord } from './mapper.js'
 import { selectRelatedAssets } from './sql.js'
@@ -24,17 +24,26 @@ const END_INCLUDES: Readonly<Record<string, [keyof EndIncludes, Expansion]>> = {
 /** `include` of the relationship endpoints, comma-separated; anything else is 400 invalid_include. */
 export function parseEndIncludes(include: unknown): EndIncludes {
   const values = typeof include === 'string' ? include.split(',').map((v) => v.trim()).filter((v) => v !== '') : []
+  return readEndIncludes(values, () => ({ parameter: 'include' }))
+}
+
+/**
+ * THE reader of relationship end includes, for the query parameter and the search body's array:
+ * `["source_asset", "target_asset.properties"]` → what to expand; `.properties` implies the end.
+ * `at(i)` says where an issue about item `i` points.
+ */
+export function readEndIncludes(values: readonly unknown[], at: (i: number) => Pick<Issue, 'pointer' | 'parameter'>): EndIncludes {
   const out = { ...NO_ENDS }
-  for (const value of values) {
-    const hit = END_INCLUDES[value]
+  values.forEach((value, i) => {
+    const hit = typeof value === 'string' ? END_INCLUDES[value] : undefined
     if (hit === undefined) {
       throw new AppError(Errors.INVALID_INCLUDE, [{
         detail: `unknown include ${JSON.stringify(value)}; relationships include source_asset, target_asset, each optionally with .properties`,
-        parameter: 'include',
+        ...at(i),
       }])
     }
     if (out[hit[0]] !== 'properties') out[hit[0]] = hit[1]
-  }
+  })
   return out
 }
 

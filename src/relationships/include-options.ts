@@ -1,5 +1,7 @@
 import { AppError, Errors, type ErrorDef, type Issue } from '../core/errors.js'
-import { pageFromQuery, readBodyPage, type Page } from '../core/pagination.js'
+import { pageFromQuery, parseBodyPage, type Page } from '../core/pagination.js'
+import { escapePointer, isObject } from '../core/json.js'
+import { parseSortBody, parseSortParam } from '../query/sort.js'
 import type { Direction } from './embedded-sql.js'
 import type { IncludeFilter, IncludeSort, IncludeSortField } from './include-sql.js'
 
@@ -88,10 +90,8 @@ export function includeOptionsFromQuery(query: Record<string, unknown>): Relatio
     const field = QUERY_FILTER.exec(key)?.[1]
     if (field !== undefined) filter[field] = filterValue(field, value, { parameter: key })
   }
-  const sort = splitInclude(query.relationships_sort).map((item): IncludeSort => {
-    const desc = item.startsWith('-')
-    return { field: sortField(desc ? item.slice(1) : item, { parameter: 'relationships_sort' }), order: desc ? 'desc' : 'asc' }
-  })
+  const specs = typeof query.relationships_sort === 'string' ? parseSortParam(query.relationships_sort, 'relationships_sort') : []
+  const sort = specs.map((s): IncludeSort => ({ field: sortField(s.field, { parameter: 'relationships_sort' }), order: s.order }))
   return { expand, page: pageFromQuery(query, 'relationships_page'), filter: filter as IncludeFilter, sort }
 }
 
@@ -99,10 +99,6 @@ export function includeOptionsFromQuery(query: Record<string, unknown>): Relatio
 export interface IncludeBody {
   include?: unknown
   relationships?: unknown
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 /**
@@ -122,26 +118,8 @@ export function includeOptionsFromBody(body: IncludeBody, base = ''): Relationsh
   const at = `${base}/relationships`
   if (!isObject(block)) fail(Errors.INVALID_REQUEST, { pointer: at }, 'relationships must be an object {page, filter, sort}')
   const unknown = Object.keys(block).find((key) => key !== 'page' && key !== 'filter' && key !== 'sort')
-  if (unknown !== undefined) fail(Errors.INVALID_REQUEST, { pointer: `${at}/${unknown.replaceAll('~', '~0').replaceAll('/', '~1')}` }, `unknown member "${unknown}" in relationships; it has page, filter and sort`)
-  return { expand, page: bodyPage(block.page, `${at}/page`), filter: bodyFilter(block.filter, `${at}/filter`), sort: bodySort(block.sort, `${at}/sort`) }
-}
-
-function bodyPage(value: unknown, pointer: string): Page {
-  const page = readBodyPage(value)
-  if ('member' in page) fail(Errors.INVALID_PAGE, { pointer: page.member ? `${pointer}/${page.member}` : pointer }, page.detail)
-  return page
-}
-
-function bodySort(value: unknown, pointer: string): IncludeSort[] {
-  if (value === undefined || value === null) return []
-  if (!Array.isArray(value)) fail(Errors.INVALID_SORT, { pointer }, 'sort must be an array of {"field", "order"} objects')
-  return value.map((entry: unknown, i): IncludeSort => {
-    const at = `${pointer}/${i}`
-    if (!isObject(entry) || typeof entry.field !== 'string') fail(Errors.INVALID_SORT, { pointer: at }, 'a sort entry is {"field", "order"}')
-    const order = entry.order ?? 'asc'
-    if (order !== 'asc' && order !== 'desc') fail(Errors.INVALID_SORT, { pointer: `${at}/order` }, 'order must be "asc" or "desc"')
-    return { field: sortField(entry.field, { pointer: `${at}/field` }), order }
-  })
+  if (unknown !== undefined) fail(Errors.INVALID_REQUEST, { pointer: `${at}/${escapePointer(unknown)}` }, `unknown member "${unknown}" in relationships; it has page, filter and sort`)
+  return { expand, page: parseBodyPage(block.page, `${at}/page`), filter: bodyFilter(block.filter, `${at}/filter`), sort: parseSortBody(block.sort, `${at}/sort`).map((s) => ({ field: sortField(s.field, { pointer: `${s.pointer}/field` }), order: s.order })) }
 }
 
 function bodyFilter(value: unknown, pointer: string): IncludeFilter {

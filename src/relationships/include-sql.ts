@@ -103,7 +103,7 @@ export async function selectIncludedRelationships(db: Queryable, auth: AuthConte
            OFFSET 0
          ) b
          CROSS JOIN LATERAL (SELECT o.* FROM assets o WHERE o.org_id = $1 AND o.id = b.related_id OFFSET 0) o
-         WHERE o.archived_at IS NULL${scope === 'TRUE' ? '' : ` AND ${scope}`} AND ${filters}
+         WHERE o.archived_at IS NULL AND ${scope} AND ${filters}
        ) v
      ) p
      WHERE p.rn = 1 OR (p.rn > ${from}::bigint AND p.rn <= ${to}::bigint)

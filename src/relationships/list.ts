@@ -4,11 +4,12 @@ import { offsetOf, pageFromQuery, pageMeta, type PageMeta } from '../core/pagina
 import { isUuid } from '../core/time.js'
 import { parseAssetRef } from '../metamodel/refs.js'
 import { parseListFilters, resolveListFilters } from '../query/list.js'
-import { compileFilter } from '../query/compile.js'
+import { compileWhere } from '../query/where.js'
+import { MATCH_NONE, andNodes } from '../query/resolve.js'
 import { compileOrderBy, parseSortParam } from '../query/sort.js'
 import { toRelationshipRecord, type RelationshipRecord } from './mapper.js'
 import { selectRelationshipPage } from './sql.js'
-import { visibleRelationship } from './scope.js'
+import { scopeFilter } from '../access/scope.js'
 import { attachEnds, parseEndIncludes } from './ends.js'
 
 const END_FILTERS = ['filter[source_asset_id]', 'filter[target_asset_id]']
@@ -40,15 +41,15 @@ export async function listRelationships(ctx: RequestContext, query: Record<strin
   const include = parseEndIncludes(query.include)
   const page = pageFromQuery(query)
   const split = splitUnresolvable(query, ctx)
-  const params = new Params([ctx.auth.orgId])
-  const conditions = ['r.org_id = $1']
-  const filter = parseListFilters(split.query)
-  conditions.push(compileFilter(resolveListFilters(filter, 'relationships', ctx.metamodel), params, 'r'))
-  if (split.nothing) conditions.push('FALSE')
-  conditions.push(visibleRelationship(ctx.auth, 'r', params))
+  const params = new Params()
+  const filter = resolveListFilters(parseListFilters(split.query), 'relationships', ctx.metamodel)
+  const where = compileWhere({
+    target: 'relationships', alias: 'r', orgId: ctx.auth.orgId,
+    filter: split.nothing ? andNodes(filter, MATCH_NONE) : filter, scope: scopeFilter(ctx.auth, 'view'),
+  }, params)
   const sort = typeof query.sort === 'string' ? parseSortParam(query.sort) : []
-  const orderBy = compileOrderBy(sort, 'relationships', ctx.metamodel, 'r', params)
-  const result = await selectRelationshipPage(ctx.db, { where: conditions.join(' AND '), orderBy, limit: page.size, offset: offsetOf(page), params }, { exact: page.count === 'exact' })
+  const orderBy = compileOrderBy(sort, 'relationships', ctx.metamodel, 'r')
+  const result = await selectRelationshipPage(ctx.db, { where, orderBy, limit: page.size, offset: offsetOf(page), params }, { exact: page.count === 'exact' })
   const data = await attachEnds(ctx, result.rows.map(toRelationshipRecord), include)
   return { data, page: pageMeta(page, result) }
 }

@@ -1,12 +1,13 @@
 import { AppError, Errors } from '../core/errors.js'
 import type { RequestContext } from '../core/context.js'
 import { Params } from '../store/sql.js'
-import { hasLevel } from '../access/scope.js'
+import { hasLevel, scopeFilter } from '../access/scope.js'
 import { isUuid } from '../core/time.js'
 import { toRelationshipRecord, type RelationshipRecord } from './mapper.js'
 import type { RelationshipInput } from './prepare.js'
 import { deleteRelationships, selectRelationships } from './sql.js'
-import { visibleRelationship } from './scope.js'
+import { compileWhere } from '../query/where.js'
+import { columnCondition } from '../query/resolve.js'
 import { cannotEdit } from './resolve.js'
 import { resolveAssetRefs } from '../refs/resolve.js'
 import { asSingleItem } from '../core/items.js'
@@ -37,8 +38,9 @@ export async function createRelationship(ctx: RequestContext, input: Relationshi
 /** One visible relationship by id: both ends live and visible, checked in the statement. */
 async function findRelationship(ctx: RequestContext, db: Queryable, id: string, lock = false) {
   if (!isUuid(id)) throw notFound(id)
-  const params = new Params([ctx.auth.orgId, id.toLowerCase()])
-  const where = `r.org_id = $1 AND r.id = $2 AND ${visibleRelationship(ctx.auth, 'r', params)}`
+  const params = new Params()
+  const filter = columnCondition('relationships', 'id', id.toLowerCase())
+  const where = compileWhere({ target: 'relationships', alias: 'r', orgId: ctx.auth.orgId, filter, scope: scopeFilter(ctx.auth, 'view') }, params)
   const row = (await selectRelationships(db, where, params, lock))[0]
   if (!row) throw notFound(id)
   return row

@@ -34,7 +34,7 @@ export const RELATIONSHIP_INSERT_ORDER = 'ORDER BY u.source_asset_id, u.relation
  * only when its ends are live assets of types the relationship type allows, the key may edit its
  * source and see its target; the caller compares the answer with its rows and goes through the
  * items one by one only when some are missing. Each end is fetched by primary key inside an
- * `OFFSET 0` fence and checked outside it (as in `visibleRelationship`): the plan is one
+ * `OFFSET 0` fence and checked outside it (as in `compileWhere` of src/query/where.ts): the plan is one
  * primary-key probe per end, whatever the statistics.
  *
  * Returns the rows written in the order given, rebuilt from the caller's rows and the returned

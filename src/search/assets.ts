@@ -1,8 +1,8 @@
 import type { RequestContext } from '../core/context.js'
 import { offsetOf, pageMeta, type PageMeta } from '../core/pagination.js'
-import { scopeCondition } from '../access/scope.js'
+import { scopeFilter } from '../access/scope.js'
 import { toAssetRecord, type AssetRecord } from '../assets/mapper.js'
-import { compileFilter } from '../query/compile.js'
+import { compileWhere } from '../query/where.js'
 import { resolveFilter } from '../query/resolve.js'
 import { compileOrderBy } from '../query/sort.js'
 import { includeOptionsFromBody, includeRelationshipsWith } from '../relationships/include.js'
@@ -25,11 +25,11 @@ export async function searchAssets(ctx: RequestContext, body: unknown): Promise<
   const filter = resolveFilter(parsed.filter, 'assets', ctx.metamodel)
   const projection = await ensureProjection(ctx.db, ctx.metamodel)
   const storage = projectionStorage(projection)
-  const params = new Params([ctx.auth.orgId])
-  const conditions = ['p.org_id = $1', compileFilter(filter, params, 'p', storage), scopeCondition(ctx.auth, 'p', 'view', params)]
-  const orderBy = compileOrderBy(parsed.sort, 'assets', ctx.metamodel, 'p', params, storage)
+  const params = new Params()
+  const where = compileWhere({ target: 'assets', alias: 'p', orgId: ctx.auth.orgId, filter, scope: scopeFilter(ctx.auth, 'view'), storage }, params)
+  const orderBy = compileOrderBy(parsed.sort, 'assets', ctx.metamodel, 'p', storage)
   const result = await selectSearchPage(ctx.db, projection.table, {
-    where: conditions.filter((c) => c !== 'TRUE').join(' AND '),
+    where,
     orderBy,
     limit: parsed.page.size,
     offset: offsetOf(parsed.page),

@@ -1,6 +1,7 @@
-import { AppError, Errors, type ErrorDef } from '../core/errors.js'
-import { readBodyPage, type Page } from '../core/pagination.js'
-import { escapePointer, parseFilter } from '../query/parse.js'
+import { Errors } from '../core/errors.js'
+import { checkMembers, failAt, isObject } from '../core/json.js'
+import { parseBodyPage, type Page } from '../core/pagination.js'
+import { parseFilter } from '../query/parse.js'
 import { parseSortBody, type SortSpec } from '../query/sort.js'
 import type { FilterNode } from '../query/ast.js'
 import type { Target } from '../query/fields.js'
@@ -26,43 +27,19 @@ const MEMBERS: Readonly<Record<Target, readonly string[]>> = {
   relationships: ['filter', 'sort', 'page', 'include'],
 }
 
-export function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
-export function fail(def: ErrorDef, pointer: string, detail: string): never {
-  throw new AppError(def, [{ detail, pointer }])
-}
-
-/** Rejects members outside `allowed`, pointing at the first one. */
-export function checkMembers(body: Record<string, unknown>, allowed: readonly string[], at = ''): void {
-  const extra = Object.keys(body).find((key) => !allowed.includes(key))
-  if (extra !== undefined) {
-    fail(Errors.INVALID_REQUEST, `${at}/${escapePointer(extra)}`, `unknown member "${extra}"; the body takes ${allowed.join(', ')}`)
-  }
-}
-
 /**
  * Reads a search body. A missing body means "everything, first page"; a body that is not an
  * object is 400 invalid_request.
  */
 export function parseSearchBody(body: unknown, target: Target): SearchBody {
   const json = body ?? {}
-  if (!isObject(json)) fail(Errors.INVALID_REQUEST, '', 'the body must be a JSON object {filter, sort, page, include}')
+  if (!isObject(json)) failAt(Errors.INVALID_REQUEST, '', 'the body must be a JSON object {filter, sort, page, include}')
   checkMembers(json, MEMBERS[target])
   return {
     filter: parseFilter(json.filter, '/filter'),
     sort: parseSortBody(json.sort, '/sort'),
-    page: parsePage(json.page, '/page'),
+    page: parseBodyPage(json.page, '/page'),
     include: json.include,
     relationships: json.relationships,
   }
 }
-
-/** `{number, size}`, both optional: number 1..1e9 (default 1), size 1..100 (default 50). */
-export function parsePage(value: unknown, pointer: string): Page {
-  const page = readBodyPage(value)
-  if ('member' in page) fail(Errors.INVALID_PAGE, page.member ? `${pointer}/${page.member}` : pointer, page.detail)
-  return page
-}
-

@@ -1,17 +1,18 @@
 import type { RequestContext } from '../core/context.js'
 import { Errors } from '../core/errors.js'
 import { offsetOf, pageMeta, type PageMeta } from '../core/pagination.js'
-import { compileFilter } from '../query/compile.js'
+import { compileWhere } from '../query/where.js'
 import { resolveFilter } from '../query/resolve.js'
 import { compileOrderBy } from '../query/sort.js'
 import { ensureProjection } from '../projection/sync.js'
 import { projectionStorage } from '../projection/storage.js'
-import { attachEnds, NO_ENDS, type EndIncludes } from '../relationships/ends.js'
+import { attachEnds, NO_ENDS, readEndIncludes, type EndIncludes } from '../relationships/ends.js'
 import { toRelationshipRecord, type RelationshipRecord } from '../relationships/mapper.js'
-import { visibleRelationship } from '../relationships/scope.js'
+import { scopeFilter } from '../access/scope.js'
 import { selectRelationshipPage } from '../relationships/sql.js'
 import { Params } from '../store/sql.js'
-import { fail, parseSearchBody } from './body.js'
+import { failAt } from '../core/json.js'
+import { parseSearchBody } from './body.js'
 
 /**
  * POST /search/relationships (CONTRACT §4): filter on the relationship's columns and on either
@@ -24,11 +25,11 @@ export async function searchRelationships(ctx: RequestContext, body: unknown): P
   const include = parseEndIncludeList(parsed.include)
   const filter = resolveFilter(parsed.filter, 'relationships', ctx.metamodel)
   const storage = projectionStorage(await ensureProjection(ctx.db, ctx.metamodel))
-  const params = new Params([ctx.auth.orgId])
-  const conditions = ['r.org_id = $1', compileFilter(filter, params, 'r', storage), visibleRelationship(ctx.auth, 'r', params)]
-  const orderBy = compileOrderBy(parsed.sort, 'relationships', ctx.metamodel, 'r', params, storage)
+  const params = new Params()
+  const where = compileWhere({ target: 'relationships', alias: 'r', orgId: ctx.auth.orgId, filter, scope: scopeFilter(ctx.auth, 'view'), storage }, params)
+  const orderBy = compileOrderBy(parsed.sort, 'relationships', ctx.metamodel, 'r', storage)
   const result = await selectRelationshipPage(ctx.db, {
-    where: conditions.filter((c) => c !== 'TRUE').join(' AND '),
+    where,
     orderBy,
     limit: parsed.page.size,
     offset: offsetOf(parsed.page),
@@ -38,26 +39,9 @@ export async function searchRelationships(ctx: RequestContext, body: unknown): P
   return { data, page: pageMeta(parsed.page, result) }
 }
 
-// As GET /relationships' include (relationships/ends.ts), as an array with pointers.
-const END_INCLUDES: Readonly<Record<string, [keyof EndIncludes, 'asset' | 'properties']>> = {
-  source_asset: ['source', 'asset'],
-  'source_asset.properties': ['source', 'properties'],
-  target_asset: ['target', 'asset'],
-  'target_asset.properties': ['target', 'properties'],
-}
-
-/** `["source_asset", "target_asset.properties"]` → what to expand; `.properties` implies the end. */
-export function parseEndIncludeList(value: unknown): EndIncludes {
+/** The body's `include` array: the ends to expand, read as GET /relationships reads its parameter. */
+function parseEndIncludeList(value: unknown): EndIncludes {
   if (value === undefined || value === null) return NO_ENDS
-  if (!Array.isArray(value)) fail(Errors.INVALID_INCLUDE, '/include', 'include must be an array of strings')
-  const out: EndIncludes = { ...NO_ENDS }
-  value.forEach((item: unknown, i) => {
-    const hit = typeof item === 'string' ? END_INCLUDES[item] : undefined
-    if (hit === undefined) {
-      fail(Errors.INVALID_INCLUDE, `/include/${i}`,
-        `unknown include ${JSON.stringify(item)}; relationships include source_asset, target_asset, source_asset.properties, target_asset.properties`)
-    }
-    if (out[hit[0]] !== 'properties') out[hit[0]] = hit[1]
-  })
-  return out
+  if (!Array.isArray(value)) failAt(Errors.INVALID_INCLUDE, '/include', 'include must be an array of strings')
+  return readEndIncludes(value, (i) => ({ pointer: `/include/${i}` }))
 }

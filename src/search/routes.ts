@@ -1,12 +1,10 @@
 import type { FastifyInstance } from 'fastify'
-import { analyticsRoutes } from '../analytics/routes.js'
 import { searchAssetsBody, searchRelationshipsBody, searchResponses } from './schemas.js'
 import { searchAssets } from './assets.js'
 import { searchRelationships } from './relationships.js'
 
 /**
- * POST /search/assets, POST /search/relationships (CONTRACT §4), and analytics (§7), which shares
- * the filter language. Any key may search (Viewer and up); its roles scope the rows.
+ * POST /search/assets, POST /search/relationships (CONTRACT §4). Any key may search (Viewer and up); its roles scope the rows.
  * `attachValidation`: the body schemas document; search/body.ts checks, with per-member codes.
  */
 export async function searchRoutes(app: FastifyInstance): Promise<void> {
@@ -33,6 +31,4 @@ export async function searchRoutes(app: FastifyInstance): Promise<void> {
     const result = await searchRelationships(await app.requestContext(request), request.body)
     return { data: result.data, meta: { page: result.page } }
   })
-
-  await app.register(analyticsRoutes)
 }

@@ -12,7 +12,7 @@ import { relationshipSchema } from '../relationships/schemas.js'
 const filterSchema = {
   type: 'object',
   description: 'A condition {"field", "operator", "value"} or a group {"and": [...]} / {"or": [...]}, '
-    + 'nested up to 10 levels and 500 conditions (docs/search.md).',
+    + 'nested up to 10 levels, 500 conditions and an operand size of 10,000 (docs/search.md).',
   additionalProperties: true,
   examples: [{ or: [
     { and: [{ field: 'properties.environment', operator: 'equals', value: 'prod' }, { field: 'properties.cpu_count', operator: 'greater_than_or_equals', value: 16 }] },

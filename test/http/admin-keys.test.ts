@@ -30,10 +30,11 @@ for (const store of STORES) {
       const { secret, ...record } = res.body.data
       expect(record).toEqual({
         id: expect.any(String), name: 'ci', description: 'deploys', permission_type: 'Editor', role_keys: ['all'],
-        owner_user_id: users.owner, secret_prefix: secret.split('_')[1], created_at: expect.stringMatching(TIMESTAMP),
+        owner_user_id: users.owner, secret_prefix: `kbis_${secret.split('_')[1]}`, created_at: expect.stringMatching(TIMESTAMP),
         updated_at: record.created_at, last_used_at: null,
       })
       expect(secret).toMatch(/^kbis_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$/)
+      expect(secret.startsWith(record.secret_prefix)).toBe(true)
       expect((await t.request('GET', '/api/v1/assets', { key: secret })).status).toBe(200)
       const read = await t.request('GET', `/api/v1/api-keys/${record.id}`)
       expect(read.body).toEqual({ data: record })
@@ -149,6 +150,23 @@ for (const store of STORES) {
       expect((await write()).status).toBe(403)
       const cleared = await t.request('PATCH', `/api/v1/api-keys/${created.id}`, { body: { description: null } })
       expect(cleared.body.data).toMatchObject({ name: 'new', description: null, permission_type: 'Viewer' })
+    })
+
+    it('lets a key below Admin grant only roles it holds itself, even when its owner holds more (CONTRACT §9)', async () => {
+      // The owner (an Owner user) holds all and it_editor; this Editor key of theirs holds it_editor only.
+      const narrow = await t.givenKey({ user: 'owner@acme.test', type: 'Editor', roles: ['it_editor'] })
+      const res = await create({ name: 'mint', permission_type: 'Editor', role_keys: ['it_editor', 'all'] }, narrow)
+      expect(res.status).toBe(403)
+      expect(res.body).toEqual({
+        errors: [forbidden('this key does not hold the role all; a key acting as Editor grants only roles it holds itself', '/role_keys/1')],
+      })
+      const own = (await create({ name: 'narrow', permission_type: 'Viewer', role_keys: ['it_editor'] }, narrow)).body.data
+      expect(own.role_keys).toEqual(['it_editor'])
+      const widen = await t.request('PATCH', `/api/v1/api-keys/${own.id}`, { key: narrow, body: { role_keys: ['all'] } })
+      expect(widen.status).toBe(403)
+      expect(widen.body.errors[0].source).toEqual({ pointer: '/role_keys/0' })
+      // An Admin key grants any role its owner holds.
+      expect((await create({ name: 'wide', permission_type: 'Editor', role_keys: ['all'] })).status).toBe(201)
     })
 
     it('applies the ceilings to PATCH', async () => {

@@ -117,6 +117,7 @@ for (const store of STORES) {
       ['an unknown operator', { filter: c('name', 'like', 'x') }, 'invalid_filter', '/filter/operator'],
       ['groups nested 11 deep', { filter: Array.from({ length: 10 }).reduce<unknown>((inner) => ({ and: [inner] }), { and: [] }) }, 'invalid_filter', `/filter${'/and/0'.repeat(10)}`],
       ['more than 500 conditions', { filter: { or: Array.from({ length: 501 }, () => c('name', 'equals', 'x')) } }, 'invalid_filter', '/filter/or/500'],
+      ['500 long contains conditions (operand size)', { filter: { or: Array.from({ length: 500 }, () => c('name', 'contains', 'x'.repeat(1000))) } }, 'invalid_filter', '/filter/or/10/value'],
       ['an unknown sort field', { sort: [{ field: 'name' }, { field: 'colour' }] }, 'invalid_sort', '/sort/1/field'],
       ['a bad sort order', { sort: [{ field: 'name', order: 'up' }] }, 'invalid_sort', '/sort/0/order'],
       ['a page size of 101', { page: { size: 101 } }, 'invalid_page', '/page/size'],
@@ -128,6 +129,15 @@ for (const store of STORES) {
       const res = await search(body)
       expect(res.status).toBe(400)
       expect(res.body.errors).toEqual([{ status: '400', code, detail: expect.any(String), source: { pointer } }])
+    })
+
+    it('bounds the total operand size of a filter, with a clear message', async () => {
+      const res = await search({ filter: { or: Array.from({ length: 500 }, () => c('properties.owner', 'contains', 'y'.repeat(400))) } })
+      expect(res.status).toBe(400)
+      expect(res.body.errors[0]).toMatchObject({
+        code: 'invalid_filter', source: { pointer: '/filter/or/25/value' },
+        detail: 'the operands of a filter total at most 10,000 (each string counts its characters, each list its items); narrow the filter or split the search',
+      })
     })
 
     it('ANDs the key\'s roles into the search: hidden assets are never found', async () => {

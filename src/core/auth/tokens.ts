@@ -5,6 +5,9 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
  * the key; the whole token is stored only as a SHA-256 hash. A 256-bit random secret needs no
  * slow password hash: it cannot be guessed, only stolen, and a hash of it is useless to a thief.
  */
+/** How every token starts; the `secret_prefix` of a key record includes it. */
+export const TOKEN_PREFIX = 'kbis_'
+
 const TOKEN_RE = /^kbis_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$/
 
 export interface NewToken {

@@ -34,19 +34,19 @@ describe('scopeCondition', () => {
 
   it('ORs the grants that reach the level, with values only as parameters', () => {
     expect(sql(auth(IT_EDITOR), 'view')).toEqual({
-      text: '((a.access_domain_key = $2) OR (a.access_domain_key = $3 AND a.asset_type_key = ANY($4::text[])))',
+      text: '(a."access_domain_key" = $2 OR (a."access_domain_key" = $3 AND a."asset_type_key" = ANY($4::text[])))',
       values: ['it', 'finance', ['server']],
     })
-    expect(sql(auth(IT_EDITOR), 'edit')).toEqual({ text: '((a.access_domain_key = $2))', values: ['it'] })
+    expect(sql(auth(IT_EDITOR), 'edit')).toEqual({ text: 'a."access_domain_key" = $2', values: ['it'] })
     expect(sql(auth(IT_EDITOR), 'edit_access_domain')).toEqual({ text: 'FALSE', values: [] })
   })
 
   it('reads a null domain as "assets without a domain" and "*" as every domain and none', () => {
     expect(sql(auth([grant(null, ['note'], 'edit')]), 'view')).toEqual({
-      text: '((a.access_domain_key IS NULL AND a.asset_type_key = ANY($2::text[])))',
+      text: `((a."access_domain_key" IS NULL OR a."access_domain_key" = '') AND a."asset_type_key" = ANY($2::text[]))`,
       values: [['note']],
     })
-    expect(sql(auth([grant('*', ['note'], 'view')]), 'view')).toEqual({ text: '((a.asset_type_key = ANY($2::text[])))', values: [['note']] })
+    expect(sql(auth([grant('*', ['note'], 'view')]), 'view')).toEqual({ text: 'a."asset_type_key" = ANY($2::text[])', values: [['note']] })
   })
 })
 

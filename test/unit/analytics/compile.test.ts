@@ -73,7 +73,7 @@ describe('compileAnalytics', () => {
     const body = { filter: { field: 'properties.cpu_count', operator: 'greater_than', value: 8 }, group_by: ['asset_type_key'] }
     expect(compile(body, who).groups).toEqual({
       text: `SELECT a."asset_type_key" AS g0, count(*) AS m0 FROM ${T} a WHERE a.org_id = $1 AND a."n_cpu_count" > $2`
-        + ' AND ((a.access_domain_key = $3 AND a.asset_type_key = ANY($4::text[])))'
+        + ' AND (a."access_domain_key" = $3 AND a."asset_type_key" = ANY($4::text[]))'
         + ' GROUP BY a."asset_type_key" ORDER BY a."asset_type_key" ASC NULLS LAST LIMIT 10001',
       values: [ORG_ID, 8, 'it', ['server']],
     })
@@ -113,10 +113,10 @@ describe('compileAnalytics', () => {
     const c = compile({ group_by: [{ field: 'related_asset_type_key', relationship_type_key: 'runs_on', direction: 'incoming' }] }, who)
     expect(c.groups).toEqual({
       text: `SELECT j0.v AS g0, count(*) AS m0 FROM ${T} a LEFT JOIN (SELECT DISTINCT r.target_asset_id AS asset_id, ra0.asset_type_key AS v FROM relationships r`
-        + ` JOIN ${T} ra0 ON ra0.org_id = r.org_id AND ra0.id = r.source_asset_id AND ((ra0.access_domain_key = $2))`
-        + ' WHERE r.org_id = $1 AND r.relationship_type_key = $3) j0 ON j0.asset_id = a.id'
-        + ' WHERE a.org_id = $1 AND ((a.access_domain_key = $4)) GROUP BY j0.v ORDER BY j0.v ASC NULLS LAST LIMIT 10001',
-      values: [ORG_ID, 'it', 'runs_on', 'it'],
+        + ` JOIN ${T} ra0 ON ra0.org_id = r.org_id AND ra0.id = r.source_asset_id AND ra0."access_domain_key" = $3`
+        + ' WHERE r.org_id = $1 AND r.relationship_type_key = $4) j0 ON j0.asset_id = a.id'
+        + ' WHERE a.org_id = $1 AND a."access_domain_key" = $2 GROUP BY j0.v ORDER BY j0.v ASC NULLS LAST LIMIT 10001',
+      values: [ORG_ID, 'it', 'it', 'runs_on'],
     })
   })
 

@@ -83,11 +83,11 @@ async function names(node: ResolvedNode, storage: PropertyStorage | null, sort: 
   const params = new Params([ORG_ID])
   if (storage === null) {
     const where = compileFilter(node, params, 'a')
-    const orderBy = compileOrderBy(parseSortParam(sort), 'assets', mm, 'a', params)
+    const orderBy = compileOrderBy(parseSortParam(sort), 'assets', mm, 'a')
     return (await db.query<{ name: string }>(`SELECT a.name FROM assets a WHERE a.org_id = $1 AND a.archived_at IS NULL AND ${where} ORDER BY ${orderBy}`, params.values)).rows.map((r) => r.name)
   }
   const where = compileFilter(node, params, 'p', storage)
-  const orderBy = compileOrderBy(parseSortParam(sort), 'assets', mm, 'p', params, storage)
+  const orderBy = compileOrderBy(parseSortParam(sort), 'assets', mm, 'p', storage)
   return (await db.query<{ name: string }>(`SELECT p.name FROM "${projection.table}" p WHERE p.org_id = $1 AND ${where} ORDER BY ${orderBy}`, params.values)).rows.map((r) => r.name)
 }
 

@@ -148,6 +148,26 @@ describe('parseFilter limits', () => {
   })
 })
 
+describe('parseFilter: operand size', () => {
+  const BOUND = 'the operands of a filter total at most 10,000 (each string counts its characters, each list its items); narrow the filter or split the search'
+  const contains = (value: unknown) => ({ field: 'name', operator: 'contains', value })
+
+  it('accepts operands totalling exactly the bound', () => {
+    expect(parseFilter({ or: Array.from({ length: 100 }, () => contains('x'.repeat(100))) })?.kind).toBe('or')
+  })
+
+  it('rejects 500 long contains conditions at the condition that passes the bound', () => {
+    const body = { or: Array.from({ length: 500 }, () => contains('x'.repeat(200))) }
+    expect(caught(() => parseFilter(body))).toEqual(invalid(BOUND, '/filter/or/50/value'))
+  })
+
+  it('counts a list by its items, any other value as 1', () => {
+    expect(parseFilter({ and: [{ field: 'name', operator: 'in', value: Array.from({ length: 9_998 }, () => 'a-long-value') }, contains('a')] })?.kind).toBe('and')
+    const over = { and: [{ field: 'name', operator: 'in', value: Array.from({ length: 9_999 }, () => 'v') }, { field: 'x', operator: 'equals', value: 1 }, contains('a')] }
+    expect(caught(() => parseFilter(over))).toEqual(invalid(BOUND, '/filter/and/2/value'))
+  })
+})
+
 describe('parseListFilters', () => {
   it('reads filter[<field>] parameters into an and of equals conditions, values as strings', () => {
     // Setup

@@ -66,7 +66,7 @@ afterAll(async () => {
 async function assetNames(node: ResolvedNode, sort = 'name'): Promise<string[]> {
   const params = new Params([ORG_ID])
   const where = compileFilter(node, params, 'a')
-  const orderBy = compileOrderBy(parseSortParam(sort), 'assets', mm, 'a', params)
+  const orderBy = compileOrderBy(parseSortParam(sort), 'assets', mm, 'a')
   const result = await db.query<{ name: string }>(
     `SELECT a.name FROM assets a WHERE a.org_id = $1 AND a.archived_at IS NULL AND ${where} ORDER BY ${orderBy}`, params.values)
   return result.rows.map((row) => row.name)
@@ -138,7 +138,7 @@ describe('compiled relationship filters on PGlite', () => {
     const params = new Params([ORG_ID])
     const where = compileFilter(node, params, 'r')
     const result = await db.query<{ id: string }>(
-      `SELECT r.id FROM relationships r WHERE r.org_id = $1 AND ${where} ORDER BY ${compileOrderBy([], 'relationships', mm, 'r', params)}`, params.values)
+      `SELECT r.id FROM relationships r WHERE r.org_id = $1 AND ${where} ORDER BY ${compileOrderBy([], 'relationships', mm, 'r')}`, params.values)
     return result.rows.map((row) => row.id.slice(-1))
   }
 

@@ -7,7 +7,7 @@ import { caught, givenMetamodel } from './fixtures.js'
 const mm = givenMetamodel()
 
 function orderBy(specs: readonly SortSpec[], target: Target = 'assets', alias = target === 'assets' ? 'a' : 'r'): string {
-  return compileOrderBy(specs, target, mm, alias, new Params())
+  return compileOrderBy(specs, target, mm, alias)
 }
 
 const invalidSort = (detail: string, source: { pointer: string } | { parameter: string }) => ({ status: 400, code: 'invalid_sort', issues: [{ detail, ...source }] })
@@ -120,7 +120,7 @@ describe('compileOrderBy', () => {
 
   it('adds no values', () => {
     const params = new Params(['org'])
-    compileOrderBy(parseSortParam('properties.cpu_count,name'), 'assets', mm, 'a', params)
+    compileOrderBy(parseSortParam('properties.cpu_count,name'), 'assets', mm, 'a')
     expect(params.values).toEqual(['org'])
   })
 })

@@ -4,13 +4,32 @@ import { permissionAtLeast, type KeyPermission } from '../core/auth/permissions.
 import type { Queryable } from '../store/db.js'
 import { isUuid } from '../core/time.js'
 import { offsetOf, pageMeta, type Page } from '../core/pagination.js'
+import type { PageMeta } from '../core/pagination.js'
+import type { Db } from '../store/db.js'
 import { INVALIDATE_CHANNEL } from '../core/channels.js'
-import { storeNewKey } from '../keys/create.js'
+import { storeNewKey } from './create.js'
+import { deleteApiKey, selectApiKey, selectApiKeyPage, selectExistingRoleKeys, selectKeyOwner, updateApiKey, type ApiKeyRow, type KeyOwner } from './sql.js'
+import { toApiKeyRecord, type ApiKeyRecord } from './mapper.js'
 import { originOf } from '../events/write.js'
-import { deleteApiKey, selectApiKey, selectApiKeyPage, updateApiKey, type ApiKeyRow } from '../keys/sql.js'
-import { toApiKeyRecord, type ApiKeyRecord } from '../keys/mapper.js'
-import { selectDirectoryRow, selectExistingRoleKeys, type UserRow } from './directory-sql.js'
-import type { AdminContext, PageOf } from './directory.js'
+
+/**
+ * THE rules of API keys (CONTRACT §9), for the routes (src/admin/routes.ts) and the CLI
+ * (keys/cli.ts, which acts as the organization's operator: no calling key).
+ */
+
+/** What the key services need of a request. */
+export interface KeysContext {
+  db: Db
+  auth: AuthContext
+  /** For the events of key changes (CONTRACT §13). */
+  requestId?: string
+  idempotencyKey?: string
+}
+
+interface PageOf<T> {
+  data: T[]
+  page: PageMeta
+}
 
 export interface KeyInput {
   name: string
@@ -51,8 +70,8 @@ function checkTransferAllowed(auth: AuthContext, ownerId: string): void {
   }
 }
 
-async function loadOwner(tx: Queryable, orgId: string, ownerId: string): Promise<UserRow> {
-  const owner = isUuid(ownerId) ? await selectDirectoryRow(tx, 'users', orgId, ownerId) : null
+async function loadOwner(tx: Queryable, orgId: string, ownerId: string): Promise<KeyOwner> {
+  const owner = isUuid(ownerId) ? await selectKeyOwner(tx, orgId, { id: ownerId }) : null
   if (!owner) throw new AppError(Errors.VALIDATION_FAILED, [{ detail: `no user ${ownerId} in the organization`, pointer: '/owner_user_id' }])
   return owner
 }
@@ -60,9 +79,11 @@ async function loadOwner(tx: Queryable, orgId: string, ownerId: string): Promise
 /**
  * Unknown roles are a 422 (a typo in the body); known roles the owner user lacks are a 403: "an
  * editor can assign to a key only the roles the editor already has" — for a key given to another
- * user by an Admin, the roles that user has.
+ * user by an Admin, the roles that user has. A calling key below Admin (`grantor`) may moreover
+ * grant only roles it holds itself (CONTRACT §9): a narrowly scoped key never mints a wider one,
+ * whatever its owner holds. The operator (the CLI) has no calling key: `grantor` null.
  */
-async function checkRoles(tx: Queryable, orgId: string, roleKeys: string[], owner: UserRow): Promise<void> {
+export async function checkRoles(tx: Queryable, orgId: string, roleKeys: readonly string[], owner: KeyOwner, grantor: AuthContext | null): Promise<void> {
   const existing = await selectExistingRoleKeys(tx, orgId, roleKeys)
   const unknown = roleKeys.flatMap((key, index) => (existing.has(key) ? [] : [{ key, index }]))
   if (unknown.length > 0) {
@@ -75,30 +96,38 @@ async function checkRoles(tx: Queryable, orgId: string, roleKeys: string[], owne
       pointer: `/role_keys/${l.index}`,
     })))
   }
+  if (grantor === null || managesAll(grantor)) return
+  const beyond = roleKeys.flatMap((key, index) => (grantor.roleKeys.includes(key) ? [] : [{ key, index }]))
+  if (beyond.length > 0) {
+    throw new AppError(Errors.FORBIDDEN, beyond.map((b) => ({
+      detail: `this key does not hold the role ${b.key}; a key acting as ${grantor.permission} grants only roles it holds itself`,
+      pointer: `/role_keys/${b.index}`,
+    })))
+  }
 }
 
-export async function listKeys(ctx: AdminContext, page: Page): Promise<PageOf<ApiKeyRecord>> {
+export async function listKeys(ctx: KeysContext, page: Page): Promise<PageOf<ApiKeyRecord>> {
   requireKeyManager(ctx.auth)
   const owner = managesAll(ctx.auth) ? null : ctx.auth.userId
   const { rows, total } = await selectApiKeyPage(ctx.db, ctx.auth.orgId, owner, page.size, offsetOf(page))
   return { data: rows.map(toApiKeyRecord), page: pageMeta(page, total) }
 }
 
-export async function getKey(ctx: AdminContext, id: string): Promise<ApiKeyRecord> {
+export async function getKey(ctx: KeysContext, id: string): Promise<ApiKeyRecord> {
   requireKeyManager(ctx.auth)
   const row = isUuid(id) ? await selectApiKey(ctx.db, ctx.auth.orgId, id) : null
   return toApiKeyRecord(assertVisible(ctx.auth, id, row))
 }
 
 /** Creates a key; the returned record carries the secret, which is never shown again. */
-export async function createKey(ctx: AdminContext, input: KeyInput): Promise<ApiKeyRecord & { secret: string }> {
+export async function createKey(ctx: KeysContext, input: KeyInput): Promise<ApiKeyRecord & { secret: string }> {
   requireKeyManager(ctx.auth)
   const ownerId = input.owner_user_id ?? ctx.auth.userId
   checkTransferAllowed(ctx.auth, ownerId)
   checkPermissionCeiling(ctx.auth, input.permission_type)
   return ctx.db.transaction(async (tx) => {
     const owner = await loadOwner(tx, ctx.auth.orgId, ownerId)
-    await checkRoles(tx, ctx.auth.orgId, input.role_keys, owner)
+    await checkRoles(tx, ctx.auth.orgId, input.role_keys, owner, ctx.auth)
     return storeNewKey(tx, originOf(ctx), { ...input, description: input.description ?? null, owner_user_id: owner.id })
   })
 }
@@ -108,7 +137,7 @@ export async function createKey(ctx: AdminContext, input: KeyInput): Promise<Api
  * apply to what changes: a new permission type against the caller, the resulting roles against the
  * (new) owner. Every server drops its cached copy of the key afterwards.
  */
-export async function updateKey(ctx: AdminContext, id: string, patch: KeyPatch): Promise<ApiKeyRecord> {
+export async function updateKey(ctx: KeysContext, id: string, patch: KeyPatch): Promise<ApiKeyRecord> {
   requireKeyManager(ctx.auth)
   const row = await ctx.db.transaction(async (tx) => {
     const current = assertVisible(ctx.auth, id, isUuid(id) ? await selectApiKey(tx, ctx.auth.orgId, id, true) : null)
@@ -118,7 +147,7 @@ export async function updateKey(ctx: AdminContext, id: string, patch: KeyPatch):
     if (permission !== current.permission_type) checkPermissionCeiling(ctx.auth, permission)
     const roleKeys = patch.role_keys ?? current.role_keys
     if (patch.role_keys !== undefined || ownerId !== current.owner_user_id) {
-      await checkRoles(tx, ctx.auth.orgId, roleKeys, await loadOwner(tx, ctx.auth.orgId, ownerId))
+      await checkRoles(tx, ctx.auth.orgId, roleKeys, await loadOwner(tx, ctx.auth.orgId, ownerId), ctx.auth)
     }
     return updateApiKey(tx, originOf(ctx), current, {
       name: patch.name ?? current.name,
@@ -133,7 +162,7 @@ export async function updateKey(ctx: AdminContext, id: string, patch: KeyPatch):
 }
 
 /** Deletes a key for good; it stops working at once in every server (cache invalidation). */
-export async function deleteKey(ctx: AdminContext, id: string): Promise<void> {
+export async function deleteKey(ctx: KeysContext, id: string): Promise<void> {
   requireKeyManager(ctx.auth)
   await ctx.db.transaction(async (tx) => {
     const row = assertVisible(ctx.auth, id, isUuid(id) ? await selectApiKey(tx, ctx.auth.orgId, id, true) : null)
