@@ -22,6 +22,7 @@ import { registerOps } from './ops/http.js'
 import { registerReadRouting } from './ops/read-routing.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
+import { createWebhookWorker, webhookRoutes } from './webhooks/plugin.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -128,6 +129,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   })
 
+  const webhooks = createWebhookWorker(app)
+
   await app.register(async (api) => {
     await api.register(openapiRoutes)
     await api.register(async (authed) => {
@@ -146,6 +149,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await authed.register((await import('./bulk/routes.js')).bulkRoutes)
       await authed.register((await import('./search/routes.js')).searchRoutes)
       await authed.register((await import('./export/routes.js')).exportRoutes)
+      await authed.register(webhookRoutes(webhooks))
     })
   }, { prefix: '/api/v1' })
 

@@ -1,0 +1,33 @@
+import type { FastifyInstance } from 'fastify'
+import { webhookRoutes } from './routes.js'
+import { WebhookWorker } from './worker.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** This process's webhook sender (src/webhooks/worker.ts). */
+    webhooks: WebhookWorker
+  }
+}
+
+/**
+ * The webhook sender of this process: started when the app is ready, stopped at shutdown (it
+ * stops claiming, then lets the deliveries in flight finish before the store closes).
+ */
+export function createWebhookWorker(app: FastifyInstance): WebhookWorker {
+  const { config } = app
+  const worker = new WebhookWorker({
+    db: app.db,
+    retrySchedule: config.webhookRetrySchedule,
+    allowPrivate: config.webhookAllowPrivate,
+    timeoutMs: config.webhookTimeoutMs,
+    pollMs: config.webhookPollMs,
+    concurrency: config.webhookConcurrency,
+    onError: (err, what) => app.log.error({ err }, what),
+  })
+  app.decorate('webhooks', worker)
+  app.addHook('onReady', async () => worker.start())
+  app.onShutdown(() => worker.stop())
+  return worker
+}
+
+export { webhookRoutes }
