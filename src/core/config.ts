@@ -27,6 +27,14 @@ export interface Config {
   shutdownTimeoutSeconds: number
   /** Port of the Prometheus endpoint (`--metrics-port`); none when undefined. */
   metricsPort: number | undefined
+  /** Days events are kept (CONTRACT §13); 0 keeps them forever. */
+  eventRetentionDays: number
+  /** How often the event relay looks for events to stamp, in ms (writes of this process wake it at once). */
+  eventRelayIntervalMs: number
+  /** NATS server for the JetStream event sink; none when undefined. */
+  natsUrl: string | undefined
+  /** JetStream stream the events are published to (created when absent). */
+  natsStream: string
   /** Seconds between webhook delivery attempts (CONTRACT §14); its length is the number of retries. */
   webhookRetrySchedule: number[]
   /** Allow webhook URLs on loopback, private, link-local and unique-local addresses. */
@@ -68,6 +76,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     readAfterWriteMs: intFrom('KBIS_READ_AFTER_WRITE_MS', env.KBIS_READ_AFTER_WRITE_MS, 2000, 0, 3_600_000),
     shutdownTimeoutSeconds: intFrom('KBIS_SHUTDOWN_TIMEOUT', env.KBIS_SHUTDOWN_TIMEOUT, 30, 0, 3600),
     metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
+    eventRetentionDays: intFrom('KBIS_EVENT_RETENTION_DAYS', env.KBIS_EVENT_RETENTION_DAYS, 90, 0, 36500),
+    eventRelayIntervalMs: intFrom('KBIS_EVENT_RELAY_INTERVAL_MS', env.KBIS_EVENT_RELAY_INTERVAL_MS, 100, 5, 60_000),
+    natsUrl: env.NATS_URL || undefined,
+    natsStream: env.KBIS_NATS_STREAM || 'KBIS_EVENTS',
     webhookRetrySchedule: scheduleFrom(env.KBIS_WEBHOOK_RETRY_SCHEDULE),
     webhookAllowPrivate: booleanFrom('KBIS_WEBHOOK_ALLOW_PRIVATE', env.KBIS_WEBHOOK_ALLOW_PRIVATE),
     webhookTimeoutMs: intFrom('KBIS_WEBHOOK_TIMEOUT_MS', env.KBIS_WEBHOOK_TIMEOUT_MS, 15_000, 100, 600_000),

@@ -1,11 +1,5 @@
 import type { Issue } from '../core/errors.js'
-
-/** The event types of CONTRACT §13, the ones a webhook can subscribe to. */
-export const EVENT_TYPES = [
-  'asset.created', 'asset.updated', 'asset.archived', 'asset.restored', 'asset.deleted',
-  'relationship.created', 'relationship.deleted',
-  'api_key.created', 'api_key.updated', 'api_key.deleted',
-] as const
+import { EVENT_TYPES } from '../events/cloud-event.js'
 
 /** The event a `POST /webhooks/{id}/test` sends, to that webhook only (never subscribed to). */
 export const TEST_EVENT_TYPE = 'webhook.test'
@@ -24,7 +18,7 @@ export function eventTypeIssues(patterns: readonly string[]): Issue[] {
 
 /**
  * Whether a webhook's patterns select an event type. The same rule in SQL lives in sql.ts
- * (`enqueueDeliveries`): `*` matches all, `asset.*` every type starting with `asset.`.
+ * (`insertMatchingDeliveries`): `*` matches all, `asset.*` every type starting with `asset.`.
  */
 export function matchesEventType(patterns: readonly string[], type: string): boolean {
   return patterns.some((p) => p === '*' || p === type || (p.endsWith('.*') && type.startsWith(p.slice(0, -1))))

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { webhookRoutes } from './routes.js'
 import { WebhookWorker } from './worker.js'
+import { enqueueDeliveries } from './enqueue.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -25,6 +26,17 @@ export function createWebhookWorker(app: FastifyInstance): WebhookWorker {
     onError: (err, what) => app.log.error({ err }, what),
   })
   app.decorate('webhooks', worker)
+  // Deliveries are queued in the relay's stamping transaction; once it commits, every sender on
+  // the store (this one at once, others through the notification on PostgreSQL) claims them.
+  let queued = false
+  app.events.onStamped(async (tx, events) => {
+    if ((await enqueueDeliveries(tx, events)) > 0) queued = true
+  })
+  app.events.onCommitted(async () => {
+    if (!queued) return
+    queued = false
+    await worker.notify()
+  })
   app.addHook('onReady', async () => worker.start())
   app.onShutdown(() => worker.stop())
   return worker

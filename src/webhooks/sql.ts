@@ -153,7 +153,7 @@ export interface EventToDeliver {
  * organization whose patterns select its type (`*`, the type itself, or `family.*`: the same rule
  * as patterns.ts `matchesEventType`). Returns how many deliveries were queued.
  */
-export async function enqueueDeliveries(tx: Queryable, events: readonly EventToDeliver[]): Promise<number> {
+export async function insertMatchingDeliveries(tx: Queryable, events: readonly EventToDeliver[]): Promise<number> {
   if (events.length === 0) return 0
   const result = await tx.query(
     `INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, payload, status, next_attempt_at)
