@@ -32,6 +32,8 @@ interface AttemptResult {
 
 /** Largest claim: one statement hands out this many deliveries at most. */
 const MAX_CLAIM = 500
+/** Outcomes wait this long to be written together. */
+const FLUSH_DELAY_MS = 10
 /** A receiver's Retry-After is honoured up to a week. */
 const MAX_RETRY_AFTER_SECONDS = 7 * 86400
 
@@ -75,24 +77,31 @@ export class WebhookWorker {
   private poll: NodeJS.Timeout | null = null
   private claiming = false
   private again = false
+  private saturated = false
   private inFlight = 0
   private outcomes: DeliveryOutcome[] = []
   private flushing: Promise<void> | null = null
+  private flushTimer: NodeJS.Timeout | null = null
   private idle: (() => void) | null = null
   private readonly timers = new Set<NodeJS.Timeout>()
-  private readonly agents: { http: http.Agent; https: https.Agent }
+  private agents: { http: http.Agent; https: https.Agent } | null = null
+  private listening = false
   private readonly leaseSeconds: number
 
   constructor(private readonly options: WorkerOptions) {
-    const agent = { keepAlive: true, maxSockets: options.concurrency }
-    this.agents = { http: new http.Agent(agent), https: new https.Agent(agent) }
     // Past the lease a delivery whose sender died (kill -9) is due again: longer than any attempt.
     this.leaseSeconds = Math.ceil((2 * options.timeoutMs) / 1000) + 5
   }
 
   async start(): Promise<void> {
+    if (this.running) return
     this.running = true
-    await this.options.db.listen(WEBHOOK_CHANNEL, () => this.wake())
+    const agent = { keepAlive: true, maxSockets: this.options.concurrency }
+    this.agents = { http: new http.Agent(agent), https: new https.Agent(agent) }
+    if (!this.listening) {
+      this.listening = true
+      await this.options.db.listen(WEBHOOK_CHANNEL, () => this.wake())
+    }
     const any = await this.options.db.query<{ any: boolean }>('SELECT EXISTS (SELECT 1 FROM webhooks) AS any')
     if (any.rows[0]?.any) this.wake()
   }
@@ -116,13 +125,18 @@ export class WebhookWorker {
   /** Stops claiming, lets the requests in flight finish and records their outcomes. */
   async stop(): Promise<void> {
     this.running = false
+    this.active = false
     if (this.poll) clearInterval(this.poll)
+    this.poll = null
     for (const timer of this.timers) clearTimeout(timer)
     this.timers.clear()
     while (this.claiming || this.inFlight > 0) await new Promise<void>((resolve) => { this.idle = resolve })
+    if (this.flushTimer) clearTimeout(this.flushTimer)
+    this.flushTimer = null
     await this.flush()
-    this.agents.http.destroy()
-    this.agents.https.destroy()
+    this.agents?.http.destroy()
+    this.agents?.https.destroy()
+    this.agents = null
   }
 
   private tick(): void {
@@ -146,6 +160,8 @@ export class WebhookWorker {
     try {
       while (this.running) {
         const room = Math.min(this.options.concurrency - this.inFlight, MAX_CLAIM)
+        // No room: more may be due; each finished delivery claims again.
+        this.saturated = room <= 0
         if (room <= 0) return
         const batch = await claimDeliveries(this.options.db, room, this.leaseSeconds, newId())
         for (const delivery of batch) void this.deliver(delivery)
@@ -166,20 +182,20 @@ export class WebhookWorker {
 
   private async deliver(d: ClaimedDelivery): Promise<void> {
     this.inFlight++
-    const full = this.inFlight >= this.options.concurrency
     const attemptedAt = new Date()
     try {
       const result = d.enabled ? await this.post(d) : null
       const outcome = this.decide(d, result, attemptedAt)
       metrics.webhookDeliveries.inc({ outcome: outcome.status === 'succeeded' ? 'delivered' : outcome.status === 'pending' ? 'retrying' : 'failed' })
       this.outcomes.push(outcome)
-      void this.flush()
+      this.scheduleFlush()
     } catch (err) {
       this.options.onError?.(err, 'a webhook delivery failed unexpectedly')
     } finally {
       this.inFlight--
       this.settle()
-      if (full) this.tick()
+      // Claim again once half the room is free: one statement hands out many deliveries.
+      if (this.saturated && this.inFlight <= this.options.concurrency / 2) this.tick()
     }
   }
 
@@ -213,23 +229,33 @@ export class WebhookWorker {
     this.timers.add(timer)
   }
 
+  /** Outcomes are written a few milliseconds late, many in one statement. */
+  private scheduleFlush(): void {
+    if (this.flushTimer) return
+    this.flushTimer = setTimeout(() => {
+      this.flushTimer = null
+      void this.flush()
+    }, FLUSH_DELAY_MS)
+  }
+
   private flush(): Promise<void> {
     if (this.flushing) return this.flushing
-    this.flushing = (async () => {
-      try {
-        while (this.outcomes.length > 0) {
-          const batch = this.outcomes.splice(0)
-          // A batch that cannot be written is not retried here: its leases run out and the
-          // deliveries are sent again (at least once).
-          await recordOutcomes(this.options.db, batch).catch((err) => this.options.onError?.(err, 'recording webhook outcomes failed'))
-          const soonest = Math.min(...batch.map((o) => o.nextAttemptAt?.getTime() ?? Infinity))
-          if (soonest !== Infinity) this.wakeAt(Math.max(0, soonest - Date.now()))
-        }
-      } finally {
-        this.flushing = null
+    const run = async (): Promise<void> => {
+      while (this.outcomes.length > 0) {
+        const batch = this.outcomes.splice(0)
+        // A batch that cannot be written is not retried here: its leases run out and the
+        // deliveries are sent again (at least once).
+        await recordOutcomes(this.options.db, batch).catch((err) => this.options.onError?.(err, 'recording webhook outcomes failed'))
+        const soonest = Math.min(...batch.map((o) => o.nextAttemptAt?.getTime() ?? Infinity))
+        if (soonest !== Infinity) this.wakeAt(Math.max(0, soonest - Date.now()))
       }
-    })()
-    return this.flushing
+    }
+    // Cleared in a later microtask, never before it is set (run() may finish synchronously).
+    const flushing = run().finally(() => {
+      if (this.flushing === flushing) this.flushing = null
+    })
+    this.flushing = flushing
+    return flushing
   }
 
   /** One POST per Standard Webhooks; never throws. */
@@ -258,6 +284,8 @@ export class WebhookWorker {
       'webhook-signature': signatureHeader(secrets, d.event_id, timestamp, d.payload),
     }
     const secure = url.protocol === 'https:'
+    const agents = this.agents
+    if (!agents) return Promise.resolve(failed('the sender is stopping'))
     return new Promise<AttemptResult>((resolve) => {
       let settled = false
       const finish = (result: AttemptResult): void => {
@@ -269,7 +297,7 @@ export class WebhookWorker {
       const request = (secure ? https : http).request(url, {
         method: 'POST',
         headers,
-        agent: secure ? this.agents.https : this.agents.http,
+        agent: secure ? agents.https : agents.http,
         lookup: guardedLookup(allowPrivate) as never,
       }, (response) => {
         // The body is not needed: read and dropped, so the connection can be reused.
