@@ -36,7 +36,7 @@ for (const store of STORES) {
     let receiver: Receiver
 
     beforeAll(async () => {
-      t = await createTestApp(store, undefined, { webhookAllowPrivate: true, webhookPollMs: 50, webhookRetrySchedule: [0, 0], webhookTimeoutMs: 500 })
+      t = await createTestApp(store, undefined, { webhookAllowPrivate: true, webhookPollMs: 50, webhookRetrySchedule: [0, 0], webhookTimeoutMs: 5000 })
       receiver = await startReceiver()
     })
     afterAll(async () => {
@@ -53,7 +53,7 @@ for (const store of STORES) {
     const settled = (id: string, n = 1) => eventually(async () => {
       const list = await deliveries(id)
       return list.length >= n && list.every((d: { status: string }) => d.status !== 'pending') ? list : null
-    })
+    }, 30_000)
 
     it('queues one delivery per matching enabled webhook in one statement, and sends the exact event JSON', async () => {
       const assets = await create({ url: `${receiver.url}/assets`, event_types: ['asset.*'] })
@@ -109,7 +109,8 @@ for (const store of STORES) {
     })
 
     it('honours Retry-After (seconds) over the schedule', async () => {
-      const { app } = await secondApp(t.store, { webhookAllowPrivate: true, webhookPollMs: 50, webhookRetrySchedule: [3600] })
+      const second = await secondApp(t.store, { webhookAllowPrivate: true, webhookPollMs: 50, webhookRetrySchedule: [3600] })
+      const app = second.app
       // Only this app sends the webhook's deliveries: the main app's sender is stopped meanwhile.
       await t.app.webhooks.stop()
       try {
@@ -139,6 +140,7 @@ for (const store of STORES) {
         expect(attempts[0]!.headers['webhook-id']).toBe(attempts[1]!.headers['webhook-id'])
       } finally {
         await app.close()
+        if (second.db !== t.store.db) await second.db.close()
         await t.app.webhooks.start()
       }
     })
@@ -166,16 +168,25 @@ for (const store of STORES) {
     })
 
     it('gives up on a receiver that does not answer within the timeout', async () => {
-      const hook = await create({ url: `${receiver.url}?slow`, event_types: ['api_key.deleted'] })
-      receiver.respond = (r, res) => {
-        if (verifies(hook.secret, r)) return void setTimeout(() => { res.statusCode = 204; res.end() }, 2000)
-        res.statusCode = 204
-        res.end()
+      const slow = await secondApp(t.store, { webhookAllowPrivate: true, webhookPollMs: 50, webhookRetrySchedule: [0], webhookTimeoutMs: 500 })
+      await t.app.webhooks.stop()
+      try {
+        const hook = await create({ url: `${receiver.url}?slow`, event_types: ['api_key.deleted'] })
+        receiver.respond = (r, res) => {
+          if (verifies(hook.secret, r)) return void setTimeout(() => { res.statusCode = 204; res.end() }, 3000)
+          res.statusCode = 204
+          res.end()
+        }
+        await t.request('POST', `/api/v1/webhooks/${hook.id}/test`)
+        await slow.app.webhooks.notify()
+        const [d] = await settled(hook.id)
+        expect(d).toMatchObject({ status: 'failed', attempts: 2, last_status_code: null, last_error: 'no answer within 0.5 s' })
+      } finally {
+        receiver.respond = (_r, res) => { res.statusCode = 204; res.end() }
+        await slow.app.close()
+        if (slow.db !== t.store.db) await slow.db.close()
+        await t.app.webhooks.start()
       }
-      await t.request('POST', `/api/v1/webhooks/${hook.id}/test`)
-      const [d] = await settled(hook.id)
-      expect(d).toMatchObject({ status: 'failed', attempts: 3, last_status_code: null, last_error: 'no answer within 0.5 s' })
-      receiver.respond = (_r, res) => { res.statusCode = 204; res.end() }
     })
 
     it('refuses at connect time a host name that resolves to a loopback address (DNS rebinding), unless allowed', async () => {
@@ -201,6 +212,7 @@ for (const store of STORES) {
         expect(receiver.received.length).toBe(before)
       } finally {
         await strict.app.close()
+        if (strict.db !== t.store.db) await strict.db.close()
         await t.app.webhooks.start()
       }
       // The app with KBIS_WEBHOOK_ALLOW_PRIVATE=true sends to the same host name.
@@ -225,7 +237,7 @@ for (const store of STORES) {
           const rows = (await t.store.db.query<{ status: string; attempts: number; n: number }>(
             'SELECT status, attempts, count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = $1 GROUP BY 1, 2', [hook.id])).rows
           return rows.length === 1 && rows[0]!.status === 'succeeded' ? rows : null
-        })
+        }, 30_000)
         expect(states).toEqual([{ status: 'succeeded', attempts: 1, n: 400 }])
         expect(Date.now() - started).toBeLessThan(60_000)
         await new Promise((r) => setTimeout(r, 300))
