@@ -28,6 +28,7 @@ const MODULES: [string, () => Promise<BenchModule>][] = [
   ['upsert', () => import('./upsert.js')],
   ['workers', () => import('./workers.js')],
   ['sync', () => import('./sync.js')],
+  ['events', () => import('./events.js')],
 ]
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))

@@ -23,6 +23,7 @@ import { registerReadRouting } from './ops/read-routing.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
 import { EventRelay } from './events/relay.js'
+import { registerEventSchemas } from './events/schemas.js'
 import { createWebhookWorker, webhookRoutes } from './webhooks/plugin.js'
 
 declare module 'fastify' {
@@ -125,6 +126,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
 
   await app.register(swagger, {
+    // Shared schemas (app.addSchema, e.g. one per event type) keep their $id as component name.
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
     openapi: {
       openapi: '3.1.0',
       info: OPENAPI_INFO(VERSION),
@@ -134,6 +137,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   })
 
+  registerEventSchemas(app)
   const webhooks = createWebhookWorker(app)
 
   await app.register(async (api) => {
@@ -154,6 +158,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await authed.register((await import('./bulk/routes.js')).bulkRoutes)
       await authed.register((await import('./search/routes.js')).searchRoutes)
       await authed.register((await import('./export/routes.js')).exportRoutes)
+      await authed.register((await import('./events/routes.js')).eventRoutes)
       await authed.register(webhookRoutes(webhooks))
     })
   }, { prefix: '/api/v1' })

@@ -3,12 +3,14 @@ import { Params, selectPage, type CountOptions, type PageQuery, type PageRows } 
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
+import { assetCreatedEventsSql, createdEventIds, eventOriginParams, writeAssetEvents, writeAssetUpdateEvents, type EventOrigin } from '../events/write.js'
 
 /*
  * The write paths of asset rows: insertAssets, updateAssets and archiveAssets are the only
  * statements that write `assets` (docs/architecture.md, "Write paths"). Each takes the caller's
  * transaction and returns the rows it wrote, so that whatever must follow a write (events) has
- * one place per operation to hook into.
+ * one place per operation to hook into: each writes its events (src/events/write.ts) in the same
+ * transaction, one statement for all of them.
  */
 
 export interface NewAssetRow {
@@ -33,18 +35,30 @@ export interface NewAssetRow {
  * Timestamps are whole seconds, as the API shows them. Rows are written (and returned) in the
  * order given.
  */
-export async function insertAssets(tx: Tx, orgId: string, rows: readonly NewAssetRow[]): Promise<AssetRow[]> {
+export async function insertAssets(tx: Tx, origin: EventOrigin, rows: readonly NewAssetRow[]): Promise<AssetRow[]> {
   if (rows.length === 0) return []
+  const orgId = origin.orgId
+  // The `asset.created` events are written by the same statement, from the rows it inserted (a
+  // second INSERT in a CTE): the property documents are not sent nor parsed twice, and a row the
+  // conflict skipped has no event. Event ids come with the rows (createdEventIds: item order).
+  const eventIds = createdEventIds(rows)
   const result = await tx.query<{ id: string; created_at: Date | string }>(
-    `INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
-     SELECT $1, u.id, u.asset_type_key, u.name, u.access_domain_key, u.properties, u.unique_value,
-            date_trunc('second', now()), date_trunc('second', now())
-     FROM json_to_recordset($2::json)
-       AS u(id uuid, asset_type_key text, name text, access_domain_key text, properties jsonb, unique_value text)
-     ON CONFLICT (org_id, asset_type_key, unique_value) WHERE archived_at IS NULL AND unique_value IS NOT NULL
-     DO NOTHING
-     RETURNING id, created_at`,
-    [orgId, JSON.stringify(rows)],
+    `WITH u AS MATERIALIZED (
+       SELECT * FROM json_to_recordset($2::json)
+         AS u(id uuid, asset_type_key text, name text, access_domain_key text, properties jsonb, unique_value text, event_id uuid)
+     ), ins AS (
+       INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
+       SELECT $1, u.id, u.asset_type_key, u.name, u.access_domain_key, u.properties, u.unique_value,
+              date_trunc('second', now()), date_trunc('second', now())
+       FROM u
+       ON CONFLICT (org_id, asset_type_key, unique_value) WHERE archived_at IS NULL AND unique_value IS NOT NULL
+       DO NOTHING
+       RETURNING ${ASSET_COLUMNS.replaceAll('a.', '')}
+     ), ev AS (
+       ${assetCreatedEventsSql('ins', 'u')}
+     )
+     SELECT id, created_at FROM ins`,
+    [orgId, JSON.stringify(rows.map((row) => ({ ...row, event_id: eventIds.get(row.id) }))), ...eventOriginParams(origin)],
   )
   const written = new Map(result.rows.map((r) => [r.id, r.created_at]))
   return rows.flatMap((row) => {
@@ -91,11 +105,12 @@ export interface AssetUpdate {
  */
 export async function updateAssets(
   tx: Tx,
-  orgId: string,
+  origin: EventOrigin,
   changes: readonly AssetChange[],
   options: { skipUnchanged?: boolean; releaseUnique?: readonly string[] } = {},
 ): Promise<AssetUpdate[]> {
   if (changes.length === 0) return []
+  const orgId = origin.orgId
   if (options.releaseUnique && options.releaseUnique.length > 1) {
     await tx.query('UPDATE assets SET unique_value = NULL WHERE org_id = $1 AND id = ANY($2::uuid[])', [orgId, options.releaseUnique])
   }
@@ -117,20 +132,24 @@ export async function updateAssets(
      RETURNING ${ASSET_COLUMNS}, n.b_name, n.b_access_domain_key, n.b_properties, n.b_updated_at`,
     [orgId, JSON.stringify(changes)],
   )
-  return result.rows.map(({ b_name, b_access_domain_key, b_properties, b_updated_at, ...after }) => ({
+  const updates = result.rows.map(({ b_name, b_access_domain_key, b_properties, b_updated_at, ...after }) => ({
     before: { ...after, name: b_name, access_domain_key: b_access_domain_key, properties: b_properties, updated_at: b_updated_at },
     after,
   }))
+  // Only the updates that changed a field emit `asset.updated` (a PATCH with the same values: none).
+  await writeAssetUpdateEvents(tx, origin, updates)
+  return updates
 }
 
 /** THE archive of asset rows (DELETE /assets/{id}); returns the rows archived, as they were. */
-export async function archiveAssets(tx: Tx, orgId: string, ids: readonly string[]): Promise<AssetRow[]> {
+export async function archiveAssets(tx: Tx, origin: EventOrigin, ids: readonly string[]): Promise<AssetRow[]> {
   if (ids.length === 0) return []
   const result = await tx.query<AssetRow>(
     `UPDATE assets a SET archived_at = now() WHERE a.org_id = $1 AND a.id = ANY($2::uuid[]) AND a.archived_at IS NULL
      RETURNING ${ASSET_COLUMNS}`,
-    [orgId, ids],
+    [origin.orgId, ids],
   )
+  await writeAssetEvents(tx, origin, 'asset.archived', result.rows)
   return result.rows
 }
 
