@@ -92,6 +92,26 @@ for (const store of STORES) {
       expect(await deliveries(off.id)).toEqual([])
     })
 
+    it('delivers asset.created of a real write, signed, with the event as the feed has it', async () => {
+      const hook = await create({ url: `${receiver.url}?assets`, event_types: ['asset.created'] })
+      const before = receiver.received.length
+      const res = await t.request('POST', '/api/v1/assets', {
+        body: { asset_type_key: 'server', name: 'hook-web-01', properties: { hostname: 'hook-web-01' } }, headers: { 'x-request-id': 'hook-create-1' },
+      })
+      expect(res.status).toBe(201)
+      const mine = await eventually(async () => receiver.received.slice(before).find((r) => verifies(hook.secret, r)), 30_000)
+      const event = verify(hook.secret, mine) as CloudEvent
+      expect(event).toMatchObject({
+        specversion: '1.0', type: 'asset.created', source: '/organizations/acme', subject: `assets/${res.body.data.id}`,
+        datacontenttype: 'application/json', sequence: expect.stringMatching(/^\d+$/), requestid: 'hook-create-1',
+        data: { object: { id: res.body.data.id, name: 'hook-web-01' } },
+      })
+      expect(mine.headers['webhook-id']).toBe(event.id)
+      const feed = (await t.request('GET', '/api/v1/events?filter[type]=asset.created&page[size]=1000')).body.data as CloudEvent[]
+      expect(feed.find((e) => e.id === event.id)).toEqual(event)
+      expect((await settled(hook.id))[0]).toMatchObject({ event_id: event.id, event_type: 'asset.created', status: 'succeeded' })
+    })
+
     it('retries after the schedule and then fails, recording status code and reason', async () => {
       const hook = await create({ url: `${receiver.url}?fail`, event_types: ['api_key.deleted'] })
       receiver.respond = (r, res) => {
