@@ -29,6 +29,7 @@ const MODULES: [string, () => Promise<BenchModule>][] = [
   ['workers', () => import('./workers.js')],
   ['sync', () => import('./sync.js')],
   ['events', () => import('./events.js')],
+  ['webhooks', () => import('./webhooks.js')],
 ]
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
