@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net'
 import { Webhook } from 'standardwebhooks'
 
 export interface Received {
+  /** Path and query string. */
+  url: string
   headers: http.IncomingHttpHeaders
   body: string
   at: number
@@ -42,7 +44,7 @@ export async function startReceiver(port = 0): Promise<Receiver> {
     const chunks: Buffer[] = []
     req.on('data', (c: Buffer) => chunks.push(c))
     req.on('end', () => {
-      const entry = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() }
+      const entry = { url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() }
       receiver.received.push(entry)
       receiver.respond(entry, res)
       for (const w of waiters.splice(0)) {
