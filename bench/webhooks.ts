@@ -93,7 +93,7 @@ export async function run(ctx: BenchContext): Promise<Row[]> {
     // Latency: one asset at a time, the receiver otherwise idle.
     const latencies: number[] = []
     for (let i = 0; i < SAMPLES; i++) {
-      const item = serverItem(`wh-lat-${Date.now()}`, i)
+      const { client_ref: _, ...item } = serverItem(`wh-lat-${Date.now()}`, i)
       const sent = performance.now()
       const res = await client.send('POST', '/api/v1/assets', JSON.stringify(item))
       expectStatus(res, 201, 'POST /api/v1/assets')

@@ -135,6 +135,16 @@ export async function requeueDelivery(q: Queryable, orgId: string, webhookId: st
   return result.rowCount > 0
 }
 
+/** Every pattern of the enabled webhooks of these organizations, by organization. */
+export async function selectEnabledPatterns(q: Queryable, orgIds: readonly string[]): Promise<Map<string, string[]>> {
+  const result = await q.query<{ org_id: string; patterns: string[] }>(
+    `SELECT org_id, array_agg(DISTINCT p.pattern) AS patterns FROM webhooks, unnest(event_types) AS p(pattern)
+     WHERE org_id = ANY($1::uuid[]) AND enabled GROUP BY org_id`,
+    [orgIds],
+  )
+  return new Map(result.rows.map((r) => [r.org_id, r.patterns]))
+}
+
 // A UUIDv7 made in SQL (PostgreSQL 17 has no uuidv7()): gen_random_uuid()'s bytes with the first six
 // replaced by the Unix time in milliseconds and the version nibble turned from 4 into 7.
 const UUID_V7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
