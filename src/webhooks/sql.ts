@@ -123,8 +123,8 @@ export async function insertDelivery(q: Queryable, orgId: string, d: NewDelivery
 }
 
 /**
- * Queues a delivery again, due now, whatever its state (a running attempt finishes first: its
- * lease holder records an outcome only while it still holds the lease). False when unknown.
+ * Queues a delivery again, due now, whatever its state. An attempt in flight loses its lease: its
+ * outcome is not recorded and the delivery is sent again (at least once). False when unknown.
  */
 export async function requeueDelivery(q: Queryable, orgId: string, webhookId: string, id: string): Promise<boolean> {
   const result = await q.query(
