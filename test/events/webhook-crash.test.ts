@@ -76,5 +76,5 @@ describe.runIf(STORES.includes('postgres'))('postgres: a pending webhook deliver
       return d?.status === 'succeeded' ? d : null
     }, 30_000)
     expect(done.attempts).toBeGreaterThanOrEqual(2)
-  }, 120_000)
+  }, 240_000)
 })

@@ -53,7 +53,7 @@ for (const store of STORES) {
     const settled = (id: string, n = 1) => eventually(async () => {
       const list = await deliveries(id)
       return list.length >= n && list.every((d: { status: string }) => d.status !== 'pending') ? list : null
-    }, 30_000)
+    }, 60_000)
 
     it('queues one delivery per matching enabled webhook in one statement, and sends the exact event JSON', async () => {
       const assets = await create({ url: `${receiver.url}/assets`, event_types: ['asset.*'] })
@@ -259,7 +259,7 @@ for (const store of STORES) {
           const rows = (await t.store.db.query<{ status: string; attempts: number; n: number }>(
             'SELECT status, attempts, count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = $1 GROUP BY 1, 2', [hook.id])).rows
           return rows.length === 1 && rows[0]!.status === 'succeeded' ? rows : null
-        }, 30_000)
+        }, 60_000)
         expect(states).toEqual([{ status: 'succeeded', attempts: 1, n: 400 }])
         expect(Date.now() - started).toBeLessThan(60_000)
         await new Promise((r) => setTimeout(r, 300))
@@ -271,7 +271,7 @@ for (const store of STORES) {
         await other.app.close()
         if (other.db !== t.store.db) await other.db.close()
       }
-    }, 60_000)
+    }, 120_000)
   })
 }
 

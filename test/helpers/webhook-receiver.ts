@@ -29,7 +29,7 @@ export async function startReceiver(port = 0): Promise<Receiver> {
     port: 0,
     received: [],
     respond: (_req, res) => { res.statusCode = 204; res.end() },
-    async waitFor(n, timeoutMs = 10_000) {
+    async waitFor(n, timeoutMs = 30_000) {
       if (receiver.received.length < n) {
         await new Promise<void>((resolve, reject) => {
           const timer = setTimeout(() => reject(new Error(`the receiver got ${receiver.received.length} of ${n} requests in ${timeoutMs} ms`)), timeoutMs)
@@ -69,7 +69,7 @@ export function verify(secret: string, r: Received): any {
 }
 
 /** Polls `fn` until it returns a truthy value (or throws after `timeoutMs`). */
-export async function eventually<T>(fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000, everyMs = 25): Promise<T> {
+export async function eventually<T>(fn: () => Promise<T | null | undefined | false>, timeoutMs = 30_000, everyMs = 25): Promise<T> {
   const until = Date.now() + timeoutMs
   for (;;) {
     const value = await fn()
