@@ -26,6 +26,8 @@ for (const store of STORES) {
       t = await createTestApp(store, undefined, { webhookAllowPrivate: true, webhookPollMs: 50, webhookRetrySchedule: [0] })
       strict = await buildApp({ db: t.store.db, config: loadConfig({}) })
       await strict.ready()
+      // Only `t` sends: `strict`'s sender would refuse the local receiver (tested in webhook-delivery.test.ts).
+      await strict.webhooks.stop()
       receiver = await startReceiver()
       editorKey = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
       viewerKey = await t.givenKey({ user: 'viewer@acme.test', type: 'Viewer' })
