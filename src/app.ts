@@ -172,7 +172,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
  */
 function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
   const relay = new EventRelay(db, {
-    intervalMs: config.eventRelayIntervalMs,
+    // PGlite belongs to this process: its writes wake the relay, so a slow safety-net poll is
+    // enough (every poll runs on the event loop's thread there).
+    intervalMs: db.kind === 'pglite' ? Math.max(config.eventRelayIntervalMs, 5000) : config.eventRelayIntervalMs,
     retentionDays: config.eventRetentionDays,
     publishes: config.natsUrl !== undefined,
     onError: (err) => app.log.error({ err }, 'event relay failed; retrying'),

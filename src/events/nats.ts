@@ -1,6 +1,6 @@
 import { connect } from '@nats-io/transport-node'
 import { jetstream, jetstreamManager } from '@nats-io/jetstream'
-import type { Db } from '../store/db.js'
+import { BACKGROUND_SQL, type Db } from '../store/db.js'
 import { EVENT_COLUMNS, toCloudEvent, type StampedEventRow } from './cloud-event.js'
 import type { EventRelay, StampedEvent } from './relay.js'
 
@@ -35,16 +35,15 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
     if (events.length === 0) return
     await Promise.all(events.map(({ orgKey, event }) =>
       js.publish(natsSubject(orgKey, event.type), encoder.encode(JSON.stringify(event)), { msgID: event.id })))
-    await db.query(
-      'UPDATE events SET pending_publish = false FROM unnest($1::uuid[], $2::uuid[]) AS u(org_id, id) WHERE events.org_id = u.org_id AND events.id = u.id',
+    await db.query(BACKGROUND_SQL + 'UPDATE events SET pending_publish = false FROM unnest($1::uuid[], $2::uuid[]) AS u(org_id, id) WHERE events.org_id = u.org_id AND events.id = u.id',
       [events.map((e) => e.orgId), events.map((e) => e.event.id)],
     )
+    await relay.reportPending()
   }
 
   const sweep = async (): Promise<void> => {
     for (;;) {
-      const rows = await db.query<StampedEventRow & { org_key: string }>(
-        `SELECT ${EVENT_COLUMNS}, o.key AS org_key FROM events e JOIN organizations o ON o.id = e.org_id
+      const rows = await db.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}SELECT ${EVENT_COLUMNS}, o.key AS org_key FROM events e JOIN organizations o ON o.id = e.org_id
          WHERE e.pending_publish AND e.time < now() - interval '10 seconds' ORDER BY e.sequence LIMIT 1000`,
       )
       await publish(rows.rows.map((r) => ({ orgId: r.org_id, orgKey: r.org_key, event: toCloudEvent(r, r.org_key) })))

@@ -1,6 +1,7 @@
-import type { Db, Queryable } from '../store/db.js'
+import { BACKGROUND_SQL, type Db, type Queryable } from '../store/db.js'
 import { metrics } from '../ops/metrics.js'
 import { EVENT_COLUMNS, toCloudEvent, type CloudEvent, type StampedEventRow } from './cloud-event.js'
+import { onEventsWritten } from './write.js'
 
 /** An event the relay has just stamped, with its organization. */
 export interface StampedEvent {
@@ -52,6 +53,7 @@ export class EventRelay {
   private tickQueued = false
   private stopped = false
   private readonly batchSize: number
+  private unlisten: (() => void) | null = null
 
   constructor(private readonly db: Db, private readonly options: RelayOptions) {
     this.batchSize = options.batchSize ?? 5000
@@ -74,6 +76,9 @@ export class EventRelay {
     if (this.timer || this.stopped) return
     this.timer = setInterval(() => this.wake(), this.options.intervalMs)
     this.timer.unref()
+    // Events this process writes wake it at once (a tick before their commit finds nothing; the
+    // next one, or the wake after the response, stamps them). Other processes' events: the poll.
+    this.unlisten = onEventsWritten(() => setTimeout(() => this.wake(), 5).unref())
     if (this.options.retentionDays > 0) {
       const every = this.options.retentionIntervalMs ?? 3_600_000
       this.retentionTimer = setInterval(() => void this.serialize(() => this.purge()).catch((err) => this.options.onError?.(err)), every)
@@ -86,6 +91,7 @@ export class EventRelay {
     if (this.stopped) return
     this.stopped = true
     if (this.timer) clearInterval(this.timer)
+    this.unlisten?.()
     if (this.retentionTimer) clearInterval(this.retentionTimer)
     this.timer = null
     this.retentionTimer = null
@@ -121,8 +127,7 @@ export class EventRelay {
 
   /** Unstamped events plus stamped ones not yet published (kbis_events_pending). */
   async pendingCount(): Promise<number> {
-    const result = await this.db.query<{ n: number }>(
-      `SELECT (SELECT count(*) FROM events WHERE sequence IS NULL) + (SELECT count(*) FROM events WHERE pending_publish) AS n`,
+    const result = await this.db.query<{ n: number }>(`${BACKGROUND_SQL}SELECT (SELECT count(*) FROM events WHERE sequence IS NULL) + (SELECT count(*) FROM events WHERE pending_publish) AS n`,
     )
     return Number(result.rows[0]?.n ?? 0)
   }
@@ -135,7 +140,7 @@ export class EventRelay {
   }
 
   private async hasUnstamped(): Promise<boolean> {
-    const result = await this.db.query<{ yes: boolean }>('SELECT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL) AS yes', [], { prepare: 'kbis_events_unstamped' })
+    const result = await this.db.query<{ yes: boolean }>(BACKGROUND_SQL + 'SELECT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL) AS yes', [], { prepare: 'kbis_events_unstamped' })
     return result.rows[0]?.yes === true
   }
 
@@ -146,31 +151,33 @@ export class EventRelay {
       if (stamped.length > 0) await this.afterCommit(stamped)
       if (stamped.length < this.batchSize) break
     }
+    await this.reportPending()
+  }
+
+  /** Sets kbis_events_pending (after a stamping round, after a publication). */
+  async reportPending(): Promise<void> {
     metrics.eventsPending.set(await this.pendingCount())
   }
 
   /** One stamping transaction: null when another process holds the lock (it stamps them). */
   private async stampBatch(tx: Queryable, wait: boolean): Promise<StampedEvent[] | null> {
     if (wait) {
-      await tx.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
+      await tx.query(BACKGROUND_SQL + 'SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
     } else {
-      const got = await tx.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
+      const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + 'SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
       if (got.rows[0]?.ok !== true) return null
     }
     // A statement of its own, after the lock: its snapshot holds every earlier stamp.
-    const batch = await tx.query<{ org_id: string; id: string }>(
-      'SELECT org_id, id FROM events WHERE sequence IS NULL ORDER BY id LIMIT $1',
+    const batch = await tx.query<{ org_id: string; id: string }>(BACKGROUND_SQL + 'SELECT org_id, id FROM events WHERE sequence IS NULL ORDER BY id LIMIT $1',
       [this.batchSize],
     )
     if (batch.rows.length === 0) return []
     // Positions base .. base + n - 1 in one draw: only the relay draws, under the lock.
-    const drawn = await tx.query<{ base: number }>(
-      `SELECT setval('event_sequence', nextval('event_sequence') + $1 - 1) - $1 + 1 AS base`,
+    const drawn = await tx.query<{ base: number }>(`${BACKGROUND_SQL}SELECT setval('event_sequence', nextval('event_sequence') + $1 - 1) - $1 + 1 AS base`,
       [batch.rows.length],
     )
     const base = Number(drawn.rows[0]!.base)
-    const result = await tx.query<StampedEventRow & { org_key: string }>(
-      `UPDATE events e SET sequence = $3::bigint + u.n - 1, pending_publish = $4
+    const result = await tx.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}UPDATE events e SET sequence = $3::bigint + u.n - 1, pending_publish = $4
        FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS u(org_id, id, n), organizations o
        WHERE e.org_id = u.org_id AND e.id = u.id AND o.id = u.org_id
        RETURNING ${EVENT_COLUMNS}, o.key AS org_key`,
@@ -203,10 +210,9 @@ export class EventRelay {
     let total = 0
     for (;;) {
       const deleted = await this.db.transaction(async (tx) => {
-        const got = await tx.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
+        const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + 'SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
         if (got.rows[0]?.ok !== true) return 0
-        const result = await tx.query<{ n: number }>(
-          `WITH cut AS (
+        const result = await tx.query<{ n: number }>(`${BACKGROUND_SQL}WITH cut AS (
              SELECT max(sequence) AS upto FROM events
              WHERE sequence IS NOT NULL AND time < now() - make_interval(days => $1::int)
            ), victims AS (

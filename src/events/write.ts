@@ -15,6 +15,19 @@ import type { EventActor, EventData, EventType } from './cloud-event.js'
  * the events as one json parameter. `sequence` stays NULL: the relay stamps it after commit.
  */
 
+/** Relays of this process, woken when this process writes events (see relay.ts). */
+const writeListeners = new Set<() => void>()
+
+/** Calls `fn` soon after this process writes events (its transaction may still be open). */
+export function onEventsWritten(fn: () => void): () => void {
+  writeListeners.add(fn)
+  return () => writeListeners.delete(fn)
+}
+
+function eventsWritten(): void {
+  for (const fn of writeListeners) fn()
+}
+
 /** Who wrote, for every event of a request: organization, actor, request id, Idempotency-Key. */
 export interface EventOrigin {
   orgId: string
@@ -99,6 +112,7 @@ export async function writeEvents(tx: Queryable, origin: EventOrigin, events: re
      ${select}`,
     [origin.orgId, origin.requestId, origin.idempotencyKey, JSON.stringify(rows)],
   )
+  eventsWritten()
 }
 
 /** $3, $4, $5 of {@link assetCreatedEventsSql}: request id, Idempotency-Key, actor. */
@@ -121,6 +135,7 @@ const isoSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-
  * $5 actor (json). `data.object` is the record as toAssetRecord() builds it.
  */
 export function assetCreatedEventsSql(rows: string, ids: string): string {
+  eventsWritten()
   return `INSERT INTO events (org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key)
        SELECT $1, ${ids}.event_id, 'asset.created', 'assets/' || ${rows}.id, now(), $3, $4,
               jsonb_build_object('object', jsonb_build_object('id', ${rows}.id, 'asset_type_key', ${rows}.asset_type_key, 'name', ${rows}.name,

@@ -93,3 +93,21 @@ export async function deleteApiKey(tx: Queryable, origin: EventOrigin, id: strin
   if (row) await writeApiKeyEvent(tx, origin, 'api_key.deleted', row)
   return row !== undefined
 }
+
+/**
+ * Takes a removed role out of every key of the organization (`kbis apply`), each key's change
+ * emitting `api_key.updated`; returns how many keys changed.
+ */
+export async function removeRoleFromKeys(tx: Queryable, origin: EventOrigin, roleKey: string): Promise<number> {
+  const result = await tx.query<ApiKeyRow & { before_role_keys: string[] }>(
+    `UPDATE api_keys k SET role_keys = array_remove(k.role_keys, $2), updated_at = date_trunc('second', now())
+     FROM (SELECT id, role_keys FROM api_keys WHERE org_id = $1 AND $2 = ANY(role_keys) FOR UPDATE) b
+     WHERE k.org_id = $1 AND k.id = b.id
+     RETURNING ${API_KEY_COLUMNS.split(', ').map((c) => `k.${c}`).join(', ')}, b.role_keys AS before_role_keys`,
+    [origin.orgId, roleKey],
+  )
+  for (const { before_role_keys, ...row } of result.rows) {
+    await writeApiKeyEvent(tx, origin, 'api_key.updated', row, { ...row, role_keys: before_role_keys })
+  }
+  return result.rows.length
+}

@@ -4,6 +4,8 @@ import { count, fieldChanges } from './diff.js'
 import { countLiveInDomain } from './guards.js'
 import { selectUsers } from './state.js'
 import type { AccessDomainSpec, RoleSpec, UserSpec } from './types.js'
+import { removeRoleFromKeys } from '../keys/sql.js'
+import { operatorOrigin } from '../events/write.js'
 
 /** Roles kept from the store (the file lists no roles) that grant on access domain `key`. */
 function storedRolesOnDomain(ctx: ApplyContext, key: string): string[] {
@@ -51,13 +53,14 @@ export async function applyAccessDomains(ctx: ApplyContext): Promise<void> {
  */
 async function removeRole(ctx: ApplyContext, key: string): Promise<void> {
   await ctx.tx.query('DELETE FROM roles WHERE org_id = $1 AND key = $2', [ctx.orgId, key])
-  const strip = (table: 'users' | 'api_keys', touch: string): Promise<{ rowCount: number }> =>
+  const strip = (table: 'users', touch: string): Promise<{ rowCount: number }> =>
     ctx.tx.query(
       `UPDATE ${table} SET role_keys = array_remove(role_keys, $2)${touch} WHERE org_id = $1 AND $2 = ANY(role_keys)`,
       [ctx.orgId, key],
     )
   const users = (await strip('users', '')).rowCount
-  const keys = (await strip('api_keys', ', updated_at = now()')).rowCount
+  // Keys through the one write path of keys, which emits their api_key.updated events.
+  const keys = await removeRoleFromKeys(ctx.tx, operatorOrigin(ctx.orgId), key)
   const revoked = users + keys > 0 ? ` (revoked from ${users} user(s) and ${keys} API key(s))` : ''
   record(ctx, [`role ${key}: removed${revoked}`])
 }

@@ -28,6 +28,12 @@ export type StoreKind = 'postgres' | 'pglite'
 export type QueryHook = (sql: string) => void
 
 /**
+ * Prefix of statements that belong to background work, not to any request (the event relay,
+ * publication): the query hook does not see them, so a request's statement count stays its own.
+ */
+export const BACKGROUND_SQL = '/* background */ '
+
+/**
  * One store over either backend. Both speak the same SQL dialect (PGlite is PostgreSQL in WASM);
  * nothing above this file knows which one it has.
  */
@@ -55,7 +61,7 @@ class PostgresDb implements Db {
   constructor(readonly pool: pg.Pool, private readonly config: pg.PoolConfig) {}
 
   async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
-    this.onQuery?.(sql)
+    if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
     const res = options.prepare
       ? await this.pool.query({ name: options.prepare, text: sql, values: params as unknown[] })
       : await this.pool.query(sql, params as unknown[])
@@ -66,7 +72,7 @@ class PostgresDb implements Db {
     const client = await this.pool.connect()
     const tx: Tx = {
       query: async <R>(sql: string, params: readonly unknown[] = []) => {
-        this.onQuery?.(sql)
+        if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
         const res = await client.query(sql, params as unknown[])
         return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
       },
@@ -124,7 +130,7 @@ class PgliteDb implements Db {
   constructor(private readonly pglite: PGlite) {}
 
   async query<R>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
-    this.onQuery?.(sql)
+    if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
     const res = await this.pglite.query<R>(sql, params as unknown[])
     return { rows: res.rows, rowCount: res.affectedRows ?? res.rows.length }
   }
@@ -133,7 +139,7 @@ class PgliteDb implements Db {
     return this.pglite.transaction(async (t) =>
       fn({
         query: async <R>(sql: string, params: readonly unknown[] = []) => {
-          this.onQuery?.(sql)
+          if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
           const res = await t.query<R>(sql, params as unknown[])
           return { rows: res.rows, rowCount: res.affectedRows ?? res.rows.length }
         },

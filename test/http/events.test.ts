@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { ACME } from '../helpers/fixtures.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 const TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/
@@ -242,6 +245,21 @@ for (const store of STORES) {
       expect(fresh.status).toBe(200)
       expect(fresh.body.data).toEqual([])
       expect((await t.request('GET', `/api/v1/events?after=${fresh.body.meta.next_cursor}`)).status).toBe(200)
+    })
+
+    it('kbis apply removing a role emits api_key.updated for each key that held it (last: it changes the fixture)', async () => {
+      const key = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      const id = (await t.request('GET', '/api/v1/api-keys', { key })).body.data[0].id
+      const cursor = await tail()
+      const setup = {
+        ...ACME,
+        roles: ACME.roles.filter((r) => r.key !== 'it_editor'),
+        users: ACME.users.map((u) => ({ ...u, role_keys: u.role_keys.filter((r) => r !== 'it_editor') })),
+      }
+      await applySetup(t.store.db, setup as unknown as SetupFile)
+      const updates = (await feed(cursor)).events.filter((e) => e.subject === `api-keys/${id}`)
+      expect(updates).toHaveLength(1)
+      expect(updates[0]).toMatchObject({ type: 'api_key.updated', requestid: null, data: { changes: { role_keys: { from: ['it_editor'], to: [] } }, actor: { api_key_id: null, user_id: null } } })
     })
   })
 }
