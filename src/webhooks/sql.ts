@@ -1,4 +1,4 @@
-import type { Db, Queryable } from '../store/db.js'
+import { BACKGROUND_SQL, type Db, type Queryable } from '../store/db.js'
 import { Params, selectPage, type PageRows } from '../store/sql.js'
 
 export interface WebhookRow {
@@ -138,7 +138,7 @@ export async function requeueDelivery(q: Queryable, orgId: string, webhookId: st
 /** Every pattern of the enabled webhooks of these organizations, by organization. */
 export async function selectEnabledPatterns(q: Queryable, orgIds: readonly string[]): Promise<Map<string, string[]>> {
   const result = await q.query<{ org_id: string; patterns: string[] }>(
-    `SELECT org_id, array_agg(DISTINCT p.pattern) AS patterns FROM webhooks, unnest(event_types) AS p(pattern)
+    `${BACKGROUND_SQL}SELECT org_id, array_agg(DISTINCT p.pattern) AS patterns FROM webhooks, unnest(event_types) AS p(pattern)
      WHERE org_id = ANY($1::uuid[]) AND enabled GROUP BY org_id`,
     [orgIds],
   )
@@ -166,7 +166,7 @@ export interface EventToDeliver {
 export async function insertMatchingDeliveries(tx: Queryable, events: readonly EventToDeliver[]): Promise<number> {
   if (events.length === 0) return 0
   const result = await tx.query(
-    `INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, payload, status, next_attempt_at)
+    `${BACKGROUND_SQL}INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, payload, status, next_attempt_at)
      SELECT e.org_id, ${UUID_V7_SQL}, w.id, e.event_id, e.event_type, e.payload, 'pending', now()
      FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[]) AS e(org_id, event_id, event_type, payload)
      JOIN webhooks w ON w.org_id = e.org_id AND w.enabled
@@ -202,7 +202,7 @@ export interface ClaimedDelivery {
  */
 export async function claimDeliveries(q: Queryable, limit: number, leaseSeconds: number, leaseToken: string): Promise<ClaimedDelivery[]> {
   const result = await q.query<ClaimedDelivery>(
-    `WITH due AS (
+    `${BACKGROUND_SQL}WITH due AS (
        SELECT org_id, id FROM webhook_deliveries
        WHERE status = 'pending' AND next_attempt_at <= now()
        ORDER BY next_attempt_at
@@ -244,7 +244,7 @@ export interface DeliveryOutcome {
 export async function recordOutcomes(db: Db, outcomes: readonly DeliveryOutcome[]): Promise<void> {
   const write = async (tx: Queryable): Promise<void> => {
     await tx.query(
-      `UPDATE webhook_deliveries d
+      `${BACKGROUND_SQL}UPDATE webhook_deliveries d
        SET status = o.status,
            attempts = d.attempts + CASE WHEN o.attempted THEN 1 ELSE 0 END,
            last_attempt_at = CASE WHEN o.attempted THEN o.attempted_at ELSE d.last_attempt_at END,
@@ -262,7 +262,7 @@ export async function recordOutcomes(db: Db, outcomes: readonly DeliveryOutcome[
     const gone = outcomes.filter((o) => o.gone)
     if (gone.length > 0) {
       await tx.query(
-        `UPDATE webhooks SET enabled = false, updated_at = date_trunc('second', now())
+        `${BACKGROUND_SQL}UPDATE webhooks SET enabled = false, updated_at = date_trunc('second', now())
          WHERE (org_id, id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) AND enabled`,
         [gone.map((o) => o.orgId), gone.map((o) => o.webhookId)],
       )

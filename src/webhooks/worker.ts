@@ -1,6 +1,6 @@
 import http from 'node:http'
 import https from 'node:https'
-import type { Db } from '../store/db.js'
+import { BACKGROUND_SQL, type Db } from '../store/db.js'
 import { newId } from '../core/time.js'
 import { metrics } from '../ops/metrics.js'
 import { claimDeliveries, recordOutcomes, type ClaimedDelivery, type DeliveryOutcome } from './sql.js'
@@ -102,7 +102,7 @@ export class WebhookWorker {
       this.listening = true
       await this.options.db.listen(WEBHOOK_CHANNEL, () => this.wake())
     }
-    const any = await this.options.db.query<{ any: boolean }>('SELECT EXISTS (SELECT 1 FROM webhooks) AS any')
+    const any = await this.options.db.query<{ any: boolean }>(`${BACKGROUND_SQL}SELECT EXISTS (SELECT 1 FROM webhooks) AS any`)
     if (any.rows[0]?.any) this.wake()
   }
 

@@ -63,9 +63,12 @@ for (const store of STORES) {
       const events = [cloudEvent('asset.created', 1), cloudEvent('asset.updated', 2), cloudEvent('relationship.deleted', 3, `relationships/${newId()}`)]
       const before = receiver.received.length
       let statements = 0
-      t.store.db.onQuery = (sql) => void (sql.includes('INSERT INTO webhook_deliveries') && statements++)
-      const queued = await t.store.db.transaction((tx) => enqueueDeliveries(tx, events.map((event) => ({ orgId: t.orgId, event }))))
-      t.store.db.onQuery = null
+      const queued = await t.store.db.transaction((tx) => enqueueDeliveries({
+        query: (sql, params) => {
+          if (sql.includes('INSERT INTO webhook_deliveries')) statements++
+          return tx.query(sql, params)
+        },
+      } as typeof tx, events.map((event) => ({ orgId: t.orgId, event }))))
       expect(statements).toBe(1)
       expect(queued).toBe(2 + 3 + 1)
       // Not again: an event reaches a webhook once.
