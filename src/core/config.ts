@@ -84,7 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     webhookAllowPrivate: booleanFrom('KBIS_WEBHOOK_ALLOW_PRIVATE', env.KBIS_WEBHOOK_ALLOW_PRIVATE),
     webhookTimeoutMs: intFrom('KBIS_WEBHOOK_TIMEOUT_MS', env.KBIS_WEBHOOK_TIMEOUT_MS, 15_000, 100, 600_000),
     webhookPollMs: intFrom('KBIS_WEBHOOK_POLL_MS', env.KBIS_WEBHOOK_POLL_MS, 1000, 10, 60_000),
-    webhookConcurrency: intFrom('KBIS_WEBHOOK_CONCURRENCY', env.KBIS_WEBHOOK_CONCURRENCY, 64, 1, 10_000),
+    webhookConcurrency: intFrom('KBIS_WEBHOOK_CONCURRENCY', env.KBIS_WEBHOOK_CONCURRENCY, 128, 1, 10_000),
     ...overrides,
   }
 }
