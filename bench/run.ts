@@ -34,6 +34,7 @@ const MODULES: [string, () => Promise<BenchModule>][] = [
   ['workers', () => import('./workers.js')],
   ['sync', () => import('./sync.js')],
   ['events', () => import('./events.js')],
+  ['webhooks', () => import('./webhooks.js')],
 ]
 
 const DATABASE_URL = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test'

@@ -29,7 +29,8 @@ for (const setup of JSON.parse(readFileSync(env.BENCH_SETUPS!, 'utf8')) as (Setu
 }
 
 // As `kbis serve` runs it, logging at warn: per-request info lines are an operator's choice.
-const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'warn', poolSize: 10 })
+// Webhook receivers of the bench listen on 127.0.0.1 (bench/webhooks.ts).
+const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'warn', poolSize: 10, webhookAllowPrivate: true })
 const app = await buildApp({ db, config, logger: { level: 'warn' } })
 const url = await app.listen({ host: '127.0.0.1', port: 0 })
 const raw = env.BENCH_RAW === '1' ? await startRawRoutes(db) : null

@@ -32,6 +32,7 @@ import { searchRoutes } from './search/routes.js'
 import { analyticsRoutes } from './analytics/routes.js'
 import { exportRoutes } from './export/routes.js'
 import { eventRoutes } from './events/routes.js'
+import { createWebhookWorker, webhookRoutes } from './webhooks/plugin.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -158,6 +159,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
 
   registerEventSchemas(app)
+  const webhooks = createWebhookWorker(app)
 
   await app.register(async (api) => {
     await api.register(openapiRoutes)
@@ -170,20 +172,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       // One organization cannot hold every pooled connection (docs/configuration.md, KBIS_ORG_CONCURRENCY).
       registerOrgConcurrency(authed, orgConcurrency)
       registerIdempotency(authed, db)
-      await authed.register(metamodelRoutes)
-      await authed.register(assetRoutes)
-      await authed.register((await import('./relationships/routes.js')).relationshipRoutes)
-      await authed.register(apiKeyRoutes)
-      await authed.register(directoryRoutes)
-      await authed.register(typedOpenapiRoutes)
-      await authed.register((await import('./bulk/routes.js')).bulkRoutes)
-      await authed.register((await import('./search/routes.js')).searchRoutes)
-      await authed.register((await import('./export/routes.js')).exportRoutes)
-      await authed.register((await import('./events/routes.js')).eventRoutes)
       // Every authenticated route, one flat list.
       for (const routes of [
         metamodelRoutes, assetRoutes, relationshipRoutes, apiKeyRoutes, directoryRoutes, typedOpenapiRoutes,
-        bulkRoutes, searchRoutes, analyticsRoutes, exportRoutes,
+        bulkRoutes, searchRoutes, analyticsRoutes, exportRoutes, eventRoutes, webhookRoutes(webhooks),
       ]) await authed.register(routes)
     })
   }, { prefix: '/api/v1' })
