@@ -148,6 +148,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await authed.register((await import('./export/routes.js')).exportRoutes)
     })
   }, { prefix: '/api/v1' })
+  // The console (CONTRACT §15): HTML, its own session auth, never under /api/v1.
+  await app.register((await import('./console/plugin.js')).consoleRoutes, { prefix: '/console' })
 
   return app
 }

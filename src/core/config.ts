@@ -27,6 +27,8 @@ export interface Config {
   shutdownTimeoutSeconds: number
   /** Port of the Prometheus endpoint (`--metrics-port`); none when undefined. */
   metricsPort: number | undefined
+  /** Minutes a console session lives without a request (KBIS_CONSOLE_IDLE_MINUTES). */
+  consoleIdleMinutes: number
 }
 
 export class ConfigError extends Error {}
@@ -58,6 +60,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     readAfterWriteMs: intFrom('KBIS_READ_AFTER_WRITE_MS', env.KBIS_READ_AFTER_WRITE_MS, 2000, 0, 3_600_000),
     shutdownTimeoutSeconds: intFrom('KBIS_SHUTDOWN_TIMEOUT', env.KBIS_SHUTDOWN_TIMEOUT, 30, 0, 3600),
     metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
+    consoleIdleMinutes: intFrom('KBIS_CONSOLE_IDLE_MINUTES', env.KBIS_CONSOLE_IDLE_MINUTES, 30, 1, 7 * 24 * 60),
     ...overrides,
   }
 }
