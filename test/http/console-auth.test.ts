@@ -1,0 +1,154 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+import { STORES } from '../helpers/stores.js'
+import { PASSWORD, givenPasswords } from '../helpers/console.js'
+
+/** A tiny cookie jar over inject: the console is a browser's, cookies and forms. */
+class Browser {
+  cookies = new Map<string, string>()
+  constructor(private readonly t: TestApp, private readonly address = '127.0.0.1') {}
+
+  private header(): string {
+    return [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ')
+  }
+
+  async send(method: 'GET' | 'POST', url: string, form?: Record<string, string | string[]>, headers: Record<string, string> = {}) {
+    const body = form ? new URLSearchParams(Object.entries(form).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]]))).toString() : undefined
+    const res = await this.t.app.inject({
+      method, url, remoteAddress: this.address,
+      headers: { cookie: this.header(), ...(body !== undefined ? { 'content-type': 'application/x-www-form-urlencoded' } : {}), ...headers },
+      ...(body !== undefined ? { payload: body } : {}),
+    })
+    for (const c of res.cookies as { name: string; value: string; expires?: Date }[]) {
+      if (c.value === '' || (c.expires && c.expires.getTime() < Date.now())) this.cookies.delete(c.name)
+      else this.cookies.set(c.name, c.value)
+    }
+    return res
+  }
+
+  async csrf(url = '/console/sign-in'): Promise<string> {
+    const res = await this.send('GET', url)
+    const token = /name="_csrf" value="([^"]+)"/.exec(res.body)?.[1]
+    if (!token) throw new Error(`no CSRF token on ${url}: ${res.statusCode} ${res.body.slice(0, 300)}`)
+    return token
+  }
+
+  async signIn(email: string, password = PASSWORD) {
+    return this.send('POST', '/console/sign-in', { _csrf: await this.csrf(), email, password })
+  }
+}
+
+for (const kind of STORES) {
+  describe(`${kind}: console sessions, CSRF, throttling`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(kind, undefined, { consoleIdleMinutes: 1 })
+      await givenPasswords(t, ['owner@acme.test', 'editor@acme.test'])
+    }, 120_000)
+    afterAll(async () => t.close())
+
+    it('signs in with email and password: HttpOnly SameSite session cookie, then the pages answer', async () => {
+      const b = new Browser(t)
+      const res = await b.signIn('owner@acme.test')
+      expect(res.statusCode).toBe(303)
+      expect(res.headers.location).toBe('/console/assets')
+      const cookie = (res.cookies as { name: string; httpOnly?: boolean; sameSite?: string; path?: string; secure?: boolean }[]).find((c) => c.name === 'kbis_console')!
+      expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/console' })
+      expect(cookie.secure).toBeFalsy()
+      const page = await b.send('GET', '/console/assets')
+      expect(page.statusCode).toBe(200)
+      expect(page.body).toContain('<h1>Assets</h1>')
+      expect(page.headers['content-type']).toBe('text/html; charset=utf-8')
+    })
+
+    it('sets the Secure flag when the request came over https (through a trusted proxy)', async () => {
+      const app2 = await (await import('../../src/app.js')).buildApp({ db: t.store.db, config: (await import('../../src/core/config.js')).loadConfig({}, { trustedProxies: ['127.0.0.1'] }) })
+      const b = new Browser({ ...t, app: app2 })
+      const res = await b.send('POST', '/console/sign-in', { _csrf: await b.csrf(), email: 'owner@acme.test', password: PASSWORD }, { 'x-forwarded-proto': 'https' })
+      const cookie = (res.cookies as { name: string; secure?: boolean }[]).find((c) => c.name === 'kbis_console')!
+      expect(cookie.secure).toBe(true)
+      await app2.close()
+    })
+
+    it('answers every failure with one message: wrong password, unknown email, no password method, disabled user', async () => {
+      const b = new Browser(t, '10.0.0.1')
+      await t.store.db.query("UPDATE users SET enabled = false WHERE email = 'editor@acme.test'")
+      try {
+        for (const [email, password] of [['owner@acme.test', 'wrong password!'], ['nobody@acme.test', PASSWORD], ['viewer@acme.test', PASSWORD], ['editor@acme.test', PASSWORD]] as const) {
+          const res = await b.signIn(email, password)
+          expect(res.statusCode).toBe(401)
+          expect(res.body).toContain('<p class="error" role="alert">Invalid email or password</p>')
+          expect(b.cookies.has('kbis_console')).toBe(false)
+        }
+      } finally {
+        await t.store.db.query("UPDATE users SET enabled = true WHERE email = 'editor@acme.test'")
+        await t.store.db.query('DELETE FROM console_sign_in_failures')
+      }
+    })
+
+    it('slows failed sign-ins per email: after 3 failures even the right password is refused for a while (stored in the database)', async () => {
+      const b = new Browser(t, '10.0.0.2')
+      for (let i = 0; i < 4; i++) expect((await b.signIn('editor@acme.test', `wrong ${i}`)).statusCode).toBe(401)
+      expect((await b.signIn('editor@acme.test')).statusCode).toBe(401)
+      const rows = (await t.store.db.query<{ subject: string; failures: number; locked: boolean }>(
+        'SELECT subject, failures, coalesce(locked_until > now(), false) AS locked FROM console_sign_in_failures ORDER BY subject')).rows
+      expect(rows).toEqual([
+        { subject: 'email:editor@acme.test', failures: 4, locked: true },
+        { subject: 'ip:10.0.0.2', failures: 4, locked: false },
+      ])
+      // Once the lock has passed, the right password works and clears the email's count.
+      await t.store.db.query("UPDATE console_sign_in_failures SET locked_until = now() - interval '1 second'")
+      expect((await new Browser(t, '10.0.0.3').signIn('editor@acme.test')).statusCode).toBe(303)
+      expect((await t.store.db.query("SELECT 1 FROM console_sign_in_failures WHERE subject LIKE 'email:%'")).rows).toEqual([])
+      await t.store.db.query('DELETE FROM console_sign_in_failures')
+    })
+
+    it('slows failed sign-ins per address across emails', async () => {
+      const b = new Browser(t, '10.0.0.4')
+      for (let i = 0; i < 31; i++) await b.signIn(`someone-${i}@acme.test`, 'nope nope nope')
+      expect((await b.signIn('owner@acme.test')).statusCode).toBe(401)
+      expect((await new Browser(t, '10.0.0.5').signIn('owner@acme.test')).statusCode).toBe(303)
+      await t.store.db.query('DELETE FROM console_sign_in_failures')
+    }, 60_000)
+
+    it('refuses a state-changing request without the CSRF token (403), also when signed in; accepts the htmx header', async () => {
+      const b = new Browser(t)
+      expect((await b.send('POST', '/console/sign-in', { email: 'owner@acme.test', password: PASSWORD })).statusCode).toBe(403)
+      await b.signIn('owner@acme.test')
+      const token = await b.csrf('/console/developer-settings')
+      const forged = await b.send('POST', '/console/developer-settings/keys', { name: 'x', permission_type: 'Viewer', role_keys: 'all' })
+      expect(forged.statusCode).toBe(403)
+      expect(forged.body).toContain('This form has expired or did not come from this console.')
+      expect((await b.send('POST', '/console/developer-settings/keys', { _csrf: 'not-a-token', name: 'x', permission_type: 'Viewer', role_keys: 'all' })).statusCode).toBe(403)
+      const viaHeader = await b.send('POST', '/console/developer-settings/keys', { name: 'htmx key', permission_type: 'Viewer', role_keys: 'all' }, { 'x-csrf-token': token })
+      expect(viaHeader.statusCode).toBe(303)
+      const keys = await t.request('GET', '/api/v1/api-keys')
+      expect(keys.body.data.map((k: { name: string }) => k.name)).toContain('htmx key')
+    })
+
+    it('signs out: the session is gone from the database', async () => {
+      const b = new Browser(t)
+      await b.signIn('owner@acme.test')
+      const token = await b.csrf('/console/assets')
+      const before = (await t.store.db.query('SELECT count(*)::int AS n FROM console_sessions')).rows[0] as { n: number }
+      expect((await b.send('POST', '/console/sign-out', { _csrf: token })).headers.location).toBe('/console/sign-in')
+      expect(((await t.store.db.query('SELECT count(*)::int AS n FROM console_sessions')).rows[0] as { n: number }).n).toBe(before.n - 1)
+      expect((await b.send('GET', '/console/assets')).headers.location).toBe('/console/sign-in')
+    })
+
+    it('ends a session idle longer than KBIS_CONSOLE_IDLE_MINUTES', async () => {
+      const b = new Browser(t)
+      await b.signIn('owner@acme.test')
+      expect((await b.send('GET', '/console/assets')).statusCode).toBe(200)
+      await t.store.db.query("UPDATE console_sessions SET last_seen_at = now() - interval '61 seconds'")
+      const res = await b.send('GET', '/console/assets')
+      expect(res.statusCode).toBe(303)
+      expect(res.headers.location).toBe('/console/sign-in')
+    })
+
+    it('redirects to sign-in without a session, and keeps /api/v1 free of console routes', async () => {
+      expect((await new Browser(t).send('GET', '/console/archived')).headers.location).toBe('/console/sign-in')
+      expect((await t.request('POST', '/api/v1/assets/x/restore')).status).toBe(404)
+    })
+  })
+}
