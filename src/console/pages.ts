@@ -26,7 +26,7 @@ export function pager(path: string, params: Record<string, string>, page: PageMe
   return {
     prev: page.number > 1 ? link(page.number - 1) : null,
     next: page.number < page.total_pages || (!page.total_items_exact && page.number >= page.total_pages) ? link(page.number + 1) : null,
-    label: page.total_items === 0 ? 'No items' : `Page ${page.number} of ${page.total_items_exact ? page.total_pages : 'many'} · ${total} items`,
+    label: page.total_items === 0 ? 'No items' : `Page ${page.number} of ${page.total_items_exact ? page.total_pages : 'many'} · ${total} ${page.total_items === 1 ? 'item' : 'items'}`,
   }
 }
 

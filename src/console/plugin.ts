@@ -94,6 +94,7 @@ export async function render(request: FastifyRequest, reply: FastifyReply, page:
     flash: request.console?.flash ?? null,
     csrfToken,
     path: request.url.split('?')[0],
+    url: request.url,
   })
 }
 
