@@ -22,6 +22,8 @@ import { registerOps } from './ops/http.js'
 import { registerReadRouting } from './ops/read-routing.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
+import { EventRelay } from './events/relay.js'
+import { registerEventSchemas } from './events/schemas.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -29,6 +31,8 @@ declare module 'fastify' {
     config: Config
     metamodels: MetamodelCache
     authenticator: Authenticator
+    /** The event relay (src/events/relay.ts): stamps the outbox, runs the stamped/committed hooks. */
+    events: EventRelay
     /** The store, the caller and its metamodel, for services (which never see `request`). */
     requestContext(request: FastifyRequest): Promise<RequestContext>
   }
@@ -101,6 +105,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     auth: request.auth,
     metamodel: await metamodels.get(request.auth.orgId),
     ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
+    requestId: request.id,
   }))
   app.decorateRequest('auth', null as never)
 
@@ -110,6 +115,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     authenticator.invalidate()
   })
   registerStatistics(app, db)
+  registerEvents(app, db, config)
   const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), 5_000)
   flush.unref()
   app.addHook('onClose', async () => {
@@ -127,6 +133,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       security: [{ bearerAuth: [] }],
     },
   })
+
+  registerEventSchemas(app)
 
   await app.register(async (api) => {
     await api.register(openapiRoutes)
@@ -146,12 +154,38 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await authed.register((await import('./bulk/routes.js')).bulkRoutes)
       await authed.register((await import('./search/routes.js')).searchRoutes)
       await authed.register((await import('./export/routes.js')).exportRoutes)
+      await authed.register((await import('./events/routes.js')).eventRoutes)
     })
   }, { prefix: '/api/v1' })
   // The console (CONTRACT §15): HTML, its own session auth, never under /api/v1.
   await app.register((await import('./console/plugin.js')).consoleRoutes, { prefix: '/console' })
 
   return app
+}
+
+/**
+ * The event relay of this process: polls for unstamped events, is woken at once by this
+ * process's writes, stops (stamping and publishing what is left) when the app closes.
+ */
+function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
+  const relay = new EventRelay(db, {
+    intervalMs: config.eventRelayIntervalMs,
+    retentionDays: config.eventRetentionDays,
+    publishes: config.natsUrl !== undefined,
+    onError: (err) => app.log.error({ err }, 'event relay failed; retrying'),
+  })
+  app.decorate('events', relay)
+  app.addHook('onResponse', async (request) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD') relay.wake()
+  })
+  app.addHook('onReady', async () => {
+    if (config.natsUrl) {
+      const { attachNats } = await import('./events/nats.js')
+      await attachNats(relay, db, { url: config.natsUrl, stream: config.natsStream, onError: (err) => app.log.error({ err }, 'NATS publication failed; retrying') })
+    }
+    relay.start()
+  })
+  app.addHook('onClose', async () => relay.stop())
 }
 
 async function openReadRoutingFor(db: Db, config: Config, app: FastifyInstance): Promise<ReadRouting | null> {

@@ -5,6 +5,7 @@ import { openDb, type Db } from './store/db.js'
 import { migrate } from './store/migrate.js'
 import { ensureDefaultOrganization } from './setup/bootstrap.js'
 import { storeNewKey } from './keys/create.js'
+import { operatorOrigin } from './events/write.js'
 import { startControlSocket, type ControlSocket } from './cli/control.js'
 import { startMetricsServer } from './ops/metrics-server.js'
 import type { Server } from 'node:http'
@@ -29,7 +30,7 @@ export async function openStore(config: Config): Promise<Db> {
 export async function bootstrap(db: Db): Promise<string | null> {
   const created = await ensureDefaultOrganization(db)
   if (!created.created) return null
-  const key = await storeNewKey(db, created.orgId, {
+  const key = await storeNewKey(db, operatorOrigin(created.orgId), {
     name: 'Initial admin key',
     description: 'Created by the first `kbis serve` on an empty store',
     permission_type: 'Admin',

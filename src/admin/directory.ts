@@ -10,6 +10,9 @@ import { selectDirectoryPage, selectDirectoryRow, type AccessDomainRow, type Rol
 export interface AdminContext {
   db: Db
   auth: AuthContext
+  /** For the events of key changes (CONTRACT §13). */
+  requestId?: string
+  idempotencyKey?: string
 }
 
 export interface RoleRecord {

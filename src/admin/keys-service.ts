@@ -6,6 +6,7 @@ import { isUuid } from '../core/time.js'
 import { offsetOf, pageMeta, type Page } from '../core/pagination.js'
 import { INVALIDATE_CHANNEL } from '../core/channels.js'
 import { storeNewKey } from '../keys/create.js'
+import { originOf } from '../events/write.js'
 import { deleteApiKey, selectApiKey, selectApiKeyPage, updateApiKey, type ApiKeyRow } from '../keys/sql.js'
 import { toApiKeyRecord, type ApiKeyRecord } from '../keys/mapper.js'
 import { selectDirectoryRow, selectExistingRoleKeys, type UserRow } from './directory-sql.js'
@@ -98,7 +99,7 @@ export async function createKey(ctx: AdminContext, input: KeyInput): Promise<Api
   return ctx.db.transaction(async (tx) => {
     const owner = await loadOwner(tx, ctx.auth.orgId, ownerId)
     await checkRoles(tx, ctx.auth.orgId, input.role_keys, owner)
-    return storeNewKey(tx, ctx.auth.orgId, { ...input, description: input.description ?? null, owner_user_id: owner.id })
+    return storeNewKey(tx, originOf(ctx), { ...input, description: input.description ?? null, owner_user_id: owner.id })
   })
 }
 
@@ -119,7 +120,7 @@ export async function updateKey(ctx: AdminContext, id: string, patch: KeyPatch):
     if (patch.role_keys !== undefined || ownerId !== current.owner_user_id) {
       await checkRoles(tx, ctx.auth.orgId, roleKeys, await loadOwner(tx, ctx.auth.orgId, ownerId))
     }
-    return updateApiKey(tx, ctx.auth.orgId, current.id, {
+    return updateApiKey(tx, originOf(ctx), current, {
       name: patch.name ?? current.name,
       description: patch.description !== undefined ? patch.description : current.description,
       permission_type: permission,
@@ -134,7 +135,9 @@ export async function updateKey(ctx: AdminContext, id: string, patch: KeyPatch):
 /** Deletes a key for good; it stops working at once in every server (cache invalidation). */
 export async function deleteKey(ctx: AdminContext, id: string): Promise<void> {
   requireKeyManager(ctx.auth)
-  const row = assertVisible(ctx.auth, id, isUuid(id) ? await selectApiKey(ctx.db, ctx.auth.orgId, id) : null)
-  await deleteApiKey(ctx.db, ctx.auth.orgId, row.id)
+  await ctx.db.transaction(async (tx) => {
+    const row = assertVisible(ctx.auth, id, isUuid(id) ? await selectApiKey(tx, ctx.auth.orgId, id, true) : null)
+    await deleteApiKey(tx, originOf(ctx), row.id)
+  })
   await ctx.db.notify(INVALIDATE_CHANNEL, ctx.auth.orgId)
 }

@@ -10,7 +10,12 @@ const idOf = (request: FastifyRequest): string => (request.params as { id: strin
 const keyOf = (request: FastifyRequest): string => (request.params as { key: string }).key
 
 /** The admin services need the store and the caller only (not the metamodel). */
-const contextOf = (app: FastifyInstance, request: FastifyRequest): AdminContext => ({ db: app.db, auth: request.auth })
+const contextOf = (app: FastifyInstance, request: FastifyRequest): AdminContext => ({
+  db: app.db,
+  auth: request.auth,
+  requestId: request.id,
+  ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
+})
 
 function listEnvelope<T>(request: FastifyRequest, result: PageOf<T>): { data: T[]; meta: { page: PageMeta }; links: Record<string, string | null> } {
   return { data: result.data, meta: { page: result.page }, links: pageLinks(request, result.page) }

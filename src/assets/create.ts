@@ -7,6 +7,7 @@ import { insertAssets, type NewAssetRow } from './sql.js'
 import type { AssetRow } from './mapper.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
+import { originOf } from '../events/write.js'
 
 export type BulkAssetInput = AssetInput & BulkItem
 
@@ -77,7 +78,7 @@ async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly N
     })
   }
   const candidates = skipped.size === 0 ? rows : rows.filter((_, i) => !skipped.has(i))
-  const written = new Map((await insertAssets(tx, ctx.auth.orgId, inUniqueOrder(candidates))).map((row) => [row.id, row]))
+  const written = new Map((await insertAssets(tx, originOf(ctx), inUniqueOrder(candidates))).map((row) => [row.id, row]))
   if (written.size < candidates.length) {
     rows.forEach((row, i) => {
       if (skipped.has(i) || written.has(row.id)) return

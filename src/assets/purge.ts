@@ -4,6 +4,7 @@ import { deleteRelationships } from '../relationships/sql.js'
 import type { RelationshipRow } from '../relationships/mapper.js'
 import { toAssetRecord, type AssetRecord } from './mapper.js'
 import { findArchived } from './restore.js'
+import { originOf } from '../events/write.js'
 import { deleteAssetsPermanently, selectRelationshipIdsOf } from './sql.js'
 
 /**
@@ -18,8 +19,9 @@ export async function deleteArchivedAsset(ctx: RequestContext, id: string, confi
     if (confirmName !== row.name) {
       throw new AppError(Errors.VALIDATION_FAILED, [{ detail: `the name typed does not match: type ${row.name} exactly to delete it`, pointer: '/confirm_name' }])
     }
-    const relationships = await deleteRelationships(tx, ctx.auth.orgId, await selectRelationshipIdsOf(tx, ctx.auth.orgId, [row.id]))
-    const [deleted] = await deleteAssetsPermanently(tx, ctx.auth.orgId, [row.id])
+    // Relationships first: their events read the ends' types and domains from the asset rows.
+    const relationships = await deleteRelationships(tx, originOf(ctx), await selectRelationshipIdsOf(tx, ctx.auth.orgId, [row.id]))
+    const [deleted] = await deleteAssetsPermanently(tx, originOf(ctx), [row.id])
     return { asset: toAssetRecord(deleted!), relationships }
   })
 }

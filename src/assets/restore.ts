@@ -7,6 +7,7 @@ import { isPgError } from '../store/pg-errors.js'
 import { Params, escapeLike } from '../store/sql.js'
 import type { Tx } from '../store/db.js'
 import type { RelationshipRow } from '../relationships/mapper.js'
+import { originOf } from '../events/write.js'
 import { toAssetRecord, type AssetRecord } from './mapper.js'
 import { restoreAssets, selectArchivedAssetPage, selectArchivedAssets, selectLiveHolder, type ArchivedAssetRow } from './sql.js'
 
@@ -88,7 +89,7 @@ export async function restoreArchivedAsset(ctx: RequestContext, id: string): Pro
     }
     let restored
     try {
-      restored = await restoreAssets(tx, ctx.auth.orgId, [row.id])
+      restored = await restoreAssets(tx, originOf(ctx), [row.id])
     } catch (err) {
       // A concurrent write took the value between the check and the update.
       if (isPgError(err, '23505', 'assets_unique_prop')) throw uniqueTaken(ctx, row, row.unique_value ?? '')

@@ -11,6 +11,7 @@ import { archiveAssets, selectAssetsByKeys } from './sql.js'
 import { createAssets } from './create.js'
 import { patchAssets } from './update.js'
 import { upsertAssets, type UpsertItem, type UpsertResult } from './upsert.js'
+import { originOf } from '../events/write.js'
 
 function notFound(ref: string): AppError {
   return new AppError(Errors.NOT_FOUND, `asset ${ref} not found`)
@@ -67,6 +68,6 @@ export async function archiveAssetByRef(ctx: RequestContext, ref: string): Promi
   requireWriter(ctx)
   await ctx.db.transaction(async (tx) => {
     const existing = await findAsset(ctx, ref, 'delete', tx)
-    await archiveAssets(tx, ctx.auth.orgId, [existing.id])
+    await archiveAssets(tx, originOf(ctx), [existing.id])
   })
 }

@@ -3,12 +3,14 @@ import { Params, selectPage, type CountOptions, type PageQuery, type PageRows } 
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
+import { writeAssetEvents, writeAssetUpdateEvents, type EventOrigin } from '../events/write.js'
 
 /*
  * The write paths of asset rows: insertAssets, updateAssets and archiveAssets are the only
  * statements that write `assets` (docs/architecture.md, "Write paths"). Each takes the caller's
  * transaction and returns the rows it wrote, so that whatever must follow a write (events) has
- * one place per operation to hook into.
+ * one place per operation to hook into: each writes its events (src/events/write.ts) in the same
+ * transaction, one statement for all of them.
  */
 
 export interface NewAssetRow {
@@ -33,8 +35,9 @@ export interface NewAssetRow {
  * Timestamps are whole seconds, as the API shows them. Rows are written (and returned) in the
  * order given.
  */
-export async function insertAssets(tx: Tx, orgId: string, rows: readonly NewAssetRow[]): Promise<AssetRow[]> {
+export async function insertAssets(tx: Tx, origin: EventOrigin, rows: readonly NewAssetRow[]): Promise<AssetRow[]> {
   if (rows.length === 0) return []
+  const orgId = origin.orgId
   const result = await tx.query<{ id: string; created_at: Date | string }>(
     `INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
      SELECT $1, u.id, u.asset_type_key, u.name, u.access_domain_key, u.properties, u.unique_value,
@@ -47,12 +50,14 @@ export async function insertAssets(tx: Tx, orgId: string, rows: readonly NewAsse
     [orgId, JSON.stringify(rows)],
   )
   const written = new Map(result.rows.map((r) => [r.id, r.created_at]))
-  return rows.flatMap((row) => {
+  const assets = rows.flatMap((row) => {
     const at = written.get(row.id)
     if (at === undefined) return []
     const { unique_value: _, ...rest } = row
     return [{ ...rest, created_at: at, updated_at: at }]
   })
+  await writeAssetEvents(tx, origin, 'asset.created', assets)
+  return assets
 }
 
 /** One asset's change: every item naming it, folded in request order. */
@@ -91,11 +96,12 @@ export interface AssetUpdate {
  */
 export async function updateAssets(
   tx: Tx,
-  orgId: string,
+  origin: EventOrigin,
   changes: readonly AssetChange[],
   options: { skipUnchanged?: boolean; releaseUnique?: readonly string[] } = {},
 ): Promise<AssetUpdate[]> {
   if (changes.length === 0) return []
+  const orgId = origin.orgId
   if (options.releaseUnique && options.releaseUnique.length > 1) {
     await tx.query('UPDATE assets SET unique_value = NULL WHERE org_id = $1 AND id = ANY($2::uuid[])', [orgId, options.releaseUnique])
   }
@@ -117,20 +123,24 @@ export async function updateAssets(
      RETURNING ${ASSET_COLUMNS}, n.b_name, n.b_access_domain_key, n.b_properties, n.b_updated_at`,
     [orgId, JSON.stringify(changes)],
   )
-  return result.rows.map(({ b_name, b_access_domain_key, b_properties, b_updated_at, ...after }) => ({
+  const updates = result.rows.map(({ b_name, b_access_domain_key, b_properties, b_updated_at, ...after }) => ({
     before: { ...after, name: b_name, access_domain_key: b_access_domain_key, properties: b_properties, updated_at: b_updated_at },
     after,
   }))
+  // Only the updates that changed a field emit `asset.updated` (a PATCH with the same values: none).
+  await writeAssetUpdateEvents(tx, origin, updates)
+  return updates
 }
 
 /** THE archive of asset rows (DELETE /assets/{id}); returns the rows archived, as they were. */
-export async function archiveAssets(tx: Tx, orgId: string, ids: readonly string[]): Promise<AssetRow[]> {
+export async function archiveAssets(tx: Tx, origin: EventOrigin, ids: readonly string[]): Promise<AssetRow[]> {
   if (ids.length === 0) return []
   const result = await tx.query<AssetRow>(
     `UPDATE assets a SET archived_at = now() WHERE a.org_id = $1 AND a.id = ANY($2::uuid[]) AND a.archived_at IS NULL
      RETURNING ${ASSET_COLUMNS}`,
-    [orgId, ids],
+    [origin.orgId, ids],
   )
+  await writeAssetEvents(tx, origin, 'asset.archived', result.rows)
   return result.rows
 }
 
@@ -179,14 +189,15 @@ export interface ArchivedAssetRow extends AssetRow {
  * a live asset holds now makes the statement fail on `assets_unique_prop` (the caller checks
  * first, to name the value). Returns the rows restored, as they are now.
  */
-export async function restoreAssets(tx: Tx, orgId: string, ids: readonly string[]): Promise<AssetRow[]> {
+export async function restoreAssets(tx: Tx, origin: EventOrigin, ids: readonly string[]): Promise<AssetRow[]> {
   if (ids.length === 0) return []
   const result = await tx.query<AssetRow>(
     `UPDATE assets a SET archived_at = NULL, updated_at = date_trunc('second', now())
      WHERE a.org_id = $1 AND a.id = ANY($2::uuid[]) AND a.archived_at IS NOT NULL
      RETURNING ${ASSET_COLUMNS}`,
-    [orgId, ids],
+    [origin.orgId, ids],
   )
+  await writeAssetEvents(tx, origin, 'asset.restored', result.rows)
   return result.rows
 }
 
@@ -195,13 +206,14 @@ export async function restoreAssets(tx: Tx, orgId: string, ids: readonly string[
  * gone first (deleteRelationships, relationships/sql.ts): the foreign keys refuse otherwise.
  * Returns the rows deleted, as they were.
  */
-export async function deleteAssetsPermanently(tx: Tx, orgId: string, ids: readonly string[]): Promise<AssetRow[]> {
+export async function deleteAssetsPermanently(tx: Tx, origin: EventOrigin, ids: readonly string[]): Promise<AssetRow[]> {
   if (ids.length === 0) return []
   const result = await tx.query<AssetRow>(
     `DELETE FROM assets a WHERE a.org_id = $1 AND a.id = ANY($2::uuid[]) AND a.archived_at IS NOT NULL
      RETURNING ${ASSET_COLUMNS}`,
-    [orgId, ids],
+    [origin.orgId, ids],
   )
+  await writeAssetEvents(tx, origin, 'asset.deleted', result.rows)
   return result.rows
 }
 

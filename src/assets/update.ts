@@ -9,6 +9,7 @@ import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
 import { compositeKey } from '../refs/resolve.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
+import { originOf } from '../events/write.js'
 
 /** A PATCH /bulk/assets item; PATCH /assets/{id} is one such item (its body may repeat asset_type_key). */
 export type BulkAssetPatch = AssetPatch & BulkItem & { id: string }
@@ -192,7 +193,7 @@ export async function patchAssets(
     // a failed item the store would not hold this request's changes, and a related asset renamed
     // by it would look missing (a false failure). Theirs show on the next try.
     failures.throwIfAny()
-    const updates = await updateAssets(tx, ctx.auth.orgId, [...plan.patches.values()], { releaseUnique: [...plan.uniqueSetBy.keys()] })
+    const updates = await updateAssets(tx, originOf(ctx), [...plan.patches.values()], { releaseUnique: [...plan.uniqueSetBy.keys()] })
     const syncs = items.flatMap((item, i) =>
       item.relationships === undefined
         ? []

@@ -10,6 +10,7 @@ import { checkDomain, prepareNewAsset, preparePropertiesPatch } from './prepare.
 import { insertAssets, selectAssetsByKeys, updateAssets, type AssetChange, type NewAssetRow } from './sql.js'
 import { inUniqueOrder } from './create.js'
 import type { AssetRow } from './mapper.js'
+import { originOf } from '../events/write.js'
 
 /** A PUT /bulk/assets item; PUT /assets/{composite key} is one such item (`id` from the path). */
 export interface UpsertItem extends BulkItem {
@@ -165,7 +166,7 @@ export async function upsertAssets(
     const rows = named.length === 0 ? [] : await selectAssetRefs(tx, ctx.auth.orgId, named, merge)
     const stored = new Map(rows.map((row) => [compositeKey(row.asset_type_key, row.unique_value), row]))
     const plan = planItems(ctx, items, keys, stored, merge, failures)
-    const created = new Map((await insertAssets(tx, ctx.auth.orgId, inUniqueOrder(plan.creates.map((c) => c.row)))).map((row) => [row.id, row]))
+    const created = new Map((await insertAssets(tx, originOf(ctx), inUniqueOrder(plan.creates.map((c) => c.row)))).map((row) => [row.id, row]))
     if (created.size < plan.creates.length) {
       failures.add(Errors.UNIQUE_VIOLATION, plan.creates.filter((c) => !created.has(c.row.id)).map((c) => ({
         detail: `${c.row.asset_type_key} ${c.row.unique_value}: the unique value is already taken by another asset of this type`,
@@ -173,7 +174,7 @@ export async function upsertAssets(
       })))
     }
     failures.throwIfAny()
-    const updated = new Map((await updateAssets(tx, ctx.auth.orgId, plan.changes.map((c) => c.change), { skipUnchanged: true })).map((u) => [u.after.id, u.after]))
+    const updated = new Map((await updateAssets(tx, originOf(ctx), plan.changes.map((c) => c.change), { skipUnchanged: true })).map((u) => [u.after.id, u.after]))
     const syncs = items.flatMap((item, i) => {
       const key = keys[i]!
       return item.relationships === undefined ? [] : [{ asset: { id: plan.ids[i]!, asset_type_key: key.asset_type_key }, relationships: item.relationships, pointer: `/${i}/relationships` }]

@@ -173,7 +173,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
       )).rows[0]!
       request.console = {
         sessionId: session.id, orgId: session.org_id, user, flash: session.flash,
-        ctx: { db: app.db, auth, metamodel: await app.metamodels.get(auth.orgId) },
+        ctx: { db: app.db, auth, metamodel: await app.metamodels.get(auth.orgId), requestId: request.id },
       }
     })
     pages.get('/', async (_request, reply) => reply.code(303).header('location', '/console/assets').send())

@@ -29,6 +29,14 @@ export interface Config {
   metricsPort: number | undefined
   /** Minutes a console session lives without a request (KBIS_CONSOLE_IDLE_MINUTES). */
   consoleIdleMinutes: number
+  /** Days events are kept (CONTRACT §13); 0 keeps them forever. */
+  eventRetentionDays: number
+  /** How often the event relay looks for events to stamp, in ms (writes of this process wake it at once). */
+  eventRelayIntervalMs: number
+  /** NATS server for the JetStream event sink; none when undefined. */
+  natsUrl: string | undefined
+  /** JetStream stream the events are published to (created when absent). */
+  natsStream: string
 }
 
 export class ConfigError extends Error {}
@@ -61,6 +69,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     shutdownTimeoutSeconds: intFrom('KBIS_SHUTDOWN_TIMEOUT', env.KBIS_SHUTDOWN_TIMEOUT, 30, 0, 3600),
     metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
     consoleIdleMinutes: intFrom('KBIS_CONSOLE_IDLE_MINUTES', env.KBIS_CONSOLE_IDLE_MINUTES, 30, 1, 7 * 24 * 60),
+    eventRetentionDays: intFrom('KBIS_EVENT_RETENTION_DAYS', env.KBIS_EVENT_RETENTION_DAYS, 90, 0, 36500),
+    eventRelayIntervalMs: intFrom('KBIS_EVENT_RELAY_INTERVAL_MS', env.KBIS_EVENT_RELAY_INTERVAL_MS, 100, 5, 60_000),
+    natsUrl: env.NATS_URL || undefined,
+    natsStream: env.KBIS_NATS_STREAM || 'KBIS_EVENTS',
     ...overrides,
   }
 }

@@ -9,4 +9,6 @@ export interface RequestContext {
   metamodel: LoadedMetamodel
   /** The request's Idempotency-Key header, when it sent one (CONTRACT §16); events carry it. */
   idempotencyKey?: string
+  /** The request's X-Request-Id (CONTRACT §17); events carry it as `requestid`. */
+  requestId?: string
 }

@@ -28,6 +28,7 @@ export const Errors = {
   UNIQUE_VIOLATION: def(409, 'unique_violation', 'A unique value is already taken'),
   DUPLICATE_RELATIONSHIP: def(409, 'duplicate_relationship', 'The relationship exists already'),
   IDEMPOTENCY_KEY_IN_USE: def(409, 'idempotency_key_in_use', 'A request with this Idempotency-Key is still running'),
+  CURSOR_EXPIRED: def(410, 'cursor_expired', 'The cursor is older than the event retention'),
   PAYLOAD_TOO_LARGE: def(413, 'payload_too_large', 'The request body is too large'),
   VALIDATION_FAILED: def(422, 'validation_failed', 'The data is not valid'),
   TOO_MANY_ITEMS: def(422, 'too_many_items', 'Too many items in one bulk request'),

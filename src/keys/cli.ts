@@ -1,5 +1,6 @@
 import type { Db } from '../store/db.js'
 import { storeNewKey } from './create.js'
+import { operatorOrigin } from '../events/write.js'
 import { INVALIDATE_CHANNEL } from '../core/channels.js'
 
 export class CommandError extends Error {}
@@ -34,7 +35,7 @@ export async function createKeyFromCli(db: Db, req: CliKeyRequest): Promise<{ id
     if (unknown.length > 0) throw new CommandError(`--roles: no role ${unknown.join(', ')} in organization ${req.org}`)
     const lacking = req.roles.filter((r) => !user.role_keys.includes(r))
     if (lacking.length > 0) throw new CommandError(`--roles: user ${req.user} does not have the role ${lacking.join(', ')}`)
-    const key = await storeNewKey(tx, org.id, {
+    const key = await storeNewKey(tx, operatorOrigin(org.id), {
       name: req.name,
       description: req.description ?? null,
       permission_type: req.type as (typeof TYPES)[number],

@@ -2,6 +2,7 @@ import type { Queryable } from '../store/db.js'
 import { generateToken } from '../core/auth/tokens.js'
 import { newId } from '../core/time.js'
 import { insertApiKey } from './sql.js'
+import type { EventOrigin } from '../events/write.js'
 import { toApiKeyRecord, type ApiKeyRecord } from './mapper.js'
 
 export interface KeySpec {
@@ -16,9 +17,9 @@ export interface KeySpec {
  * Stores a new key and returns its record with the secret, which exists only in this return
  * value: the store keeps its hash. Callers have checked the owner and the ceilings already.
  */
-export async function storeNewKey(tx: Queryable, orgId: string, spec: KeySpec): Promise<ApiKeyRecord & { secret: string }> {
+export async function storeNewKey(tx: Queryable, origin: EventOrigin, spec: KeySpec): Promise<ApiKeyRecord & { secret: string }> {
   const token = generateToken()
-  const row = await insertApiKey(tx, orgId, {
+  const row = await insertApiKey(tx, origin, {
     id: newId(),
     name: spec.name,
     description: spec.description ?? null,

@@ -1,4 +1,5 @@
 import type { Queryable } from '../store/db.js'
+import { writeApiKeyEvent, type EventOrigin } from '../events/write.js'
 import { Params, selectPage } from '../store/sql.js'
 
 /** What a key is, as it is written and read back (the secret's hash is written, never read). */
@@ -25,7 +26,9 @@ export interface NewApiKey extends ApiKeyFields {
   secret_hash: Buffer
 }
 
-export async function insertApiKey(tx: Queryable, orgId: string, key: NewApiKey): Promise<ApiKeyRow> {
+/** THE insert of a key; writes its `api_key.created` event (never with the secret) in the same transaction. */
+export async function insertApiKey(tx: Queryable, origin: EventOrigin, key: NewApiKey): Promise<ApiKeyRow> {
+  const orgId = origin.orgId
   const result = await tx.query<ApiKeyRow>(
     `INSERT INTO api_keys (org_id, id, name, description, permission_type, role_keys, owner_user_id, secret_prefix, secret_hash,
                            created_at, updated_at)
@@ -33,7 +36,9 @@ export async function insertApiKey(tx: Queryable, orgId: string, key: NewApiKey)
      RETURNING ${API_KEY_COLUMNS}`,
     [orgId, key.id, key.name, key.description, key.permission_type, key.role_keys, key.owner_user_id, key.secret_prefix, key.secret_hash],
   )
-  return result.rows[0]!
+  const row = result.rows[0]!
+  await writeApiKeyEvent(tx, origin, 'api_key.created', row)
+  return row
 }
 
 /** One page of an organization's keys, optionally only those of one owner, oldest first. */
@@ -64,18 +69,27 @@ export interface ApiKeyChange {
   owner_user_id: string
 }
 
-export async function updateApiKey(tx: Queryable, orgId: string, id: string, change: ApiKeyChange): Promise<ApiKeyRow> {
+/**
+ * THE update of a key (PATCH, transfer); writes `api_key.updated` with the changed record fields
+ * when any changed. `before` is the row as the caller locked it.
+ */
+export async function updateApiKey(tx: Queryable, origin: EventOrigin, before: ApiKeyRow, change: ApiKeyChange): Promise<ApiKeyRow> {
   const result = await tx.query<ApiKeyRow>(
     `UPDATE api_keys SET name = $3, description = $4, permission_type = $5, role_keys = $6::text[], owner_user_id = $7,
             updated_at = date_trunc('second', now())
      WHERE org_id = $1 AND id = $2
      RETURNING ${API_KEY_COLUMNS}`,
-    [orgId, id, change.name, change.description, change.permission_type, change.role_keys, change.owner_user_id],
+    [origin.orgId, before.id, change.name, change.description, change.permission_type, change.role_keys, change.owner_user_id],
   )
-  return result.rows[0]!
+  const row = result.rows[0]!
+  await writeApiKeyEvent(tx, origin, 'api_key.updated', row, before)
+  return row
 }
 
 /** Deletes a key for good (a suspected-exposed key is deleted and replaced); true when it existed. */
-export async function deleteApiKey(db: Queryable, orgId: string, id: string): Promise<boolean> {
-  return (await db.query('DELETE FROM api_keys WHERE org_id = $1 AND id = $2', [orgId, id])).rowCount > 0
+export async function deleteApiKey(tx: Queryable, origin: EventOrigin, id: string): Promise<boolean> {
+  const result = await tx.query<ApiKeyRow>(`DELETE FROM api_keys WHERE org_id = $1 AND id = $2 RETURNING ${API_KEY_COLUMNS}`, [origin.orgId, id])
+  const row = result.rows[0]
+  if (row) await writeApiKeyEvent(tx, origin, 'api_key.deleted', row)
+  return row !== undefined
 }

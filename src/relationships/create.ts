@@ -35,7 +35,7 @@ async function insertIfAllValid(ctx: RequestContext, tx: Tx, items: readonly Bul
     target_asset_id: ids.get(item.target_asset_id)!,
   }))
   await tx.query('SAVEPOINT bulk_relationships')
-  const written = await insertRelationships(tx, ctx.auth, rows, { check: true })
+  const written = await insertRelationships(tx, ctx, rows, { check: true })
   if (written.length === rows.length) return written
   await tx.query('ROLLBACK TO SAVEPOINT bulk_relationships')
   return null
@@ -76,7 +76,7 @@ async function insertItemByItem(ctx: RequestContext, tx: Tx, items: readonly Bul
   failures.add(Errors.FORBIDDEN, prepared.forbidden)
   const valid = prepared.rows.flatMap((row, k) => (failures.failed.has(prepared.indexes[k]!) ? [] : [{ row, index: prepared.indexes[k]! }]))
   const rows = valid.map((v) => v.row)
-  const written = await insertRelationships(tx, ctx.auth, rows)
+  const written = await insertRelationships(tx, ctx, rows)
   if (written.length < rows.length) {
     const inserted = new Set(written.map((row) => row.id))
     failures.add(Errors.DUPLICATE_RELATIONSHIP, duplicateIssues(valid, inserted))

@@ -10,6 +10,7 @@ import { deleteRelationships, insertRelationships, type NewRelationshipRow } fro
 import type { RelationshipRow } from './mapper.js'
 import { escapePointer, isPlainObject } from '../query/parse.js'
 import { selectReplacedRelationships, type Direction, type KeptRelated, type PairKey } from './embedded-sql.js'
+import { originOf } from '../events/write.js'
 
 /** What a sync wrote: the relationships it created and those it deleted (as they were). */
 export interface SyncResult {
@@ -73,9 +74,9 @@ export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, ite
   const plan = submitted.length === all.length ? checked : planSync(ctx, submitted, assets)
   const removed = await selectReplacedRelationships(tx, ctx.auth, plan.pairs, plan.kept)
   const forbidden = forbiddenRemovals(removed.filter((r) => !r.editable), submitted)
-  const deleted = await deleteRelationships(tx, ctx.auth.orgId, removed.map((r) => r.id))
+  const deleted = await deleteRelationships(tx, originOf(ctx), removed.map((r) => r.id))
   // Relationships that exist already are kept as they are (id and created_at unchanged).
-  const inserted = await insertRelationships(tx, ctx.auth, plan.rows)
+  const inserted = await insertRelationships(tx, ctx, plan.rows)
   // Only relationships that are really new need edit on their source; existing ones are kept as is.
   forbidden.push(...inserted.flatMap((row) => plan.uneditable.get(rowKey(row)) ?? []))
   if (issues.length > 0 || forbidden.length > 0) {

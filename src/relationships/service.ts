@@ -13,6 +13,7 @@ import { asSingleItem } from '../core/items.js'
 import { createRelationships } from './create.js'
 import { attachEnds, type EndIncludes } from './ends.js'
 import type { Queryable } from '../store/db.js'
+import { originOf } from '../events/write.js'
 
 function notFound(id: string): AppError {
   return new AppError(Errors.NOT_FOUND, `relationship ${id} not found`)
@@ -56,6 +57,6 @@ export async function deleteRelationship(ctx: RequestContext, id: string): Promi
     const source = (await resolveAssetRefs(ctx, tx, [row.source_asset_id])).get(row.source_asset_id)
     if (!source) throw notFound(id)
     if (!hasLevel(ctx.auth, source, 'edit')) throw new AppError(Errors.FORBIDDEN, cannotEdit(source))
-    await deleteRelationships(tx, ctx.auth.orgId, [row.id])
+    await deleteRelationships(tx, originOf(ctx), [row.id])
   })
 }

@@ -3,6 +3,7 @@ import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
 import { Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
+import { originOf, writeRelationshipEvents, type EventOrigin, type WriteContext } from '../events/write.js'
 
 /** A validated relationship ready to be written (see prepare.ts). */
 export interface NewRelationshipRow {
@@ -41,11 +42,12 @@ export const RELATIONSHIP_INSERT_ORDER = 'ORDER BY u.source_asset_id, u.relation
  */
 export async function insertRelationships(
   tx: Tx,
-  auth: AuthContext,
+  ctx: WriteContext & { auth: AuthContext },
   rows: readonly NewRelationshipRow[],
   options: { check?: boolean } = {},
 ): Promise<RelationshipRow[]> {
   if (rows.length === 0) return []
+  const auth = ctx.auth
   const params = new Params([auth.orgId, JSON.stringify(rows)])
   const recordset = `ROWS FROM (json_to_recordset($2::json) AS (id uuid, relationship_type_key text, source_asset_id uuid, target_asset_id uuid))
        WITH ORDINALITY AS u(id, relationship_type_key, source_asset_id, target_asset_id, n)`
@@ -75,22 +77,25 @@ export async function insertRelationships(
     params.values,
   )
   const written = new Map(result.rows.map((r) => [r.id, r.created_at]))
-  return rows.flatMap((row) => {
+  const relationships = rows.flatMap((row) => {
     const at = written.get(row.id)
     return at === undefined ? [] : [{ ...row, created_at: at, updated_at: at }]
   })
+  await writeRelationshipEvents(tx, originOf(ctx), 'relationship.created', relationships)
+  return relationships
 }
 
 /**
  * THE delete of relationship rows (DELETE /relationships/{id} and the embedded sync): one
  * statement for any number; returns the rows deleted, as they were.
  */
-export async function deleteRelationships(tx: Tx, orgId: string, ids: readonly string[]): Promise<RelationshipRow[]> {
+export async function deleteRelationships(tx: Tx, origin: EventOrigin, ids: readonly string[]): Promise<RelationshipRow[]> {
   if (ids.length === 0) return []
   const result = await tx.query<RelationshipRow>(
     `DELETE FROM relationships r WHERE r.org_id = $1 AND r.id = ANY($2::uuid[]) RETURNING ${RELATIONSHIP_COLUMNS}`,
-    [orgId, ids],
+    [origin.orgId, ids],
   )
+  await writeRelationshipEvents(tx, origin, 'relationship.deleted', result.rows)
   return result.rows
 }
 

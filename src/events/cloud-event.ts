@@ -1,0 +1,77 @@
+import { isoSecond } from '../core/time.js'
+
+/** The event types of CONTRACT §13 (webhooks add `webhook.test`, which never enters the feed). */
+export const EVENT_TYPES = [
+  'asset.created', 'asset.updated', 'asset.archived', 'asset.restored', 'asset.deleted',
+  'relationship.created', 'relationship.deleted',
+  'api_key.created', 'api_key.updated', 'api_key.deleted',
+] as const
+export type EventType = (typeof EVENT_TYPES)[number]
+
+export interface EventActor {
+  api_key_id: string | null
+  user_id: string | null
+}
+
+/** `data` of every event: the record as GET returns it, the changed fields (`*.updated`), the actor. */
+export interface EventData {
+  object: Record<string, unknown>
+  changes?: Record<string, { from: unknown; to: unknown }>
+  actor: EventActor
+}
+
+/**
+ * A CloudEvents 1.0 event (JSON format), the same in the feed, in webhook bodies and on NATS
+ * (CONTRACT §13). `sequence` is a decimal string, strictly increasing per organization in commit
+ * order; `requestid` and `idempotencykey` are extension attributes.
+ */
+export interface CloudEvent {
+  specversion: '1.0'
+  id: string
+  type: string
+  source: string
+  subject: string
+  time: string
+  datacontenttype: 'application/json'
+  sequence: string
+  requestid: string | null
+  idempotencykey?: string
+  data: EventData
+}
+
+/** An event row once the relay has stamped it (see relay.ts). */
+export interface StampedEventRow {
+  org_id: string
+  id: string
+  sequence: number | string
+  type: string
+  subject: string
+  time: Date | string
+  request_id: string | null
+  idempotency_key: string | null
+  data: EventData
+}
+
+/** The columns every read of stamped events selects (alias `e`). */
+export const EVENT_COLUMNS = 'e.org_id, e.id, e.sequence, e.type, e.subject, e.time, e.request_id, e.idempotency_key, e.data'
+
+/** `/organizations/acme`: the CloudEvents `source` of an organization's events. */
+export function eventSource(orgKey: string): string {
+  return `/organizations/${orgKey}`
+}
+
+export function toCloudEvent(row: StampedEventRow, orgKey: string): CloudEvent {
+  return {
+    specversion: '1.0',
+    id: row.id,
+    type: row.type,
+    source: eventSource(orgKey),
+    subject: row.subject,
+    time: isoSecond(row.time)!,
+    datacontenttype: 'application/json',
+    sequence: String(row.sequence),
+    requestid: row.request_id,
+    ...(row.idempotency_key !== null ? { idempotencykey: row.idempotency_key } : {}),
+    data: row.data,
+  }
+}

@@ -1,0 +1,65 @@
+import { connect } from '@nats-io/transport-node'
+import { jetstream, jetstreamManager } from '@nats-io/jetstream'
+import type { Db } from '../store/db.js'
+import { EVENT_COLUMNS, toCloudEvent, type StampedEventRow } from './cloud-event.js'
+import type { EventRelay, StampedEvent } from './relay.js'
+
+export interface NatsOptions {
+  url: string
+  stream: string
+  /** Republish events a crash left unpublished, this often (ms). */
+  sweepIntervalMs?: number
+  onError?: (err: unknown) => void
+}
+
+/** `kbis.<organization key>.<event type>` (CONTRACT §13). */
+export function natsSubject(orgKey: string, type: string): string {
+  return `kbis.${orgKey}.${type}`
+}
+
+/**
+ * The NATS JetStream sink (CONTRACT §13): publishes every stamped event after its stamping
+ * transaction committed, with `Nats-Msg-Id` = the event id (the stream drops duplicates), then
+ * clears the event's `pending_publish`. Events still pending — the process died between commit and
+ * publication, or NATS was down — are published again by a periodic sweep of any process: at
+ * least once.
+ */
+export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions): Promise<{ close(): Promise<void> }> {
+  const nc = await connect({ servers: options.url, reconnect: true, maxReconnectAttempts: -1 })
+  const jsm = await jetstreamManager(nc)
+  await jsm.streams.info(options.stream).catch(async () => jsm.streams.add({ name: options.stream, subjects: ['kbis.>'] }))
+  const js = jetstream(nc)
+  const encoder = new TextEncoder()
+
+  const publish = async (events: StampedEvent[]): Promise<void> => {
+    if (events.length === 0) return
+    await Promise.all(events.map(({ orgKey, event }) =>
+      js.publish(natsSubject(orgKey, event.type), encoder.encode(JSON.stringify(event)), { msgID: event.id })))
+    await db.query(
+      'UPDATE events SET pending_publish = false FROM unnest($1::uuid[], $2::uuid[]) AS u(org_id, id) WHERE events.org_id = u.org_id AND events.id = u.id',
+      [events.map((e) => e.orgId), events.map((e) => e.event.id)],
+    )
+  }
+
+  const sweep = async (): Promise<void> => {
+    for (;;) {
+      const rows = await db.query<StampedEventRow & { org_key: string }>(
+        `SELECT ${EVENT_COLUMNS}, o.key AS org_key FROM events e JOIN organizations o ON o.id = e.org_id
+         WHERE e.pending_publish AND e.time < now() - interval '10 seconds' ORDER BY e.sequence LIMIT 1000`,
+      )
+      await publish(rows.rows.map((r) => ({ orgId: r.org_id, orgKey: r.org_key, event: toCloudEvent(r, r.org_key) })))
+      if (rows.rows.length < 1000) return
+    }
+  }
+
+  relay.onCommitted(publish)
+  const timer = setInterval(() => void sweep().catch((err) => options.onError?.(err)), options.sweepIntervalMs ?? 5_000)
+  timer.unref()
+  void sweep().catch((err) => options.onError?.(err))
+  const close = async () => {
+    clearInterval(timer)
+    await nc.drain().catch(() => undefined)
+  }
+  relay.onStopped(close)
+  return { close }
+}

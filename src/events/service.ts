@@ -1,0 +1,81 @@
+import { AppError, Errors } from '../core/errors.js'
+import type { RequestContext } from '../core/context.js'
+import { isUuid } from '../core/time.js'
+import { offsetOf, pageMeta, type Page, type PageMeta } from '../core/pagination.js'
+import { findAsset } from '../assets/service.js'
+import { toCloudEvent, type CloudEvent } from './cloud-event.js'
+import { selectFeed, selectHistoryPage, selectPurgedThrough } from './sql.js'
+
+export const DEFAULT_FEED_SIZE = 100
+export const MAX_FEED_SIZE = 1000
+
+/** Cursors are opaque to clients: base64url of the last position read (`sequence`). */
+export function encodeCursor(sequence: number): string {
+  return Buffer.from(`s${sequence}`).toString('base64url')
+}
+
+export function decodeCursor(cursor: string): number {
+  const text = /^[A-Za-z0-9_-]{1,40}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : ''
+  const match = /^s(0|[1-9]\d{0,15})$/.exec(text)
+  if (!match || !Number.isSafeInteger(Number(match[1]))) {
+    throw new AppError(Errors.INVALID_REQUEST, [{ detail: 'after must be a next_cursor this API returned', parameter: 'after' }])
+  }
+  return Number(match[1])
+}
+
+export interface FeedRequest {
+  after?: string
+  types?: string
+  subject?: string
+  size?: number
+}
+
+export interface FeedPage {
+  data: CloudEvent[]
+  meta: { next_cursor: string; has_more: boolean }
+}
+
+/**
+ * GET /events (CONTRACT §13): stamped events after the cursor, oldest first, scoped to the key.
+ * `next_cursor` is the last position returned, or the cursor given when nothing follows it, so a
+ * poller simply keeps calling with it. A cursor below what retention purged answers 410.
+ */
+export async function readFeed(ctx: RequestContext, req: FeedRequest): Promise<FeedPage> {
+  const after = req.after === undefined ? null : decodeCursor(req.after)
+  const purged = await selectPurgedThrough(ctx.db, ctx.auth.orgId)
+  if (after !== null && after < purged) {
+    throw new AppError(Errors.CURSOR_EXPIRED, [{ detail: 'events after this cursor have been purged by retention; start again without after', parameter: 'after' }])
+  }
+  const from = after ?? purged
+  const types = req.types === undefined ? null : req.types.split(',').map((t) => t.trim()).filter((t) => t !== '')
+  const size = req.size ?? DEFAULT_FEED_SIZE
+  const rows = await selectFeed(ctx.db, ctx.auth, {
+    after: from,
+    types: types && types.length > 0 ? types : null,
+    subject: req.subject ?? null,
+    subjectAssetId: subjectId(req.subject),
+    limit: size,
+  })
+  const page = rows.slice(0, size)
+  const last = page.at(-1)
+  return {
+    data: page.map((row) => toCloudEvent(row, ctx.auth.orgKey)),
+    meta: { next_cursor: encodeCursor(last ? Number(last.sequence) : from), has_more: rows.length > size },
+  }
+}
+
+function subjectId(subject: string | undefined): string | null {
+  const id = subject?.split('/')[1]
+  return id !== undefined && isUuid(id) ? id.toLowerCase() : null
+}
+
+/**
+ * GET /assets/{id}/history: the events of a live asset the key can see (UUID or composite key;
+ * otherwise 404 like every asset read), with those of the relationships touching it whose other
+ * end it can see, newest first.
+ */
+export async function readHistory(ctx: RequestContext, ref: string, page: Page): Promise<{ data: CloudEvent[]; page: PageMeta }> {
+  const asset = await findAsset(ctx, ref, 'view')
+  const result = await selectHistoryPage(ctx.db, ctx.auth, asset.id, page.size, offsetOf(page))
+  return { data: result.rows.map((row) => toCloudEvent(row, ctx.auth.orgKey)), page: pageMeta(page, result) }
+}

@@ -1,0 +1,66 @@
+import type { Queryable } from '../store/db.js'
+import type { AuthContext } from '../core/auth/context.js'
+import { scopeCondition } from '../access/scope.js'
+import { Params, selectPage, type PageRows } from '../store/sql.js'
+import { EVENT_COLUMNS, type StampedEventRow } from './cloud-event.js'
+
+/**
+ * The FROM clause of every event read: `events e`, and `t`, the relationship target's scoping
+ * columns under the names `scopeCondition` expects (a lateral row, no join).
+ */
+export const EVENTS_FROM = `events e CROSS JOIN LATERAL (SELECT e.related_asset_type_key AS asset_type_key, e.related_access_domain_key AS access_domain_key) t`
+
+/**
+ * The events this key may see, ANDed into the statement (CONTRACT §13): asset events when the
+ * key's grants reach the asset's type and access domain at the event; relationship events when
+ * they reach both ends; API key events only with Admin. Only stamped events are ever read.
+ */
+export function visibleEvents(auth: AuthContext, params: Params): string {
+  const own = scopeCondition(auth, 'e', 'view', params)
+  const target = scopeCondition(auth, 't', 'view', params)
+  const assets = `e.asset_id IS NOT NULL AND ${own} AND (e.related_asset_id IS NULL OR ${target})`
+  const keys = auth.permission === 'Admin' ? ' OR e.asset_id IS NULL' : ''
+  return `e.sequence IS NOT NULL AND (${assets}${keys})`
+}
+
+export interface FeedQuery {
+  after: number
+  types: string[] | null
+  subject: string | null
+  /** The asset or relationship id a subject names, for the index (null for api-keys/…). */
+  subjectAssetId: string | null
+  limit: number
+}
+
+/** One feed page, oldest first, one row past it (has_more). */
+export async function selectFeed(db: Queryable, auth: AuthContext, q: FeedQuery): Promise<StampedEventRow[]> {
+  const params = new Params([auth.orgId, q.after])
+  const where = ['e.org_id = $1', 'e.sequence > $2', visibleEvents(auth, params)]
+  if (q.types) where.push(`e.type = ANY(${params.add(q.types)}::text[])`)
+  if (q.subject !== null) where.push(`e.subject = ${params.add(q.subject)}`)
+  // assets/<id>: the same rows, found through the asset's index instead of the whole feed.
+  if (q.subject?.startsWith('assets/') && q.subjectAssetId !== null) where.push(`e.asset_id = ${params.add(q.subjectAssetId)}::uuid`)
+  const result = await db.query<StampedEventRow>(
+    `SELECT ${EVENT_COLUMNS} FROM ${EVENTS_FROM} WHERE ${where.join(' AND ')} ORDER BY e.sequence LIMIT ${params.add(q.limit + 1)}`,
+    params.values,
+  )
+  return result.rows
+}
+
+/** The highest position retention purged in this organization (0: none). */
+export async function selectPurgedThrough(db: Queryable, orgId: string): Promise<number> {
+  const result = await db.query<{ purged_through: number }>('SELECT purged_through FROM event_retention WHERE org_id = $1', [orgId])
+  return Number(result.rows[0]?.purged_through ?? 0)
+}
+
+/** An asset's events and those of relationships touching it, newest first, one page and its count. */
+export async function selectHistoryPage(db: Queryable, auth: AuthContext, assetId: string, limit: number, offset: number): Promise<PageRows<StampedEventRow>> {
+  const params = new Params([auth.orgId, assetId])
+  return selectPage<StampedEventRow>(db, { select: EVENT_COLUMNS, from: EVENTS_FROM }, {
+    where: `e.org_id = $1 AND (e.asset_id = $2 OR e.related_asset_id = $2) AND ${visibleEvents(auth, params)}`,
+    orderBy: 'e.sequence DESC',
+    limit,
+    offset,
+    params,
+  })
+}

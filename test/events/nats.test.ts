@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { randomBytes } from 'node:crypto'
+import { connect, type NatsConnection } from '@nats-io/transport-node'
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+const NATS_URL = process.env.TEST_NATS_URL
+
+for (const store of STORES) {
+  describe.runIf(NATS_URL)(`${store}: events published to NATS JetStream (CONTRACT §13)`, () => {
+    let t: TestApp
+    let nc: NatsConnection
+    let jsm: JetStreamManager
+    const stream = `KBIS_TEST_${randomBytes(5).toString('hex').toUpperCase()}`
+    beforeAll(async () => {
+      nc = await connect({ servers: NATS_URL })
+      jsm = await jetstreamManager(nc)
+      t = await createTestApp(store, undefined, { natsUrl: NATS_URL, natsStream: stream })
+    })
+    afterAll(async () => {
+      await t.app.close()
+      await t.close()
+      await jsm.streams.delete(stream).catch(() => undefined)
+      await nc.close()
+    })
+
+    async function messages(count: number): Promise<{ subject: string; msgId: string | undefined; event: any }[]> {
+      const consumer = await jetstream(nc).consumers.get(stream)
+      const out: { subject: string; msgId: string | undefined; event: any }[] = []
+      const batch = await consumer.fetch({ max_messages: count, expires: 3000 })
+      for await (const m of batch) {
+        out.push({ subject: m.subject, msgId: m.headers?.get('Nats-Msg-Id'), event: m.json() })
+        if (out.length === count) break
+      }
+      return out
+    }
+
+    async function until(check: () => Promise<boolean>): Promise<void> {
+      for (let i = 0; i < 100 && !(await check()); i++) await new Promise((r) => setTimeout(r, 50))
+    }
+
+    it('creates the stream and publishes every event to kbis.<org>.<type> with Nats-Msg-Id = event id', async () => {
+      const created = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'nats-1' } })
+      await t.request('PATCH', `/api/v1/assets/${created.body.data.id}`, { body: { name: 'nats-2' } })
+      const feed = (await t.request('GET', `/api/v1/events?filter[subject]=assets/${created.body.data.id}`)).body.data
+      expect(feed).toHaveLength(2)
+      await until(async () => (await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE pending_publish')).rows[0]!.n === 0)
+      const info = await jsm.streams.info(stream)
+      expect(info.config.subjects).toEqual(['kbis.>'])
+      const all = await messages(info.state.messages)
+      const ours = all.filter((m) => feed.some((e: any) => e.id === m.event.id))
+      expect(ours).toEqual(feed.map((e: any) => ({ subject: `kbis.acme.${e.type}`, msgId: e.id, event: e })))
+    })
+
+    it('republishes events a crash left unpublished; the stream drops the duplicates', async () => {
+      const before = (await jsm.streams.info(stream)).state.messages
+      await t.store.db.query(`UPDATE events SET pending_publish = true, time = now() - interval '1 minute'`)
+      await t.app.close()
+      t = { ...t, app: await (await import('../../src/app.js')).buildApp({ db: t.store.db, config: (await import('../../src/core/config.js')).loadConfig({}, { natsUrl: NATS_URL, natsStream: stream }) }) }
+      await t.app.ready()
+      await until(async () => (await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE pending_publish')).rows[0]!.n === 0)
+      expect((await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE pending_publish')).rows[0]!.n).toBe(0)
+      expect((await jsm.streams.info(stream)).state.messages).toBe(before)
+    })
+  })
+}

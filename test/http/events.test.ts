@@ -1,0 +1,235 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+const TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/
+
+for (const store of STORES) {
+  describe(`${store}: events (CONTRACT §13)`, () => {
+    let t: TestApp
+    let keyId: string
+    let ownerId: string
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      const keys = (await t.request('GET', '/api/v1/api-keys')).body.data
+      keyId = keys[0].id
+      ownerId = keys[0].owner_user_id
+    })
+    afterAll(async () => t.close())
+
+    /** Every event after `cursor`, following next_cursor to the end. */
+    async function feed(cursor: string | null, query = '', key?: string): Promise<{ events: any[]; cursor: string }> {
+      const events: any[] = []
+      for (;;) {
+        const after = cursor === null ? '' : `after=${cursor}&`
+        const res = await t.request('GET', `/api/v1/events?${after}page[size]=1000${query}`, key ? { key } : {})
+        expect(res.status).toBe(200)
+        events.push(...res.body.data)
+        cursor = res.body.meta.next_cursor
+        if (!res.body.meta.has_more) return { events, cursor: cursor! }
+      }
+    }
+    async function tail(): Promise<string> {
+      return (await feed(null)).cursor
+    }
+
+    it('asset.created: a CloudEvent with the record, the actor, the request id and the Idempotency-Key', async () => {
+      const cursor = await tail()
+      const res = await t.request('POST', '/api/v1/assets', {
+        body: { asset_type_key: 'server', name: 'ev-1', access_domain_key: 'it', properties: { hostname: 'ev-1', cpu_count: 2 } },
+        headers: { 'x-request-id': 'req-ev-1', 'idempotency-key': 'idem-ev-1' },
+      })
+      expect(res.status).toBe(201)
+      const { events } = await feed(cursor)
+      expect(events).toEqual([{
+        specversion: '1.0', id: expect.stringMatching(UUID), type: 'asset.created', source: '/organizations/acme',
+        subject: `assets/${res.body.data.id}`, time: expect.stringMatching(TIME), datacontenttype: 'application/json',
+        sequence: expect.stringMatching(/^[1-9][0-9]*$/), requestid: 'req-ev-1', idempotencykey: 'idem-ev-1',
+        data: { object: res.body.data, actor: { api_key_id: keyId, user_id: ownerId } },
+      }])
+    })
+
+    it('asset.updated lists exactly the changed fields; a PATCH with the same values emits nothing', async () => {
+      const created = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'ev-2', access_domain_key: 'it', properties: { hostname: 'ev-2', environment: 'dev', tags: ['pci'], owner: 'ann' } } })).body.data
+      const cursor = await tail()
+      const patched = await t.request('PATCH', `/api/v1/assets/${created.id}`, {
+        body: { name: 'ev-2b', access_domain_key: 'finance', properties: { environment: 'prod', tags: ['pci', 'gdpr'], owner: null, cpu_count: 4 } },
+        headers: { 'x-request-id': 'req-ev-2' },
+      })
+      expect(patched.status).toBe(200)
+      const same = await t.request('PATCH', `/api/v1/assets/${created.id}`, { body: { name: 'ev-2b', properties: { environment: 'prod' } } })
+      expect(same.status).toBe(200)
+      const { events } = await feed(cursor)
+      expect(events).toHaveLength(1)
+      expect(events[0]).toMatchObject({ type: 'asset.updated', subject: `assets/${created.id}`, requestid: 'req-ev-2' })
+      expect(events[0].idempotencykey).toBeUndefined()
+      expect(events[0].data).toEqual({
+        object: patched.body.data,
+        changes: {
+          name: { from: 'ev-2', to: 'ev-2b' },
+          access_domain_key: { from: 'it', to: 'finance' },
+          'properties.cpu_count': { from: null, to: 4 },
+          'properties.environment': { from: 'dev', to: 'prod' },
+          'properties.owner': { from: 'ann', to: null },
+          'properties.tags': { from: ['pci'], to: ['pci', 'gdpr'] },
+        },
+        actor: { api_key_id: keyId, user_id: ownerId },
+      })
+    })
+
+    it('asset.archived carries the last state; a bulk of N emits N events in item order', async () => {
+      const cursor = await tail()
+      const items = Array.from({ length: 25 }, (_, i) => ({ asset_type_key: 'note', name: `bulk-${i}`, client_ref: `r${i}` }))
+      const bulk = await t.request('POST', '/api/v1/bulk/assets', { body: items })
+      expect(bulk.status).toBe(201)
+      const first = bulk.body.data[0].id
+      const before = (await t.request('GET', `/api/v1/assets/${first}`)).body.data
+      expect((await t.request('DELETE', `/api/v1/assets/${first}`)).status).toBe(204)
+      const { events } = await feed(cursor)
+      expect(events.map((e) => e.type)).toEqual([...items.map(() => 'asset.created'), 'asset.archived'])
+      expect(events.slice(0, 25).map((e) => e.data.object.name)).toEqual(items.map((i) => i.name))
+      expect(events[25].data.object).toEqual(before)
+      const sequences = events.map((e) => BigInt(e.sequence))
+      expect(sequences).toEqual([...sequences].sort((a, b) => (a < b ? -1 : 1)))
+      expect(new Set(sequences).size).toBe(sequences.length)
+    })
+
+    it('relationship.created and relationship.deleted, also from an embedded relationship sync', async () => {
+      const server = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'rel-s', properties: { hostname: 'rel-s' } } })).body.data
+      const cursor = await tail()
+      const app = await t.request('POST', '/api/v1/assets', {
+        body: { asset_type_key: 'application', name: 'rel-a', properties: { code: 'rel-a' }, relationships: { outgoing: { runs_on: { related_assets: [{ id: server.id }] } } } },
+      })
+      expect(app.status).toBe(201)
+      const rel = (await t.request('GET', `/api/v1/relationships?filter[source_asset_id]=${app.body.data.id}`)).body.data[0]
+      const sync = await t.request('PATCH', `/api/v1/assets/${app.body.data.id}`, { body: { relationships: { outgoing: { runs_on: { related_assets: [] } } } } })
+      expect(sync.status).toBe(200)
+      const direct = await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'depends_on', source_asset_id: server.id, target_asset_id: app.body.data.id } })
+      expect((await t.request('DELETE', `/api/v1/relationships/${direct.body.data.id}`)).status).toBe(204)
+      const { events } = await feed(cursor)
+      expect(events.map((e) => `${e.type} ${e.subject}`)).toEqual([
+        `asset.created assets/${app.body.data.id}`,
+        `relationship.created relationships/${rel.id}`,
+        `relationship.deleted relationships/${rel.id}`,
+        `relationship.created relationships/${direct.body.data.id}`,
+        `relationship.deleted relationships/${direct.body.data.id}`,
+      ])
+      expect(events[1].data.object).toEqual(rel)
+      expect(events[2].data.object).toEqual(rel)
+      expect(events[3].data.object).toEqual(direct.body.data)
+    })
+
+    it('api_key.created, api_key.updated (incl. transfer) and api_key.deleted, never with a secret', async () => {
+      const users = (await t.request('GET', '/api/v1/users')).body.data
+      const editor = users.find((u: any) => u.email === 'editor@acme.test')
+      const cursor = await tail()
+      const created = await t.request('POST', '/api/v1/api-keys', { body: { name: 'k1', permission_type: 'Editor', role_keys: ['it_editor'] } })
+      expect(created.status).toBe(201)
+      const id = created.body.data.id
+      const { secret: _secret, ...record } = created.body.data
+      expect((await t.request('PATCH', `/api/v1/api-keys/${id}`, { body: { name: 'k1' } })).status).toBe(200)
+      const renamed = await t.request('PATCH', `/api/v1/api-keys/${id}`, { body: { name: 'k2', description: 'd' } })
+      const moved = await t.request('PATCH', `/api/v1/api-keys/${id}`, { body: { owner_user_id: editor.id } })
+      expect(moved.status).toBe(200)
+      expect((await t.request('DELETE', `/api/v1/api-keys/${id}`)).status).toBe(204)
+      const { events } = await feed(cursor)
+      expect(events.map((e) => e.type)).toEqual(['api_key.created', 'api_key.updated', 'api_key.updated', 'api_key.deleted'])
+      expect(events.every((e) => e.subject === `api-keys/${id}`)).toBe(true)
+      expect(events[0].data.object).toEqual(record)
+      expect(JSON.stringify(events)).not.toContain(created.body.data.secret)
+      expect(events[1].data.changes).toEqual({ name: { from: 'k1', to: 'k2' }, description: { from: null, to: 'd' } })
+      expect(events[1].data.object).toEqual(renamed.body.data)
+      expect(events[2].data.changes).toEqual({ owner_user_id: { from: ownerId, to: editor.id } })
+      expect(events[3].data.object).toEqual(moved.body.data)
+    })
+
+    it('keys made by the CLI emit api_key.created with no actor and no request id', async () => {
+      const cursor = await tail()
+      await t.givenKey({ type: 'Viewer' })
+      const { events } = await feed(cursor)
+      expect(events).toHaveLength(1)
+      expect(events[0]).toMatchObject({ type: 'api_key.created', requestid: null, data: { actor: { api_key_id: null, user_id: null } } })
+    })
+
+    it('dry runs, rejected requests, unchanged upserts and replays emit nothing', async () => {
+      await t.request('PUT', '/api/v1/assets/server:hostname:same-1', { body: { name: 's', properties: {} } })
+      const cursor = await tail()
+      expect((await t.request('POST', '/api/v1/assets?dry_run=true', { body: { asset_type_key: 'server', name: 'dry', properties: { hostname: 'dry' } } })).status).toBe(200)
+      expect((await t.request('POST', '/api/v1/bulk/assets', { body: [{ asset_type_key: 'note', name: 'ok' }, { asset_type_key: 'note', name: '' }] })).status).toBe(422)
+      expect((await t.request('PUT', '/api/v1/assets/server:hostname:same-1', { body: { name: 's', properties: {} } })).status).toBe(200)
+      const bulkPut = await t.request('PUT', '/api/v1/bulk/assets', { body: [{ id: 'server:hostname:same-1', name: 's' }] })
+      expect(bulkPut.body.data[0].result).toBe('unchanged')
+      expect((await feed(cursor)).events).toEqual([])
+      const body = { asset_type_key: 'note', name: 'idem' }
+      const headers = { 'idempotency-key': 'idem-replay' }
+      expect((await t.request('POST', '/api/v1/assets', { body, headers })).status).toBe(201)
+      expect((await t.request('POST', '/api/v1/assets', { body, headers })).headers['idempotent-replayed']).toBe('true')
+      expect((await feed(cursor)).events.map((e) => e.type)).toEqual(['asset.created'])
+    })
+
+    it('filters by type and subject; pages follow next_cursor; an empty page keeps the cursor', async () => {
+      const a = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'f-1' } })).body.data
+      await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'f-2' } })
+      await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'f-3' } })
+      const bySubject = await feed(null, `&filter[subject]=assets/${a.id}`)
+      expect(bySubject.events.map((e) => e.type)).toEqual(['asset.created', 'asset.updated'])
+      const byType = await feed(null, '&filter[type]=asset.updated,api_key.deleted')
+      expect(new Set(byType.events.map((e) => e.type))).toEqual(new Set(['asset.updated', 'api_key.deleted']))
+      const all = (await feed(null)).events
+      const pages: any[] = []
+      let cursor: string | null = null
+      for (let i = 0; i < 100; i++) {
+        const res: any = await t.request('GET', `/api/v1/events?page[size]=7${cursor ? `&after=${cursor}` : ''}`)
+        pages.push(...res.body.data)
+        cursor = res.body.meta.next_cursor
+        if (!res.body.meta.has_more) break
+      }
+      expect(pages.map((e) => e.id)).toEqual(all.map((e) => e.id))
+      const empty = await t.request('GET', `/api/v1/events?after=${cursor}`)
+      expect(empty.body).toEqual({ data: [], meta: { next_cursor: cursor, has_more: false } })
+    })
+
+    it('scopes the feed: a restricted key sees only its domains, a relationship needs both ends, a Viewer no api_key.*', async () => {
+      const cursor = await tail()
+      const it1 = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'sc-it', access_domain_key: 'it' } })).body.data
+      const fin = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'sc-fin', access_domain_key: 'finance' } })).body.data
+      const finServer = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'sc-fs', access_domain_key: 'finance', properties: { hostname: 'sc-fs' } } })).body.data
+      await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'depends_on', source_asset_id: it1.id, target_asset_id: fin.id } })
+      const visibleRel = (await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'depends_on', source_asset_id: it1.id, target_asset_id: finServer.id } })).body.data
+      await t.request('POST', '/api/v1/api-keys', { body: { name: 'sc', permission_type: 'Viewer', role_keys: ['all'] } })
+      const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      const viewer = await t.givenKey({ user: 'viewer@acme.test', type: 'Viewer', roles: ['all'] })
+      const seen = (await feed(cursor, '', editor)).events.map((e) => e.subject)
+      expect(seen).toEqual([`assets/${it1.id}`, `assets/${finServer.id}`, `relationships/${visibleRel.id}`])
+      const viewerTypes = (await feed(cursor, '', viewer)).events.map((e) => e.type)
+      expect(viewerTypes).toEqual(['asset.created', 'asset.created', 'asset.created', 'relationship.created', 'relationship.created'])
+      const adminTypes = (await feed(cursor)).events.map((e) => e.type)
+      expect(adminTypes.filter((ty) => ty.startsWith('api_key.'))).toEqual(['api_key.created', 'api_key.created', 'api_key.created'])
+    })
+
+    it('refuses a malformed cursor (400) and a page size over 1000 (400 invalid_page)', async () => {
+      const bad = await t.request('GET', '/api/v1/events?after=not-a-cursor!')
+      expect(bad.status).toBe(400)
+      expect(bad.body.errors[0]).toMatchObject({ code: 'invalid_request', source: { parameter: 'after' } })
+      const forged = await t.request('GET', `/api/v1/events?after=${Buffer.from('x12').toString('base64url')}`)
+      expect(forged.body.errors[0].code).toBe('invalid_request')
+      expect((await t.request('GET', '/api/v1/events?page[size]=1001')).body.errors[0].code).toBe('invalid_page')
+    })
+
+    it('answers 410 cursor_expired for a cursor older than the retention', async () => {
+      const old = await tail()
+      await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'old-1' } })
+      await t.app.events.flush()
+      await t.store.db.query(`UPDATE events SET time = now() - interval '400 days'`)
+      expect(await t.app.events.purgeNow()).toBeGreaterThan(0)
+      const res = await t.request('GET', `/api/v1/events?after=${old}`)
+      expect(res.status).toBe(410)
+      expect(res.body.errors[0]).toMatchObject({ status: '410', code: 'cursor_expired' })
+      const fresh = await t.request('GET', '/api/v1/events')
+      expect(fresh.status).toBe(200)
+      expect(fresh.body.data).toEqual([])
+      expect((await t.request('GET', `/api/v1/events?after=${fresh.body.meta.next_cursor}`)).status).toBe(200)
+    })
+  })
+}

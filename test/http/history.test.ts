@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+for (const store of STORES) {
+  describe(`${store}: asset history (CONTRACT §13)`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store)
+    })
+    afterAll(async () => t.close())
+
+    it('lists an asset\'s events newest first, with the relationship events touching it, by UUID and composite key', async () => {
+      const server = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'h-1', access_domain_key: 'it', properties: { hostname: 'h-1' } } })).body.data
+      await t.request('PATCH', `/api/v1/assets/${server.id}`, { body: { properties: { cpu_count: 2 } } })
+      const app = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'application', name: 'h-app', properties: { code: 'h-app' } } })).body.data
+      const rel = (await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'runs_on', source_asset_id: app.id, target_asset_id: server.id } })).body.data
+      await t.request('PATCH', `/api/v1/assets/${server.id}`, { body: { name: 'h-1b' } })
+      const other = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'unrelated' } })).body.data
+
+      const byId = await t.request('GET', `/api/v1/assets/${server.id}/history`)
+      expect(byId.status).toBe(200)
+      expect(byId.body.data.map((e: any) => `${e.type} ${e.subject}`)).toEqual([
+        `asset.updated assets/${server.id}`,
+        `relationship.created relationships/${rel.id}`,
+        `asset.updated assets/${server.id}`,
+        `asset.created assets/${server.id}`,
+      ])
+      expect(byId.body.meta.page).toEqual({ number: 1, size: 50, total_items: 4, total_items_exact: true, total_pages: 1 })
+      expect(byId.body.data[0].data.changes).toEqual({ name: { from: 'h-1', to: 'h-1b' } })
+      const sequences = byId.body.data.map((e: any) => BigInt(e.sequence))
+      expect(sequences).toEqual([...sequences].sort((a, b) => (a > b ? -1 : 1)))
+
+      const byKey = await t.request('GET', '/api/v1/assets/server:hostname:h-1/history')
+      expect(byKey.body.data).toEqual(byId.body.data)
+      const paged = await t.request('GET', `/api/v1/assets/${server.id}/history?page[size]=3&page[number]=2`)
+      expect(paged.body.data).toEqual(byId.body.data.slice(3))
+      expect(paged.body.meta.page).toMatchObject({ number: 2, size: 3, total_items: 4, total_pages: 2 })
+      expect((await t.request('GET', `/api/v1/assets/${other.id}/history`)).body.data.map((e: any) => e.type)).toEqual(['asset.created'])
+    })
+
+    it('answers 404 for an unknown, archived or hidden asset, and 400 for page[size] over 100', async () => {
+      const fin = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'h-fin', access_domain_key: 'finance' } })).body.data
+      const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      expect((await t.request('GET', `/api/v1/assets/${fin.id}/history`, { key: editor })).status).toBe(404)
+      expect((await t.request('GET', '/api/v1/assets/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b/history')).body.errors[0].code).toBe('not_found')
+      expect((await t.request('GET', '/api/v1/assets/server:hostname:nope/history')).status).toBe(404)
+      await t.request('DELETE', `/api/v1/assets/${fin.id}`)
+      expect((await t.request('GET', `/api/v1/assets/${fin.id}/history`)).status).toBe(404)
+      expect((await t.request('GET', `/api/v1/assets/server:hostname:h-1/history?page[size]=101`)).body.errors[0].code).toBe('invalid_page')
+    })
+
+    it('hides relationship events whose other end the key cannot see', async () => {
+      const itServer = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'h-it', access_domain_key: 'it' } })).body.data
+      const finNote = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'h-fin2', access_domain_key: 'finance' } })).body.data
+      await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'depends_on', source_asset_id: itServer.id, target_asset_id: finNote.id } })
+      const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      const seen = await t.request('GET', `/api/v1/assets/${itServer.id}/history`, { key: editor })
+      expect(seen.body.data.map((e: any) => e.type)).toEqual(['asset.created'])
+      expect((await t.request('GET', `/api/v1/assets/${itServer.id}/history`)).body.data.map((e: any) => e.type)).toEqual(['relationship.created', 'asset.created'])
+    })
+  })
+}
