@@ -24,6 +24,7 @@ import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
 import { EventRelay } from './events/relay.js'
 import { registerEventSchemas } from './events/schemas.js'
+import { createWebhookWorker, webhookRoutes } from './webhooks/plugin.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -135,6 +136,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
 
   registerEventSchemas(app)
+  const webhooks = createWebhookWorker(app)
 
   await app.register(async (api) => {
     await api.register(openapiRoutes)
@@ -155,6 +157,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await authed.register((await import('./search/routes.js')).searchRoutes)
       await authed.register((await import('./export/routes.js')).exportRoutes)
       await authed.register((await import('./events/routes.js')).eventRoutes)
+      await authed.register(webhookRoutes(webhooks))
     })
   }, { prefix: '/api/v1' })
   // The console (CONTRACT §15): HTML, its own session auth, never under /api/v1.

@@ -37,6 +37,16 @@ export interface Config {
   natsUrl: string | undefined
   /** JetStream stream the events are published to (created when absent). */
   natsStream: string
+  /** Seconds between webhook delivery attempts (CONTRACT §14); its length is the number of retries. */
+  webhookRetrySchedule: number[]
+  /** Allow webhook URLs on loopback, private, link-local and unique-local addresses. */
+  webhookAllowPrivate: boolean
+  /** A webhook receiver must answer 2xx within this many milliseconds (CONTRACT §14: 15 s). */
+  webhookTimeoutMs: number
+  /** How often the webhook sender looks for due deliveries of other processes and of retries. */
+  webhookPollMs: number
+  /** Webhook deliveries in flight at once in this process. */
+  webhookConcurrency: number
 }
 
 export class ConfigError extends Error {}
@@ -73,6 +83,32 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     eventRelayIntervalMs: intFrom('KBIS_EVENT_RELAY_INTERVAL_MS', env.KBIS_EVENT_RELAY_INTERVAL_MS, 100, 5, 60_000),
     natsUrl: env.NATS_URL || undefined,
     natsStream: env.KBIS_NATS_STREAM || 'KBIS_EVENTS',
+    webhookRetrySchedule: scheduleFrom(env.KBIS_WEBHOOK_RETRY_SCHEDULE),
+    webhookAllowPrivate: booleanFrom('KBIS_WEBHOOK_ALLOW_PRIVATE', env.KBIS_WEBHOOK_ALLOW_PRIVATE),
+    webhookTimeoutMs: intFrom('KBIS_WEBHOOK_TIMEOUT_MS', env.KBIS_WEBHOOK_TIMEOUT_MS, 15_000, 100, 600_000),
+    webhookPollMs: intFrom('KBIS_WEBHOOK_POLL_MS', env.KBIS_WEBHOOK_POLL_MS, 1000, 10, 60_000),
+    webhookConcurrency: intFrom('KBIS_WEBHOOK_CONCURRENCY', env.KBIS_WEBHOOK_CONCURRENCY, 64, 1, 10_000),
     ...overrides,
   }
+}
+
+export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18000, 36000, 36000]
+
+/** `5,300,1800`: seconds before each retry. Empty = no retry. */
+function scheduleFrom(raw: string | undefined): number[] {
+  if (raw === undefined) return DEFAULT_WEBHOOK_RETRY_SCHEDULE
+  if (raw.trim() === '') return []
+  return raw.split(',').map((part) => {
+    const value = Number(part.trim())
+    if (part.trim() === '' || !Number.isFinite(value) || value < 0 || value > 7 * 86400) {
+      throw new ConfigError(`KBIS_WEBHOOK_RETRY_SCHEDULE: a comma-separated list of seconds (0 to 604800), got "${raw}"`)
+    }
+    return value
+  })
+}
+
+function booleanFrom(name: string, raw: string | undefined): boolean {
+  if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return false
+  if (raw === 'true' || raw === '1') return true
+  throw new ConfigError(`${name}: must be true or false, got "${raw}"`)
 }

@@ -1,0 +1,25 @@
+import type { Issue } from '../core/errors.js'
+import { EVENT_TYPES } from '../events/cloud-event.js'
+
+/** The event a `POST /webhooks/{id}/test` sends, to that webhook only (never subscribed to). */
+export const TEST_EVENT_TYPE = 'webhook.test'
+
+const FAMILIES = [...new Set(EVENT_TYPES.map((t) => t.slice(0, t.indexOf('.'))))]
+
+/** Every accepted entry of `event_types`: a type, `<family>.*`, or `*`. */
+export const EVENT_TYPE_PATTERNS: readonly string[] = ['*', ...FAMILIES.map((f) => `${f}.*`), ...EVENT_TYPES]
+
+/** Issues (pointer `/event_types/<i>`) for entries that are neither a known type nor a pattern. */
+export function eventTypeIssues(patterns: readonly string[]): Issue[] {
+  return patterns.flatMap((pattern, i) => EVENT_TYPE_PATTERNS.includes(pattern)
+    ? []
+    : [{ detail: `unknown event type or pattern "${pattern}"; use one of ${EVENT_TYPE_PATTERNS.join(', ')}`, pointer: `/event_types/${i}` }])
+}
+
+/**
+ * Whether a webhook's patterns select an event type. The same rule in SQL lives in sql.ts
+ * (`insertMatchingDeliveries`): `*` matches all, `asset.*` every type starting with `asset.`.
+ */
+export function matchesEventType(patterns: readonly string[], type: string): boolean {
+  return patterns.some((p) => p === '*' || p === type || (p.endsWith('.*') && type.startsWith(p.slice(0, -1))))
+}

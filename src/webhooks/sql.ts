@@ -1,0 +1,268 @@
+import type { Db, Queryable } from '../store/db.js'
+import { Params, selectPage, type PageRows } from '../store/sql.js'
+
+export interface WebhookRow {
+  id: string
+  url: string
+  description: string | null
+  event_types: string[]
+  enabled: boolean
+  created_at: Date
+  updated_at: Date
+}
+
+const WEBHOOK_COLUMNS = 'id, url, description, event_types, enabled, created_at, updated_at'
+
+export interface NewWebhook {
+  id: string
+  url: string
+  description: string | null
+  event_types: string[]
+  enabled: boolean
+  secret: string
+}
+
+export async function insertWebhook(q: Queryable, orgId: string, w: NewWebhook): Promise<WebhookRow> {
+  const result = await q.query<WebhookRow>(
+    `INSERT INTO webhooks (org_id, id, url, description, event_types, enabled, secret, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5::text[], $6, $7, date_trunc('second', now()), date_trunc('second', now()))
+     RETURNING ${WEBHOOK_COLUMNS}`,
+    [orgId, w.id, w.url, w.description, w.event_types, w.enabled, w.secret],
+  )
+  return result.rows[0]!
+}
+
+export async function selectWebhook(q: Queryable, orgId: string, id: string): Promise<WebhookRow | null> {
+  const result = await q.query<WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE org_id = $1 AND id = $2`, [orgId, id])
+  return result.rows[0] ?? null
+}
+
+/** The organization's webhooks, oldest first. */
+export async function selectWebhookPage(q: Queryable, orgId: string, limit: number, offset: number, exact: boolean): Promise<PageRows<WebhookRow>> {
+  return selectPage<WebhookRow>(q, { select: WEBHOOK_COLUMNS, from: 'webhooks' },
+    { where: 'org_id = $1', orderBy: 'created_at, id', limit, offset, params: new Params([orgId]) }, { exact })
+}
+
+export interface WebhookChange {
+  url?: string
+  description?: string | null
+  event_types?: string[]
+  enabled?: boolean
+}
+
+/** Applies the members present in `change`; null when the webhook does not exist. */
+export async function updateWebhook(q: Queryable, orgId: string, id: string, change: WebhookChange): Promise<WebhookRow | null> {
+  const params = new Params([orgId, id])
+  const sets: string[] = []
+  if (change.url !== undefined) sets.push(`url = ${params.add(change.url)}`)
+  if (change.description !== undefined) sets.push(`description = ${params.add(change.description)}`)
+  if (change.event_types !== undefined) sets.push(`event_types = ${params.add(change.event_types)}::text[]`)
+  if (change.enabled !== undefined) sets.push(`enabled = ${params.add(change.enabled)}`)
+  if (sets.length === 0) return selectWebhook(q, orgId, id)
+  const result = await q.query<WebhookRow>(
+    `UPDATE webhooks SET ${sets.join(', ')}, updated_at = date_trunc('second', now())
+     WHERE org_id = $1 AND id = $2 RETURNING ${WEBHOOK_COLUMNS}`,
+    params.values,
+  )
+  return result.rows[0] ?? null
+}
+
+export async function deleteWebhook(q: Queryable, orgId: string, id: string): Promise<boolean> {
+  return (await q.query('DELETE FROM webhooks WHERE org_id = $1 AND id = $2', [orgId, id])).rowCount > 0
+}
+
+/** The new secret signs from now on; the current one keeps signing for `overlapSeconds`. */
+export async function rotateWebhookSecret(q: Queryable, orgId: string, id: string, secret: string, overlapSeconds: number): Promise<WebhookRow | null> {
+  const result = await q.query<WebhookRow>(
+    `UPDATE webhooks SET previous_secret = secret, previous_secret_until = now() + make_interval(secs => $4),
+            secret = $3, updated_at = date_trunc('second', now())
+     WHERE org_id = $1 AND id = $2 RETURNING ${WEBHOOK_COLUMNS}`,
+    [orgId, id, secret, overlapSeconds],
+  )
+  return result.rows[0] ?? null
+}
+
+export interface DeliveryRow {
+  id: string
+  event_id: string
+  event_type: string
+  status: 'pending' | 'succeeded' | 'failed'
+  attempts: number
+  last_attempt_at: Date | null
+  last_status_code: number | null
+  last_error: string | null
+  next_attempt_at: Date | null
+}
+
+const DELIVERY_COLUMNS = 'id, event_id, event_type, status, attempts, last_attempt_at, last_status_code, last_error, next_attempt_at'
+
+/** A webhook's delivery log, newest first. */
+export async function selectDeliveryPage(
+  q: Queryable, orgId: string, webhookId: string, limit: number, offset: number, exact: boolean,
+): Promise<PageRows<DeliveryRow>> {
+  return selectPage<DeliveryRow>(q, { select: DELIVERY_COLUMNS, from: 'webhook_deliveries' }, {
+    where: 'org_id = $1 AND webhook_id = $2', orderBy: 'created_at DESC, id DESC', limit, offset, params: new Params([orgId, webhookId]),
+  }, { exact })
+}
+
+export interface NewDelivery {
+  id: string
+  webhookId: string
+  eventId: string
+  eventType: string
+  payload: string
+}
+
+/** One delivery due now (the test event). */
+export async function insertDelivery(q: Queryable, orgId: string, d: NewDelivery): Promise<void> {
+  await q.query(
+    `INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, payload, status, next_attempt_at)
+     VALUES ($1, $2, $3, $4, $5, $6, 'pending', now())`,
+    [orgId, d.id, d.webhookId, d.eventId, d.eventType, d.payload],
+  )
+}
+
+/**
+ * Queues a delivery again, due now, whatever its state (a running attempt finishes first: its
+ * lease holder records an outcome only while it still holds the lease). False when unknown.
+ */
+export async function requeueDelivery(q: Queryable, orgId: string, webhookId: string, id: string): Promise<boolean> {
+  const result = await q.query(
+    `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), lease_token = NULL
+     WHERE org_id = $1 AND webhook_id = $2 AND id = $3`,
+    [orgId, webhookId, id],
+  )
+  return result.rowCount > 0
+}
+
+// A UUIDv7 made in SQL (PostgreSQL 17 has no uuidv7()): gen_random_uuid()'s bytes with the first six
+// replaced by the Unix time in milliseconds and the version nibble turned from 4 into 7.
+const UUID_V7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+  placing substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid`
+
+export interface EventToDeliver {
+  orgId: string
+  id: string
+  type: string
+  /** The exact JSON text every attempt sends. */
+  payload: string
+}
+
+/**
+ * One statement for a whole batch of events: every event × every enabled webhook of its
+ * organization whose patterns select its type (`*`, the type itself, or `family.*`: the same rule
+ * as patterns.ts `matchesEventType`). Returns how many deliveries were queued.
+ */
+export async function insertMatchingDeliveries(tx: Queryable, events: readonly EventToDeliver[]): Promise<number> {
+  if (events.length === 0) return 0
+  const result = await tx.query(
+    `INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, payload, status, next_attempt_at)
+     SELECT e.org_id, ${UUID_V7_SQL}, w.id, e.event_id, e.event_type, e.payload, 'pending', now()
+     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[]) AS e(org_id, event_id, event_type, payload)
+     JOIN webhooks w ON w.org_id = e.org_id AND w.enabled
+      AND EXISTS (SELECT 1 FROM unnest(w.event_types) AS p(pattern)
+                  WHERE p.pattern = '*' OR p.pattern = e.event_type
+                     OR (right(p.pattern, 2) = '.*' AND starts_with(e.event_type, left(p.pattern, -1))))
+     ON CONFLICT (org_id, webhook_id, event_id) DO NOTHING`,
+    [events.map((e) => e.orgId), events.map((e) => e.id), events.map((e) => e.type), events.map((e) => e.payload)],
+  )
+  return result.rowCount
+}
+
+export interface ClaimedDelivery {
+  org_id: string
+  id: string
+  lease_token: string
+  webhook_id: string
+  event_id: string
+  payload: string
+  attempts: number
+  url: string
+  enabled: boolean
+  secret: string
+  /** Still signing (within 24 h of a rotation), else null. */
+  previous_secret: string | null
+}
+
+/**
+ * Claims up to `limit` due deliveries for this sender: the rows are locked with SKIP LOCKED (two
+ * senders never claim one row), and in the same statement (its own transaction) their
+ * `next_attempt_at` moves to the end of the lease and `lease_token` names this claim. The HTTP
+ * requests then run outside any transaction.
+ */
+export async function claimDeliveries(q: Queryable, limit: number, leaseSeconds: number, leaseToken: string): Promise<ClaimedDelivery[]> {
+  const result = await q.query<ClaimedDelivery>(
+    `WITH due AS (
+       SELECT org_id, id FROM webhook_deliveries
+       WHERE status = 'pending' AND next_attempt_at <= now()
+       ORDER BY next_attempt_at
+       LIMIT $1
+       FOR UPDATE SKIP LOCKED
+     ), claimed AS (
+       UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $2), lease_token = $3
+       FROM due WHERE d.org_id = due.org_id AND d.id = due.id
+       RETURNING d.org_id, d.id, d.lease_token, d.webhook_id, d.event_id, d.payload, d.attempts
+     )
+     SELECT c.org_id, c.id, c.lease_token, c.webhook_id, c.event_id, c.payload, c.attempts, w.url, w.enabled, w.secret,
+            CASE WHEN w.previous_secret_until > now() THEN w.previous_secret END AS previous_secret
+     FROM claimed c JOIN webhooks w ON w.org_id = c.org_id AND w.id = c.webhook_id`,
+    [limit, leaseSeconds, leaseToken],
+  )
+  return result.rows
+}
+
+export interface DeliveryOutcome {
+  orgId: string
+  id: string
+  webhookId: string
+  leaseToken: string
+  status: 'pending' | 'succeeded' | 'failed'
+  /** False when nothing was sent (the webhook was disabled meanwhile). */
+  attempted: boolean
+  attemptedAt: Date
+  statusCode: number | null
+  error: string | null
+  nextAttemptAt: Date | null
+  /** The receiver answered 410 Gone: the webhook is disabled. */
+  gone: boolean
+}
+
+/**
+ * Records a batch of outcomes in one transaction: one UPDATE for the deliveries (only those whose
+ * lease this sender still holds), one for the webhooks that answered 410.
+ */
+export async function recordOutcomes(db: Db, outcomes: readonly DeliveryOutcome[]): Promise<void> {
+  const write = async (tx: Queryable): Promise<void> => {
+    await tx.query(
+      `UPDATE webhook_deliveries d
+       SET status = o.status,
+           attempts = d.attempts + CASE WHEN o.attempted THEN 1 ELSE 0 END,
+           last_attempt_at = CASE WHEN o.attempted THEN o.attempted_at ELSE d.last_attempt_at END,
+           last_status_code = CASE WHEN o.attempted THEN o.status_code ELSE d.last_status_code END,
+           last_error = o.error, next_attempt_at = o.next_attempt_at, lease_token = NULL
+       FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::boolean[], $6::timestamptz[], $7::int[], $8::text[], $9::timestamptz[])
+            AS o(org_id, id, lease_token, status, attempted, attempted_at, status_code, error, next_attempt_at)
+       WHERE d.org_id = o.org_id AND d.id = o.id AND d.lease_token = o.lease_token`,
+      [
+        outcomes.map((o) => o.orgId), outcomes.map((o) => o.id), outcomes.map((o) => o.leaseToken), outcomes.map((o) => o.status),
+        outcomes.map((o) => o.attempted), outcomes.map((o) => o.attemptedAt.toISOString()), outcomes.map((o) => o.statusCode),
+        outcomes.map((o) => o.error), outcomes.map((o) => o.nextAttemptAt?.toISOString() ?? null),
+      ],
+    )
+    const gone = outcomes.filter((o) => o.gone)
+    if (gone.length > 0) {
+      await tx.query(
+        `UPDATE webhooks SET enabled = false, updated_at = date_trunc('second', now())
+         WHERE (org_id, id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) AND enabled`,
+        [gone.map((o) => o.orgId), gone.map((o) => o.webhookId)],
+      )
+    }
+  }
+  if (outcomes.length > 0) await db.transaction(write)
+}
+
+export async function selectDelivery(q: Queryable, orgId: string, webhookId: string, id: string): Promise<DeliveryRow | null> {
+  const result = await q.query<DeliveryRow>(
+    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE org_id = $1 AND webhook_id = $2 AND id = $3`, [orgId, webhookId, id])
+  return result.rows[0] ?? null
+}

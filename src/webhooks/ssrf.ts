@@ -1,0 +1,109 @@
+import dns, { type LookupAddress } from 'node:dns'
+import net from 'node:net'
+import ipaddr from 'ipaddr.js'
+import type { Issue } from '../core/errors.js'
+
+/**
+ * The SSRF guard of CONTRACT §14. A webhook URL is checked twice: when it is saved (a literal
+ * address, or a hostname that resolves, in a refused range → 422) and at every connection (the
+ * sender resolves the hostname itself and checks the address it is about to connect to), so a
+ * hostname that later resolves to 127.0.0.1 (DNS rebinding) is refused too.
+ *
+ * Only global unicast addresses pass: loopback, private (RFC 1918), link-local, unique-local,
+ * unspecified (0.0.0.0 reaches the host itself), carrier-grade NAT, multicast, broadcast and
+ * reserved ranges are refused, unless the operator sets KBIS_WEBHOOK_ALLOW_PRIVATE=true.
+ */
+
+/** The ipaddr.js range of an address the guard refuses (`loopback`, `private`, …), or null. */
+export function refusedRange(address: string): string | null {
+  let parsed: ipaddr.IPv4 | ipaddr.IPv6
+  try {
+    // process(): an IPv4-mapped IPv6 address (::ffff:127.0.0.1) is judged as the IPv4 address.
+    parsed = ipaddr.process(address.replace(/%.*$/, ''))
+  } catch {
+    return 'invalid'
+  }
+  const range = parsed.range()
+  return range === 'unicast' ? null : range
+}
+
+export class RefusedAddressError extends Error {
+  readonly code = 'EWEBHOOKADDRESS'
+}
+
+function refusal(host: string, address: string, range: string): string {
+  const what = host === address ? `the address ${address}` : `${host} resolves to ${address}, which`
+  return `${what} is in a ${range} range; webhooks may only reach public addresses (KBIS_WEBHOOK_ALLOW_PRIVATE=true allows it)`
+}
+
+/** Why a URL's literal address is refused, or null (hostnames are checked when resolved). */
+export function literalAddressProblem(host: string): string | null {
+  if (net.isIP(host) === 0) return null
+  const range = refusedRange(host)
+  return range ? refusal(host, host, range) : null
+}
+
+/** `[::1]` → `::1`: URL.hostname keeps the brackets of an IPv6 literal. */
+export function hostOf(url: URL): string {
+  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname
+}
+
+function lookupAll(host: string, timeoutMs: number): Promise<LookupAddress[] | null> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(null), timeoutMs)
+    dns.lookup(host, { all: true }, (err, addresses) => {
+      clearTimeout(timer)
+      resolve(err ? null : addresses)
+    })
+  })
+}
+
+/**
+ * Checks a webhook URL on create and update: http(s) only, no refused address. A hostname that
+ * does not resolve now is accepted (the receiver may not exist yet); the sender checks again.
+ */
+export async function webhookUrlIssue(raw: string, allowPrivate: boolean): Promise<Issue | null> {
+  const issue = (detail: string): Issue => ({ detail, pointer: '/url' })
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return issue('url must be an absolute http or https URL')
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return issue(`url must use http or https, not ${url.protocol.slice(0, -1)}`)
+  if (url.username !== '' || url.password !== '') return issue('url must not contain credentials (user:password@)')
+  if (allowPrivate) return null
+  const host = hostOf(url)
+  const literal = literalAddressProblem(host)
+  if (literal) return issue(literal)
+  if (net.isIP(host) !== 0) return null
+  for (const { address } of (await lookupAll(host, 3000)) ?? []) {
+    const range = refusedRange(address)
+    if (range) return issue(refusal(host, address, range))
+  }
+  return null
+}
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void
+
+/**
+ * A `lookup` for http.request/net.connect that resolves the hostname and refuses to connect to a
+ * refused address: the check happens on the very address the socket connects to.
+ */
+export function guardedLookup(allowPrivate: boolean) {
+  return (hostname: string, options: dns.LookupOptions, callback: LookupCallback): void => {
+    dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err, [])
+      if (!allowPrivate) {
+        for (const { address } of addresses) {
+          const range = refusedRange(address)
+          if (range) return callback(new RefusedAddressError(refusal(hostname, address, range)), [])
+        }
+      }
+      if (options.all) return callback(null, addresses)
+      const first = addresses[0]
+      if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), [])
+      return callback(null, first.address, first.family)
+    })
+  }
+}

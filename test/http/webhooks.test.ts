@@ -1,0 +1,256 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { FastifyInstance } from 'fastify'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, withoutRequestIds, type Response, type TestApp } from '../helpers/app.js'
+import { eventually, startReceiver, verify, type Receiver } from '../helpers/webhook-receiver.js'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/core/config.js'
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/
+const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+const invalid = (detail: string | RegExp, pointer: string) => ({
+  status: '422', code: 'validation_failed', detail: typeof detail === 'string' ? detail : expect.stringMatching(detail), source: { pointer },
+})
+
+for (const store of STORES) {
+  describe(`${store}: webhooks (CONTRACT §14)`, () => {
+    let t: TestApp
+    let strict: FastifyInstance
+    let receiver: Receiver
+    let editorKey: string
+    let viewerKey: string
+
+    beforeAll(async () => {
+      // This app may reach the local receiver; `strict` (same store) applies the SSRF guard.
+      t = await createTestApp(store, undefined, { webhookAllowPrivate: true, webhookPollMs: 50, webhookRetrySchedule: [0] })
+      strict = await buildApp({ db: t.store.db, config: loadConfig({}) })
+      await strict.ready()
+      receiver = await startReceiver()
+      editorKey = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      viewerKey = await t.givenKey({ user: 'viewer@acme.test', type: 'Viewer' })
+    })
+    afterAll(async () => {
+      await strict.close()
+      await t.close()
+      await receiver.close()
+    })
+
+    const create = (body: object, key?: string) => t.request('POST', '/api/v1/webhooks', { body, ...(key ? { key } : {}) })
+    const strictRequest = async (method: 'POST' | 'PATCH', url: string, body: object): Promise<Response> => {
+      const res = await strict.inject({ method, url, headers: { authorization: `Bearer ${t.adminKey}` }, payload: body })
+      return { status: res.statusCode, body: withoutRequestIds(JSON.parse(res.body), res.headers['x-request-id']), headers: res.headers }
+    }
+    const deliveries = async (id: string, query = '') => (await t.request('GET', `/api/v1/webhooks/${id}/deliveries${query}`)).body
+
+    it('creates a webhook and shows its secret once, in the 201 only', async () => {
+      const res = await create({ url: 'https://hooks.example.com/kbis', description: 'CMDB sync', event_types: ['asset.*', 'relationship.created'] })
+      expect(res.status).toBe(201)
+      const { secret, ...record } = res.body.data
+      expect(record).toEqual({
+        id: expect.stringMatching(UUID), url: 'https://hooks.example.com/kbis', description: 'CMDB sync',
+        event_types: ['asset.*', 'relationship.created'], enabled: true,
+        created_at: expect.stringMatching(TIMESTAMP), updated_at: record.created_at,
+      })
+      expect(secret).toMatch(SECRET)
+      expect(Buffer.from(secret.slice(6), 'base64')).toHaveLength(32)
+      expect(await t.request('GET', `/api/v1/webhooks/${record.id}`)).toMatchObject({ status: 200, body: { data: record } })
+      const list = await t.request('GET', '/api/v1/webhooks?page[size]=100')
+      expect(list.status).toBe(200)
+      expect(list.body.data).toContainEqual(record)
+      expect(JSON.stringify(list.body)).not.toContain(secret)
+    })
+
+    it('lets only Admin keys manage webhooks (403 forbidden for Editor and Viewer)', async () => {
+      const { id } = (await create({ url: 'https://hooks.example.com/a', event_types: ['*'] })).body.data
+      const calls: [string, string, object?][] = [
+        ['GET', '/api/v1/webhooks'], ['POST', '/api/v1/webhooks', { url: 'https://hooks.example.com/b', event_types: ['*'] }],
+        ['GET', `/api/v1/webhooks/${id}`], ['PATCH', `/api/v1/webhooks/${id}`, { enabled: false }], ['DELETE', `/api/v1/webhooks/${id}`],
+        ['POST', `/api/v1/webhooks/${id}/rotate-secret`], ['GET', `/api/v1/webhooks/${id}/deliveries`],
+        ['POST', `/api/v1/webhooks/${id}/deliveries/${id}/retry`], ['POST', `/api/v1/webhooks/${id}/test`],
+      ]
+      for (const key of [editorKey, viewerKey]) {
+        const permission = key === editorKey ? 'Editor' : 'Viewer'
+        for (const [method, url, body] of calls) {
+          const res = await t.request(method, url, { key, ...(body ? { body } : {}) })
+          expect({ method, url, status: res.status, body: res.body }).toEqual({
+            method, url, status: 403,
+            body: { errors: [{ status: '403', code: 'forbidden', detail: `this requires the Admin permission; the key acts as ${permission}` }] },
+          })
+        }
+      }
+      expect((await t.request('GET', `/api/v1/webhooks/${id}`)).body.data.enabled).toBe(true)
+    })
+
+    it('validates event types and patterns, with a pointer to each unknown one', async () => {
+      for (const event_types of [['*'], ['asset.*', 'api_key.*'], ['relationship.deleted', 'api_key.updated']]) {
+        expect((await create({ url: 'https://hooks.example.com/p', event_types })).status).toBe(201)
+      }
+      const res = await create({ url: 'https://hooks.example.com/p', event_types: ['asset.created', 'asset.exploded', 'assets.*', 'webhook.test'] })
+      expect(res.status).toBe(422)
+      expect(res.body.errors).toEqual([
+        invalid(/^unknown event type or pattern "asset.exploded"; use one of \*, asset\.\*, relationship\.\*, api_key\.\*, asset\.created/, '/event_types/1'),
+        invalid(/^unknown event type or pattern "assets.\*"/, '/event_types/2'),
+        invalid(/^unknown event type or pattern "webhook.test"/, '/event_types/3'),
+      ])
+      expect((await create({ url: 'https://hooks.example.com/p', event_types: [] })).status).toBe(422)
+      expect((await create({ url: 'https://hooks.example.com/p' })).status).toBe(422)
+      expect((await create({ url: 'https://hooks.example.com/p', event_types: ['*'], secret: 'mine' })).status).toBe(400)
+    })
+
+    it('accepts http and https URLs only', async () => {
+      for (const [url, detail] of [
+        ['ftp://hooks.example.com/x', 'url must use http or https, not ftp'],
+        ['hooks.example.com/x', 'url must be an absolute http or https URL'],
+        ['https://user:pw@hooks.example.com/x', 'url must not contain credentials (user:password@)'],
+      ] as const) {
+        const res = await create({ url, event_types: ['*'] })
+        expect({ url, status: res.status, body: res.body }).toEqual({ url, status: 422, body: { errors: [invalid(detail, '/url')] } })
+      }
+    })
+
+    it('refuses loopback, private, link-local and unique-local addresses, literal or resolved (SSRF)', async () => {
+      for (const [url, range] of [
+        ['http://127.0.0.1:8080/hook', 'loopback'], ['http://10.1.2.3/hook', 'private'], ['http://192.168.0.10/hook', 'private'],
+        ['http://169.254.169.254/latest/meta-data', 'linkLocal'], ['http://[::1]/hook', 'loopback'], ['http://[fd00::1]/hook', 'uniqueLocal'],
+        ['http://[::ffff:127.0.0.1]/hook', 'loopback'], ['http://0.0.0.0/hook', 'unspecified'], ['http://2130706433/hook', 'loopback'],
+      ] as const) {
+        const res = await strictRequest('POST', '/api/v1/webhooks', { url, event_types: ['*'] })
+        expect({ url, status: res.status, body: res.body }).toEqual({
+          url, status: 422, body: { errors: [invalid(new RegExp(`is in a ${range} range; webhooks may only reach public addresses \\(KBIS_WEBHOOK_ALLOW_PRIVATE=true allows it\\)$`), '/url')] },
+        })
+      }
+      const named = await strictRequest('POST', '/api/v1/webhooks', { url: 'http://localhost:9/hook', event_types: ['*'] })
+      expect(named.status).toBe(422)
+      expect(named.body.errors).toEqual([invalid(/^localhost resolves to (127\.0\.0\.1|::1), which is in a loopback range/, '/url')])
+      // A public literal address passes; a PATCH to a refused one does not.
+      const ok = await strictRequest('POST', '/api/v1/webhooks', { url: 'https://93.184.215.14/hook', event_types: ['*'] })
+      expect(ok.status).toBe(201)
+      const patched = await strictRequest('PATCH', `/api/v1/webhooks/${ok.body.data.id}`, { url: 'http://127.0.0.1/hook' })
+      expect(patched.status).toBe(422)
+      expect(patched.body.errors[0].source).toEqual({ pointer: '/url' })
+      // With KBIS_WEBHOOK_ALLOW_PRIVATE=true (the app `t`), the same addresses are accepted.
+      expect((await create({ url: 'http://localhost:9/hook', event_types: ['*'] })).status).toBe(201)
+      expect((await create({ url: 'http://127.0.0.1:9/hook', event_types: ['*'] })).status).toBe(201)
+    })
+
+    it('changes url, description, event types and enabled with PATCH, and deletes', async () => {
+      const created = (await create({ url: 'https://hooks.example.com/c', event_types: ['*'] })).body.data
+      await new Promise((r) => setTimeout(r, 1100))
+      const res = await t.request('PATCH', `/api/v1/webhooks/${created.id}`, {
+        body: { url: 'https://hooks.example.com/d', description: 'renamed', event_types: ['api_key.*'], enabled: false },
+      })
+      expect(res.status).toBe(200)
+      const { secret: _, ...before } = created
+      expect(res.body.data).toEqual({
+        ...before, url: 'https://hooks.example.com/d', description: 'renamed', event_types: ['api_key.*'], enabled: false,
+        updated_at: expect.stringMatching(TIMESTAMP),
+      })
+      expect(res.body.data.updated_at > created.updated_at).toBe(true)
+      const bad = await t.request('PATCH', `/api/v1/webhooks/${created.id}`, { body: { event_types: ['nope'] } })
+      expect(bad.body).toEqual({ errors: [invalid(/^unknown event type or pattern "nope"/, '/event_types/0')] })
+      expect((await t.request('DELETE', `/api/v1/webhooks/${created.id}`)).status).toBe(204)
+      for (const [method, url] of [['GET', created.id], ['PATCH', created.id], ['DELETE', created.id], ['GET', 'not-a-uuid']] as const) {
+        const gone = await t.request(method, `/api/v1/webhooks/${url}`, method === 'PATCH' ? { body: { enabled: true } } : {})
+        expect(gone).toMatchObject({ status: 404, body: { errors: [{ status: '404', code: 'not_found', detail: `webhook ${url} not found` }] } })
+      }
+    })
+
+    it('sends a webhook.test event to that webhook only, signed per Standard Webhooks', async () => {
+      const { secret, ...hook } = (await create({ url: receiver.url, description: 'test target', event_types: ['asset.created'] })).body.data
+      const other = (await create({ url: `${receiver.url}?other`, event_types: ['*'] })).body.data
+      const before = receiver.received.length
+      const res = await t.request('POST', `/api/v1/webhooks/${hook.id}/test`, { headers: { 'x-request-id': 'test-ping-1' } })
+      expect(res.status).toBe(202)
+      expect(res.body.data).toEqual({
+        id: expect.stringMatching(UUID), event_id: expect.stringMatching(UUID), event_type: 'webhook.test', status: expect.stringMatching(/^pending$/),
+        attempts: 0, last_attempt_at: null, last_status_code: null, last_error: null, next_attempt_at: expect.stringMatching(TIMESTAMP),
+      })
+      const [got] = (await receiver.waitFor(before + 1)).slice(before)
+      expect(got!.headers['content-type']).toBe('application/json')
+      expect(got!.headers['webhook-id']).toBe(res.body.data.event_id)
+      expect(Number(got!.headers['webhook-timestamp'])).toBeCloseTo(Date.now() / 1000, -1)
+      expect(got!.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/)
+      const event = verify(secret, got!)
+      expect(event).toEqual({
+        specversion: '1.0', id: res.body.data.event_id, type: 'webhook.test', source: '/organizations/acme', subject: `webhooks/${hook.id}`,
+        time: expect.stringMatching(TIMESTAMP), datacontenttype: 'application/json', requestid: 'test-ping-1',
+        data: { object: hook, actor: { api_key_id: expect.stringMatching(UUID), user_id: expect.stringMatching(UUID) } },
+      })
+      expect(() => verify(other.secret, got!)).toThrow()
+      const log = await eventually(async () => {
+        const body = await deliveries(hook.id)
+        return body.data[0]?.status === 'succeeded' ? body : null
+      })
+      expect(log.data).toEqual([{
+        ...res.body.data, status: 'succeeded', attempts: 1, last_attempt_at: expect.stringMatching(TIMESTAMP),
+        last_status_code: 204, last_error: null, next_attempt_at: null,
+      }])
+      // Only the tested webhook got it.
+      await new Promise((r) => setTimeout(r, 200))
+      expect(receiver.received.slice(before)).toHaveLength(1)
+      expect((await deliveries(other.id)).data).toEqual([])
+    })
+
+    it('rotates the secret: for 24 hours both secrets sign, space-separated', async () => {
+      const created = (await create({ url: receiver.url, event_types: ['*'] })).body.data
+      const rotated = await t.request('POST', `/api/v1/webhooks/${created.id}/rotate-secret`)
+      expect(rotated.status).toBe(200)
+      const { secret: _, ...record } = created
+      expect(rotated.body.data).toEqual({ ...record, updated_at: expect.stringMatching(TIMESTAMP), secret: expect.stringMatching(SECRET) })
+      expect(rotated.body.data.secret).not.toBe(created.secret)
+      const before = receiver.received.length
+      expect((await t.request('POST', `/api/v1/webhooks/${created.id}/test`)).status).toBe(202)
+      const [got] = (await receiver.waitFor(before + 1)).slice(before)
+      expect(String(got!.headers['webhook-signature'])).toMatch(/^v1,[A-Za-z0-9+/]{43}= v1,[A-Za-z0-9+/]{43}=$/)
+      expect(verify(rotated.body.data.secret, got!).type).toBe('webhook.test')
+      expect(verify(created.secret, got!).type).toBe('webhook.test')
+      const stranger = (await create({ url: receiver.url, event_types: ['*'] })).body.data.secret
+      expect(() => verify(stranger, got!)).toThrow()
+      // After the overlap only the new secret signs.
+      await t.store.db.query(`UPDATE webhooks SET previous_secret_until = now() - interval '1 second' WHERE id = $1`, [created.id])
+      expect((await t.request('POST', `/api/v1/webhooks/${created.id}/test`)).status).toBe(202)
+      const [later] = (await receiver.waitFor(before + 2)).slice(before + 1)
+      expect(String(later!.headers['webhook-signature'])).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/)
+      expect(verify(rotated.body.data.secret, later!).type).toBe('webhook.test')
+      expect(() => verify(created.secret, later!)).toThrow()
+    })
+
+    it('lists deliveries newest first with pages, and queues one again with retry (same webhook-id)', async () => {
+      const hook = (await create({ url: receiver.url, event_types: ['asset.created'] })).body.data
+      const sent: string[] = []
+      for (let i = 0; i < 3; i++) sent.push((await t.request('POST', `/api/v1/webhooks/${hook.id}/test`)).body.data.id)
+      await eventually(async () => (await deliveries(hook.id)).data.every((d: { status: string }) => d.status === 'succeeded'))
+      const page1 = await deliveries(hook.id, '?page[size]=2')
+      expect(page1.data.map((d: { id: string }) => d.id)).toEqual([sent[2], sent[1]])
+      expect(page1.meta).toEqual({ page: { number: 1, size: 2, total_items: 3, total_items_exact: true, total_pages: 2 } })
+      expect(page1.links.next).toMatch(/\/api\/v1\/webhooks\/.*\/deliveries\?page\[size\]=2&page\[number\]=2$|page\[number\]=2&page\[size\]=2$/)
+      const page2 = await deliveries(hook.id, '?page[number]=2&page[size]=2')
+      expect(page2.data.map((d: { id: string }) => d.id)).toEqual([sent[0]])
+
+      const first = page2.data[0]
+      const before = receiver.received.length
+      const retried = await t.request('POST', `/api/v1/webhooks/${hook.id}/deliveries/${first.id}/retry`)
+      expect(retried.status).toBe(202)
+      expect(retried.body.data).toMatchObject({ id: first.id, event_id: first.event_id, status: 'pending', attempts: 1 })
+      const [again] = (await receiver.waitFor(before + 1)).slice(before)
+      expect(again!.headers['webhook-id']).toBe(first.event_id)
+      expect(verify(hook.secret, again!).id).toBe(first.event_id)
+      await eventually(async () => (await deliveries(hook.id)).data.find((d: { id: string; attempts: number }) => d.id === first.id && d.attempts === 2))
+
+      const unknown = await t.request('POST', `/api/v1/webhooks/${hook.id}/deliveries/${hook.id}/retry`)
+      expect(unknown).toMatchObject({ status: 404, body: { errors: [{ code: 'not_found', detail: `delivery ${hook.id} of webhook ${hook.id} not found` }] } })
+      expect((await t.request('GET', `/api/v1/webhooks/${sent[0]}/deliveries`)).status).toBe(404)
+      expect((await t.request('POST', `/api/v1/webhooks/${sent[0]}/test`)).status).toBe(404)
+    })
+
+    it('documents every webhook route in the OpenAPI document', async () => {
+      const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
+      expect(Object.keys(doc.paths).filter((p) => p.startsWith('/api/v1/webhooks')).sort()).toEqual([
+        '/api/v1/webhooks', '/api/v1/webhooks/{id}', '/api/v1/webhooks/{id}/deliveries',
+        '/api/v1/webhooks/{id}/deliveries/{delivery_id}/retry', '/api/v1/webhooks/{id}/rotate-secret', '/api/v1/webhooks/{id}/test',
+      ])
+      expect(Object.keys(doc.paths['/api/v1/webhooks'].post.responses).sort()).toEqual(['201', '400', '401', '403', '422', '429'])
+    })
+  })
+}
