@@ -5,6 +5,7 @@ import type { KeyPermission } from '../core/auth/permissions.js'
 import { permissionAtLeast } from '../core/auth/permissions.js'
 import { field, fields, query, redirectWith, render } from './plugin.js'
 import { pager } from './pages.js'
+import { webhookPages, webhooksForPage } from './webhooks.js'
 
 const KEY_TYPES: KeyPermission[] = ['Viewer', 'Editor', 'Admin']
 const SETTINGS = '/console/developer-settings'
@@ -54,8 +55,11 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
       types: KEY_TYPES.filter((t) => permissionAtLeast(auth.permission, t)),
       roles,
       users,
+      webhooks: await webhooksForPage(app, request),
+      newWebhook: query(request, 'new') === 'webhook',
     })
   })
+  await app.register(webhookPages)
 
   const onError = async (request: FastifyRequest, reply: Parameters<typeof redirectWith>[2], err: unknown, back: string) => {
     if (err instanceof AppError && (err.def === Errors.VALIDATION_FAILED || err.def === Errors.FORBIDDEN)) {

@@ -88,7 +88,7 @@ export interface SessionRow {
 export interface Flash {
   notice?: string
   error?: string
-  secret?: { label: string; value: string }
+  secret?: { label: string; value: string; section?: 'keys' | 'webhooks' }
 }
 
 export async function insertSession(db: Queryable, orgId: string, id: string, userId: string): Promise<void> {

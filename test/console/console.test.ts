@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module'
 import { mkdirSync } from 'node:fs'
+import http from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { createTestApp, type TestApp } from '../helpers/app.js'
@@ -60,7 +61,7 @@ for (const [index, kind] of STORES.entries()) {
     const archivedRow = (page: Page, name: string) => page.getByRole('row').filter({ has: page.getByRole('cell', { name, exact: true }) })
 
     beforeAll(async () => {
-      t = await createTestApp(kind)
+      t = await createTestApp(kind, undefined, { webhookAllowPrivate: true, webhookPollMs: 100 })
       await givenPasswords(t, ['owner@acme.test', 'editor@acme.test', 'viewer@acme.test'])
       await t.app.listen({ port: 0, host: '127.0.0.1' })
       base = `http://127.0.0.1:${(t.app.server.address() as { port: number }).port}`
@@ -239,6 +240,47 @@ for (const [index, kind] of STORES.entries()) {
       await expect(editor.getByRole('button', { name: 'Transfer' }).count()).resolves.toBe(0)
       await owner.context().close()
       await editor.context().close()
+    })
+
+    it('adds a webhook (secret once), sends a test event, lists its delivery and retries it', async () => {
+      const received: string[] = []
+      const receiver = http.createServer((req, res) => {
+        let body = ''
+        req.on('data', (c: Buffer) => (body += c.toString()))
+        req.on('end', () => { received.push(body); res.writeHead(204).end() })
+      })
+      await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))
+      const url = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`
+      try {
+        const page = await signIn('owner@acme.test')
+        await page.goto(`${base}/console/developer-settings`)
+        await page.getByRole('button', { name: 'Add webhook' }).click()
+        await page.getByLabel('URL').fill(url)
+        await page.getByLabel('Events').fill('asset.*')
+        await page.getByLabel('Description').fill('CMDB mirror')
+        await page.getByRole('button', { name: 'Add webhook' }).click()
+        const secret = await page.getByLabel('Secret').inputValue()
+        expect(secret).toMatch(/^whsec_/)
+        const hooks = (await t.request('GET', '/api/v1/webhooks')).body.data
+        expect(hooks).toMatchObject([{ url, description: 'CMDB mirror', event_types: ['asset.*'] }])
+        await page.getByRole('button', { name: 'Send test event' }).click()
+        await expect(page.getByRole('status').textContent()).resolves.toBe('Sent a test event: its delivery is listed below.')
+        for (let i = 0; i < 50 && received.length === 0; i++) await new Promise((r) => setTimeout(r, 200))
+        expect(JSON.parse(received[0]!).type).toBe('webhook.test')
+        await page.reload()
+        await expect(page.getByLabel('Secret').count()).resolves.toBe(0)
+        const row = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'webhook.test' }) })
+        await expect(row.getByRole('cell', { name: 'succeeded' }).isVisible()).resolves.toBe(true)
+        await expectAccessible(page)
+        await shot(page, 'webhooks')
+        await row.getByRole('button', { name: 'Retry' }).click()
+        await expect(page.getByRole('status').textContent()).resolves.toBe('Queued the delivery again.')
+        for (let i = 0; i < 50 && received.length < 2; i++) await new Promise((r) => setTimeout(r, 200))
+        expect(received).toHaveLength(2)
+        await page.context().close()
+      } finally {
+        receiver.close()
+      }
     })
 
     it('a viewer cannot restore: no button, and a forged request (even with a valid CSRF token) is refused', async () => {
