@@ -111,9 +111,11 @@ for (const kind of STORES) {
          VALUES ('00000000-0000-0000-0000-000000000000', 'ip:10.0.0.4', 29, now())`)
       expect((await b.signIn('someone-30@acme.test', 'nope nope nope')).statusCode).toBe(401)
       expect((await b.signIn('owner@acme.test')).statusCode).toBe(303)
+      // Further failures lock the address for 2^(failures - 30) seconds: 32 s at the 35th.
+      await t.store.db.query("UPDATE console_sign_in_failures SET failures = 34 WHERE subject = 'ip:10.0.0.4'")
       expect((await b.signIn('someone-31@acme.test', 'nope nope nope')).statusCode).toBe(401)
       expect((await t.store.db.query<{ failures: number; locked: boolean }>(
-        "SELECT failures, locked_until > now() AS locked FROM console_sign_in_failures WHERE subject = 'ip:10.0.0.4'")).rows).toEqual([{ failures: 31, locked: true }])
+        "SELECT failures, locked_until > now() + interval '20 seconds' AS locked FROM console_sign_in_failures WHERE subject = 'ip:10.0.0.4'")).rows).toEqual([{ failures: 35, locked: true }])
       expect((await b.signIn('owner@acme.test')).statusCode).toBe(401)
       expect((await new Browser(t, '10.0.0.5').signIn('owner@acme.test')).statusCode).toBe(303)
       await t.store.db.query('DELETE FROM console_sign_in_failures')
