@@ -121,6 +121,24 @@ for (const kind of STORES) {
       expect(res.headers.location).toBe('/console/sign-in')
     })
 
+    it('asks for the organization when the email and password match accounts in several', async () => {
+      const { applySetup } = await import('../../src/setup/apply.js')
+      await applySetup(t.store.db, {
+        organization: { key: 'beta', name: 'Beta' },
+        roles: [{ key: 'all', name: 'All', grants: [{ access_domain_key: '*', asset_type_keys: ['*'], level: 'view' }] }],
+        users: [{ email: 'owner@acme.test', name: 'Owner', permission_type: 'Viewer', role_keys: ['all'], sign_in_methods: ['password'] }],
+      } as never)
+      await givenPasswords(t, ['owner@acme.test'], 'beta')
+      const b = new Browser(t, '10.0.0.9')
+      const asked = await b.signIn('owner@acme.test')
+      expect(asked.statusCode).toBe(200)
+      expect(asked.body).toContain('<label for="organization">Organization</label>')
+      expect(asked.body).toContain('<option value="acme">Acme (acme)</option><option value="beta">Beta (beta)</option>')
+      const res = await b.send('POST', '/console/sign-in', { _csrf: await b.csrf(), email: 'owner@acme.test', password: PASSWORD, organization: 'beta' })
+      expect(res.statusCode).toBe(303)
+      expect((await b.send('GET', '/console/assets')).body).toContain('owner@acme.test (Viewer)')
+    })
+
     it('redirects to sign-in without a session, and keeps /api/v1 free of console routes', async () => {
       expect((await new Browser(t).send('GET', '/console/archived')).headers.location).toBe('/console/sign-in')
       expect((await t.request('POST', '/api/v1/assets/x/restore')).status).toBe(404)
