@@ -103,6 +103,10 @@ function isHttps(request: FastifyRequest): boolean {
 }
 
 export async function consoleRoutes(app: FastifyInstance): Promise<void> {
+  // HTML pages, not part of the API: kept out of the OpenAPI documents.
+  app.addHook('onRoute', (route) => {
+    route.schema = { ...(route.schema ?? {}), hide: true }
+  })
   const files = staticFiles()
   const idleMinutes = app.config.consoleIdleMinutes
   await app.register(cookie)
