@@ -100,6 +100,9 @@ for (const [index, kind] of STORES.entries()) {
       const page = await signIn('owner@acme.test')
       await page.getByLabel('Name').fill('web')
       await page.getByLabel('Type').selectOption('server')
+      // htmx replaces the results as one types, without leaving the page.
+      await page.waitForFunction(() => [...document.querySelectorAll('#results tbody a')].map((a) => a.textContent).join() === 'web-01')
+      expect(page.url()).toBe(`${base}/console/assets`)
       await page.getByRole('button', { name: 'Search' }).click()
       await page.waitForURL(/name=web/)
       await expect(page.getByRole('table').getByRole('link').allTextContents()).resolves.toEqual(['web-01'])
