@@ -1,4 +1,7 @@
-// Copies the non-TypeScript files the service reads at run time (SQL migrations) into dist/.
+// Copies the non-TypeScript files the service reads at run time (SQL migrations, the console's
+// templates and static files) into dist/.
 import { cpSync } from 'node:fs'
 
 cpSync('src/store/migrations', 'dist/store/migrations', { recursive: true })
+cpSync('src/console/views', 'dist/console/views', { recursive: true })
+cpSync('src/console/static', 'dist/console/static', { recursive: true })

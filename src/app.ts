@@ -33,6 +33,7 @@ import { analyticsRoutes } from './analytics/routes.js'
 import { exportRoutes } from './export/routes.js'
 import { eventRoutes } from './events/routes.js'
 import { createWebhookWorker, webhookRoutes } from './webhooks/plugin.js'
+import { consoleRoutes } from './console/plugin.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -179,6 +180,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       ]) await authed.register(routes)
     })
   }, { prefix: '/api/v1' })
+  // The console (CONTRACT §15): HTML, its own session auth, never under /api/v1.
+  await app.register(consoleRoutes, { prefix: '/console' })
 
   return app
 }

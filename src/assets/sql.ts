@@ -184,3 +184,80 @@ export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: rea
 export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions = {}): Promise<PageRows<AssetRow>> {
   return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: 'assets a', key: 'a' }, q, count)
 }
+
+/** An archived asset as the console lists it: the record's columns plus when it was archived. */
+export interface ArchivedAssetRow extends AssetRow {
+  archived_at: Date | string
+  unique_value: string | null
+}
+
+/**
+ * THE restore of archived asset rows (console only, CONTRACT §15): clears `archived_at`, so the
+ * asset and every relationship whose other end is live reappear (archiving leaves relationships
+ * in place). The live counters and the typed projection follow by their triggers. A unique value
+ * a live asset holds now makes the statement fail on `assets_unique_prop` (the caller checks
+ * first, to name the value). Returns the rows restored, as they are now.
+ */
+export async function restoreAssets(tx: Tx, origin: EventOrigin, ids: readonly string[]): Promise<AssetRow[]> {
+  if (ids.length === 0) return []
+  const result = await tx.query<AssetRow>(
+    `UPDATE assets a SET archived_at = NULL, updated_at = date_trunc('second', now())
+     WHERE a.org_id = $1 AND a.id = ANY($2::uuid[]) AND a.archived_at IS NOT NULL
+     RETURNING ${ASSET_COLUMNS}`,
+    [origin.orgId, ids],
+  )
+  await writeAssetEvents(tx, origin, 'asset.restored', result.rows)
+  return result.rows
+}
+
+/**
+ * THE permanent deletion of archived asset rows (console only). Their relationships must be
+ * gone first (deleteRelationships, relationships/sql.ts): the foreign keys refuse otherwise.
+ * Returns the rows deleted, as they were.
+ */
+export async function deleteAssetsPermanently(tx: Tx, origin: EventOrigin, ids: readonly string[]): Promise<AssetRow[]> {
+  if (ids.length === 0) return []
+  const result = await tx.query<AssetRow>(
+    `DELETE FROM assets a WHERE a.org_id = $1 AND a.id = ANY($2::uuid[]) AND a.archived_at IS NOT NULL
+     RETURNING ${ASSET_COLUMNS}`,
+    [origin.orgId, ids],
+  )
+  await writeAssetEvents(tx, origin, 'asset.deleted', result.rows)
+  return result.rows
+}
+
+/** Archived assets by id, locked for a restore or deletion (`lock`). */
+export async function selectArchivedAssets(db: Queryable, orgId: string, ids: readonly string[], lock = false): Promise<ArchivedAssetRow[]> {
+  const result = await db.query<ArchivedAssetRow>(
+    `SELECT ${ASSET_COLUMNS}, a.archived_at, a.unique_value FROM assets a
+     WHERE a.org_id = $1 AND a.id = ANY($2::uuid[]) AND a.archived_at IS NOT NULL
+     ORDER BY a.id${lock ? ' FOR UPDATE' : ''}`,
+    [orgId, ids],
+  )
+  return result.rows
+}
+
+/** One page of archived assets, most recently archived first (the console's list). */
+export async function selectArchivedAssetPage(db: Queryable, q: PageQuery): Promise<PageRows<ArchivedAssetRow>> {
+  return selectPage<ArchivedAssetRow>(db, { select: `${ASSET_COLUMNS}, a.archived_at, a.unique_value`, from: 'assets a', key: 'a' }, q)
+}
+
+/** The live asset of this type holding this unique value, if any. */
+export async function selectLiveHolder(db: Queryable, orgId: string, type: string, value: string): Promise<{ id: string; name: string } | null> {
+  const result = await db.query<{ id: string; name: string }>(
+    'SELECT id, name FROM assets WHERE org_id = $1 AND asset_type_key = $2 AND unique_value = $3 AND archived_at IS NULL',
+    [orgId, type, value],
+  )
+  return result.rows[0] ?? null
+}
+
+/** Ids of every relationship with this asset at either end, whatever the other end's state. */
+export async function selectRelationshipIdsOf(db: Queryable, orgId: string, ids: readonly string[]): Promise<string[]> {
+  const result = await db.query<{ id: string }>(
+    `SELECT r.id FROM relationships r WHERE r.org_id = $1 AND r.source_asset_id = ANY($2::uuid[])
+     UNION SELECT r.id FROM relationships r WHERE r.org_id = $1 AND r.target_asset_id = ANY($2::uuid[])
+     ORDER BY 1`,
+    [orgId, ids],
+  )
+  return result.rows.map((r) => r.id)
+}

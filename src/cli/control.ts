@@ -7,6 +7,7 @@ import type { Db } from '../store/db.js'
 import { applySetup } from '../setup/apply.js'
 import { createKeyFromCli, CommandError, type CliKeyRequest } from '../keys/cli.js'
 import type { SetupFile } from '../setup/schema.js'
+import { setPasswordFromCli, type CliPasswordRequest } from '../console/cli.js'
 
 /**
  * PGlite lets one process own a data directory. While `kbis serve` runs on one, the other CLI
@@ -41,6 +42,7 @@ export async function startControlSocket(dataDir: string, db: Db): Promise<Contr
       .then(async (body) => {
         if (request.url === '/apply') return reply(200, await applySetup(db, body as SetupFile))
         if (request.url === '/keys') return reply(200, await createKeyFromCli(db, body as CliKeyRequest))
+        if (request.url === '/users/set-password') return reply(200, await setPasswordFromCli(db, body as CliPasswordRequest))
         return reply(404, { error: `unknown command ${request.url}` })
       })
       .catch((err: unknown) => reply(err instanceof CommandError || (err as Error).name === 'SetupError' ? 400 : 500, { error: (err as Error).message }))
@@ -59,7 +61,7 @@ export async function startControlSocket(dataDir: string, db: Db): Promise<Contr
 }
 
 /** Sends a command to a running server; null when none runs on this data directory. */
-export async function sendToServer(dataDir: string, command: 'apply' | 'keys', body: unknown): Promise<unknown | null> {
+export async function sendToServer(dataDir: string, command: 'apply' | 'keys' | 'users/set-password', body: unknown): Promise<unknown | null> {
   const socketPath = controlSocketPath(dataDir)
   if (!existsSync(socketPath)) return null
   return new Promise((resolve, reject) => {

@@ -7,6 +7,9 @@ import { createKeyFromCli, type CliKeyRequest } from '../keys/cli.js'
 import { sendToServer } from './control.js'
 import { isWorker, runPrimary, startWorker, workersArg } from './workers.js'
 import { registerSyncCommands } from './sync/commands.js'
+import { readPasswordFromStdin, setPasswordFromCli } from '../console/cli.js'
+import { hashPassword, passwordProblem } from '../console/passwords.js'
+import { CommandError } from '../keys/cli.js'
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
 
@@ -29,7 +32,7 @@ function configFrom(flags: StoreFlags & { port?: number; host?: string }): Confi
 }
 
 /** Runs a store command here, or hands it to the server that owns the PGlite directory. */
-async function withStore<T>(config: Config, command: 'apply' | 'keys', body: unknown, local: (db: Awaited<ReturnType<typeof openStore>>) => Promise<T>): Promise<T> {
+async function withStore<T>(config: Config, command: 'apply' | 'keys' | 'users/set-password', body: unknown, local: (db: Awaited<ReturnType<typeof openStore>>) => Promise<T>): Promise<T> {
   if (!config.databaseUrl) {
     const remote = await sendToServer(config.dataDir, command, body)
     if (remote !== null) return remote as T
@@ -107,6 +110,22 @@ export async function main(argv: string[]): Promise<void> {
         out(`API key ${key.id} created. Secret (shown only this once):`)
         out(key.secret)
       }
+    })
+
+  const users = program.command('users').description('Manage users of the console')
+  users
+    .command('set-password')
+    .description("Set a user's console password, read from standard input (e.g. printf '%s' \"$PW\" | kbis users set-password …)")
+    .requiredOption('--org <key>', 'organization key')
+    .requiredOption('--email <email>', "the user's email")
+    .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
+    .action(async (flags: { org: string; email: string; dataDir?: string }) => {
+      const password = await readPasswordFromStdin()
+      const problem = passwordProblem(password)
+      if (problem) throw new CommandError(problem)
+      const request = { org: flags.org, email: flags.email, hash: await hashPassword(password) }
+      await withStore(configFrom(flags), 'users/set-password', request, (db) => setPasswordFromCli(db, request))
+      out(`password set for ${flags.email} in organization ${flags.org}`)
     })
 
   registerSyncCommands(program)

@@ -46,7 +46,8 @@ export interface WriteContext {
 export function originOf(ctx: WriteContext): EventOrigin {
   return {
     orgId: ctx.auth.orgId,
-    actor: { api_key_id: ctx.auth.keyId, user_id: ctx.auth.userId },
+    // A console user acts without a key (core/auth/user.ts: keyId '').
+    actor: { api_key_id: ctx.auth.keyId || null, user_id: ctx.auth.userId },
     requestId: ctx.requestId ?? null,
     idempotencyKey: ctx.idempotencyKey ?? null,
   }

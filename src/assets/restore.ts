@@ -1,0 +1,100 @@
+import { AppError, Errors } from '../core/errors.js'
+import type { RequestContext } from '../core/context.js'
+import { isUuid } from '../core/time.js'
+import { describeDomain, hasLevel, scopeCondition } from '../access/scope.js'
+import { offsetOf, pageMeta, type Page, type PageMeta } from '../core/pagination.js'
+import { isPgError } from '../store/pg-errors.js'
+import { Params, escapeLike } from '../store/sql.js'
+import type { Tx } from '../store/db.js'
+import type { RelationshipRow } from '../relationships/mapper.js'
+import { originOf } from '../events/write.js'
+import { toAssetRecord, type AssetRecord } from './mapper.js'
+import { restoreAssets, selectArchivedAssetPage, selectArchivedAssets, selectLiveHolder, type ArchivedAssetRow } from './sql.js'
+
+/*
+ * Archived assets (console only, CONTRACT §15; the V1 API has no restore): the list, and restore.
+ * Access is the API's: the caller's AuthContext (a console user's is built by
+ * core/auth/user.ts with all of the user's roles) and the same scope functions as every read.
+ */
+
+export interface ArchivedAsset extends AssetRecord {
+  archived_at: string
+}
+
+function toArchived(row: ArchivedAssetRow): ArchivedAsset {
+  return { ...toAssetRecord(row), archived_at: new Date(row.archived_at).toISOString().replace(/\.\d{3}Z$/, 'Z') }
+}
+
+/** Archived assets the caller can see, most recently archived first; `name` matches a part, any case. */
+export async function listArchivedAssets(ctx: RequestContext, query: { type?: string; name?: string; page: Page }): Promise<{ data: ArchivedAsset[]; page: PageMeta }> {
+  const params = new Params([ctx.auth.orgId])
+  const conditions = ['a.org_id = $1', 'a.archived_at IS NOT NULL']
+  if (query.type) conditions.push(`a.asset_type_key = ${params.add(query.type)}`)
+  if (query.name) conditions.push(`a.name ILIKE ${params.add(`%${escapeLike(query.name)}%`)} ESCAPE '\\'`)
+  const scope = scopeCondition(ctx.auth, 'a', 'view', params)
+  if (scope !== 'TRUE') conditions.push(scope)
+  const result = await selectArchivedAssetPage(ctx.db, {
+    where: conditions.join(' AND '),
+    orderBy: 'a.archived_at DESC, a.id',
+    limit: query.page.size,
+    offset: offsetOf(query.page),
+    params,
+  })
+  return { data: result.rows.map(toArchived), page: pageMeta(query.page, result) }
+}
+
+/**
+ * Loads one archived asset for a change, locked: hidden (or unknown, or live) is 404; visible
+ * without `delete` is 403, like archiving it was.
+ */
+export async function findArchived(ctx: RequestContext, tx: Tx, id: string, action: string): Promise<ArchivedAssetRow> {
+  const row = isUuid(id) ? (await selectArchivedAssets(tx, ctx.auth.orgId, [id], true))[0] : undefined
+  if (!row || !hasLevel(ctx.auth, row, 'view')) throw new AppError(Errors.NOT_FOUND, `archived asset ${id} not found`)
+  if (!hasLevel(ctx.auth, row, 'delete')) {
+    throw new AppError(Errors.FORBIDDEN, `your roles do not allow to ${action} ${row.asset_type_key} assets in ${describeDomain(row.access_domain_key)}`)
+  }
+  return row
+}
+
+function uniqueTaken(ctx: RequestContext, row: ArchivedAssetRow, value: string): AppError {
+  const property = ctx.metamodel.assetTypes.get(row.asset_type_key)?.unique_property_key ?? 'unique key'
+  return new AppError(Errors.UNIQUE_VIOLATION, `${row.name} cannot be restored: a live ${row.asset_type_key} asset now holds the ${property} value "${value}"`)
+}
+
+/** Relationships of these assets whose both ends are live (those a restore brings back). */
+async function liveRelationshipsOf(tx: Tx, orgId: string, id: string): Promise<RelationshipRow[]> {
+  const result = await tx.query<RelationshipRow>(
+    `SELECT r.id, r.relationship_type_key, r.source_asset_id, r.target_asset_id, r.created_at, r.updated_at
+     FROM relationships r
+     JOIN assets s ON s.org_id = r.org_id AND s.id = r.source_asset_id AND s.archived_at IS NULL
+     JOIN assets t ON t.org_id = r.org_id AND t.id = r.target_asset_id AND t.archived_at IS NULL
+     WHERE r.org_id = $1 AND (r.source_asset_id = $2 OR r.target_asset_id = $2)
+     ORDER BY r.created_at, r.id`,
+    [orgId, id],
+  )
+  return result.rows
+}
+
+/**
+ * Restores an archived asset: Editor or above and `delete` on it (CONTRACT §15). Refused (409
+ * unique_violation, naming the value) when a live asset now holds its unique value. Returns the
+ * asset and the relationships that came back with it (those whose other end is live).
+ */
+export async function restoreArchivedAsset(ctx: RequestContext, id: string): Promise<{ asset: AssetRecord; relationships: RelationshipRow[] }> {
+  if (ctx.auth.permission === 'Viewer') throw new AppError(Errors.FORBIDDEN, 'a Viewer cannot restore assets')
+  return ctx.db.transaction(async (tx) => {
+    const row = await findArchived(ctx, tx, id, 'restore')
+    if (row.unique_value !== null && (await selectLiveHolder(tx, ctx.auth.orgId, row.asset_type_key, row.unique_value))) {
+      throw uniqueTaken(ctx, row, row.unique_value)
+    }
+    let restored
+    try {
+      restored = await restoreAssets(tx, originOf(ctx), [row.id])
+    } catch (err) {
+      // A concurrent write took the value between the check and the update.
+      if (isPgError(err, '23505', 'assets_unique_prop')) throw uniqueTaken(ctx, row, row.unique_value ?? '')
+      throw err
+    }
+    return { asset: toAssetRecord(restored[0]!), relationships: await liveRelationshipsOf(tx, ctx.auth.orgId, row.id) }
+  })
+}

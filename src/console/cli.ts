@@ -1,0 +1,27 @@
+import type { Db } from '../store/db.js'
+import { CommandError } from '../keys/cli.js'
+import { setPasswordHash } from './sql.js'
+
+export interface CliPasswordRequest {
+  org: string
+  email: string
+  /** The scrypt hash (passwords.ts): the password itself never leaves the CLI process. */
+  hash: string
+}
+
+/** `kbis users set-password`: stores the hash; the user's console sessions stay as they are. */
+export async function setPasswordFromCli(db: Db, req: CliPasswordRequest): Promise<{ user_id: string }> {
+  if (!/^scrypt\$/.test(req.hash)) throw new CommandError('not a password hash')
+  const org = (await db.query<{ id: string }>('SELECT id FROM organizations WHERE key = $1', [req.org])).rows[0]
+  if (!org) throw new CommandError(`--org: no organization ${req.org}`)
+  const updated = await setPasswordHash(db, req.org, req.email, req.hash)
+  if (!updated) throw new CommandError(`--email: no user ${req.email} in organization ${req.org}`)
+  return { user_id: updated.user_id }
+}
+
+/** The password from standard input: all of it, without one final line break. */
+export async function readPasswordFromStdin(stdin: NodeJS.ReadableStream = process.stdin): Promise<string> {
+  const chunks: Buffer[] = []
+  for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer))
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '')
+}

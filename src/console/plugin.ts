@@ -1,0 +1,197 @@
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import cookie from '@fastify/cookie'
+import formbody from '@fastify/formbody'
+import csrf from '@fastify/csrf-protection'
+import view from '@fastify/view'
+import { Eta } from 'eta'
+import { AppError, Errors } from '../core/errors.js'
+import type { RequestContext } from '../core/context.js'
+import { userAuthContext } from '../core/auth/user.js'
+import { loadSession, signIn, signOut } from './auth.js'
+import { purgeIdleSessions, setFlash, type Flash } from './sql.js'
+import { assetPages } from './pages.js'
+import { settingsPages } from './settings.js'
+
+/*
+ * The console (CONTRACT §15): server-rendered pages (Eta templates through @fastify/view), plain
+ * HTML forms that work without JavaScript, htmx for the live asset search. Its own session auth
+ * (cookie `kbis_console`, sessions in the database), never an API key; CSRF on every
+ * state-changing request (@fastify/csrf-protection: a secret in an HttpOnly cookie, the token in
+ * the form field `_csrf` or, for htmx, the `x-csrf-token` header). docs/console.md.
+ */
+
+export const SESSION_COOKIE = 'kbis_console'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    console: ConsoleRequest | null
+  }
+}
+
+export interface ConsoleRequest {
+  sessionId: string
+  orgId: string
+  ctx: RequestContext
+  user: { id: string; email: string; name: string; permission_type: string }
+  flash: Flash | null
+}
+
+const VIEWS = fileURLToPath(new URL('./views/', import.meta.url))
+const STATIC = fileURLToPath(new URL('./static/', import.meta.url))
+const require = createRequire(import.meta.url)
+
+/** The template engine; pages render inside layout.eta, htmx partials (`renderPartial`) alone. */
+const eta = new Eta({ views: VIEWS, autoEscape: true, cache: true })
+
+export function renderPartial(page: string, data: Record<string, unknown>): string {
+  return eta.render(page, data)
+}
+
+/** The few files the pages load, read once: no build step, htmx straight from node_modules. */
+function staticFiles(): Map<string, { type: string; body: Buffer }> {
+  return new Map([
+    ['console.css', { type: 'text/css; charset=utf-8', body: readFileSync(STATIC + 'console.css') }],
+    ['console.js', { type: 'text/javascript; charset=utf-8', body: readFileSync(STATIC + 'console.js') }],
+    ['htmx.min.js', { type: 'text/javascript; charset=utf-8', body: readFileSync(require.resolve('htmx.org/dist/htmx.min.js')) }],
+  ])
+}
+
+/** Form fields as strings (a repeated field: its last value, or all with `all`). NUL never passes. */
+export function field(request: FastifyRequest, name: string): string {
+  const value = (request.body as Record<string, unknown> | undefined)?.[name]
+  const one = Array.isArray(value) ? value[value.length - 1] : value
+  return typeof one === 'string' ? one.replaceAll('\0', '') : ''
+}
+
+export function fields(request: FastifyRequest, name: string): string[] {
+  const value = (request.body as Record<string, unknown> | undefined)?.[name]
+  const list = Array.isArray(value) ? value : value === undefined ? [] : [value]
+  return list.filter((v): v is string => typeof v === 'string').map((v) => v.replaceAll('\0', ''))
+}
+
+export function query(request: FastifyRequest, name: string): string {
+  const value = (request.query as Record<string, unknown>)[name]
+  return typeof value === 'string' ? value.replaceAll('\0', '') : ''
+}
+
+/** After a change: a message for the next page, then 303 to it (a reload never repeats the change). */
+export async function redirectWith(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, to: string, flash: Flash): Promise<FastifyReply> {
+  const c = request.console!
+  await setFlash(app.db, c.orgId, c.sessionId, flash)
+  return reply.code(303).header('location', to).send()
+}
+
+/** Renders a page inside the layout with what every page needs (user, CSRF token, flash). */
+export async function render(request: FastifyRequest, reply: FastifyReply, page: string, data: Record<string, unknown>, status = 200): Promise<FastifyReply> {
+  const csrfToken = reply.generateCsrf()
+  return reply.code(status).header('cache-control', 'no-store').view(page, {
+    ...data,
+    user: request.console?.user ?? null,
+    orgKey: request.console?.ctx.auth.orgKey ?? null,
+    flash: request.console?.flash ?? null,
+    csrfToken,
+    path: request.url.split('?')[0],
+    url: request.url,
+  })
+}
+
+function isHttps(request: FastifyRequest): boolean {
+  return request.protocol === 'https'
+}
+
+export async function consoleRoutes(app: FastifyInstance): Promise<void> {
+  // HTML pages, not part of the API: kept out of the OpenAPI documents.
+  app.addHook('onRoute', (route) => {
+    route.schema = { ...(route.schema ?? {}), hide: true }
+  })
+  const files = staticFiles()
+  const idleMinutes = app.config.consoleIdleMinutes
+  await app.register(cookie)
+  await app.register(formbody)
+  await app.register(csrf, {
+    cookieKey: 'kbis_console_csrf',
+    cookieOpts: { path: '/console', httpOnly: true, sameSite: 'strict', secure: 'auto' },
+  })
+  await app.register(view, {
+    engine: { eta },
+    root: VIEWS,
+    layout: 'layout.eta',
+    viewExt: 'eta',
+    production: true,
+  })
+  app.decorateRequest('console', null)
+
+  // Idle sessions of every organization go now and then (each request also checks its own).
+  const purge = setInterval(() => void purgeIdleSessions(app.db, idleMinutes * 60).catch(() => undefined), 10 * 60_000)
+  purge.unref()
+  app.addHook('onClose', async () => clearInterval(purge))
+
+  // Every state-changing request carries the CSRF token (a form field or the x-csrf-token header).
+  app.addHook('preHandler', async (request, reply) => {
+    if (request.method === 'GET' || request.method === 'HEAD') return
+    await new Promise<void>((resolve, reject) => app.csrfProtection(request, reply, (err?: unknown) => (err ? reject(err) : resolve())))
+  })
+
+  app.setErrorHandler(async (err: Error & { statusCode?: number; code?: string }, request, reply) => {
+    const status = err instanceof AppError ? err.status : err.code?.startsWith('FST_CSRF') ? 403 : (err.statusCode ?? 500)
+    if (status >= 500) request.log.error({ err }, 'console error')
+    const message = status === 403 && err.code?.startsWith('FST_CSRF')
+      ? 'This form has expired or did not come from this console. Go back, reload the page and try again.'
+      : status >= 500 ? 'Something went wrong on our side. Try again in a moment.' : err.message
+    return render(request, reply, 'error.eta', { title: status === 403 ? 'Not allowed' : status === 404 ? 'Not found' : 'Error', message, status }, status)
+  })
+  app.setNotFoundHandler(async (request, reply) => render(request, reply, 'error.eta', { title: 'Not found', message: 'There is no such page.', status: 404 }, 404))
+
+  app.get('/static/:file', async (request, reply) => {
+    const file = files.get((request.params as { file: string }).file)
+    if (!file) return reply.code(404).type('text/plain').send('not found')
+    return reply.type(file.type).header('cache-control', 'public, max-age=300').send(file.body)
+  })
+
+  app.get('/sign-in', async (request, reply) => render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', failed: false, organizations: null }))
+
+  app.post('/sign-in', async (request, reply) => {
+    const email = field(request, 'email')
+    const result = await signIn(app.db, { email, password: field(request, 'password'), organization: field(request, 'organization'), address: request.ip })
+    if (!result.ok) {
+      return render(request, reply, 'sign-in.eta', { title: 'Sign in', email, failed: !result.chooseOrganization, organizations: result.chooseOrganization ?? null }, result.chooseOrganization ? 200 : 401)
+    }
+    reply.setCookie(SESSION_COOKIE, result.token, { path: '/console', httpOnly: true, sameSite: 'lax', secure: isHttps(request) })
+    return reply.code(303).header('location', '/console/assets').send()
+  })
+
+  // Every other page needs a live session.
+  await app.register(async (pages) => {
+    pages.addHook('preHandler', async (request, reply) => {
+      const session = await loadSession(app.db, request.cookies[SESSION_COOKIE], idleMinutes)
+      const auth = session ? await userAuthContext(app.db, session.org_id, session.user_id) : null
+      if (!session || !auth) {
+        reply.clearCookie(SESSION_COOKIE, { path: '/console' })
+        return reply.code(303).header('location', '/console/sign-in').send()
+      }
+      const user = (await app.db.query<{ id: string; email: string; name: string; permission_type: string }>(
+        'SELECT id, email, name, permission_type FROM users WHERE org_id = $1 AND id = $2', [auth.orgId, auth.userId],
+      )).rows[0]!
+      request.console = {
+        sessionId: session.id, orgId: session.org_id, user, flash: session.flash,
+        ctx: { db: app.db, auth, metamodel: await app.metamodels.get(auth.orgId), requestId: request.id },
+      }
+    })
+    pages.get('/', async (_request, reply) => reply.code(303).header('location', '/console/assets').send())
+    pages.post('/sign-out', async (request, reply) => {
+      await signOut(app.db, request.cookies[SESSION_COOKIE])
+      reply.clearCookie(SESSION_COOKIE, { path: '/console' })
+      return reply.code(303).header('location', '/console/sign-in').send()
+    })
+    await pages.register(assetPages)
+    await pages.register(settingsPages)
+  })
+}
+
+/** A 403 page for a change the user may not make (a forged form, a button never shown). */
+export function forbidden(detail: string): AppError {
+  return new AppError(Errors.FORBIDDEN, detail)
+}

@@ -1,0 +1,111 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { createKey, deleteKey, listKeys, updateKey, type KeyInput } from '../keys/service.js'
+import { AppError, Errors } from '../core/errors.js'
+import type { KeyPermission } from '../core/auth/permissions.js'
+import { permissionAtLeast } from '../core/auth/permissions.js'
+import { field, fields, query, redirectWith, render } from './plugin.js'
+import { pager } from './pages.js'
+import { webhookPages, webhooksForPage } from './webhooks.js'
+
+const KEY_TYPES: KeyPermission[] = ['Viewer', 'Editor', 'Admin']
+const SETTINGS = '/console/developer-settings'
+
+function pageNumber(request: FastifyRequest): number {
+  const n = Number(query(request, 'page'))
+  return Number.isInteger(n) && n >= 1 && n <= 100_000 ? n : 1
+}
+
+/** The key form's fields, checked as the API's schema checks them (the service checks the rest). */
+function keyInput(request: FastifyRequest): KeyInput {
+  const name = field(request, 'name').trim()
+  const type = field(request, 'permission_type')
+  const roles = [...new Set(fields(request, 'role_keys'))]
+  const problems: string[] = []
+  if (name === '' || name.length > 200) problems.push('Name: give the key a name (at most 200 characters).')
+  if (!(KEY_TYPES as string[]).includes(type)) problems.push('Permission type: choose Viewer, Editor or Admin.')
+  if (roles.length === 0) problems.push('Roles: choose at least one role.')
+  if (field(request, 'description').length > 2000) problems.push('Description: at most 2,000 characters.')
+  if (problems.length > 0) throw new AppError(Errors.VALIDATION_FAILED, problems.join(' '))
+  return { name, description: field(request, 'description').trim() || null, permission_type: type as KeyPermission, role_keys: roles }
+}
+
+/** /console/developer-settings: API keys through the API's own service (keys/service.ts). */
+export async function settingsPages(app: FastifyInstance): Promise<void> {
+  app.get('/developer-settings', async (request, reply) => {
+    const c = request.console!
+    const auth = c.ctx.auth
+    const canManage = auth.permission !== 'Viewer'
+    const keys = canManage ? await listKeys(c.ctx, { number: pageNumber(request), size: 50 }) : null
+    const users = (await app.db.query<{ id: string; email: string; name: string; role_keys: string[] }>(
+      'SELECT id, email, name, role_keys FROM users WHERE org_id = $1 ORDER BY email', [auth.orgId],
+    )).rows
+    const email = new Map(users.map((u) => [u.id, u.email]))
+    const roles = (await app.db.query<{ key: string; name: string }>(
+      'SELECT key, name FROM roles WHERE org_id = $1 AND key = ANY($2::text[]) ORDER BY key', [auth.orgId, auth.roleKeys],
+    )).rows
+    return render(request, reply, 'settings.eta', {
+      title: 'Developer settings',
+      canManage,
+      isAdmin: auth.permission === 'Admin',
+      keys: keys?.data.map((k) => ({ ...k, owner: email.get(k.owner_user_id) ?? k.owner_user_id })) ?? [],
+      pager: keys ? pager(SETTINGS, {}, keys.page) : null,
+      creating: query(request, 'new') === 'key' && canManage,
+      editing: query(request, 'edit'),
+      transferring: query(request, 'transfer'),
+      types: KEY_TYPES.filter((t) => permissionAtLeast(auth.permission, t)),
+      roles,
+      users,
+      webhooks: await webhooksForPage(app, request),
+      newWebhook: query(request, 'new') === 'webhook',
+    })
+  })
+  await app.register(webhookPages)
+
+  const onError = async (request: FastifyRequest, reply: Parameters<typeof redirectWith>[2], err: unknown, back: string) => {
+    if (err instanceof AppError && (err.def === Errors.VALIDATION_FAILED || err.def === Errors.FORBIDDEN)) {
+      return redirectWith(app, request, reply, back, { error: err.issues.map((i) => i.detail).join(' ') })
+    }
+    throw err
+  }
+
+  app.post('/developer-settings/keys', async (request, reply) => {
+    try {
+      const key = await createKey(request.console!.ctx, keyInput(request))
+      return redirectWith(app, request, reply, SETTINGS, {
+        notice: `Created the API key ${key.name}. Copy its secret now: it is shown only this once.`,
+        secret: { label: 'Secret', value: key.secret },
+      })
+    } catch (err) {
+      return onError(request, reply, err, `${SETTINGS}?new=key`)
+    }
+  })
+
+  app.post('/developer-settings/keys/:id', async (request, reply) => {
+    const id = (request.params as { id: string }).id
+    try {
+      const key = await updateKey(request.console!.ctx, id, keyInput(request))
+      app.authenticator.invalidate()
+      return redirectWith(app, request, reply, SETTINGS, { notice: `Saved the API key ${key.name}.` })
+    } catch (err) {
+      return onError(request, reply, err, `${SETTINGS}?edit=${encodeURIComponent(id)}`)
+    }
+  })
+
+  app.post('/developer-settings/keys/:id/transfer', async (request, reply) => {
+    const id = (request.params as { id: string }).id
+    try {
+      const key = await updateKey(request.console!.ctx, id, { owner_user_id: field(request, 'owner_user_id') })
+      app.authenticator.invalidate()
+      return redirectWith(app, request, reply, SETTINGS, { notice: `Transferred the API key ${key.name}.` })
+    } catch (err) {
+      return onError(request, reply, err, `${SETTINGS}?transfer=${encodeURIComponent(id)}`)
+    }
+  })
+
+  app.post('/developer-settings/keys/:id/delete', async (request, reply) => {
+    const id = (request.params as { id: string }).id
+    await deleteKey(request.console!.ctx, id)
+    app.authenticator.invalidate()
+    return redirectWith(app, request, reply, SETTINGS, { notice: 'Deleted the API key.' })
+  })
+}

@@ -1,0 +1,126 @@
+import type { Queryable } from '../store/db.js'
+
+/** The nil UUID: the bucket of failed sign-ins that belong to no organization (migration 0011). */
+export const NO_ORG = '00000000-0000-0000-0000-000000000000'
+
+export interface SignInCandidate {
+  org_id: string
+  org_key: string
+  org_name: string
+  user_id: string
+  enabled: boolean
+  sign_in_methods: string[]
+  password_hash: string | null
+}
+
+/** Every account with this email (emails are unique per organization, not across them). */
+export async function selectSignInCandidates(db: Queryable, email: string): Promise<SignInCandidate[]> {
+  const result = await db.query<SignInCandidate>(
+    `SELECT u.org_id, o.key AS org_key, o.name AS org_name, u.id AS user_id, u.enabled, u.sign_in_methods, u.password_hash
+     FROM users u JOIN organizations o ON o.id = u.org_id
+     WHERE lower(u.email) = lower($1)
+     ORDER BY o.key`,
+    [email],
+  )
+  return result.rows
+}
+
+export async function setPasswordHash(db: Queryable, orgKey: string, email: string, hash: string): Promise<{ org_id: string; user_id: string } | null> {
+  const result = await db.query<{ org_id: string; user_id: string }>(
+    `UPDATE users u SET password_hash = $3 FROM organizations o
+     WHERE o.key = $1 AND u.org_id = o.id AND lower(u.email) = lower($2)
+     RETURNING u.org_id, u.id AS user_id`,
+    [orgKey, email, hash],
+  )
+  return result.rows[0] ?? null
+}
+
+/** Whether any subject is locked now; the answer to a locked attempt is the usual failure. */
+export async function selectLocked(db: Queryable, keys: readonly { org_id: string; subject: string }[]): Promise<boolean> {
+  const result = await db.query<{ locked: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM console_sign_in_failures f
+       JOIN json_to_recordset($1::json) AS k(org_id uuid, subject text) ON f.org_id = k.org_id AND f.subject = k.subject
+       WHERE f.locked_until > now()) AS locked`,
+    [JSON.stringify(keys)],
+  )
+  return result.rows[0]?.locked ?? false
+}
+
+/**
+ * Counts one failure for each subject: a count older than the window starts again at 1; past
+ * `free` failures the subject is locked for 2^(failures - free) seconds, at most `maxSeconds`.
+ */
+export async function recordFailures(
+  db: Queryable,
+  keys: readonly { org_id: string; subject: string; free: number }[],
+  windowSeconds: number,
+  maxSeconds: number,
+): Promise<void> {
+  // One small statement per subject (an email and an address: two or three per attempt).
+  for (const k of keys) {
+    await db.query(
+      `INSERT INTO console_sign_in_failures AS f (org_id, subject, failures, last_failure_at, locked_until)
+       VALUES ($1, $2, 1, now(), CASE WHEN $3::int < 1 THEN now() + make_interval(secs => 1) END)
+       ON CONFLICT (org_id, subject) DO UPDATE SET
+         failures = CASE WHEN f.last_failure_at < now() - make_interval(secs => $4) THEN 1 ELSE f.failures + 1 END,
+         last_failure_at = now(),
+         locked_until = CASE
+           WHEN f.last_failure_at < now() - make_interval(secs => $4) THEN NULL
+           WHEN f.failures + 1 > $3::int THEN now() + make_interval(secs => least($5::float8, power(2, f.failures + 1 - $3::int)))
+           END`,
+      [k.org_id, k.subject, k.free, windowSeconds, maxSeconds],
+    )
+  }
+}
+
+export async function clearFailures(db: Queryable, orgId: string, subject: string): Promise<void> {
+  await db.query('DELETE FROM console_sign_in_failures WHERE org_id = $1 AND subject = $2', [orgId, subject])
+}
+
+export interface SessionRow {
+  org_id: string
+  user_id: string
+  flash: Flash | null
+  idle: boolean
+}
+
+/** A message for the next page; `secret` once, right after a key or webhook is created. */
+export interface Flash {
+  notice?: string
+  error?: string
+  secret?: { label: string; value: string; section?: 'keys' | 'webhooks' }
+}
+
+export async function insertSession(db: Queryable, orgId: string, id: string, userId: string): Promise<void> {
+  await db.query('INSERT INTO console_sessions (org_id, id, user_id) VALUES ($1, $2, $3)', [orgId, id, userId])
+}
+
+/**
+ * Reads a session and, when it is still within the idle timeout, touches it and takes its flash
+ * (one statement: a flash is shown exactly once, also with two tabs). An idle session is deleted.
+ */
+export async function touchSession(db: Queryable, orgId: string, id: string, idleSeconds: number): Promise<SessionRow | null> {
+  const result = await db.query<SessionRow>(
+    `WITH s AS (SELECT org_id, id, user_id, flash, last_seen_at < now() - make_interval(secs => $3) AS idle
+                FROM console_sessions WHERE org_id = $1 AND id = $2 FOR UPDATE),
+          touched AS (UPDATE console_sessions c SET last_seen_at = now(), flash = NULL FROM s
+                      WHERE c.org_id = s.org_id AND c.id = s.id AND NOT s.idle),
+          dropped AS (DELETE FROM console_sessions c USING s WHERE c.org_id = s.org_id AND c.id = s.id AND s.idle)
+     SELECT org_id, user_id, flash, idle FROM s`,
+    [orgId, id, idleSeconds],
+  )
+  return result.rows[0] ?? null
+}
+
+export async function setFlash(db: Queryable, orgId: string, id: string, flash: Flash): Promise<void> {
+  await db.query('UPDATE console_sessions SET flash = $3 WHERE org_id = $1 AND id = $2', [orgId, id, JSON.stringify(flash)])
+}
+
+export async function deleteSession(db: Queryable, orgId: string, id: string): Promise<void> {
+  await db.query('DELETE FROM console_sessions WHERE org_id = $1 AND id = $2', [orgId, id])
+}
+
+/** Sessions idle longer than the timeout, every organization (a periodic purge). */
+export async function purgeIdleSessions(db: Queryable, idleSeconds: number): Promise<void> {
+  await db.query('DELETE FROM console_sessions WHERE last_seen_at < now() - make_interval(secs => $1)', [idleSeconds])
+}

@@ -1,0 +1,66 @@
+import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ACME_YAML, runCli } from '../helpers/cli-server.js'
+
+const CLI = path.resolve('test/helpers/kbis-cli.ts')
+
+/** Runs the CLI with `input` on its standard input. */
+function kbis(args: string[], input: string): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' } })
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()))
+    child.on('close', (code) => resolve({ code, out }))
+    child.stdin.end(input)
+  })
+}
+
+/** Signs in to the console of a running server: the CSRF cookie and token first, then the form. */
+async function signIn(url: string, email: string, password: string): Promise<number> {
+  const page = await fetch(`${url}/console/sign-in`)
+  const cookie = page.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ')
+  const token = /name="_csrf" value="([^"]+)"/.exec(await page.text())![1]!
+  const res = await fetch(`${url}/console/sign-in`, {
+    method: 'POST', redirect: 'manual',
+    headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ _csrf: token, email, password }).toString(),
+  })
+  return res.status
+}
+
+describe('kbis users set-password on PGlite', { timeout: 600_000 }, () => {
+  let dir: string
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-users-'))
+    writeFileSync(path.join(dir, 'acme.yaml'), ACME_YAML.replace('RATE', '6000'))
+  })
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+  it('reads the password from standard input, with the store closed and through a running server', async () => {
+    const data = path.join(dir, 'data')
+    expect((await kbis(['apply', path.join(dir, 'acme.yaml'), '--data-dir', data], '')).code).toBe(0)
+    const closed = await kbis(['users', 'set-password', '--org', 'acme', '--email', 'owner@acme.test', '--data-dir', data], 'first password 1\n')
+    expect(closed).toEqual({ code: 0, out: 'password set for owner@acme.test in organization acme\n' })
+    const short = await kbis(['users', 'set-password', '--org', 'acme', '--email', 'owner@acme.test', '--data-dir', data], 'short\n')
+    expect(short).toEqual({ code: 1, out: 'kbis: the password must have at least 12 characters\n' })
+
+    const server = runCli(['serve', '--port', '0', '--data-dir', data])
+    try {
+      const url = (await server.waitFor(/kbis listening on (\S+)/, 400_000))[1]!
+      expect(await signIn(url, 'owner@acme.test', 'first password 1')).toBe(303)
+      const running = await kbis(['users', 'set-password', '--org', 'acme', '--email', 'owner@acme.test', '--data-dir', data], 'second password 2')
+      expect(running).toEqual({ code: 0, out: 'password set for owner@acme.test in organization acme\n' })
+      expect(await signIn(url, 'owner@acme.test', 'first password 1')).toBe(401)
+      expect(await signIn(url, 'owner@acme.test', 'second password 2')).toBe(303)
+      const nobody = await kbis(['users', 'set-password', '--org', 'acme', '--email', 'nobody@acme.test', '--data-dir', data], 'long enough password\n')
+      expect(nobody).toEqual({ code: 1, out: 'kbis: --email: no user nobody@acme.test in organization acme\n' })
+    } finally {
+      server.child.kill('SIGTERM')
+      await server.exited
+    }
+  })
+})

@@ -1,0 +1,147 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+import { STORES } from '../helpers/stores.js'
+import { Browser, PASSWORD, givenPasswords } from '../helpers/console.js'
+
+for (const kind of STORES) {
+  describe(`${kind}: console sessions, CSRF, throttling`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(kind, undefined, { consoleIdleMinutes: 1 })
+      await givenPasswords(t, ['owner@acme.test', 'editor@acme.test'])
+    }, 120_000)
+    afterAll(async () => t.close())
+
+    it('signs in with email and password: HttpOnly SameSite session cookie, then the pages answer', async () => {
+      const b = new Browser(t)
+      const res = await b.signIn('owner@acme.test')
+      expect(res.statusCode).toBe(303)
+      expect(res.headers.location).toBe('/console/assets')
+      const cookie = (res.cookies as { name: string; httpOnly?: boolean; sameSite?: string; path?: string; secure?: boolean }[]).find((c) => c.name === 'kbis_console')!
+      expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/console' })
+      expect(cookie.secure).toBeFalsy()
+      const page = await b.send('GET', '/console/assets')
+      expect(page.statusCode).toBe(200)
+      expect(page.body).toContain('<h1>Assets</h1>')
+      expect(page.headers['content-type']).toBe('text/html; charset=utf-8')
+    })
+
+    it('sets the Secure flag when the request came over https (through a trusted proxy)', async () => {
+      const app2 = await (await import('../../src/app.js')).buildApp({ db: t.store.db, config: (await import('../../src/core/config.js')).loadConfig({}, { trustedProxies: ['127.0.0.1'] }) })
+      const b = new Browser({ ...t, app: app2 })
+      const res = await b.send('POST', '/console/sign-in', { _csrf: await b.csrf(), email: 'owner@acme.test', password: PASSWORD }, { 'x-forwarded-proto': 'https' })
+      const cookie = (res.cookies as { name: string; secure?: boolean }[]).find((c) => c.name === 'kbis_console')!
+      expect(cookie.secure).toBe(true)
+      await app2.close()
+    })
+
+    it('answers every failure with one message: wrong password, unknown email, no password method, disabled user', async () => {
+      const b = new Browser(t, '10.0.0.1')
+      await t.store.db.query("UPDATE users SET enabled = false WHERE email = 'editor@acme.test'")
+      try {
+        for (const [email, password] of [['owner@acme.test', 'wrong password!'], ['nobody@acme.test', PASSWORD], ['viewer@acme.test', PASSWORD], ['editor@acme.test', PASSWORD]] as const) {
+          const res = await b.signIn(email, password)
+          expect(res.statusCode).toBe(401)
+          expect(res.body).toContain('<p class="error" role="alert">Invalid email or password</p>')
+          expect(b.cookies.has('kbis_console')).toBe(false)
+        }
+      } finally {
+        await t.store.db.query("UPDATE users SET enabled = true WHERE email = 'editor@acme.test'")
+        await t.store.db.query('DELETE FROM console_sign_in_failures')
+      }
+    })
+
+    it('slows failed sign-ins per email: after 3 failures even the right password is refused for a while (stored in the database)', async () => {
+      const b = new Browser(t, '10.0.0.2')
+      for (let i = 0; i < 4; i++) expect((await b.signIn('editor@acme.test', `wrong ${i}`)).statusCode).toBe(401)
+      expect((await b.signIn('editor@acme.test')).statusCode).toBe(401)
+      const rows = (await t.store.db.query<{ subject: string; failures: number; locked: boolean }>(
+        'SELECT subject, failures, coalesce(locked_until > now(), false) AS locked FROM console_sign_in_failures ORDER BY subject')).rows
+      expect(rows).toEqual([
+        { subject: 'email:editor@acme.test', failures: 4, locked: true },
+        { subject: 'ip:10.0.0.2', failures: 4, locked: false },
+      ])
+      // Once the lock has passed, the right password works and clears the email's count.
+      await t.store.db.query("UPDATE console_sign_in_failures SET locked_until = now() - interval '1 second'")
+      expect((await new Browser(t, '10.0.0.3').signIn('editor@acme.test')).statusCode).toBe(303)
+      expect((await t.store.db.query("SELECT 1 FROM console_sign_in_failures WHERE subject LIKE 'email:%'")).rows).toEqual([])
+      await t.store.db.query('DELETE FROM console_sign_in_failures')
+    })
+
+    it('slows failed sign-ins per address across emails', async () => {
+      const b = new Browser(t, '10.0.0.4')
+      // 29 failures of other emails counted already (each real attempt costs a scrypt hash).
+      await t.store.db.query(
+        `INSERT INTO console_sign_in_failures (org_id, subject, failures, last_failure_at)
+         VALUES ('00000000-0000-0000-0000-000000000000', 'ip:10.0.0.4', 29, now())`)
+      expect((await b.signIn('someone-30@acme.test', 'nope nope nope')).statusCode).toBe(401)
+      expect((await b.signIn('owner@acme.test')).statusCode).toBe(303)
+      // Further failures lock the address for 2^(failures - 30) seconds: 32 s at the 35th.
+      await t.store.db.query("UPDATE console_sign_in_failures SET failures = 34 WHERE subject = 'ip:10.0.0.4'")
+      expect((await b.signIn('someone-31@acme.test', 'nope nope nope')).statusCode).toBe(401)
+      expect((await t.store.db.query<{ failures: number; locked: boolean }>(
+        "SELECT failures, locked_until > now() + interval '20 seconds' AS locked FROM console_sign_in_failures WHERE subject = 'ip:10.0.0.4'")).rows).toEqual([{ failures: 35, locked: true }])
+      expect((await b.signIn('owner@acme.test')).statusCode).toBe(401)
+      expect((await new Browser(t, '10.0.0.5').signIn('owner@acme.test')).statusCode).toBe(303)
+      await t.store.db.query('DELETE FROM console_sign_in_failures')
+    }, 120_000)
+
+    it('refuses a state-changing request without the CSRF token (403), also when signed in; accepts the htmx header', async () => {
+      const b = new Browser(t)
+      expect((await b.send('POST', '/console/sign-in', { email: 'owner@acme.test', password: PASSWORD })).statusCode).toBe(403)
+      await b.signIn('owner@acme.test')
+      const token = await b.csrf('/console/developer-settings')
+      const forged = await b.send('POST', '/console/developer-settings/keys', { name: 'x', permission_type: 'Viewer', role_keys: 'all' })
+      expect(forged.statusCode).toBe(403)
+      expect(forged.body).toContain('This form has expired or did not come from this console.')
+      expect((await b.send('POST', '/console/developer-settings/keys', { _csrf: 'not-a-token', name: 'x', permission_type: 'Viewer', role_keys: 'all' })).statusCode).toBe(403)
+      const viaHeader = await b.send('POST', '/console/developer-settings/keys', { name: 'htmx key', permission_type: 'Viewer', role_keys: 'all' }, { 'x-csrf-token': token })
+      expect(viaHeader.statusCode).toBe(303)
+      const keys = await t.request('GET', '/api/v1/api-keys')
+      expect(keys.body.data.map((k: { name: string }) => k.name)).toContain('htmx key')
+    })
+
+    it('signs out: the session is gone from the database', async () => {
+      const b = new Browser(t)
+      await b.signIn('owner@acme.test')
+      const token = await b.csrf('/console/assets')
+      const before = (await t.store.db.query('SELECT count(*)::int AS n FROM console_sessions')).rows[0] as { n: number }
+      expect((await b.send('POST', '/console/sign-out', { _csrf: token })).headers.location).toBe('/console/sign-in')
+      expect(((await t.store.db.query('SELECT count(*)::int AS n FROM console_sessions')).rows[0] as { n: number }).n).toBe(before.n - 1)
+      expect((await b.send('GET', '/console/assets')).headers.location).toBe('/console/sign-in')
+    })
+
+    it('ends a session idle longer than KBIS_CONSOLE_IDLE_MINUTES', async () => {
+      const b = new Browser(t)
+      await b.signIn('owner@acme.test')
+      expect((await b.send('GET', '/console/assets')).statusCode).toBe(200)
+      await t.store.db.query("UPDATE console_sessions SET last_seen_at = now() - interval '61 seconds'")
+      const res = await b.send('GET', '/console/assets')
+      expect(res.statusCode).toBe(303)
+      expect(res.headers.location).toBe('/console/sign-in')
+    })
+
+    it('asks for the organization when the email and password match accounts in several', async () => {
+      const { applySetup } = await import('../../src/setup/apply.js')
+      await applySetup(t.store.db, {
+        organization: { key: 'beta', name: 'Beta' },
+        roles: [{ key: 'all', name: 'All', grants: [{ access_domain_key: '*', asset_type_keys: ['*'], level: 'view' }] }],
+        users: [{ email: 'owner@acme.test', name: 'Owner', permission_type: 'Viewer', role_keys: ['all'], sign_in_methods: ['password'] }],
+      } as never)
+      await givenPasswords(t, ['owner@acme.test'], 'beta')
+      const b = new Browser(t, '10.0.0.9')
+      const asked = await b.signIn('owner@acme.test')
+      expect(asked.statusCode).toBe(200)
+      expect(asked.body).toContain('<label for="organization">Organization</label>')
+      expect(asked.body).toContain('<option value="acme">Acme (acme)</option><option value="beta">Beta (beta)</option>')
+      const res = await b.send('POST', '/console/sign-in', { _csrf: await b.csrf(), email: 'owner@acme.test', password: PASSWORD, organization: 'beta' })
+      expect(res.statusCode).toBe(303)
+      expect((await b.send('GET', '/console/assets')).body).toContain('owner@acme.test (Viewer)')
+    })
+
+    it('redirects to sign-in without a session, and keeps /api/v1 free of console routes', async () => {
+      expect((await new Browser(t).send('GET', '/console/archived')).headers.location).toBe('/console/sign-in')
+      expect((await t.request('POST', '/api/v1/assets/x/restore')).status).toBe(404)
+    })
+  })
+}
