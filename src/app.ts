@@ -47,6 +47,9 @@ export interface AppOptions {
 export { INVALIDATE_CHANNEL } from './core/channels.js'
 import { INVALIDATE_CHANNEL } from './core/channels.js'
 
+/** How often the batched `last_used_at` values are written. */
+export const LAST_USED_FLUSH_MS = 1_000
+
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 /**
@@ -110,7 +113,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     authenticator.invalidate()
   })
   registerStatistics(app, db)
-  const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), 5_000)
+  // last_used_at shows within a few seconds of use (CONTRACT §9): one batched statement a second at most.
+  const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), LAST_USED_FLUSH_MS)
   flush.unref()
   app.addHook('onClose', async () => {
     clearInterval(flush)
