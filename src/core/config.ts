@@ -27,6 +27,10 @@ export interface Config {
   shutdownTimeoutSeconds: number
   /** Port of the Prometheus endpoint (`--metrics-port`); none when undefined. */
   metricsPort: number | undefined
+  /** The URL clients reach the API at (`KBIS_PUBLIC_URL`, no trailing slash); `links` start with it, else they are relative paths. */
+  publicUrl: string | undefined
+  /** Origins allowed to call the API from a browser (`KBIS_CORS_ORIGINS`); none (CORS off) when empty. */
+  corsOrigins: string[]
 }
 
 export class ConfigError extends Error {}
@@ -58,6 +62,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     readAfterWriteMs: intFrom('KBIS_READ_AFTER_WRITE_MS', env.KBIS_READ_AFTER_WRITE_MS, 2000, 0, 3_600_000),
     shutdownTimeoutSeconds: intFrom('KBIS_SHUTDOWN_TIMEOUT', env.KBIS_SHUTDOWN_TIMEOUT, 30, 0, 3600),
     metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
+    publicUrl: publicUrlFrom(env.KBIS_PUBLIC_URL),
+    corsOrigins: (env.KBIS_CORS_ORIGINS ?? '').split(',').map((s) => s.trim().replace(/\/+$/, '')).filter(Boolean),
     ...overrides,
   }
+}
+
+function publicUrlFrom(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    throw new ConfigError(`KBIS_PUBLIC_URL: must be an absolute http(s) URL such as https://inventory.example.com, got "${raw}"`)
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(`KBIS_PUBLIC_URL: must start with http:// or https://, got "${raw}"`)
+  if (url.search || url.hash) throw new ConfigError(`KBIS_PUBLIC_URL: must not carry a query or fragment, got "${raw}"`)
+  return `${url.origin}${url.pathname}`.replace(/\/+$/, '')
 }
