@@ -7,6 +7,7 @@ import type { Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
 import { registerInputGuards } from './core/http-input.js'
+import { clientErrorHandler, registerHttpLayer } from './core/http-layer.js'
 import { registerStatistics } from './store/statistics.js'
 import { Authenticator } from './core/auth/authenticate.js'
 import type { RequestContext } from './core/context.js'
@@ -78,6 +79,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // A draining server answers 503 in the CONTRACT's envelope itself (src/ops/http.ts).
     return503OnClosing: false,
     ...requestIdOptions(),
+    // 431, a malformed request line, a slow client: answered in the envelope (core/http-layer.ts).
+    clientErrorHandler,
     // Errors the router raises before any route runs, in the same envelope as every other error.
     frameworkErrors: (error, _request, reply) => {
       if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new AppError(Errors.NOT_FOUND, 'a path segment is longer than any id or composite key can be'))
@@ -87,6 +90,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
   app.setValidatorCompiler(validatorCompilers())
   registerErrorHandling(app)
+  registerHttpLayer(app)
   registerInputGuards(app)
   registerOps(app, db)
 

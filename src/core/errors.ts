@@ -35,6 +35,9 @@ export const Errors = {
   RATE_LIMIT_EXCEEDED: def(429, 'rate_limit_exceeded', 'The rate limit is exceeded'),
   INTERNAL_ERROR: def(500, 'internal_error', 'Internal error'),
   SERVICE_UNAVAILABLE: def(503, 'service_unavailable', 'The service is not ready'),
+  // Answered by the HTTP layer before any route runs (src/core/http-layer.ts).
+  REQUEST_TIMEOUT: def(408, 'request_timeout', 'The request did not arrive in time'),
+  HEADERS_TOO_LARGE: def(431, 'headers_too_large', 'The request headers are too large'),
 } as const
 
 export type ErrorKey = keyof typeof Errors
