@@ -1,5 +1,8 @@
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import cors from '@fastify/cors'
+import compress from '@fastify/compress'
 import { Ajv } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { Config } from './core/config.js'
@@ -126,6 +129,25 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await rateLimiter.close().catch(() => undefined)
   })
 
+  // Browsers of the configured origins may call the API (off unless KBIS_CORS_ORIGINS is set).
+  if (config.corsOrigins.length > 0) {
+    await app.register(cors, {
+      origin: config.corsOrigins,
+      methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+      exposedHeaders: ['Location', 'X-Request-Id', 'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Idempotent-Replayed'],
+      maxAge: 600,
+    })
+  }
+  // Responses over 1 KiB are compressed when the client accepts it (streams too: export, NDJSON).
+  // Request bodies are not decompressed: a body is read as sent, within the byte limits.
+  await app.register(compress, {
+    threshold: 1024,
+    globalDecompression: false,
+    encodings: ['gzip', 'br', 'deflate'],
+    // JSON, text, CSV, NDJSON (the export stream, compressed as it goes) and YAML.
+    customTypes: /^text\/(?!event-stream)|[+/]json(?:;|$)|\/x-ndjson(?:;|$)|\/yaml(?:;|$)/,
+  })
+
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -138,6 +160,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   await app.register(async (api) => {
     await api.register(openapiRoutes)
+    // The interactive API reference (Swagger UI, its assets served from node_modules), no key needed.
+    await api.register(swaggerUi, { routePrefix: '/docs', indexPrefix: '/api/v1', uiConfig: { deepLinking: true, persistAuthorization: false } })
     await api.register(async (authed) => {
       authed.addHook('onRequest', async (request) => {
         request.auth = await authenticator.authenticate(request)
