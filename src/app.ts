@@ -18,6 +18,8 @@ import { MetamodelCache } from './metamodel/service.js'
 import { metamodelRoutes } from './metamodel/routes.js'
 import { assetRoutes } from './assets/routes.js'
 import { openapiRoutes, typedOpenapiRoutes, OPENAPI_INFO } from './openapi/routes.js'
+import { transformDocument, transformRoute } from './openapi/operations.js'
+import { LIST_FILTER_COLUMNS } from './query/fields.js'
 import { apiKeyRoutes, directoryRoutes } from './admin/routes.js'
 import { createRateLimiter, enforceRateLimit, type RateLimiter } from './core/rate-limit.js'
 import { readFileSync } from 'node:fs'
@@ -156,6 +158,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: kbis_<prefix>_<secret>' } } },
       security: [{ bearerAuth: [] }],
     },
+    // An operationId per operation, every query parameter named (src/openapi/operations.ts).
+    transform: transformRoute(LIST_FILTER_COLUMNS),
+    transformObject: transformDocument,
   })
 
   await app.register(async (api) => {
