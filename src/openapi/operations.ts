@@ -54,8 +54,18 @@ export function transformRoute(listFilterColumns: { assets: readonly string[]; r
       const filter = url.includes('/relationships') && !url.includes('/assets') ? listFilterColumns.relationships : listFilterColumns.assets
       out.querystring = documentedQuery(query, { filter })
     }
+    // A single created resource is named by Location (docs/decisions/0006); bulk creates carry none.
+    const created = (schema as Json).response?.[201] as Json | undefined
+    if (created && !url.includes('/bulk/')) {
+      out.response = { ...(schema as Json).response, 201: { ...created, headers: { Location: LOCATION_HEADER } } }
+    }
     return { schema: out as FastifySchema, url }
   }
+}
+
+const LOCATION_HEADER = {
+  type: 'string',
+  description: 'The created resource: /api/v1/<collection>/<id>, prefixed by KBIS_PUBLIC_URL when it is set.',
 }
 
 /** The `filter` deepObject parameter of asset lists: `filter[properties.<key>]=value`. */

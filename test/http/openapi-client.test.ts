@@ -48,6 +48,13 @@ for (const store of STORES) {
       }
     })
 
+    it('documents Location on the 201 of single creates, not on bulk creates', () => {
+      for (const [path, method] of [['/api/v1/assets', 'post'], ['/api/v1/relationships', 'post'], ['/api/v1/api-keys', 'post'], ['/api/v1/assets/{id}', 'put']] as const) {
+        expect(base.paths[path][method].responses['201'].headers?.Location?.schema, `${method} ${path}`).toEqual({ type: 'string' })
+      }
+      expect(base.paths['/api/v1/bulk/assets'].post.responses['201'].headers).toBeUndefined()
+    })
+
     it('names every filter[...] and relationships_filter[...] parameter, with a deepObject for property filters', () => {
       const names = (path: string, method = 'get') => base.paths[path][method].parameters.filter((p: any) => p.in === 'query').map((p: any) => p.name)
       expect(names('/api/v1/assets')).toEqual(expect.arrayContaining([
