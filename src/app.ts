@@ -83,6 +83,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
     // A draining server answers 503 in the CONTRACT's envelope itself (src/ops/http.ts).
     return503OnClosing: false,
+    // Route modules load inside plugins; on a busy machine that may take more than Fastify's 10 s.
+    pluginTimeout: 60_000,
     ...requestIdOptions(),
     // 431, a malformed request line, a slow client: answered in the envelope (core/http-layer.ts).
     clientErrorHandler,
