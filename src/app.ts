@@ -1,5 +1,8 @@
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import cors from '@fastify/cors'
+import compress from '@fastify/compress'
 import { Ajv } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { Config } from './core/config.js'
@@ -7,6 +10,7 @@ import type { Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
 import { registerInputGuards } from './core/http-input.js'
+import { clientErrorHandler, registerHttpLayer } from './core/http-layer.js'
 import { registerStatistics } from './store/statistics.js'
 import { Authenticator } from './core/auth/authenticate.js'
 import type { RequestContext } from './core/context.js'
@@ -14,6 +18,8 @@ import { MetamodelCache } from './metamodel/service.js'
 import { metamodelRoutes } from './metamodel/routes.js'
 import { assetRoutes } from './assets/routes.js'
 import { openapiRoutes, typedOpenapiRoutes, OPENAPI_INFO } from './openapi/routes.js'
+import { transformDocument, transformRoute } from './openapi/operations.js'
+import { LIST_FILTER_COLUMNS } from './query/fields.js'
 import { apiKeyRoutes, directoryRoutes } from './admin/routes.js'
 import { createRateLimiter, enforceRateLimit, type RateLimiter } from './core/rate-limit.js'
 import { readFileSync } from 'node:fs'
@@ -59,6 +65,9 @@ export interface AppOptions {
 }
 
 
+/** How often the batched `last_used_at` values are written. */
+export const LAST_USED_FLUSH_MS = 1_000
+
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 /**
@@ -86,7 +95,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
     // A draining server answers 503 in the CONTRACT's envelope itself (src/ops/http.ts).
     return503OnClosing: false,
+    // Route modules load inside plugins; on a busy machine that may take more than Fastify's 10 s.
+    pluginTimeout: 60_000,
     ...requestIdOptions(),
+    // 431, a malformed request line, a slow client: answered in the envelope (core/http-layer.ts).
+    clientErrorHandler,
     // Errors the router raises before any route runs, in the same envelope as every other error.
     frameworkErrors: (error, _request, reply) => {
       if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new AppError(Errors.NOT_FOUND, 'a path segment is longer than any id or composite key can be'))
@@ -96,6 +109,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
   app.setValidatorCompiler(validatorCompilers())
   registerErrorHandling(app)
+  registerHttpLayer(app)
   registerInputGuards(app)
   registerOps(app, db)
 
@@ -139,12 +153,32 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
   registerStatistics(app, db)
   registerEvents(app, db, config)
-  const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), 5_000)
+  // last_used_at shows within a few seconds of use (CONTRACT §9): one batched statement a second at most.
+  const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), LAST_USED_FLUSH_MS)
   flush.unref()
   app.addHook('onClose', async () => {
     clearInterval(flush)
     await authenticator.flushLastUsed().catch(() => undefined)
     await rateLimiter.close().catch(() => undefined)
+  })
+
+  // Browsers of the configured origins may call the API (off unless KBIS_CORS_ORIGINS is set).
+  if (config.corsOrigins.length > 0) {
+    await app.register(cors, {
+      origin: config.corsOrigins,
+      methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+      exposedHeaders: ['Location', 'X-Request-Id', 'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Idempotent-Replayed'],
+      maxAge: 600,
+    })
+  }
+  // Responses over 1 KiB are compressed when the client accepts it (streams too: export, NDJSON).
+  // Request bodies are not decompressed: a body is read as sent, within the byte limits.
+  await app.register(compress, {
+    threshold: 1024,
+    globalDecompression: false,
+    encodings: ['gzip', 'br', 'deflate'],
+    // JSON, text, CSV, NDJSON (the export stream, compressed as it goes) and YAML.
+    customTypes: /^text\/(?!event-stream)|[+/]json(?:;|$)|\/x-ndjson(?:;|$)|\/yaml(?:;|$)/,
   })
 
   await app.register(swagger, {
@@ -157,6 +191,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: kbis_<prefix>_<secret>' } } },
       security: [{ bearerAuth: [] }],
     },
+    // An operationId per operation, every query parameter named (src/openapi/operations.ts).
+    transform: transformRoute(LIST_FILTER_COLUMNS),
+    transformObject: transformDocument,
   })
 
   registerEventSchemas(app)
@@ -164,6 +201,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   await app.register(async (api) => {
     await api.register(openapiRoutes)
+    // The interactive API reference (Swagger UI, its assets served from node_modules), no key needed.
+    await api.register(swaggerUi, { routePrefix: '/docs', indexPrefix: '/api/v1', uiConfig: { deepLinking: true, persistAuthorization: false } })
     await api.register(async (authed) => {
       authed.addHook('onRequest', async (request) => {
         request.auth = await authenticator.authenticate(request)

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { pageFromQuery, pageLinks, type PageMeta } from '../core/pagination.js'
+import { locationOf, pageFromQuery, pageLinks, type PageMeta } from '../core/pagination.js'
 import { adminResponses, apiKeyCreateBody, apiKeyPatchBody, idParams, keyParams, listQuery } from './schemas.js'
 import { createKey, deleteKey, getKey, listKeys, updateKey, type KeyInput, type KeyPatch } from '../keys/service.js'
 import {
@@ -34,7 +34,7 @@ export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
     schema: { tags, summary: 'Create an API key; the secret is in this response only', body: apiKeyCreateBody, response: adminResponses.created },
   }, async (request, reply) => {
     const data = await createKey(contextOf(app, request), request.body as KeyInput)
-    return reply.code(201).send({ data })
+    return reply.code(201).header('Location', locationOf(request, 'api-keys', data.id)).send({ data })
   })
 
   app.get('/api-keys/:id', {

@@ -6,7 +6,7 @@ import type { UpsertItem } from './upsert.js'
 import { dryRun, dryRunEnvelope, sendDryRun, upsertQuery, writeQuery } from '../core/dry-run.js'
 import { listAssets } from './list.js'
 import type { AssetInput, AssetPatch } from './prepare.js'
-import { pageLinks } from '../core/pagination.js'
+import { locationOf, pageLinks } from '../core/pagination.js'
 import { includeRelationships } from '../relationships/include.js'
 
 const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
@@ -31,7 +31,7 @@ export async function assetRoutes(app: FastifyInstance): Promise<void> {
       return sendDryRun(reply, 1)
     }
     const data = await createAsset(ctx, request.body as AssetInput)
-    return reply.code(201).send({ data })
+    return reply.code(201).header('Location', locationOf(request, 'assets', data.id)).send({ data })
   })
 
   app.get('/assets', {
@@ -93,6 +93,7 @@ export async function assetRoutes(app: FastifyInstance): Promise<void> {
       return sendDryRun(reply, 1)
     }
     const { data, result } = await upsertAsset(ctx, item, merge)
+    if (result === 'created') reply.header('Location', locationOf(request, 'assets', data.id))
     return reply.code(result === 'created' ? 201 : 200).send({ data })
   })
 

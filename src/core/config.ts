@@ -51,6 +51,10 @@ export interface Config {
   webhookPollMs: number
   /** Webhook deliveries in flight at once in this process. */
   webhookConcurrency: number
+  /** The URL clients reach the API at (`KBIS_PUBLIC_URL`, no trailing slash); `links` start with it, else they are relative paths. */
+  publicUrl: string | undefined
+  /** Origins allowed to call the API from a browser (`KBIS_CORS_ORIGINS`); none (CORS off) when empty. */
+  corsOrigins: string[]
 }
 
 export class ConfigError extends Error {}
@@ -94,6 +98,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     webhookTimeoutMs: intFrom('KBIS_WEBHOOK_TIMEOUT_MS', env.KBIS_WEBHOOK_TIMEOUT_MS, 15_000, 100, 600_000),
     webhookPollMs: intFrom('KBIS_WEBHOOK_POLL_MS', env.KBIS_WEBHOOK_POLL_MS, 1000, 10, 60_000),
     webhookConcurrency: intFrom('KBIS_WEBHOOK_CONCURRENCY', env.KBIS_WEBHOOK_CONCURRENCY, 128, 1, 10_000),
+    publicUrl: publicUrlFrom(env.KBIS_PUBLIC_URL),
+    corsOrigins: (env.KBIS_CORS_ORIGINS ?? '').split(',').map((s) => s.trim().replace(/\/+$/, '')).filter(Boolean),
     ...overrides,
   }
 }
@@ -117,4 +123,17 @@ function booleanFrom(name: string, raw: string | undefined): boolean {
   if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return false
   if (raw === 'true' || raw === '1') return true
   throw new ConfigError(`${name}: must be true or false, got "${raw}"`)
+}
+
+function publicUrlFrom(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    throw new ConfigError(`KBIS_PUBLIC_URL: must be an absolute http(s) URL such as https://inventory.example.com, got "${raw}"`)
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(`KBIS_PUBLIC_URL: must start with http:// or https://, got "${raw}"`)
+  if (url.search || url.hash) throw new ConfigError(`KBIS_PUBLIC_URL: must not carry a query or fragment, got "${raw}"`)
+  return `${url.origin}${url.pathname}`.replace(/\/+$/, '')
 }

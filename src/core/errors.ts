@@ -37,6 +37,9 @@ export const Errors = {
   INTERNAL_ERROR: def(500, 'internal_error', 'Internal error'),
   SERVICE_UNAVAILABLE: def(503, 'service_unavailable', 'The service is not ready'),
   QUERY_TIMEOUT: def(503, 'query_timeout', "A statement ran past the server's statement timeout"),
+  // Answered by the HTTP layer before any route runs (src/core/http-layer.ts).
+  REQUEST_TIMEOUT: def(408, 'request_timeout', 'The request did not arrive in time'),
+  HEADERS_TOO_LARGE: def(431, 'headers_too_large', 'The request headers are too large'),
 } as const
 
 export type ErrorKey = keyof typeof Errors

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { AppError, Errors, errorBody, type ErrorDef, type Issue } from './errors.js'
 import { mapPgError } from '../store/pg-errors.js'
 import { escapePointer } from './json.js'
+import { discardBody } from './http-layer.js'
 
 interface AjvError {
   keyword: string
@@ -119,9 +120,11 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
 
 /** The one error handler: AppError as is, schema errors with pointers, anything else 500. */
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((err: FastifyError, request, reply) => {
+  app.setErrorHandler(async (err: FastifyError, request, reply) => {
     const appError = toAppError(err, request)
     if (appError.def === Errors.INTERNAL_ERROR) request.log.error({ err }, 'unhandled error')
+    // The client receives the 413 only if it may finish sending first (core/http-layer.ts).
+    if (appError.def === Errors.PAYLOAD_TOO_LARGE) await discardBody(request.raw)
     return sendError(reply, appError)
   })
   app.setNotFoundHandler((request, reply) =>

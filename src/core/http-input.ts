@@ -99,6 +99,9 @@ export function registerInputGuards(app: FastifyInstance): void {
   // regular-expression scan and a depth walk.
   const parse = app.getDefaultJsonParser('error', 'error')
   const parseJson = (request: FastifyRequest, body: string | Buffer, done: (err: Error | null, value?: unknown) => void): void => {
+    // An empty body is no body, whatever the Content-Type says: many clients send
+    // `Content-Type: application/json` on every request, a body-less DELETE included.
+    if (body === '' || body.length === 0) return done(null, undefined)
     parse(request, body as string, (err: Error | null, value?: unknown) => {
       if (err) return done(isPoisoned(body as string) ? new AppError(Errors.INVALID_REQUEST, POISON_DETAIL) : err, undefined)
       // The depth is always checked (one cheap walk); values only when the text looks suspect.
@@ -113,6 +116,5 @@ export function registerInputGuards(app: FastifyInstance): void {
   // "not valid JSON" (400 invalid_request, a code of the CONTRACT). An empty body is no body (a
   // body-less DELETE that some clients label text/plain).
   app.removeContentTypeParser('text/plain')
-  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) =>
-    (body === '' ? done(null, undefined) : parseJson(request, body, done)))
+  app.addContentTypeParser('*', { parseAs: 'string' }, parseJson)
 }

@@ -120,9 +120,26 @@ export function offsetOf(page: Page): number {
   return (page.number - 1) * page.size
 }
 
-/** JSON:API-style links for a GET list, keeping every other query parameter as sent. */
+/**
+ * A URL the API hands out (`links`, `Location`): the configured public URL (`KBIS_PUBLIC_URL`)
+ * followed by the path, or the path alone — never built from the request's Host header.
+ */
+export function publicUrl(request: FastifyRequest, path: string): string {
+  return `${request.server.config.publicUrl ?? ''}${path}`
+}
+
+/** The `Location` of a resource created under /api/v1, e.g. `locationOf(request, 'assets', id)`. */
+export function locationOf(request: FastifyRequest, collection: string, id: string): string {
+  return publicUrl(request, `/api/v1/${collection}/${encodeURIComponent(id)}`)
+}
+
+/**
+ * JSON:API-style links for a GET list, keeping every other query parameter as sent. They start with
+ * the configured public URL (`KBIS_PUBLIC_URL`), else they are relative paths: never the request's
+ * Host header, which a client (or an attacker in front of a cache) chooses (CONTRACT §1).
+ */
 export function pageLinks(request: FastifyRequest, meta: PageMeta): Record<string, string | null> {
-  const base = `${request.protocol}://${request.host}${request.url.split('?')[0]}`
+  const base = publicUrl(request, request.url.split('?')[0]!)
   const query = new URLSearchParams(request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '')
   const link = (n: number): string => {
     query.set('page[number]', String(n))

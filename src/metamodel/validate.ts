@@ -83,7 +83,7 @@ export function compilePropertiesValidator(type: AssetType): PropertiesValidator
     const seen = new Set<string>()
     const issues: Issue[] = []
     for (const error of validate.errors as ErrorObject[]) {
-      const issue = describe(error, type, defs, pointer)
+      const issue = describe(error, type, defs, pointer, properties)
       if (issue && !seen.has(issue.pointer!)) {
         seen.add(issue.pointer!)
         issues.push(issue)
@@ -93,7 +93,7 @@ export function compilePropertiesValidator(type: AssetType): PropertiesValidator
   }
 }
 
-function describe(error: ErrorObject, type: AssetType, defs: Map<string, PropertyDefinition>, pointer: string): Issue | null {
+function describe(error: ErrorObject, type: AssetType, defs: Map<string, PropertyDefinition>, pointer: string, properties: Record<string, unknown>): Issue | null {
   if (error.keyword === 'additionalProperties') {
     const key = String(error.params.additionalProperty)
     return { detail: `${key} is not a property of asset type ${type.key}`, pointer: `${pointer}/${key}` }
@@ -105,5 +105,10 @@ function describe(error: ErrorObject, type: AssetType, defs: Map<string, Propert
   const key = error.instancePath.split('/')[1]
   const def = key !== undefined ? defs.get(key) : undefined
   if (!def) return null
+  // The shape is right but the day does not exist (2024-02-30, 2023-02-29, 2024-13-01): say so.
+  const value = properties[key!]
+  if (def.type === 'date' && typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) && !value.startsWith('0000')) {
+    return { detail: `${key} must be ${expectation(def)}: ${value} is not a calendar date`, pointer: `${pointer}/${key}` }
+  }
   return { detail: `${key} must be ${expectation(def)}`, pointer: `${pointer}/${key}` }
 }

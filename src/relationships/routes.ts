@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { requirePermission } from '../core/auth/permissions.js'
-import { pageLinks } from '../core/pagination.js'
+import { locationOf, pageLinks } from '../core/pagination.js'
 import { relationshipCreateBody, relationshipGetQuery, relationshipIdParams, relationshipListQuery, relationshipResponses } from './schemas.js'
 import { createRelationship, deleteRelationship, getRelationship } from './service.js'
 import { listRelationships } from './list.js'
@@ -29,7 +29,7 @@ export async function relationshipRoutes(app: FastifyInstance): Promise<void> {
       return sendDryRun(reply, 1)
     }
     const data = await createRelationship(ctx, request.body as RelationshipInput)
-    return reply.code(201).send({ data })
+    return reply.code(201).header('Location', locationOf(request, 'relationships', data.id)).send({ data })
   })
 
   app.get('/relationships', {

@@ -27,7 +27,7 @@ const NOTE_ASSETS = Array.from({ length: NOTES }, (_, i) => ({
 const SERVER_ASSETS = ['it', 'it', 'it', 'finance', 'finance'].map((domain, i) => ({ name: `s-${i}`, access_domain_key: domain, properties: { hostname: `s-${i}` } }))
 const LIVE = NOTES + SERVER_ASSETS.length
 
-const BASE = 'http://localhost:80/api/v1'
+const BASE = '/api/v1'
 
 for (const store of STORES) {
   describe(`${store}: total_items past 10,000 (CONTRACT §1)`, () => {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { typeCheck } from '../helpers/typecheck.js'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import openapiTS, { astToString } from 'openapi-typescript'
-import ts from 'typescript'
 import { parse } from 'yaml'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
@@ -34,22 +34,6 @@ const SERVER_SCHEMA = {
   },
   required: ['hostname'],
   additionalProperties: false,
-}
-
-/** Type-checks each program against the generated client; returns the diagnostics per file. */
-async function typeCheck(dir: string, programs: Record<string, string>): Promise<Record<string, string[]>> {
-  for (const [name, text] of Object.entries(programs)) await writeFile(join(dir, name), text)
-  const files = Object.keys(programs).map((name) => join(dir, name))
-  const program = ts.createProgram(files, {
-    strict: true, noEmit: true, target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext,
-    moduleResolution: ts.ModuleResolutionKind.Bundler, skipLibCheck: true, types: [],
-  })
-  const out: Record<string, string[]> = Object.fromEntries(Object.keys(programs).map((name) => [name, []]))
-  for (const d of ts.getPreEmitDiagnostics(program)) {
-    const name = d.file ? d.file.fileName.slice(dir.length + 1) : '(global)'
-    ;(out[name] ??= []).push(ts.flattenDiagnosticMessageText(d.messageText, '\n'))
-  }
-  return out
 }
 
 const HEADER = "import type { components, paths } from './schema'\ntype S = components['schemas']\n"

@@ -1,0 +1,106 @@
+import { randomUUID } from 'node:crypto'
+import { STATUS_CODES, type IncomingMessage } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { FastifyInstance } from 'fastify'
+import { AppError, Errors, errorBody, type ErrorDef } from './errors.js'
+
+/**
+ * Answers Node's HTTP server gives before Fastify sees a request — a header block too large (431),
+ * a malformed request line (400), a CONNECT (405), a client too slow (408) — in the CONTRACT's
+ * envelope (CONTRACT §1), written raw on the socket, with a request id and `Connection: close`.
+ */
+
+/** How much of a body over the limit is read and thrown away so that the client receives the 413 (see {@link discardBody}). */
+export const DISCARD_BOUND = 64 * 1024 * 1024
+/** How long a body over the limit may take to arrive before the 413 is sent anyway. */
+export const DISCARD_TIMEOUT_MS = 30_000
+
+/** A whole HTTP/1.1 response carrying one error in the envelope. */
+export function rawErrorResponse(def: ErrorDef, detail: string, requestId: string = randomUUID()): string {
+  const body = errorBody(new AppError(def, detail))
+  for (const entry of body.errors) entry.meta = { request_id: requestId }
+  const json = JSON.stringify(body)
+  return [
+    `HTTP/1.1 ${def.status} ${STATUS_CODES[def.status] ?? 'Error'}`,
+    'Content-Type: application/json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(json)}`,
+    `X-Request-Id: ${requestId}`,
+    'Connection: close',
+    '',
+    json,
+  ].join('\r\n')
+}
+
+/** Writes the answer, then closes the socket once it is sent (destroyed anyway after a second). */
+function answerAndClose(socket: Duplex, response: string): void {
+  if (!socket.writable || socket.destroyed) {
+    socket.destroy()
+    return
+  }
+  socket.end(response)
+  setTimeout(() => socket.destroy(), 1_000).unref()
+}
+
+function clientErrorOf(err: NodeJS.ErrnoException): [ErrorDef, string] {
+  switch (err.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return [Errors.HEADERS_TOO_LARGE, 'the request line and headers are larger than the server accepts (16 KiB)']
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [Errors.REQUEST_TIMEOUT, 'the request did not arrive in time']
+    case 'HPE_INVALID_METHOD':
+      return [Errors.INVALID_REQUEST, 'the request line is malformed: unknown HTTP method']
+    case 'HPE_INVALID_URL':
+      return [Errors.INVALID_REQUEST, 'the request line is malformed: the request target is not a valid URL path']
+    case 'HPE_INVALID_VERSION':
+      return [Errors.INVALID_REQUEST, 'the request line is malformed: the HTTP version must be HTTP/1.0 or HTTP/1.1']
+    default:
+      return [Errors.INVALID_REQUEST, 'the request is not valid HTTP/1.1']
+  }
+}
+
+/** Fastify's `clientErrorHandler` (Node's server `clientError` event). */
+export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  const [def, detail] = clientErrorOf(err)
+  this.log.debug({ err: { code: err.code, message: err.message } }, 'client error answered by the HTTP layer')
+  answerAndClose(socket, rawErrorResponse(def, detail))
+}
+
+/** A CONNECT request (Node hands it to the server's `connect` event, not to Fastify): 405 in the envelope. */
+export function registerHttpLayer(app: FastifyInstance): void {
+  app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
+    answerAndClose(socket, rawErrorResponse(Errors.METHOD_NOT_ALLOWED, 'CONNECT is not supported: this is an API server, not a proxy'))
+  })
+}
+
+/**
+ * Before a 413 is sent, the rest of the body is read and thrown away (up to {@link DISCARD_BOUND}
+ * bytes or {@link DISCARD_TIMEOUT_MS}): a server that closes the connection while the client is
+ * still sending makes the client's TCP stack drop the answer (a reset), so the client would never
+ * see the 413. Past the bound the answer goes out anyway and the connection closes.
+ */
+export function discardBody(raw: IncomingMessage): Promise<void> {
+  if (raw.complete || raw.destroyed || raw.readableEnded) return Promise.resolve()
+  return new Promise((resolve) => {
+    let seen = 0
+    const finish = () => {
+      clearTimeout(timer)
+      raw.removeListener('data', onData)
+      raw.removeListener('end', finish)
+      raw.removeListener('close', finish)
+      raw.removeListener('error', finish)
+      resolve()
+    }
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length
+      if (seen > DISCARD_BOUND) finish()
+    }
+    const timer = setTimeout(finish, DISCARD_TIMEOUT_MS)
+    timer.unref()
+    raw.on('data', onData)
+    raw.once('end', finish)
+    raw.once('close', finish)
+    raw.once('error', finish)
+    raw.resume()
+  })
+}

@@ -1,0 +1,93 @@
+import type { FastifySchema } from 'fastify'
+
+/**
+ * What the generated OpenAPI documents add to the route schemas so that a generated client is
+ * usable without casts: an `operationId` per operation, and every query parameter named — the
+ * `filter[...]`/`relationships_filter[...]` families that routes validate with patternProperties
+ * (which @fastify/swagger leaves out) become explicit parameters, and the open-ended
+ * `filter[properties.<key>]` a `filter` deepObject parameter.
+ */
+
+/** `GET /api/v1/assets/{id}` → `getAssetsById`; `POST /api/v1/bulk/assets` → `postBulkAssets`. */
+export function operationIdOf(method: string, url: string): string {
+  const words = url
+    .replace(/^\/api\/v1\/?/, '')
+    .split('/')
+    .filter(Boolean)
+    .map((segment) => {
+      const param = /^[{:](\w+)}?$/.exec(segment)
+      return param ? `By_${param[1]}` : segment
+    })
+    .flatMap((segment) => segment.split(/[^A-Za-z0-9]+/))
+    .filter(Boolean)
+  return [method.toLowerCase(), ...words.map((w) => w[0]!.toUpperCase() + w.slice(1))].join('')
+}
+
+/** The literal names a pattern such as `^relationships_filter\[(a|b\.c)\]$` stands for, or null when open-ended. */
+export function namesOfPattern(pattern: string): string[] | null {
+  const match = /^\^(\w+)\\\[\(([\w|.\\]+)\)\\\]\$$/.exec(pattern)
+  if (!match) return null
+  return match[2]!.split('|').map((name) => `${match[1]}[${name.replaceAll('\\.', '.')}]`)
+}
+
+type Json = Record<string, any>
+
+/** The querystring schema as documented: pattern families made explicit (validation is unchanged: routes keep their own schema). */
+function documentedQuery(query: Json, explicit: Record<string, readonly string[]>): Json {
+  const properties: Json = { ...(query.properties ?? {}) }
+  for (const [pattern, schema] of Object.entries<Json>(query.patternProperties ?? {})) {
+    const names = namesOfPattern(pattern) ?? (pattern.startsWith('^filter') ? (explicit.filter ?? []).map((field) => `filter[${field}]`) : [])
+    for (const name of names) properties[name] ??= { type: schema.type ?? 'string', description: `Equality filter on ${name.slice(name.indexOf('[') + 1, -1)}.` }
+  }
+  const { patternProperties: _, ...rest } = query
+  return { ...rest, properties }
+}
+
+/** @fastify/swagger's `transform`: an operationId per route, explicit query parameters. */
+export function transformRoute(listFilterColumns: { assets: readonly string[]; relationships: readonly string[] }) {
+  return ({ schema, url, route }: { schema: FastifySchema; url: string; route: { method: string | string[] } }) => {
+    if (!schema || (schema as { hide?: boolean }).hide) return { schema, url }
+    const method = Array.isArray(route.method) ? route.method[0]! : route.method
+    const out: Json = { ...schema, operationId: (schema as Json).operationId ?? operationIdOf(method, url) }
+    const query = (schema as Json).querystring as Json | undefined
+    if (query?.patternProperties) {
+      const filter = url.includes('/relationships') && !url.includes('/assets') ? listFilterColumns.relationships : listFilterColumns.assets
+      out.querystring = documentedQuery(query, { filter })
+    }
+    // A single created resource is named by Location (docs/decisions/0006); bulk creates carry none.
+    const created = (schema as Json).response?.[201] as Json | undefined
+    if (created && !url.includes('/bulk/')) {
+      out.response = { ...(schema as Json).response, 201: { ...created, headers: { Location: LOCATION_HEADER } } }
+    }
+    return { schema: out as FastifySchema, url }
+  }
+}
+
+const LOCATION_HEADER = {
+  type: 'string',
+  description: 'The created resource: /api/v1/<collection>/<id>, prefixed by KBIS_PUBLIC_URL when it is set.',
+}
+
+/** The `filter` deepObject parameter of asset lists: `filter[properties.<key>]=value`. */
+const PROPERTY_FILTER = {
+  name: 'filter',
+  in: 'query',
+  style: 'deepObject',
+  explode: true,
+  required: false,
+  description: 'Equality filters on properties: `filter[properties.<key>]=value` (any other `filter[...]` field is listed as its own parameter).',
+  schema: { type: 'object', additionalProperties: { type: 'string' } },
+}
+
+/** @fastify/swagger's `transformObject`: the `filter` deepObject parameter where assets are filtered by property. */
+export function transformDocument(document: { openapiObject: Partial<Json> } | { swaggerObject: Partial<Json> }): Json {
+  const openapiObject = ('openapiObject' in document ? document.openapiObject : document.swaggerObject) as Json
+  for (const item of Object.values<Json>(openapiObject.paths ?? {})) {
+    for (const operation of Object.values<Json>(item)) {
+      const parameters = operation?.parameters as Json[] | undefined
+      if (!parameters?.some((p) => p.in === 'query' && p.name === 'filter[asset_type_key]')) continue
+      if (!parameters.some((p) => p.name === 'filter')) parameters.push(PROPERTY_FILTER)
+    }
+  }
+  return openapiObject
+}

@@ -1,0 +1,140 @@
+import { request as httpRequest } from 'node:http'
+import { connect } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+
+/** What a raw socket received until the server closed it: status line, headers, JSON body. */
+async function rawExchange(port: number, data: string): Promise<{ status: number; headers: Record<string, string>; body: any }> {
+  const text = await new Promise<string>((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1')
+    const chunks: Buffer[] = []
+    socket.on('data', (chunk) => chunks.push(chunk))
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')))
+    socket.on('error', (err) => (chunks.length > 0 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(err)))
+    socket.setTimeout(10_000, () => reject(new Error('no answer within 10 s')))
+    socket.write(data)
+  })
+  const [head, ...rest] = text.split('\r\n\r\n')
+  const [statusLine, ...headerLines] = head!.split('\r\n')
+  const headers = Object.fromEntries(headerLines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]))
+  return { status: Number(statusLine!.split(' ')[1]), headers, body: JSON.parse(rest.join('\r\n\r\n')) }
+}
+
+/** A request over a real connection, the body written in 1 MiB chunks while the server may answer early. */
+async function sendLarge(port: number, path: string, key: string, bytes: number, chunked: boolean): Promise<{ status: number; headers: Record<string, unknown>; body: any }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({
+      host: '127.0.0.1', port, path, method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...(chunked ? {} : { 'content-length': String(bytes) }) },
+    }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c) => chunks.push(c))
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) }))
+    })
+    req.on('error', reject)
+    const chunk = Buffer.alloc(1024 * 1024, 'a')
+    chunk[0] = '['.charCodeAt(0)
+    let sent = 0
+    const pump = (): void => {
+      while (sent < bytes) {
+        const piece = sent + chunk.length <= bytes ? chunk : chunk.subarray(0, bytes - sent)
+        sent += piece.length
+        if (!req.write(piece)) return void req.once('drain', pump)
+      }
+      req.end()
+    }
+    pump()
+  })
+}
+
+/**
+ * Like a client that sends the whole body before it reads anything (curl, Python's requests): the
+ * socket reads nothing until the last byte is written, so an answer followed by a close while the
+ * body is still coming is lost to the reset that the unread body provokes.
+ */
+async function sendThenRead(port: number, path: string, key: string, bytes: number): Promise<{ status: number; headers: Record<string, string>; body: any }> {
+  const text = await new Promise<string>((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1')
+    socket.pause()
+    const chunks: Buffer[] = []
+    socket.on('data', (chunk) => chunks.push(chunk))
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')))
+    socket.on('error', reject)
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${bytes}\r\n\r\n`)
+    const chunk = Buffer.alloc(1024 * 1024, ' ')
+    let sent = 0
+    const pump = (): void => {
+      while (sent < bytes) {
+        const piece = sent + chunk.length <= bytes ? chunk : chunk.subarray(0, bytes - sent)
+        sent += piece.length
+        if (!socket.write(piece)) return void socket.once('drain', pump)
+      }
+      socket.resume()
+    }
+    pump()
+  })
+  const [head, ...rest] = text.split('\r\n\r\n')
+  const [statusLine, ...headerLines] = head!.split('\r\n')
+  const headers = Object.fromEntries(headerLines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]))
+  return { status: Number(statusLine!.split(' ')[1]), headers, body: JSON.parse(rest.join('\r\n\r\n')) }
+}
+
+for (const store of STORES) {
+  describe(`${store}: answers of the HTTP layer over real sockets`, () => {
+    let t: TestApp
+    let port: number
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      await t.app.listen({ port: 0, host: '127.0.0.1' })
+      port = (t.app.server.address() as { port: number }).port
+    })
+    afterAll(async () => t.close())
+
+    const envelope = (res: { status: number; headers: Record<string, unknown>; body: any }, code: string) => {
+      expect(res.body).toEqual({ errors: [{ status: String(res.status), code, detail: expect.any(String), meta: { request_id: res.headers['x-request-id'] } }] })
+      expect(res.headers['content-type']).toBe('application/json; charset=utf-8')
+    }
+
+    it('delivers the 413 of a 50 MB body to a client still sending it (Content-Length and chunked)', async () => {
+      for (const [path, limit] of [['/api/v1/bulk/assets', t.app.config.bulkBodyLimit], ['/api/v1/assets', t.app.config.bodyLimit]] as const) {
+        for (const chunked of [false, true]) {
+          const res = await sendLarge(port, path, t.adminKey, 50 * 1024 * 1024, chunked)
+          expect(res.status, `${path} chunked=${chunked}`).toBe(413)
+          envelope(res, 'payload_too_large')
+          expect(res.body.errors[0].detail).toBe(`the body is larger than ${limit} bytes`)
+        }
+      }
+      const patient = await sendThenRead(port, '/api/v1/bulk/assets', t.adminKey, 50 * 1024 * 1024)
+      expect(patient.status).toBe(413)
+      envelope(patient, 'payload_too_large')
+      expect(patient.headers.connection).toBe('close')
+      // The server is fine afterwards.
+      const after = await fetch(`http://127.0.0.1:${port}/api/v1/assets?page[size]=1`, { headers: { authorization: `Bearer ${t.adminKey}` } })
+      expect(after.status).toBe(200)
+    })
+
+    it('answers headers over 16 KiB with 431 in the envelope', async () => {
+      const res = await rawExchange(port, `GET /api/v1/assets HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`)
+      expect(res.status).toBe(431)
+      envelope(res, 'headers_too_large')
+      expect(res.headers.connection).toBe('close')
+    })
+
+    it('answers a malformed request line with 400 invalid_request in the envelope', async () => {
+      for (const line of ['GARBAGE\r\n\r\n', 'GET /api/v1/assets HTTP/9.9\r\nHost: x\r\n\r\n', 'G@T / HTTP/1.1\r\nHost: x\r\n\r\n', 'GET /a b c HTTP/1.1\r\nHost: x\r\n\r\n']) {
+        const res = await rawExchange(port, line)
+        expect(res.status, JSON.stringify(line)).toBe(400)
+        envelope(res, 'invalid_request')
+        expect(res.body.errors[0].detail).toMatch(/^the request (line )?is (malformed|not valid HTTP\/1\.1)/)
+      }
+    })
+
+    it('answers CONNECT with 405 in the envelope', async () => {
+      const res = await rawExchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')
+      expect(res.status).toBe(405)
+      envelope(res, 'method_not_allowed')
+      expect(res.body.errors[0].detail).toBe('CONNECT is not supported: this is an API server, not a proxy')
+    })
+  })
+}

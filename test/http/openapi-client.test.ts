@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import openapiTS, { astToString } from 'openapi-typescript'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+import { typeCheck } from '../helpers/typecheck.js'
+import { operationIdOf } from '../../src/openapi/operations.js'
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options']
+
+/** Every operation of a document with its operationId and parameters. */
+function operationsOf(doc: any): { path: string; method: string; operationId?: string; parameters: { name: string; in: string; style?: string }[] }[] {
+  return Object.entries<any>(doc.paths).flatMap(([path, item]) =>
+    Object.entries<any>(item).filter(([method]) => METHODS.includes(method)).map(([method, op]) => ({ path, method, operationId: op.operationId, parameters: op.parameters ?? [] })))
+}
+
+describe('operation ids', () => {
+  it('are derived from method and path', () => {
+    expect(operationIdOf('GET', '/api/v1/assets')).toBe('getAssets')
+    expect(operationIdOf('GET', '/api/v1/assets/{id}')).toBe('getAssetsById')
+    expect(operationIdOf('POST', '/api/v1/bulk/relationships')).toBe('postBulkRelationships')
+    expect(operationIdOf('GET', '/api/v1/openapi/base.json')).toBe('getOpenapiBaseJson')
+    expect(operationIdOf('DELETE', '/api/v1/api-keys/:id')).toBe('deleteApiKeysById')
+  })
+})
+
+for (const store of STORES) {
+  describe(`${store}: OpenAPI documents a generated client can use without casts`, () => {
+    let t: TestApp
+    let base: any
+    let typed: any
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      base = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
+      typed = (await t.request('GET', '/api/v1/openapi/typed.json')).body
+    })
+    afterAll(async () => t.close())
+
+    it('gives every operation a unique operationId, in the base and the typed document', () => {
+      for (const doc of [base, typed]) {
+        const ops = operationsOf(doc)
+        expect(ops.length).toBeGreaterThan(20)
+        expect(ops.filter((op) => !op.operationId).map((op) => `${op.method} ${op.path}`)).toEqual([])
+        const ids = ops.map((op) => op.operationId)
+        expect(new Set(ids).size).toBe(ids.length)
+      }
+    })
+
+    it('documents Location on the 201 of single creates, not on bulk creates', () => {
+      for (const [path, method] of [['/api/v1/assets', 'post'], ['/api/v1/relationships', 'post'], ['/api/v1/api-keys', 'post'], ['/api/v1/assets/{id}', 'put']] as const) {
+        expect(base.paths[path][method].responses['201'].headers?.Location?.schema, `${method} ${path}`).toEqual({ type: 'string' })
+      }
+      expect(base.paths['/api/v1/bulk/assets'].post.responses['201'].headers).toBeUndefined()
+    })
+
+    it('names every filter[...] and relationships_filter[...] parameter, with a deepObject for property filters', () => {
+      const names = (path: string, method = 'get') => base.paths[path][method].parameters.filter((p: any) => p.in === 'query').map((p: any) => p.name)
+      expect(names('/api/v1/assets')).toEqual(expect.arrayContaining([
+        'filter[id]', 'filter[asset_type_key]', 'filter[name]', 'filter[access_domain_key]', 'filter',
+        'page[number]', 'page[size]', 'page[count]', 'sort', 'include',
+        'relationships_filter[relationship_type_key]', 'relationships_filter[direction]', 'relationships_filter[related_asset.asset_type_key]',
+        'relationships_page[number]', 'relationships_page[size]', 'relationships_sort',
+      ]))
+      expect(names('/api/v1/assets/{id}')).toEqual(expect.arrayContaining(['relationships_filter[direction]', 'relationships_page[size]']))
+      expect(names('/api/v1/relationships')).toEqual(expect.arrayContaining(['filter[relationship_type_key]', 'filter[source_asset_id]', 'filter[target_asset_id]']))
+      expect(names('/api/v1/relationships')).not.toContain('filter')
+      expect(names('/api/v1/export/assets')).toEqual(expect.arrayContaining(['format', 'filter[asset_type_key]', 'filter']))
+      const deep = base.paths['/api/v1/assets'].get.parameters.find((p: any) => p.name === 'filter')
+      expect(deep).toMatchObject({ in: 'query', style: 'deepObject', explode: true, schema: { type: 'object', additionalProperties: { type: 'string' } } })
+    })
+
+    it('generates a client (openapi-typescript) with which a program filters and pages without casts', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'kbis-base-client-'))
+      try {
+        await writeFile(join(dir, 'schema.ts'), astToString(await openapiTS(structuredClone(base))))
+        const header = "import type { operations, paths } from './schema'\n"
+        const diagnostics = await typeCheck(dir, {
+          'filters.ts': `${header}
+type AssetQuery = NonNullable<paths['/api/v1/assets']['get']['parameters']['query']>
+export const servers: AssetQuery = {
+  'filter[asset_type_key]': 'server',
+  'filter[access_domain_key]': 'it',
+  filter: { 'properties.environment': 'prod' },
+  'page[size]': 100,
+  'page[number]': 2,
+  sort: '-name',
+  'relationships_filter[direction]': 'outgoing',
+}
+export const same: NonNullable<operations['getAssets']['parameters']['query']> = servers
+type RelationshipQuery = NonNullable<operations['getRelationships']['parameters']['query']>
+export const runsOn: RelationshipQuery = { 'filter[relationship_type_key]': 'runs_on', 'filter[source_asset_id]': 'application:code:crm' }
+type ExportQuery = NonNullable<operations['getExportAssets']['parameters']['query']>
+export const csv: ExportQuery = { format: 'csv', 'filter[asset_type_key]': 'server' }
+type Listed = operations['getAssets']['responses'][200]['content']['application/json']
+export function firstName(page: Listed): string | undefined { return page.data[0]?.name }
+`,
+          'bad-filter.ts': `${header}export const q: NonNullable<operations['getAssets']['parameters']['query']> = { 'filter[asset_type]': 'server' }\n`,
+          'bad-page.ts': `${header}export const q: NonNullable<operations['getAssets']['parameters']['query']> = { 'page[size]': 'ten' }\n`,
+        })
+        expect(diagnostics['filters.ts']).toEqual([])
+        expect(diagnostics['bad-filter.ts']!.join('\n')).toContain('filter[asset_type]')
+        expect(diagnostics['bad-page.ts']).not.toEqual([])
+      } finally {
+        await rm(dir, { recursive: true, force: true })
+      }
+      // What the program sends works on the server.
+      const res = await t.request('GET', '/api/v1/assets?filter[asset_type_key]=server&filter[properties.environment]=prod&page[size]=100')
+      expect(res.status).toBe(200)
+    })
+  })
+}
