@@ -60,7 +60,10 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
       fetch(`${url}/api/v1/assets?page[size]=1`, { headers: { authorization: `Bearer ${key}`, connection: 'close' } }).then((r) => r.status)))
     expect(statuses.filter((s) => s === 200)).toHaveLength(QUOTA)
     expect(statuses.filter((s) => s === 429)).toHaveLength(10)
-    const served = requestLines().filter((l) => l.route === '/api/v1/assets')
+    // A request's log line is written after its answer is sent: wait for the last ones to arrive.
+    const servedLines = () => requestLines().filter((l) => l.route === '/api/v1/assets')
+    for (let waited = 0; servedLines().length < QUOTA + 10 && waited < 10_000; waited += 50) await new Promise((r) => setTimeout(r, 50))
+    const served = servedLines()
     expect(served).toHaveLength(QUOTA + 10)
     expect(new Set(served.map((l) => l.pid)).size).toBe(2)
     // The primary's /metrics sums the workers' series.
