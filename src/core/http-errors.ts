@@ -20,17 +20,33 @@ function queryErrorDef(parameter: string): ErrorDef {
   return Errors.INVALID_REQUEST
 }
 
+const ARTICLE: Record<string, string> = { object: 'an object', array: 'an array', integer: 'an integer', string: 'a string', number: 'a number', boolean: 'a boolean', null: 'null' }
+
+/** `3.properties.x` → `item 3: properties.x` when the body is a bulk array; the body itself is "the body". */
+function subject(where: string): string {
+  if (where === '') return 'the body'
+  const item = /^(\d+)(?:\.(.*))?$/.exec(where)
+  if (!item) return where
+  return item[2] === undefined ? `item ${item[1]}` : `item ${item[1]}: ${item[2]}`
+}
+
 function describe(error: AjvError, where: string): string {
   const params = error.params
   switch (error.keyword) {
-    case 'additionalProperties':
-      return `unknown field ${String(params.additionalProperty)}${where ? ` in ${where}` : ''}`
+    case 'additionalProperties': {
+      const owner = subject(where)
+      return `unknown field ${JSON.stringify(String(params.additionalProperty))}${where ? ` in ${owner}` : ''}`
+    }
     case 'required':
-      return `${where ? `${where}.` : ''}${String(params.missingProperty)} is required`
+      return `${subject(where ? `${where}.${String(params.missingProperty)}` : String(params.missingProperty))} is required`
     case 'enum':
-      return `${where || 'value'} must be one of ${(params.allowedValues as unknown[]).join(', ')}`
+      return `${where ? subject(where) : 'value'} must be one of ${(params.allowedValues as unknown[]).join(', ')}`
+    case 'type': {
+      const types = String(params.type).split(',')
+      return `${subject(where)} must be ${types.map((t) => ARTICLE[t] ?? t).join(' or ')}`
+    }
     default:
-      return `${where || 'value'} ${error.message ?? 'is not valid'}`
+      return `${where ? subject(where) : 'value'} ${error.message ?? 'is not valid'}`
   }
 }
 

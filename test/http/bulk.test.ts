@@ -72,6 +72,21 @@ for (const store of STORES) {
       expect(JSON.parse(malformed.body).errors[0]).toMatchObject({ status: '400', code: 'invalid_request' })
     })
 
+    it('names an item that is not an object, and an unknown empty member, in clear words (found by the fuzz test)', async () => {
+      const res = await t.request('POST', '/api/v1/bulk/assets', { body: [{ '': '' }, [], 7] })
+      expect(res.status).toBe(400)
+      expect(res.body).toEqual({
+        errors: [
+          { status: '400', code: 'invalid_request', detail: 'unknown field "" in item 0', source: { pointer: '/0/' }, meta: { index: 0, client_ref: null } },
+          { status: '422', code: 'validation_failed', detail: 'item 1 must be an object', source: { pointer: '/1' }, meta: { index: 1, client_ref: null } },
+          { status: '422', code: 'validation_failed', detail: 'item 2 must be an object', source: { pointer: '/2' }, meta: { index: 2, client_ref: null } },
+        ],
+      })
+      const missing = await t.request('POST', '/api/v1/bulk/assets', { body: [{ name: 'no-type' }] })
+      expect(missing.status).toBe(422)
+      expect(missing.body.errors.map((e: { detail: string }) => e.detail)).toEqual(['item 0: asset_type_key is required'])
+    })
+
     it('lists every failing item (start, middle, end) with index, client_ref and pointer, and writes nothing', async () => {
       const items = Array.from({ length: 21 }, (_, i) => server(`fail-${i}`, {}, { client_ref: `row-${i}` }))
       items[0] = server('fail-0', { purchased_on: '2024-01-01T00:00:00Z' }, { client_ref: 'row-0' })
