@@ -340,6 +340,8 @@ export async function run(ctx: BenchContext): Promise<Row[]> {
   await seedServers(ctx, 'pages', SIZE)
   // As autovacuum would have by now on PostgreSQL: statistics and the visibility map.
   await ctx.sql.query('VACUUM ANALYZE assets')
+  const projection = await ctx.sql.query<{ table_name: string }>('SELECT table_name FROM asset_projections WHERE org_id = $1', [ctx.orgs.pages!.id])
+  for (const { table_name } of projection.rows) await ctx.sql.query(`VACUUM ANALYZE "${table_name.replaceAll('"', '""')}"`)
   const postgres: Target = { store: postgresStore(ctx.sql), service: ctx.service, rawUrl: ctx.service.ready.rawUrl as string, orgs: ctx.orgs }
   const pg = await measure(ctx, postgres)
   const dir = mkdtempSync(path.join(tmpdir(), 'kbis-bench-pglite-'))

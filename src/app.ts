@@ -6,7 +6,7 @@ import compress from '@fastify/compress'
 import { Ajv } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { Config } from './core/config.js'
-import type { Db } from './store/db.js'
+import { BACKGROUND_SQL, type Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
 import { registerInputGuards } from './core/http-input.js'
@@ -32,6 +32,7 @@ import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.j
 import { EventRelay } from './events/relay.js'
 import { registerEventSchemas } from './events/schemas.js'
 import { INVALIDATE_CHANNEL } from './core/channels.js'
+import { CountCache, DATA_CHANGED_CHANNEL } from './counts/cache.js'
 import { relationshipRoutes } from './relationships/routes.js'
 import { bulkRoutes } from './bulk/routes.js'
 import { searchRoutes } from './search/routes.js'
@@ -128,12 +129,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, `rate-limit Redis unavailable; counting in ${db.kind === 'postgres' ? 'PostgreSQL (shared by every process)' : 'process'} for a few seconds`))
   const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)
   const storeFor = registerReadRouting(app, readRouting, db)
+  // A replica's data lags the primary's by an unknown delay: its counts are not remembered.
+  const counts = readRouting === null && config.countCacheSize > 0 ? new CountCache(config.countCacheSize) : null
   app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => ({
     db: await storeFor(request),
     auth: request.auth,
     metamodel: await metamodels.get(request.auth.orgId),
     ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
     requestId: request.id,
+    ...(counts ? { counts: counts.memo(request.auth.orgId) } : {}),
   }))
   app.decorateRequest('auth', null as never)
 
@@ -143,14 +147,23 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await db.listen(INVALIDATE_CHANNEL, (orgId) => {
     metamodels.invalidate(orgId || undefined)
     authenticator.invalidate()
+    counts?.changed(orgId || undefined)
   }, {
     lost: (err, retryInMs) => app.log.warn({ err }, `LISTEN connection lost; reconnecting in ${retryInMs} ms (caches may be stale until then)`),
     reconnected: () => {
       metamodels.invalidate()
       authenticator.invalidate()
+      counts?.changed()
       app.log.info('LISTEN connection restored; metamodel and key caches reloaded')
     },
   })
+  // Other processes' writes: the relay that stamps their events says which organizations changed.
+  if (counts) {
+    await db.listen(DATA_CHANGED_CHANNEL, (orgIds) => {
+      for (const orgId of orgIds.split(',')) if (orgId !== '') counts.changed(orgId)
+    })
+    app.addHook('onClose', async () => counts.close())
+  }
   registerStatistics(app, db)
   registerEvents(app, db, config)
   // last_used_at shows within a few seconds of use (CONTRACT §9): one batched statement a second at most.
@@ -239,6 +252,17 @@ function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
     onError: (err) => app.log.error({ err }, 'event relay failed; retrying'),
   })
   app.decorate('events', relay)
+  // Every asset and relationship write emits events: the organizations of a stamped batch tell
+  // every process (counts/cache.ts) that their data changed. Only PostgreSQL has other processes.
+  if (db.kind === 'postgres') {
+    relay.onCommitted(async (events) => {
+      const orgIds = [...new Set(events.map((e) => e.orgId))]
+      // A payload holds at most 8,000 bytes: 100 ids of 36 characters per notification.
+      for (let i = 0; i < orgIds.length; i += 100) {
+        await db.query(`${BACKGROUND_SQL}SELECT pg_notify($1, $2)`, [DATA_CHANGED_CHANNEL, orgIds.slice(i, i + 100).join(',')])
+      }
+    })
+  }
   app.addHook('onResponse', async (request) => {
     if (request.method !== 'GET' && request.method !== 'HEAD') relay.wake()
   })

@@ -27,7 +27,12 @@ export async function seedServersInto(store: RawStore, orgId: string, count: num
     )
     ids.push(...batch)
   }
+  // As autovacuum would have soon after such a load (PGlite has none: the service's keeper runs it
+  // there after its own writes, not after these): statistics of `assets` and of the organization's
+  // projection table, which the trigger filled in the same statements.
   await store.query('ANALYZE assets')
+  const projection = await store.query<{ table_name: string }>('SELECT table_name FROM asset_projections WHERE org_id = $1', [orgId])
+  for (const { table_name } of projection) await store.query(`ANALYZE "${table_name.replaceAll('"', '""')}"`)
   return ids
 }
 

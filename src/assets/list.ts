@@ -29,6 +29,6 @@ export async function listAssets(ctx: RequestContext, query: Record<string, unkn
     limit: page.size,
     offset: offsetOf(page),
     params,
-  }, assetCountOptions(ctx.auth, filter, page.count === 'exact'))
+  }, assetCountOptions(ctx.auth, filter, page.count === 'exact', ctx.counts))
   return { data: result.rows.map(toAssetRecord), page: pageMeta(page, result) }
 }

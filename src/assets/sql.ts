@@ -1,8 +1,9 @@
 import type { Queryable, Tx } from '../store/db.js'
-import { Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
+import { ORG_ROW, Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
+import { noteDataWrite } from '../counts/cache.js'
 import { assetCreatedEventsSql, createdEventIds, eventOriginParams, writeAssetEvents, writeAssetUpdateEvents, type EventOrigin } from '../events/write.js'
 
 /*
@@ -60,6 +61,7 @@ export async function insertAssets(tx: Tx, origin: EventOrigin, rows: readonly N
      SELECT id, created_at FROM ins`,
     [orgId, JSON.stringify(rows.map((row) => ({ ...row, event_id: eventIds.get(row.id) }))), ...eventOriginParams(origin)],
   )
+  if (result.rows.length > 0) noteDataWrite(tx, orgId)
   const written = new Map(result.rows.map((r) => [r.id, r.created_at]))
   return rows.flatMap((row) => {
     const at = written.get(row.id)
@@ -96,7 +98,8 @@ export interface AssetUpdate {
  * Properties merge key by key in SQL on the current row (`(properties || props) - cleared`), or
  * replace it, so the stored documents never travel to the service and back; the callers lock the
  * rows first, so nothing of a concurrent request is lost. The row as it was comes from the same
- * statement (a self-join reads the statement's snapshot, before the write).
+ * statement (a self-join reads the statement's snapshot, before the write). Rows are joined by
+ * their whole key through ORG_ROW, whatever the statistics say (store/sql.ts).
  *
  * `skipUnchanged` (upsert): a row whose name, access domain and properties would stay as they
  * are is not written at all (no `updated_at` change) and is missing from the answer.
@@ -118,16 +121,17 @@ export async function updateAssets(
     `UPDATE assets AS a SET name = n.name, access_domain_key = n.access_domain_key, properties = n.properties,
             unique_value = n.unique_value, updated_at = date_trunc('second', now())
      FROM (
-       SELECT b.id, b.name AS b_name, b.access_domain_key AS b_access_domain_key, b.properties AS b_properties, b.updated_at AS b_updated_at,
+       SELECT b.org_id, b.id, b.name AS b_name, b.access_domain_key AS b_access_domain_key, b.properties AS b_properties, b.updated_at AS b_updated_at,
               coalesce(u.name, b.name) AS name,
               CASE WHEN u.set_domain THEN u.access_domain_key ELSE b.access_domain_key END AS access_domain_key,
               CASE WHEN u.replace THEN u.props ELSE b.properties || u.props END - u.cleared AS properties,
               CASE WHEN u.set_unique THEN u.unique_value ELSE b.unique_value END AS unique_value
-       FROM json_to_recordset($2::json) AS u(id uuid, name text, set_domain boolean, access_domain_key text, replace boolean,
+       FROM ${ORG_ROW}
+       CROSS JOIN json_to_recordset($2::json) AS u(id uuid, name text, set_domain boolean, access_domain_key text, replace boolean,
                                             props jsonb, cleared text[], set_unique boolean, unique_value text)
-       JOIN assets b ON b.org_id = $1 AND b.id = u.id AND b.archived_at IS NULL
+       JOIN assets b ON b.org_id = o.org_id AND b.id = u.id AND b.archived_at IS NULL
      ) n
-     WHERE a.org_id = $1 AND a.id = n.id
+     WHERE a.org_id = n.org_id AND a.id = n.id
        ${options.skipUnchanged ? 'AND (n.name, n.access_domain_key, n.properties) IS DISTINCT FROM (n.b_name, n.b_access_domain_key, n.b_properties)' : ''}
      RETURNING ${ASSET_COLUMNS}, n.b_name, n.b_access_domain_key, n.b_properties, n.b_updated_at`,
     [orgId, JSON.stringify(changes)],

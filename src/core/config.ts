@@ -31,6 +31,8 @@ export interface Config {
   statementTimeoutMs: number
   /** Requests of one organization served at once by one process; more wait (see core/org-concurrency.ts). 0 = half the pool. */
   orgConcurrency: number
+  /** Filtered counts remembered until the organization's data changes (counts/cache.ts); 0 = none. */
+  countCacheSize: number
   /** Minutes a console session lives without a request (KBIS_CONSOLE_IDLE_MINUTES). */
   consoleIdleMinutes: number
   /** Days events are kept (CONTRACT §13); 0 keeps them forever. */
@@ -88,6 +90,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
     statementTimeoutMs: intFrom('KBIS_STATEMENT_TIMEOUT_MS', env.KBIS_STATEMENT_TIMEOUT_MS, 10_000, 0, 3_600_000),
     orgConcurrency: intFrom('KBIS_ORG_CONCURRENCY', env.KBIS_ORG_CONCURRENCY, 0, 0, 10_000),
+    countCacheSize: intFrom('KBIS_COUNT_CACHE_SIZE', env.KBIS_COUNT_CACHE_SIZE, 1000, 0, 1_000_000),
     consoleIdleMinutes: intFrom('KBIS_CONSOLE_IDLE_MINUTES', env.KBIS_CONSOLE_IDLE_MINUTES, 30, 1, 7 * 24 * 60),
     eventRetentionDays: intFrom('KBIS_EVENT_RETENTION_DAYS', env.KBIS_EVENT_RETENTION_DAYS, 90, 0, 36500),
     eventRelayIntervalMs: intFrom('KBIS_EVENT_RELAY_INTERVAL_MS', env.KBIS_EVENT_RELAY_INTERVAL_MS, 100, 5, 60_000),

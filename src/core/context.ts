@@ -1,4 +1,5 @@
 import type { Db } from '../store/db.js'
+import type { CountMemo } from '../store/sql.js'
 import type { AuthContext } from './auth/context.js'
 import type { LoadedMetamodel } from '../metamodel/service.js'
 
@@ -11,4 +12,6 @@ export interface RequestContext {
   idempotencyKey?: string
   /** The request's X-Request-Id (CONTRACT §17); events carry it as `requestid`. */
   requestId?: string
+  /** Counts this request may reuse and remember (counts/cache.ts); none with a read replica. */
+  counts?: CountMemo
 }

@@ -1,7 +1,7 @@
 import type { AuthContext } from '../core/auth/context.js'
 import type { FilterNode } from '../query/ast.js'
 import type { Queryable } from '../store/db.js'
-import type { CountOptions } from '../store/sql.js'
+import type { CountMemo, CountOptions } from '../store/sql.js'
 
 /**
  * When an asset list may be counted from the live counters of migration 0008 (CONTRACT §1):
@@ -39,10 +39,10 @@ export function scopeSeesAll(auth: AuthContext, types: readonly string[]): boole
   return types.length > 0 && types.every((t) => everywhere.some((g) => g.asset_type_keys.includes(t)))
 }
 
-/** The count options of an asset list: the live counters when they apply, the exact flag always. */
-export function assetCountOptions(auth: AuthContext, filter: FilterNode | null, exact: boolean): CountOptions {
+/** The count options of an asset list: the live counters when they apply, else the request's remembered counts; the exact flag always. */
+export function assetCountOptions(auth: AuthContext, filter: FilterNode | null, exact: boolean, memo?: CountMemo): CountOptions {
   const types = typesOnly(filter)
-  if (types === null || !scopeSeesAll(auth, types)) return { exact }
+  if (types === null || !scopeSeesAll(auth, types)) return { exact, memo }
   return { exact, live: (db) => liveAssetCount(db, auth.orgId, types) }
 }
 

@@ -1,4 +1,6 @@
 import type { Queryable } from '../store/db.js'
+import { noteDataWrite } from '../counts/cache.js'
+import { ORG_ROW } from '../store/sql.js'
 import { newId } from '../core/time.js'
 import { toAssetRecord, type AssetRow } from '../assets/mapper.js'
 import type { AssetUpdate } from '../assets/sql.js'
@@ -101,9 +103,9 @@ export async function writeEvents(tx: Queryable, origin: EventOrigin, events: re
   const select = options.lookupEnds
     ? `SELECT $1, u.id, u.type, u.subject, now(), $2, $3, u.data, u.asset_id, s.asset_type_key, s.access_domain_key,
               u.related_asset_id, t.asset_type_key, t.access_domain_key
-       FROM ${recordset}
-       LEFT JOIN assets s ON s.org_id = $1 AND s.id = u.asset_id
-       LEFT JOIN assets t ON t.org_id = $1 AND t.id = u.related_asset_id`
+       FROM ${ORG_ROW} CROSS JOIN ${recordset}
+       LEFT JOIN assets s ON s.org_id = o.org_id AND s.id = u.asset_id
+       LEFT JOIN assets t ON t.org_id = o.org_id AND t.id = u.related_asset_id`
     : `SELECT $1, u.id, u.type, u.subject, now(), $2, $3, u.data, u.asset_id, u.asset_type_key, u.access_domain_key,
               u.related_asset_id, u.related_asset_type_key, u.related_access_domain_key
        FROM ${recordset}`
@@ -114,6 +116,8 @@ export async function writeEvents(tx: Queryable, origin: EventOrigin, events: re
     [origin.orgId, origin.requestId, origin.idempotencyKey, JSON.stringify(rows)],
   )
   eventsWritten()
+  // Every change of assets and relationships writes events: their remembered counts go with it.
+  noteDataWrite(tx, origin.orgId)
 }
 
 /** $3, $4, $5 of {@link assetCreatedEventsSql}: request id, Idempotency-Key, actor. */

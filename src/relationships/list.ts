@@ -49,7 +49,7 @@ export async function listRelationships(ctx: RequestContext, query: Record<strin
   }, params)
   const sort = typeof query.sort === 'string' ? parseSortParam(query.sort) : []
   const orderBy = compileOrderBy(sort, 'relationships', ctx.metamodel, 'r')
-  const result = await selectRelationshipPage(ctx.db, { where, orderBy, limit: page.size, offset: offsetOf(page), params }, { exact: page.count === 'exact' })
+  const result = await selectRelationshipPage(ctx.db, { where, orderBy, limit: page.size, offset: offsetOf(page), params }, { exact: page.count === 'exact', memo: ctx.counts })
   const data = await attachEnds(ctx, result.rows.map(toRelationshipRecord), include)
   return { data, page: pageMeta(page, result) }
 }

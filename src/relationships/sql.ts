@@ -1,7 +1,7 @@
 import type { Queryable, Tx } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
-import { Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
+import { ORG_ROW, Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
 import { originOf, writeRelationshipEvents, type EventOrigin, type WriteContext } from '../events/write.js'
 
@@ -57,9 +57,9 @@ export async function insertRelationships(
     const editSource = scopeCondition(auth, 's', 'edit', params)
     const seeTarget = scopeCondition(auth, 't', 'view', params)
     const end = (alias: string, column: string) =>
-      `CROSS JOIN LATERAL (SELECT ${alias}.* FROM assets ${alias} WHERE ${alias}.org_id = $1 AND ${alias}.id = u.${column} OFFSET 0) ${alias}`
+      `CROSS JOIN LATERAL (SELECT ${alias}.* FROM assets ${alias} WHERE ${alias}.org_id = o.org_id AND ${alias}.id = u.${column} OFFSET 0) ${alias}`
     select = `SELECT $1, u.id, rt.key, s.id, t.id, date_trunc('second', now()), date_trunc('second', now())
-     FROM ${recordset}
+     FROM ${ORG_ROW} CROSS JOIN ${recordset}
      JOIN relationship_types rt ON rt.org_id = $1 AND rt.key = u.relationship_type_key
      ${end('s', 'source_asset_id')}
      ${end('t', 'target_asset_id')}
@@ -98,7 +98,7 @@ export async function deleteRelationships(tx: Tx, origin: EventOrigin, ids: read
     `WITH locked AS (
        SELECT id FROM relationships WHERE org_id = $1 AND id = ANY($2::uuid[]) ORDER BY id FOR UPDATE
      )
-     DELETE FROM relationships r USING locked l WHERE r.org_id = $1 AND r.id = l.id RETURNING ${RELATIONSHIP_COLUMNS}`,
+     DELETE FROM relationships r USING locked l, ${ORG_ROW} WHERE r.org_id = o.org_id AND r.id = l.id RETURNING ${RELATIONSHIP_COLUMNS}`,
     [origin.orgId, ids],
   )
   await writeRelationshipEvents(tx, origin, 'relationship.deleted', result.rows)

@@ -34,7 +34,7 @@ export async function searchAssets(ctx: RequestContext, body: unknown): Promise<
     limit: parsed.page.size,
     offset: offsetOf(parsed.page),
     params,
-  }, assetCountOptions(ctx.auth, parsed.filter, parsed.page.count === 'exact'))
+  }, assetCountOptions(ctx.auth, parsed.filter, parsed.page.count === 'exact', ctx.counts))
   const records = result.rows.map(toAssetRecord)
   const data = include === null ? records : await includeRelationshipsWith(ctx, records, include)
   return { data, page: pageMeta(parsed.page, result) }

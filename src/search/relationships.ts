@@ -34,7 +34,7 @@ export async function searchRelationships(ctx: RequestContext, body: unknown): P
     limit: parsed.page.size,
     offset: offsetOf(parsed.page),
     params,
-  }, { exact: parsed.page.count === 'exact' })
+  }, { exact: parsed.page.count === 'exact', memo: ctx.counts })
   const data = await attachEnds(ctx, result.rows.map(toRelationshipRecord), include)
   return { data, page: pageMeta(parsed.page, result) }
 }

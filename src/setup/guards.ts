@@ -1,4 +1,4 @@
-import type { Tx } from '../store/db.js'
+import type { Queryable } from '../store/db.js'
 import { Params } from '../store/sql.js'
 import { fitsSql } from './fit.js'
 import type { PropertySpec } from './types.js'
@@ -9,7 +9,7 @@ import type { PropertySpec } from './types.js'
  * property rules (but they still reference their asset type, and relationships their type).
  */
 
-async function one(tx: Tx, sql: string, params: readonly unknown[]): Promise<number> {
+async function one(tx: Queryable, sql: string, params: readonly unknown[]): Promise<number> {
   const row = (await tx.query<{ n: number }>(sql, params)).rows[0]
   return Number(row?.n ?? 0)
 }
@@ -18,23 +18,23 @@ const LIVE_OF_TYPE = 'FROM assets WHERE org_id = $1 AND asset_type_key = $2 AND 
 /** A value is present unless the key is absent or JSON null (PATCH with null clears a key). */
 const PRESENT = "coalesce(jsonb_typeof(properties -> $3::text), 'null') <> 'null'"
 
-export async function countLiveWithValue(tx: Tx, orgId: string, type: string, property: string): Promise<number> {
+export async function countLiveWithValue(tx: Queryable, orgId: string, type: string, property: string): Promise<number> {
   return one(tx, `SELECT count(*) AS n ${LIVE_OF_TYPE} AND ${PRESENT}`, [orgId, type, property])
 }
 
-export async function countLiveWithoutValue(tx: Tx, orgId: string, type: string, property: string): Promise<number> {
+export async function countLiveWithoutValue(tx: Queryable, orgId: string, type: string, property: string): Promise<number> {
   return one(tx, `SELECT count(*) AS n ${LIVE_OF_TYPE} AND NOT (${PRESENT})`, [orgId, type, property])
 }
 
 /** Live assets whose value of `p` does not fit `p` (the definition about to be stored). */
-export async function countLiveNotFitting(tx: Tx, orgId: string, type: string, p: PropertySpec): Promise<number> {
+export async function countLiveNotFitting(tx: Queryable, orgId: string, type: string, p: PropertySpec): Promise<number> {
   const params = new Params([orgId, type, p.key])
   const fits = fitsSql('properties -> $3::text', p, params)
   return one(tx, `SELECT count(*) AS n ${LIVE_OF_TYPE} AND ${PRESENT} AND NOT (${fits})`, params.values)
 }
 
 /** Live assets sharing a value of `property` with another live asset, and how many values are shared. */
-export async function countLiveDuplicates(tx: Tx, orgId: string, type: string, property: string): Promise<{ assets: number; values: number }> {
+export async function countLiveDuplicates(tx: Queryable, orgId: string, type: string, property: string): Promise<{ assets: number; values: number }> {
   const row = (
     await tx.query<{ assets: number | null; shared: number }>(
       `SELECT sum(c) AS assets, count(*) AS shared FROM (
@@ -46,7 +46,7 @@ export async function countLiveDuplicates(tx: Tx, orgId: string, type: string, p
   return { assets: Number(row?.assets ?? 0), values: Number(row?.shared ?? 0) }
 }
 
-export async function countAssetsOfType(tx: Tx, orgId: string, type: string): Promise<{ all: number; archived: number }> {
+export async function countAssetsOfType(tx: Queryable, orgId: string, type: string): Promise<{ all: number; archived: number }> {
   const row = (
     await tx.query<{ total: number; archived: number }>(
       `SELECT count(*) AS total, count(*) FILTER (WHERE archived_at IS NOT NULL) AS archived
@@ -57,17 +57,17 @@ export async function countAssetsOfType(tx: Tx, orgId: string, type: string): Pr
   return { all: Number(row?.total ?? 0), archived: Number(row?.archived ?? 0) }
 }
 
-export async function countLiveInDomain(tx: Tx, orgId: string, domain: string): Promise<number> {
+export async function countLiveInDomain(tx: Queryable, orgId: string, domain: string): Promise<number> {
   return one(tx, 'SELECT count(*) AS n FROM assets WHERE org_id = $1 AND access_domain_key = $2 AND archived_at IS NULL', [orgId, domain])
 }
 
-export async function countRelationships(tx: Tx, orgId: string, type: string): Promise<number> {
+export async function countRelationships(tx: Queryable, orgId: string, type: string): Promise<number> {
   return one(tx, 'SELECT count(*) AS n FROM relationships WHERE org_id = $1 AND relationship_type_key = $2', [orgId, type])
 }
 
 /** Relationships of `type` whose source (or target) asset is of a type outside `allowed`. */
 export async function countRelationshipsOutside(
-  tx: Tx, orgId: string, type: string, end: 'source' | 'target', allowed: string[],
+  tx: Queryable, orgId: string, type: string, end: 'source' | 'target', allowed: string[],
 ): Promise<number> {
   // The column comes from this fixed choice, never from input.
   const column = end === 'source' ? 'r.source_asset_id' : 'r.target_asset_id'
@@ -81,7 +81,7 @@ export async function countRelationshipsOutside(
 }
 
 /** Copies each asset's unique_key value into `unique_value` (NULL when the type has none). */
-export async function fillUniqueValues(tx: Tx, orgId: string, type: string, property: string | null): Promise<number> {
+export async function fillUniqueValues(tx: Queryable, orgId: string, type: string, property: string | null): Promise<number> {
   const res = await tx.query(
     `UPDATE assets SET unique_value = CASE WHEN $3::text IS NULL THEN NULL ELSE properties ->> $3::text END
      WHERE org_id = $1 AND asset_type_key = $2`,

@@ -21,7 +21,25 @@ export interface Queryable {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[], options?: QueryOptions): Promise<QueryResult<R>>
 }
 
-export type Tx = Queryable
+/** An open transaction. */
+export interface Tx extends Queryable {
+  /**
+   * Runs `fn` once the transaction has committed (never after a rollback, nor for an attempt
+   * that a deadlock retry replaced): for in-process state that must follow committed data only.
+   */
+  afterCommit(fn: () => void): void
+}
+
+/** Runs the hooks a committed transaction collected; one failing hook does not stop the others. */
+function runCommitted(hooks: readonly (() => void)[]): void {
+  for (const fn of hooks) {
+    try {
+      fn()
+    } catch {
+      // A hook only updates caches of this process; the commit stands whatever it does.
+    }
+  }
+}
 
 export type StoreKind = 'postgres' | 'pglite'
 
@@ -97,17 +115,20 @@ class PostgresDb implements Db {
 
   private async transactionOnce<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const client = await this.pool.connect()
+    const committed: (() => void)[] = []
     const tx: Tx = {
       query: async <R>(sql: string, params: readonly unknown[] = []) => {
         if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
         const res = await client.query(sql, params as unknown[])
         return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
       },
+      afterCommit: (hook) => void committed.push(hook),
     }
     try {
       await client.query('BEGIN')
       const result = await fn(tx)
       await client.query('COMMIT')
+      runCommitted(committed)
       return result
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined)
@@ -212,15 +233,19 @@ class PgliteDb implements Db {
   }
 
   async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.pglite.transaction(async (t) =>
+    const committed: (() => void)[] = []
+    const result = await this.pglite.transaction(async (t) =>
       fn({
         query: async <R>(sql: string, params: readonly unknown[] = []) => {
           if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
           const res = await t.query<R>(sql, params as unknown[])
           return { rows: res.rows, rowCount: res.affectedRows ?? res.rows.length }
         },
+        afterCommit: (hook) => void committed.push(hook),
       }),
     )
+    runCommitted(committed)
+    return result
   }
 
   // One process owns a PGlite data directory, so notifications never leave the process:

@@ -1,25 +1,33 @@
 import type { FastifyInstance } from 'fastify'
-import type { Db } from './db.js'
+import { BACKGROUND_SQL, type Db } from './db.js'
+import { ident } from './sql.js'
 
 /**
- * Planner statistics on the embedded store (docs/decisions/0002-pglite-statistics.md).
+ * Planner statistics kept fresh by the service itself (docs/decisions/0002-pglite-statistics.md).
  *
- * PostgreSQL's autovacuum daemon runs ANALYZE as tables change; PGlite has no background
- * processes, so without this the planner never learns that `assets` holds 200,000 rows and scans
- * and sorts all of them where an index gives the page in milliseconds. This keeper runs ANALYZE
- * on PGlite after large writes (debounced, so a run of bulk requests pays for one ANALYZE) and
- * on a schedule while writes keep coming. PostgreSQL keeps its own statistics: nothing is done.
+ * PGlite has no background processes: without this the planner never learns that `assets` holds
+ * 200,000 rows and scans and sorts all of them where an index gives the page in milliseconds.
+ * PostgreSQL's autovacuum analyzes tables as they change — when it runs: it can be switched off
+ * (it is on this project's CI machines), and it waits for 10 % of a table to change and for its
+ * next round (a minute). Meanwhile an organization that has just grown from nothing to 100,000
+ * assets is still "empty" to the planner. So on both stores the keeper runs ANALYZE after large
+ * writes: at most {@link ANALYZE_DEBOUNCE_MS} after the write that crossed the threshold (a
+ * series of bulk requests pays for one ANALYZE every few seconds, not one each), and on a
+ * schedule while writes keep coming. PGlite analyzes its whole database; PostgreSQL, whose
+ * database may hold other schemas, the service's written tables: `assets`, `relationships` and
+ * the typed projections of the organizations written to.
  */
 
 /** Rows written since the last ANALYZE that make the next one worth its cost. */
 export const ANALYZE_AFTER_ROWS = 1_000
-/** Quiet time after a large write before ANALYZE runs: a series of bulks runs one ANALYZE. */
+/** At most this long after the write that crossed the threshold, ANALYZE runs (throttled, not postponed by later writes). */
 export const ANALYZE_DEBOUNCE_MS = 2_000
 /** The schedule: any write at all since the last ANALYZE gets one within this period. */
 export const ANALYZE_EVERY_MS = 10 * 60_000
 
 export class StatisticsKeeper {
   private written = 0
+  private readonly orgs = new Set<string>()
   private timer: NodeJS.Timeout | null = null
   private running: Promise<void> = Promise.resolve()
   private readonly schedule: NodeJS.Timeout
@@ -29,13 +37,16 @@ export class StatisticsKeeper {
     this.schedule.unref()
   }
 
-  /** Records `rows` written; a total past {@link ANALYZE_AFTER_ROWS} schedules an ANALYZE. */
-  wrote(rows: number): void {
+  /** Records `rows` written in an organization; a total past {@link ANALYZE_AFTER_ROWS} schedules an ANALYZE. */
+  wrote(rows: number, orgId?: string): void {
     this.written += rows
+    if (orgId !== undefined) this.orgs.add(orgId)
     if (this.written >= ANALYZE_AFTER_ROWS) this.analyzeSoon(ANALYZE_DEBOUNCE_MS)
   }
 
   private analyzeSoon(delay: number): void {
+    // Already due: a later write does not push it back (statistics stay at most this stale).
+    if (this.timer !== null && delay > 0) return
     if (this.timer !== null) clearTimeout(this.timer)
     this.timer = setTimeout(() => { this.timer = null; void this.analyze() }, delay)
     this.timer.unref()
@@ -45,11 +56,24 @@ export class StatisticsKeeper {
   analyze(): Promise<void> {
     this.running = this.running.then(async () => {
       this.written = 0
-      // The whole database: `assets`, `relationships` and every organization's typed projection
-      // change together, and ANALYZE samples a bounded number of rows per table whatever its size.
-      await this.db.query('ANALYZE').catch(this.onError)
+      const orgs = [...this.orgs]
+      this.orgs.clear()
+      await this.analyzeTables(orgs).catch(this.onError)
     })
     return this.running
+  }
+
+  private async analyzeTables(orgs: readonly string[]): Promise<void> {
+    // PGlite: the whole database, which is this service's alone; ANALYZE samples a bounded
+    // number of rows per table whatever its size.
+    if (this.db.kind === 'pglite') {
+      await this.db.query('ANALYZE')
+      return
+    }
+    const projections = orgs.length === 0
+      ? []
+      : (await this.db.query<{ table_name: string }>(`${BACKGROUND_SQL}SELECT table_name FROM asset_projections WHERE org_id = ANY($1::uuid[])`, [orgs])).rows
+    await this.db.query(`${BACKGROUND_SQL}ANALYZE assets, relationships${projections.map((p) => `, ${ident(p.table_name)}`).join('')}`)
   }
 
   async close(): Promise<void> {
@@ -60,17 +84,16 @@ export class StatisticsKeeper {
 }
 
 /**
- * On PGlite: counts the items of successful bulk requests and keeps statistics fresh with a
- * {@link StatisticsKeeper}. Single writes count one row each, so a steady trickle of writes is
+ * Counts the items of successful bulk requests (by organization) and keeps statistics fresh with
+ * a {@link StatisticsKeeper}. Single writes count one row each, so a steady trickle of writes is
  * analyzed too. Registered once on the root instance.
  */
-export function registerStatistics(app: FastifyInstance, db: Db): StatisticsKeeper | null {
-  if (db.kind !== 'pglite') return null
+export function registerStatistics(app: FastifyInstance, db: Db): StatisticsKeeper {
   const keeper = new StatisticsKeeper(db, (err) => app.log.warn({ err }, 'ANALYZE failed'))
   app.addHook('onResponse', async (request, reply) => {
     if (reply.statusCode >= 300 || request.method === 'GET' || request.method === 'HEAD') return
     if (request.routeOptions.url?.includes('/search/') || request.routeOptions.url?.includes('/analytics/')) return
-    keeper.wrote(Array.isArray(request.body) ? request.body.length : 1)
+    keeper.wrote(Array.isArray(request.body) ? request.body.length : 1, (request.auth as { orgId?: string } | null)?.orgId)
   })
   app.addHook('onClose', async () => keeper.close())
   return keeper

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startServerProcess } from '../helpers/processes.js'
+import { DATA_CHANGED_CHANNEL } from '../../src/counts/cache.js'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { ACME } from '../helpers/fixtures.js'
@@ -211,5 +213,126 @@ for (const store of STORES) {
       expect(await total('/assets?filter[asset_type_key]=application&page[size]=1&page[count]=exact')).toBe(live)
       expect(await total('/assets?filter[asset_type_key]=server&page[size]=1&page[number]=2')).toBe(0)
     })
+  })
+
+  describe(`${store}: remembered counts follow every write (counts/cache.ts)`, () => {
+    let t: TestApp
+    beforeAll(async () => { t = await createTestApp(store, undefined, { eventRelayIntervalMs: 20 }) })
+    afterAll(async () => t.close())
+
+    // One item per page: every answer needs a count (a short page would say it by itself).
+    const PROD = { filter: { field: 'properties.environment', operator: 'equals', value: 'prod' }, page: { size: 1 } }
+    const server = (name: string, environment: string) => ({ asset_type_key: 'server', name, properties: { hostname: name, environment } })
+    let counts = 0
+    /**
+     * Every event written so far is stamped, and the relay's notifications of it (PostgreSQL)
+     * have reached this app: they arrive on the listening connection in order, before a sentinel
+     * sent after them. From then on only this test's requests move the cache.
+     */
+    const settled = async () => {
+      for (let i = 0; i < 200; i++) {
+        const open = await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE sequence IS NULL')
+        if (open.rows[0]!.n === 0) break
+        await new Promise((r) => setTimeout(r, 10))
+      }
+      const sentinel = `sentinel-${Math.random()}`
+      const heard = new Promise<void>((resolve) => void t.store.db.listen(DATA_CHANGED_CHANNEL, (payload) => { if (payload === sentinel) resolve() }))
+      // Sent by SQL on PostgreSQL (Db.notify would also hand it to this process's handlers at once).
+      if (t.store.db.kind === 'postgres') await t.store.db.query('SELECT pg_notify($1, $2)', [DATA_CHANGED_CHANNEL, sentinel])
+      else await t.store.db.notify(DATA_CHANGED_CHANNEL, sentinel)
+      await heard
+    }
+    const countingStatements = () => {
+      counts = 0
+      t.store.db.onQuery = (sql) => void (/^SELECT count\(\*\)/.test(sql) && counts++)
+    }
+    const searched = async () => {
+      const res = await t.request('POST', '/api/v1/search/assets', { body: PROD })
+      expect(res.status).toBe(200)
+      return res.body.meta.page.total_items as number
+    }
+    const listed = async () => {
+      const res = await t.request('GET', '/api/v1/assets?filter[properties.environment]=prod&page[size]=1')
+      expect(res.status).toBe(200)
+      return res.body.meta.page.total_items as number
+    }
+
+    it('counts a repeated filtered search once, and again after each kind of write', async () => {
+      const created = await t.request('POST', '/api/v1/bulk/assets', { body: [server('c-1', 'prod'), server('c-2', 'prod'), server('c-3', 'dev')] })
+      expect(created.status).toBe(201)
+      const [a, b, c] = created.body.data.map((d: { id: string }) => d.id)
+      await settled()
+      countingStatements()
+      try {
+        expect([await searched(), await searched(), await listed(), await listed()]).toEqual([2, 2, 2, 2])
+        // One count per statement (the search's and the list's), not one per request.
+        expect(counts).toBe(2)
+        expect((await t.request('POST', '/api/v1/assets', { body: server('c-4', 'prod') })).status).toBe(201)
+        expect([await searched(), await listed()]).toEqual([3, 3])
+        expect((await t.request('PATCH', `/api/v1/assets/${c}`, { body: { properties: { environment: 'prod' } } })).status).toBe(200)
+        expect([await searched(), await listed()]).toEqual([4, 4])
+        expect((await t.request('PATCH', '/api/v1/bulk/assets', { body: [{ id: a, properties: { environment: 'dev' } }] })).status).toBe(200)
+        expect([await searched(), await listed()]).toEqual([3, 3])
+        expect((await t.request('DELETE', `/api/v1/assets/${b}`)).status).toBe(204)
+        expect([await searched(), await listed()]).toEqual([2, 2])
+        // A dry run and a failing write change nothing, and the figure stands.
+        expect((await t.request('POST', '/api/v1/assets?dry_run=true', { body: server('c-5', 'prod') })).status).toBe(200)
+        expect((await t.request('POST', '/api/v1/bulk/assets', { body: [server('c-6', 'prod'), server('c-4', 'prod')] })).status).toBe(409)
+        expect([await searched(), await listed()]).toEqual([2, 2])
+        // A PATCH that changes nothing writes nothing, and is not counted again.
+        await settled()
+        await searched()
+        await listed()
+        const before = counts
+        expect((await t.request('PATCH', `/api/v1/assets/${c}`, { body: { properties: { environment: 'prod' } } })).status).toBe(200)
+        expect([await searched(), await listed()]).toEqual([2, 2])
+        expect(counts).toBe(before)
+      } finally {
+        t.store.db.onQuery = null
+      }
+    })
+
+    it('counts relationships again after a relationship is created or deleted', async () => {
+      const apps = await t.request('POST', '/api/v1/bulk/assets', { body: [0, 1, 2].map((i) => ({ asset_type_key: 'application', name: `r-${i}`, properties: { code: `r-${i}` } })) })
+      const [x, y, z] = apps.body.data.map((d: { id: string }) => d.id)
+      const rel = (source: string, target: string) => ({ relationship_type_key: 'depends_on', source_asset_id: source, target_asset_id: target })
+      expect((await t.request('POST', '/api/v1/relationships', { body: rel(x, y) })).status).toBe(201)
+      const body = { filter: { field: 'relationship_type_key', operator: 'equals', value: 'depends_on' }, page: { size: 1 } }
+      const total = async () => (await t.request('POST', '/api/v1/search/relationships', { body })).body.meta.page.total_items
+      expect(await total()).toBe(1)
+      const second = await t.request('POST', '/api/v1/relationships', { body: rel(y, z) })
+      expect(second.status).toBe(201)
+      expect(await total()).toBe(2)
+      expect((await t.request('DELETE', `/api/v1/relationships/${second.body.data.id}`)).status).toBe(204)
+      expect(await total()).toBe(1)
+    })
+
+    // PGlite belongs to one process: only PostgreSQL has other server processes.
+    if (store === 'postgres') it('follows the writes of another server process on the same PostgreSQL', async () => {
+      const other = await startServerProcess({ DATABASE_URL: process.env.TEST_DATABASE_URL, KBIS_TEST_SCHEMA: t.store.schema!, KBIS_EVENT_RELAY_INTERVAL_MS: '20' })
+      try {
+        // At least two matches: a full page of one, so the total is counted (and remembered).
+        expect((await t.request('POST', '/api/v1/bulk/assets', { body: [server('p-1', 'prod'), server('p-2', 'prod')] })).status).toBe(201)
+        await settled()
+        const before = await searched()
+        expect(before).toBeGreaterThanOrEqual(2)
+        const res = await fetch(`${other.address}/api/v1/assets`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify(server('other-process', 'prod')),
+        })
+        expect(res.status).toBe(201)
+        // The relay that stamps the other process's events tells this one; allow it five seconds.
+        const deadline = Date.now() + 5_000
+        let now = await searched()
+        while (now === before && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 25))
+          now = await searched()
+        }
+        expect(now).toBe(before + 1)
+      } finally {
+        await other.stop()
+      }
+    }, 90_000)
   })
 }

@@ -1,0 +1,119 @@
+/**
+ * Counts of filtered lists and searches, remembered until the organization's data changes
+ * (docs/decisions/0012-count-cache.md).
+ *
+ * A filtered `total_items` costs a `count(*)` over up to 10,001 matches (CONTRACT §1): tens of
+ * milliseconds at 200,000 assets, where the page itself takes one. Clients ask the same question
+ * again and again (page 2, 3, … of a search; a dashboard polling a filter), so the count of a
+ * statement is kept per organization and *generation*: every committed write to the
+ * organization's assets or relationships starts a new generation, and a count is only ever
+ * answered for the generation it was taken in.
+ *
+ * - This process's writes: the write paths call {@link noteDataWrite} inside their transaction;
+ *   the generation moves once it has committed (`Tx.afterCommit`), so a count taken meanwhile
+ *   (it saw the old data) is already stale when the new data becomes visible.
+ * - Other processes on the same PostgreSQL: the event relay notifies the organizations whose
+ *   events it stamped (every asset and relationship write emits events), on `kbis_data_changed`.
+ * - A memo remembers a count only if no generation started while it was taken, and counts older
+ *   than {@link COUNT_TTL_MS} are taken again whatever happened (a lost notification, a
+ *   listening connection down) — the same window of staleness that two separate statements
+ *   (page, then count) already have under concurrent writes, bounded.
+ */
+import type { Queryable, Tx } from '../store/db.js'
+import type { CountMemo } from '../store/sql.js'
+
+/** Notification channel: payload = organization ids (comma-separated) whose data changed. */
+export const DATA_CHANGED_CHANNEL = 'kbis_data_changed'
+/** A remembered count is taken again after this long, whatever the notifications said. */
+export const COUNT_TTL_MS = 10_000
+
+interface Entry {
+  generation: number
+  n: number
+  at: number
+}
+
+const commitListeners = new Set<(orgId: string) => void>()
+
+/**
+ * Called by every write path of assets and relationships after its statement: once the
+ * transaction commits (at once for a statement outside any transaction, already committed), the
+ * organization's remembered counts are dropped in every cache of this process.
+ */
+export function noteDataWrite(db: Queryable | Tx, orgId: string): void {
+  const changed = (): void => {
+    for (const fn of commitListeners) fn(orgId)
+  }
+  if ('afterCommit' in db) db.afterCommit(changed)
+  else changed()
+}
+
+export class CountCache {
+  private readonly generations = new Map<string, number>()
+  /** By organization, then statement; Map order is insertion order (oldest first, for eviction). */
+  private readonly entries = new Map<string, Map<string, Entry>>()
+  private size = 0
+  private readonly unsubscribe: () => void
+
+  constructor(private readonly capacity: number, private readonly now: () => number = Date.now) {
+    const listener = (orgId: string): void => this.changed(orgId)
+    commitListeners.add(listener)
+    this.unsubscribe = () => void commitListeners.delete(listener)
+  }
+
+  /** The organization's data changed (no organization: anything may have changed). */
+  changed(orgId?: string): void {
+    if (orgId === undefined) {
+      for (const org of this.generations.keys()) this.generations.set(org, this.generation(org) + 1)
+      this.entries.clear()
+      this.size = 0
+      return
+    }
+    this.generations.set(orgId, this.generation(orgId) + 1)
+    this.size -= this.entries.get(orgId)?.size ?? 0
+    this.entries.delete(orgId)
+  }
+
+  /** A memo for one request (one organization): it reads and remembers counts of the generation current now. */
+  memo(orgId: string): CountMemo {
+    const generation = this.generation(orgId)
+    return {
+      read: (statement) => {
+        const entry = this.entries.get(orgId)?.get(statement)
+        if (entry === undefined || entry.generation !== this.generation(orgId) || this.now() - entry.at > COUNT_TTL_MS) return undefined
+        return entry.n
+      },
+      write: (statement, n) => {
+        // A write committed while the count ran: the figure may predate it, keep nothing.
+        if (this.capacity <= 0 || generation !== this.generation(orgId)) return
+        let byStatement = this.entries.get(orgId)
+        if (byStatement === undefined) this.entries.set(orgId, (byStatement = new Map()))
+        if (byStatement.delete(statement)) this.size--
+        byStatement.set(statement, { generation, n, at: this.now() })
+        this.size++
+        this.evict()
+      },
+    }
+  }
+
+  close(): void {
+    this.unsubscribe()
+  }
+
+  private generation(orgId: string): number {
+    return this.generations.get(orgId) ?? 0
+  }
+
+  /** Drops the oldest counts of the organizations first remembered until the cache fits. */
+  private evict(): void {
+    for (const [org, byStatement] of this.entries) {
+      if (this.size <= this.capacity) return
+      for (const statement of byStatement.keys()) {
+        if (this.size <= this.capacity) break
+        byStatement.delete(statement)
+        this.size--
+      }
+      if (byStatement.size === 0) this.entries.delete(org)
+    }
+  }
+}

@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest'
+import { COUNT_TTL_MS, CountCache, noteDataWrite } from '../../../src/counts/cache.js'
+import type { Tx } from '../../../src/store/db.js'
+
+/** A transaction stand-in that only collects its commit hooks (the store is not under test here). */
+function openTx(): Tx & { commit(): void } {
+  const hooks: (() => void)[] = []
+  return {
+    query: async () => ({ rows: [], rowCount: 0 }),
+    afterCommit: (fn) => void hooks.push(fn),
+    commit: () => hooks.forEach((fn) => fn()),
+  }
+}
+
+describe('the count cache', () => {
+  const org = 'org-a'
+  const other = 'org-b'
+
+  it('answers a count remembered in the same generation, for the same statement only', () => {
+    const cache = new CountCache(10)
+    cache.memo(org).write('q1', 42)
+    expect(cache.memo(org).read('q1')).toBe(42)
+    expect(cache.memo(org).read('q2')).toBeUndefined()
+    expect(cache.memo(other).read('q1')).toBeUndefined()
+    cache.close()
+  })
+
+  it('forgets an organization once a write to it commits, not before, and not other organizations', () => {
+    const cache = new CountCache(10)
+    cache.memo(org).write('q', 1)
+    cache.memo(other).write('q', 2)
+    const tx = openTx()
+    noteDataWrite(tx, org)
+    // Not committed yet: other requests still see the committed data, and its count.
+    expect(cache.memo(org).read('q')).toBe(1)
+    tx.commit()
+    expect(cache.memo(org).read('q')).toBeUndefined()
+    expect(cache.memo(other).read('q')).toBe(2)
+    cache.close()
+  })
+
+  it('a write outside a transaction (already committed) forgets at once', () => {
+    const cache = new CountCache(10)
+    cache.memo(org).write('q', 1)
+    noteDataWrite({ query: async () => ({ rows: [], rowCount: 0 }) }, org)
+    expect(cache.memo(org).read('q')).toBeUndefined()
+    cache.close()
+  })
+
+  it('does not remember a count taken while a write committed (it may predate the write)', () => {
+    const cache = new CountCache(10)
+    const memo = cache.memo(org) // the request starts, its count runs …
+    const tx = openTx()
+    noteDataWrite(tx, org)
+    tx.commit() // … a write commits meanwhile …
+    memo.write('q', 7) // … and the count arrives: not kept.
+    expect(cache.memo(org).read('q')).toBeUndefined()
+    cache.close()
+  })
+
+  it('takes a count again after the time limit, whatever the notifications said', () => {
+    let now = 1_000
+    const cache = new CountCache(10, () => now)
+    cache.memo(org).write('q', 3)
+    now += COUNT_TTL_MS
+    expect(cache.memo(org).read('q')).toBe(3)
+    now += 1
+    expect(cache.memo(org).read('q')).toBeUndefined()
+    cache.close()
+  })
+
+  it('keeps at most its capacity, dropping the oldest first; changed() without an organization forgets all', () => {
+    const cache = new CountCache(3)
+    for (const [i, q] of ['a', 'b', 'c', 'd'].entries()) cache.memo(org).write(q, i)
+    expect(['a', 'b', 'c', 'd'].map((q) => cache.memo(org).read(q))).toEqual([undefined, 1, 2, 3])
+    cache.memo(other).write('e', 4)
+    expect(cache.memo(org).read('b')).toBeUndefined()
+    expect(cache.memo(other).read('e')).toBe(4)
+    cache.changed()
+    expect([cache.memo(org).read('d'), cache.memo(other).read('e')]).toEqual([undefined, undefined])
+    cache.close()
+  })
+
+  it('a closed cache no longer hears commits; capacity 0 remembers nothing', () => {
+    const closed = new CountCache(10)
+    closed.memo(org).write('q', 1)
+    closed.close()
+    const tx = openTx()
+    noteDataWrite(tx, org)
+    tx.commit()
+    expect(closed.memo(org).read('q')).toBe(1)
+    const none = new CountCache(0)
+    none.memo(org).write('q', 1)
+    expect(none.memo(org).read('q')).toBeUndefined()
+    none.close()
+  })
+})
