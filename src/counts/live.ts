@@ -43,7 +43,7 @@ export function scopeSeesAll(auth: AuthContext, types: readonly string[]): boole
 export function assetCountOptions(auth: AuthContext, filter: FilterNode | null, exact: boolean, memo?: CountMemo): CountOptions {
   const types = typesOnly(filter)
   if (types === null || !scopeSeesAll(auth, types)) return { exact, memo }
-  return { exact, live: (db) => liveAssetCount(db, auth.orgId, types) }
+  return { exact, memo, live: (db) => liveAssetCount(db, auth.orgId, types) }
 }
 
 /** Live assets of the organization (of these types when given), from the counters: one index read. */

@@ -128,14 +128,14 @@ export async function selectPage<R>(
   // nothing). A full page is counted even when it is the last, so that the statements a list
   // issues do not depend on how many rows it finds (test/http/include.test.ts guards that).
   if (!more && rows.length < q.limit && (rows.length > 0 || q.offset === 0)) return { rows, ...capCount(page, q.offset + rows.length, false) }
-  if (count.live !== undefined) return { rows, ...capCount(page, await count.live(db), more) }
   const from = source.countFrom ?? source.from
   const cap = count.exact === true ? '' : ` LIMIT ${COUNT_CAP + 1}`
   const countSql = `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${from} WHERE ${q.where}${cap}) c`
-  const statement = count.memo === undefined ? '' : `${countSql}\n${JSON.stringify(q.params.values)}`
+  // Remembered by what is counted: the live counters' answer for these conditions, or the statement.
+  const statement = count.memo === undefined ? '' : `${count.live !== undefined ? `live counters: ${q.where}` : countSql}\n${JSON.stringify(q.params.values)}`
   let n = count.memo?.read(statement)
   if (n === undefined) {
-    n = (await db.query<{ n: number }>(countSql, q.params.values)).rows[0]?.n ?? 0
+    n = count.live !== undefined ? await count.live(db) : (await db.query<{ n: number }>(countSql, q.params.values)).rows[0]?.n ?? 0
     count.memo?.write(statement, n)
   }
   return { rows, ...capCount(page, n, more) }
