@@ -97,10 +97,44 @@ export function bodyIssues(errors: AjvError[]): (Issue & { def: ErrorDef })[] {
     })
 }
 
+/**
+ * A route's body failures by where they are: `[pointer prefix, code]`, the longest prefix wins
+ * (route option `config.bodyErrorCodes`; the search bodies use it). Elsewhere invalid_request.
+ */
+export type BodyErrorCodes = readonly (readonly [string, ErrorDef])[]
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Codes of the body's failures by member (see BodyErrorCodes). */
+    bodyErrorCodes?: BodyErrorCodes
+  }
+}
+
+/** Ajv errors of a body whose members have codes of their own: the first failure's code, every failure with it. */
+export function codedBodyError(errors: AjvError[], codes: BodyErrorCodes): AppError {
+  const issues = errors
+    .filter((e) => !['if', 'anyOf', 'oneOf'].includes(e.keyword))
+    .map((e) => {
+      const member = e.keyword === 'additionalProperties' ? String(e.params.additionalProperty) : e.keyword === 'required' ? String(e.params.missingProperty) : null
+      const pointer = member === null ? e.instancePath : `${e.instancePath}/${escapePointer(member)}`
+      // An unknown member is an error of the object it is in: `/page/x` is a page error, `/x` a malformed request.
+      const at = e.keyword === 'additionalProperties' ? e.instancePath : pointer
+      const match = codes.filter(([prefix]) => at === prefix || at.startsWith(`${prefix}/`)).sort((a, b) => b[0].length - a[0].length)[0]
+      return { def: match?.[1] ?? Errors.INVALID_REQUEST, pointer, detail: describe(e, e.instancePath.replace(/^\//, '').replaceAll('/', '.')) }
+    })
+  const def = issues[0]?.def ?? Errors.INVALID_REQUEST
+  // One failure per place (a null where an enum is expected fails both `type` and `enum`).
+  const same = issues.filter((issue, i) => issue.def === def && issues.findIndex((other) => other.pointer === issue.pointer) === i).map(({ def: _, ...issue }) => issue)
+  return new AppError(def, same.length > 0 ? same : [{ detail: 'the body is not valid', pointer: '' }])
+}
+
 function toAppError(err: FastifyError, request: FastifyRequest): AppError {
   if (err instanceof AppError) return err
   const validation = (err as { validation?: AjvError[] }).validation
-  if (validation) return validationError(validation, (err as { validationContext?: string }).validationContext ?? 'body')
+  const context = (err as { validationContext?: string }).validationContext ?? 'body'
+  const codes = request.routeOptions.config?.bodyErrorCodes
+  if (validation && context === 'body' && codes) return codedBodyError(validation, codes)
+  if (validation) return validationError(validation, context)
   const mapped = mapPgError(err)
   if (mapped) return mapped
   switch (err.code) {

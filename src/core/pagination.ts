@@ -1,6 +1,5 @@
 import type { FastifyRequest } from 'fastify'
 import { Errors } from './errors.js'
-import { escapePointer, failAt } from './json.js'
 
 export interface Page {
   number: number
@@ -38,33 +37,6 @@ export const DEFAULT_PAGE_SIZE = 50
 export const MAX_PAGE_SIZE = 100
 /** Far past any real page (and OFFSET stays a safe integer). */
 export const MAX_PAGE_NUMBER = 1_000_000_000
-
-/**
- * THE reader of a `page` object in a JSON body (`{number?, size?, count?}`, defaults 1 and 50):
- * search bodies and the relationships block of an include.
- * @throws AppError invalid_page pointing at `pointer` or the member at fault, e.g. `/page/size`
- */
-export function parseBodyPage(value: unknown, pointer: string): Page {
-  const page = readBodyPage(value)
-  if ('member' in page) failAt(Errors.INVALID_PAGE, page.member ? `${pointer}/${page.member}` : pointer, page.detail)
-  return page
-}
-
-function readBodyPage(value: unknown): Page | { member: string; detail: string } {
-  if (value === undefined || value === null) return { number: 1, size: DEFAULT_PAGE_SIZE }
-  if (typeof value !== 'object' || Array.isArray(value)) return { member: '', detail: 'page must be an object {"number", "size"}' }
-  const extra = Object.keys(value).find((key) => key !== 'number' && key !== 'size' && key !== 'count')
-  if (extra !== undefined) return { member: escapePointer(extra), detail: `unknown member "${extra}" in page; it has "number", "size" and "count"` }
-  const { number = 1, size = DEFAULT_PAGE_SIZE, count } = value as Record<string, unknown>
-  if (!Number.isInteger(number) || (number as number) < 1 || (number as number) > MAX_PAGE_NUMBER) {
-    return { member: 'number', detail: `number must be an integer in 1..${MAX_PAGE_NUMBER}` }
-  }
-  if (!Number.isInteger(size) || (size as number) < 1 || (size as number) > MAX_PAGE_SIZE) {
-    return { member: 'size', detail: `size must be an integer in 1..${MAX_PAGE_SIZE}` }
-  }
-  if (count !== undefined && count !== 'exact') return { member: 'count', detail: 'count must be "exact" (omit it for a count capped at 10,000)' }
-  return { number: number as number, size: size as number, ...(count === 'exact' ? { count } : {}) }
-}
 
 /**
  * Query-string schema members for `page[number]` and `page[size]` (validated by Fastify's Ajv),

@@ -2,7 +2,6 @@ import { AppError, Errors, type Issue } from '../core/errors.js'
 import type { Metamodel } from '../metamodel/types.js'
 import { JSONB_STORAGE, columnExpr, type PropertyStorage } from './compile.js'
 import { PROPERTY_PREFIX, columnField, propertyFields, sortableFieldsText, type Target } from './fields.js'
-import { escapePointer } from '../core/json.js'
 import { describeValue } from './values.js'
 
 /**
@@ -33,30 +32,6 @@ export function parseSortParam(sort: string, parameter = 'sort'): SortSpec[] {
     if (field === '') fail({ parameter }, `${parameter} item ${i + 1} names no field; use ${parameter}=<field> or ${parameter}=-<field>, comma-separated`)
     return Object.freeze({ field, order: desc ? 'desc' : 'asc' })
   })
-}
-
-const SORT_MEMBERS = new Set(['field', 'order'])
-
-/**
- * `[{field: 'name', order: 'asc'}]` from a search body (`order` defaults to `asc`); `undefined`
- * or `null` mean the default order.
- * @throws AppError invalid_sort with `source.pointer`, e.g. `/sort/0/order`
- */
-export function parseSortBody(value: unknown, pointer = '/sort'): SortSpec[] {
-  if (value === undefined || value === null) return []
-  if (!Array.isArray(value)) fail({ pointer }, 'sort must be an array of {"field", "order"} objects')
-  return value.map((entry: unknown, i) => parseSortEntry(entry, `${pointer}/${i}`))
-}
-
-function parseSortEntry(entry: unknown, pointer: string): SortSpec {
-  if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) fail({ pointer }, 'a sort entry must be an object {"field", "order"}')
-  const record = entry as Record<string, unknown>
-  const extra = Object.keys(record).find((key) => !SORT_MEMBERS.has(key))
-  if (extra !== undefined) fail({ pointer: `${pointer}/${escapePointer(extra)}` }, `unknown member "${extra}" in a sort entry; it has "field" and "order"`)
-  const { field, order = 'asc' } = record
-  if (typeof field !== 'string' || field === '') fail({ pointer: `${pointer}/field` }, 'field must be a non-empty string')
-  if (order !== 'asc' && order !== 'desc') fail({ pointer: `${pointer}/order` }, `order must be "asc" or "desc", got ${describeValue(order)}`)
-  return Object.freeze({ field, order, pointer })
 }
 
 /**

@@ -1,7 +1,7 @@
 import { AppError, Errors, type ErrorDef, type Issue } from '../core/errors.js'
-import { pageFromQuery, parseBodyPage, type Page } from '../core/pagination.js'
+import { DEFAULT_PAGE_SIZE, pageFromQuery, type Page } from '../core/pagination.js'
 import { escapePointer, isObject } from '../core/json.js'
-import { parseSortBody, parseSortParam } from '../query/sort.js'
+import { parseSortParam } from '../query/sort.js'
 import type { Direction } from './embedded-sql.js'
 import type { IncludeFilter, IncludeSort, IncludeSortField } from './include-sql.js'
 
@@ -103,23 +103,23 @@ export interface IncludeBody {
 
 /**
  * Reads `{"include": [...], "relationships": {"page": {number, size}, "filter": {...}, "sort": [{field, order}]}}`
- * of a search body. `filter` is either a flat object (`{"relationship_type_key": "runs_on",
- * "direction": ["outgoing"]}`) or search conditions on those fields with `equals`/`in`, possibly
- * in `and` groups. Errors point into the body below `base`.
+ * of a search body, whose shape the route's schema has checked (search/schemas.ts). `filter` is
+ * either a flat object (`{"relationship_type_key": "runs_on", "direction": ["outgoing"]}`) or
+ * search conditions on those fields with `equals`/`in`, possibly in `and` groups: read here, as
+ * its fields and their values are this folder's. Errors point into the body.
  */
-export function includeOptionsFromBody(body: IncludeBody, base = ''): RelationshipIncludeOptions | null {
+export function includeOptionsFromBody(body: IncludeBody): RelationshipIncludeOptions | null {
   if (body.include === undefined) return null
-  if (!Array.isArray(body.include) || body.include.some((v) => typeof v !== 'string')) {
-    fail(Errors.INVALID_INCLUDE, { pointer: `${base}/include` }, 'include must be an array of strings')
-  }
-  const expand = parseAssetIncludes(body.include as string[], (i) => ({ pointer: `${base}/include/${i}` }))
+  const expand = parseAssetIncludes(body.include as string[], (i) => ({ pointer: `/include/${i}` }))
   if (expand === null) return null
-  const block = body.relationships ?? {}
-  const at = `${base}/relationships`
-  if (!isObject(block)) fail(Errors.INVALID_REQUEST, { pointer: at }, 'relationships must be an object {page, filter, sort}')
-  const unknown = Object.keys(block).find((key) => key !== 'page' && key !== 'filter' && key !== 'sort')
-  if (unknown !== undefined) fail(Errors.INVALID_REQUEST, { pointer: `${at}/${escapePointer(unknown)}` }, `unknown member "${unknown}" in relationships; it has page, filter and sort`)
-  return { expand, page: parseBodyPage(block.page, `${at}/page`), filter: bodyFilter(block.filter, `${at}/filter`), sort: parseSortBody(block.sort, `${at}/sort`).map((s) => ({ field: sortField(s.field, { pointer: `${s.pointer}/field` }), order: s.order })) }
+  const block = (body.relationships ?? {}) as { page?: Partial<Page> | null; filter?: unknown; sort?: { field: string; order?: 'asc' | 'desc' }[] | null }
+  const page = block.page ?? {}
+  return {
+    expand,
+    page: { number: page.number ?? 1, size: page.size ?? DEFAULT_PAGE_SIZE },
+    filter: bodyFilter(block.filter, '/relationships/filter'),
+    sort: (block.sort ?? []).map((s, i) => ({ field: sortField(s.field, { pointer: `/relationships/sort/${i}/field` }), order: s.order ?? 'asc' })),
+  }
 }
 
 function bodyFilter(value: unknown, pointer: string): IncludeFilter {

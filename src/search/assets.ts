@@ -9,7 +9,7 @@ import { includeOptionsFromBody, includeRelationshipsWith } from '../relationshi
 import { ensureProjection } from '../projection/sync.js'
 import { projectionStorage } from '../projection/storage.js'
 import { Params } from '../store/sql.js'
-import { parseSearchBody } from './body.js'
+import { readSearchBody } from './body.js'
 import { assetCountOptions } from '../counts/live.js'
 import { selectSearchPage } from './sql.js'
 
@@ -20,7 +20,7 @@ import { selectSearchPage } from './sql.js'
  * for included relationships.
  */
 export async function searchAssets(ctx: RequestContext, body: unknown): Promise<{ data: AssetRecord[]; page: PageMeta }> {
-  const parsed = parseSearchBody(body, 'assets')
+  const parsed = readSearchBody(body)
   const include = includeOptionsFromBody({ include: parsed.include, relationships: parsed.relationships })
   const filter = resolveFilter(parsed.filter, 'assets', ctx.metamodel)
   const projection = await ensureProjection(ctx.db, ctx.metamodel)

@@ -1,16 +1,12 @@
-import { Errors } from '../core/errors.js'
-import { checkMembers, failAt, isObject } from '../core/json.js'
-import { parseBodyPage, type Page } from '../core/pagination.js'
+import { DEFAULT_PAGE_SIZE, type Page } from '../core/pagination.js'
 import { parseFilter } from '../query/parse.js'
-import { parseSortBody, type SortSpec } from '../query/sort.js'
+import type { SortOrder, SortSpec } from '../query/sort.js'
 import type { FilterNode } from '../query/ast.js'
-import type { Target } from '../query/fields.js'
 
 /**
- * The shape of a search body (CONTRACT §4), checked by hand rather than by the route's JSON
- * Schema so that each member fails with its own code and a pointer into the body:
- * unknown member → invalid_request, filter → invalid_filter, sort → invalid_sort,
- * page → invalid_page (include and the relationships block are read by their owners).
+ * A search body (CONTRACT §4) once the route's schema has accepted it (search/schemas.ts): the
+ * defaults filled in and the filter tree parsed, the only part read by hand. `include` and the
+ * relationships block are read by their owners.
  */
 
 export interface SearchBody {
@@ -21,24 +17,22 @@ export interface SearchBody {
   relationships: unknown
 }
 
-const MEMBERS: Readonly<Record<Target, readonly string[]>> = {
-  assets: ['filter', 'sort', 'page', 'include', 'relationships'],
-  // The relationships block pages the relationships included in assets: nothing to do here.
-  relationships: ['filter', 'sort', 'page', 'include'],
+/** What the schema lets through (every member optional, `null` as absent). */
+interface ValidBody {
+  filter?: unknown
+  sort?: { field: string; order?: SortOrder }[] | null
+  page?: { number?: number; size?: number; count?: 'exact' } | null
+  include?: unknown
+  relationships?: unknown
 }
 
-/**
- * Reads a search body. A missing body means "everything, first page"; a body that is not an
- * object is 400 invalid_request.
- */
-export function parseSearchBody(body: unknown, target: Target): SearchBody {
-  const json = body ?? {}
-  if (!isObject(json)) failAt(Errors.INVALID_REQUEST, '', 'the body must be a JSON object {filter, sort, page, include}')
-  checkMembers(json, MEMBERS[target])
+export function readSearchBody(body: unknown): SearchBody {
+  const json = (body ?? {}) as ValidBody
+  const page = json.page ?? {}
   return {
     filter: parseFilter(json.filter, '/filter'),
-    sort: parseSortBody(json.sort, '/sort'),
-    page: parseBodyPage(json.page, '/page'),
+    sort: (json.sort ?? []).map((entry, i) => Object.freeze({ field: entry.field, order: entry.order ?? 'asc', pointer: `/sort/${i}` })),
+    page: { number: page.number ?? 1, size: page.size ?? DEFAULT_PAGE_SIZE, ...(page.count === 'exact' ? { count: 'exact' as const } : {}) },
     include: json.include,
     relationships: json.relationships,
   }

@@ -12,7 +12,7 @@ import { scopeFilter } from '../access/scope.js'
 import { selectRelationshipPage } from '../relationships/sql.js'
 import { Params } from '../store/sql.js'
 import { failAt } from '../core/json.js'
-import { parseSearchBody } from './body.js'
+import { readSearchBody } from './body.js'
 
 /**
  * POST /search/relationships (CONTRACT §4): filter on the relationship's columns and on either
@@ -21,7 +21,7 @@ import { parseSearchBody } from './body.js'
  * visible: that condition is ANDed into the same statement.
  */
 export async function searchRelationships(ctx: RequestContext, body: unknown): Promise<{ data: RelationshipRecord[]; page: PageMeta }> {
-  const parsed = parseSearchBody(body, 'relationships')
+  const parsed = readSearchBody(body)
   const include = parseEndIncludeList(parsed.include)
   const filter = resolveFilter(parsed.filter, 'relationships', ctx.metamodel)
   const storage = projectionStorage(await ensureProjection(ctx.db, ctx.metamodel))

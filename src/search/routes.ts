@@ -1,17 +1,23 @@
-import type { FastifyInstance } from 'fastify'
-import { searchAssetsBody, searchRelationshipsBody, searchResponses } from './schemas.js'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { SEARCH_BODY_CODES, searchAssetsBody, searchRelationshipsBody, searchResponses } from './schemas.js'
 import { searchAssets } from './assets.js'
 import { searchRelationships } from './relationships.js'
 
 /**
  * POST /search/assets, POST /search/relationships (CONTRACT §4). Any key may search (Viewer and up); its roles scope the rows.
- * `attachValidation`: the body schemas document; search/body.ts checks, with per-member codes.
+ * The body schemas validate (each failure with the code of its member, SEARCH_BODY_CODES); a
+ * request without a body searches everything.
  */
 export async function searchRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['search']
+  const config = { bodyErrorCodes: SEARCH_BODY_CODES }
+  const preValidation = async (request: FastifyRequest) => {
+    if (request.body === undefined || request.body === null) request.body = {}
+  }
 
   app.post('/search/assets', {
-    attachValidation: true,
+    config,
+    preValidation,
     schema: {
       tags, summary: 'Search assets: nested filters, sort, pages, include', body: searchAssetsBody,
       response: { 200: searchResponses.assets, ...searchResponses.errors },
@@ -22,7 +28,8 @@ export async function searchRoutes(app: FastifyInstance): Promise<void> {
   })
 
   app.post('/search/relationships', {
-    attachValidation: true,
+    config,
+    preValidation,
     schema: {
       tags, summary: 'Search relationships, on their columns and on either end', body: searchRelationshipsBody,
       response: { 200: searchResponses.relationships, ...searchResponses.errors },

@@ -1,16 +1,30 @@
 import { commonErrorResponses, listEnvelope } from '../core/schemas.js'
+import { Errors, type ErrorDef } from '../core/errors.js'
 import { MAX_PAGE_NUMBER, MAX_PAGE_SIZE } from '../core/pagination.js'
 import { assetSchema } from '../assets/schemas.js'
 import { relationshipSchema } from '../relationships/schemas.js'
 
 /**
- * Search bodies as the OpenAPI document shows them. The routes validate bodies by hand
- * (search/body.ts) so that each member fails with its own code (invalid_filter, invalid_sort,
- * invalid_page, invalid_include) and a pointer; these schemas describe, they do not reject.
+ * Search bodies (CONTRACT §4), as the routes validate them and the OpenAPI document shows them:
+ * one schema, compiled once by the route's Ajv. A failure gets the code of the member it is in
+ * (SEARCH_BODY_CODES, applied by the one error handler, core/http-errors.ts) and a pointer into
+ * the body. Only the filter tree is read by hand (query/parse.ts), since its fields and
+ * operators depend on the organization's metamodel.
  */
 
+/** Which code a schema failure under each member gets (the longest matching prefix); invalid_request elsewhere. */
+export const SEARCH_BODY_CODES: readonly (readonly [string, ErrorDef])[] = [
+  ['/filter', Errors.INVALID_FILTER],
+  ['/sort', Errors.INVALID_SORT],
+  ['/page', Errors.INVALID_PAGE],
+  ['/include', Errors.INVALID_INCLUDE],
+  ['/relationships/filter', Errors.INVALID_FILTER],
+  ['/relationships/sort', Errors.INVALID_SORT],
+  ['/relationships/page', Errors.INVALID_PAGE],
+]
+
 const filterSchema = {
-  type: 'object',
+  type: ['object', 'null'],
   description: 'A condition {"field", "operator", "value"} or a group {"and": [...]} / {"or": [...]}, '
     + 'nested up to 10 levels, 500 conditions and an operand size of 10,000 (docs/search.md).',
   additionalProperties: true,
@@ -21,18 +35,18 @@ const filterSchema = {
 } as const
 
 const sortSchema = {
-  type: 'array',
+  type: ['array', 'null'],
   description: 'Sort keys in order; `id` always breaks ties. Default: created_at, id.',
   items: {
     type: 'object',
     required: ['field'],
     additionalProperties: false,
-    properties: { field: { type: 'string' }, order: { type: 'string', enum: ['asc', 'desc'], description: 'Default asc.' } },
+    properties: { field: { type: 'string', minLength: 1 }, order: { type: 'string', enum: ['asc', 'desc'], description: 'Default asc.' } },
   },
 } as const
 
 const pageSchema = {
-  type: 'object',
+  type: ['object', 'null'],
   additionalProperties: false,
   properties: {
     number: { type: 'integer', minimum: 1, maximum: MAX_PAGE_NUMBER, description: 'From 1 (default 1).' },
@@ -65,10 +79,11 @@ export const searchAssetsBody = {
       items: { type: 'string', enum: ['relationships', 'relationships.related_asset', 'relationships.related_asset.properties'] },
     },
     relationships: {
-      type: 'object',
+      type: ['object', 'null'],
+      additionalProperties: false,
       description: 'Page, filter (relationship_type_key, direction, related_asset.asset_type_key with equals/in) and sort '
         + '(created_at, relationship_type_key, related_asset.name) of the included relationships.',
-      properties: { page: pageSchema, filter: { type: 'object', additionalProperties: true }, sort: sortSchema },
+      properties: { page: pageSchema, filter: { type: ['object', 'null'], additionalProperties: true }, sort: sortSchema },
     },
   },
 } as const

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { Params } from '../../../src/store/sql.js'
-import { compileOrderBy, parseSortBody, parseSortParam, type SortSpec } from '../../../src/query/sort.js'
+import { compileOrderBy, parseSortParam, type SortSpec } from '../../../src/query/sort.js'
 import type { Target } from '../../../src/query/fields.js'
 import { caught, givenMetamodel } from './fixtures.js'
 
@@ -25,36 +25,6 @@ describe('parseSortParam', () => {
   it.each([['name,,id', 2], ['-', 1], ['name,', 2]])('rejects %s (item %i names no field)', (sort, item) => {
     expect(caught(() => parseSortParam(sort))).toEqual(invalidSort(
       `sort item ${item} names no field; use sort=<field> or sort=-<field>, comma-separated`, { parameter: 'sort' }))
-  })
-})
-
-describe('parseSortBody', () => {
-  it('reads [{field, order}] with pointers, order defaulting to asc', () => {
-    expect(parseSortBody([{ field: 'name', order: 'asc' }, { field: 'created_at', order: 'desc' }, { field: 'id' }])).toEqual([
-      { field: 'name', order: 'asc', pointer: '/sort/0' },
-      { field: 'created_at', order: 'desc', pointer: '/sort/1' },
-      { field: 'id', order: 'asc', pointer: '/sort/2' },
-    ])
-  })
-
-  it('reads undefined and null as the default order, and uses the pointer given', () => {
-    expect(parseSortBody(undefined)).toEqual([])
-    expect(parseSortBody(null)).toEqual([])
-    expect(parseSortBody([{ field: 'name' }], '/relationships/sort')).toEqual([{ field: 'name', order: 'asc', pointer: '/relationships/sort/0' }])
-  })
-
-  it.each<[unknown, string, string]>([
-    ['name', 'sort must be an array of {"field", "order"} objects', '/sort'],
-    [{ field: 'name' }, 'sort must be an array of {"field", "order"} objects', '/sort'],
-    [['name'], 'a sort entry must be an object {"field", "order"}', '/sort/0'],
-    [[{ field: 'name' }, null], 'a sort entry must be an object {"field", "order"}', '/sort/1'],
-    [[{ field: 'name', direction: 'asc' }], 'unknown member "direction" in a sort entry; it has "field" and "order"', '/sort/0/direction'],
-    [[{ order: 'asc' }], 'field must be a non-empty string', '/sort/0/field'],
-    [[{ field: '', order: 'asc' }], 'field must be a non-empty string', '/sort/0/field'],
-    [[{ field: 'name', order: 'ASC' }], 'order must be "asc" or "desc", got "ASC"', '/sort/0/order'],
-    [[{ field: 'name', order: null }], 'order must be "asc" or "desc", got null', '/sort/0/order'],
-  ])('rejects %j', (body, detail, pointer) => {
-    expect(caught(() => parseSortBody(body))).toEqual(invalidSort(detail, { pointer }))
   })
 })
 
@@ -114,7 +84,7 @@ describe('compileOrderBy', () => {
   })
 
   it('points into the body for a body sort', () => {
-    expect(caught(() => orderBy(parseSortBody([{ field: 'name' }, { field: 'nope', order: 'desc' }])))).toEqual(invalidSort(
+    expect(caught(() => orderBy([{ field: 'name', order: 'asc', pointer: '/sort/0' }, { field: 'nope', order: 'desc', pointer: '/sort/1' }]))).toEqual(invalidSort(
       'cannot sort by "nope"; assets sort by id, asset_type_key, name, access_domain_key, created_at, updated_at, properties.<key>', { pointer: '/sort/1/field' }))
   })
 
