@@ -3,7 +3,7 @@ import type { AuthContext } from '../core/auth/context.js'
 import { compileFilter } from '../query/compile.js'
 import { columnField, type ColumnField } from '../query/fields.js'
 import { MATCH_ALL, MATCH_NONE, type ResolvedCondition, type ResolvedNode } from '../query/resolve.js'
-import { levelRank, type Grant, type Level } from './levels.js'
+import { levelRank, type Grant, type Level } from '../core/auth/levels.js'
 
 /** The grants of a key that reach `level`; a Viewer key never gets past `view`. */
 function grantsAtLeast(auth: AuthContext, level: Level): Grant[] {

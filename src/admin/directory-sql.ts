@@ -1,6 +1,6 @@
 import type { Queryable } from '../store/db.js'
 import { Params, selectPage } from '../store/sql.js'
-import type { Grant } from '../access/levels.js'
+import type { Grant } from '../core/auth/levels.js'
 
 export interface RoleRow {
   key: string

@@ -3,7 +3,7 @@ import type { AuthContext } from '../core/auth/context.js'
 import type { Db } from '../store/db.js'
 import { isoSecond, isUuid } from '../core/time.js'
 import { offsetOf, pageMeta, type Page, type PageMeta } from '../core/pagination.js'
-import type { Grant } from '../access/levels.js'
+import type { Grant } from '../core/auth/levels.js'
 import { selectDirectoryPage, selectDirectoryRow, type AccessDomainRow, type RoleRow, type UserRow } from './directory-sql.js'
 
 /** What the admin services need of a request (they never see `request` itself). */

@@ -1,6 +1,6 @@
 import { commonErrorResponses, errorEnvelopeSchema, listEnvelope, recordEnvelope } from '../core/schemas.js'
 import { pageQuerySchema } from '../core/pagination.js'
-import { LEVELS } from '../access/levels.js'
+import { LEVELS } from '../core/auth/levels.js'
 
 const nullableString = { type: ['string', 'null'] } as const
 const timestamp = { type: 'string', format: 'date-time', examples: ['2026-01-31T09:15:00Z'] } as const

@@ -1,4 +1,4 @@
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { AppError, Errors } from '../core/errors.js'
 import { ensureProjection } from '../projection/sync.js'
 import { compileAnalytics, MAX_BREAKDOWN_ROWS, MAX_GROUPS, type CompiledAnalytics, type OutputType, type Statement } from './compile.js'

@@ -1,5 +1,5 @@
 import { Errors, type Issue } from '../core/errors.js'
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import type { Tx } from '../store/db.js'
 import { describeDomain, hasLevel } from '../access/scope.js'
 import { prepareNewAsset, type AssetInput } from './prepare.js'
@@ -7,7 +7,7 @@ import { insertAssets, type NewAssetRow } from './sql.js'
 import type { AssetRow } from './mapper.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
-import { originOf } from '../events/write.js'
+import { originOf } from '../outbox/write.js'
 
 export type BulkAssetInput = AssetInput & BulkItem
 

@@ -1,4 +1,4 @@
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { Params } from '../store/sql.js'
 import { offsetOf, pageFromQuery, pageMeta, type PageMeta } from '../core/pagination.js'
 import { scopeFilter } from '../access/scope.js'

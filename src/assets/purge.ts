@@ -1,10 +1,10 @@
 import { AppError, Errors } from '../core/errors.js'
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { deleteRelationships } from '../relationships/sql.js'
 import type { RelationshipRow } from '../relationships/mapper.js'
 import { toAssetRecord, type AssetRecord } from './mapper.js'
 import { findArchived } from './restore.js'
-import { originOf } from '../events/write.js'
+import { originOf } from '../outbox/write.js'
 import { deleteAssetsPermanently, selectRelationshipIdsOf } from './sql.js'
 
 /**

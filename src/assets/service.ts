@@ -1,8 +1,8 @@
 import { AppError, Errors } from '../core/errors.js'
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import type { Tx } from '../store/db.js'
 import { describeDomain, hasLevel } from '../access/scope.js'
-import type { Level } from '../access/levels.js'
+import type { Level } from '../core/auth/levels.js'
 import { parseAssetRef } from '../metamodel/refs.js'
 import { asSingleItem } from '../core/items.js'
 import { toAssetRecord, type AssetRecord, type AssetRow } from './mapper.js'
@@ -11,7 +11,7 @@ import { archiveAssets, selectAssetsByKeys } from './sql.js'
 import { createAssets } from './create.js'
 import { patchAssets } from './update.js'
 import { upsertAssets, type UpsertItem, type UpsertResult } from './upsert.js'
-import { originOf } from '../events/write.js'
+import { originOf } from '../outbox/write.js'
 
 function notFound(ref: string): AppError {
   return new AppError(Errors.NOT_FOUND, `asset ${ref} not found`)

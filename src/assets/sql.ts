@@ -4,13 +4,14 @@ import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
 import { noteDataWrite } from '../counts/cache.js'
-import { assetCreatedEventsSql, createdEventIds, eventOriginParams, writeAssetEvents, writeAssetUpdateEvents, type EventOrigin } from '../events/write.js'
+import { eventOriginParams, type EventOrigin } from '../outbox/write.js'
+import { assetCreatedEventsSql, createdEventIds, writeAssetEvents, writeAssetUpdateEvents } from './events.js'
 
 /*
  * The write paths of asset rows: insertAssets, updateAssets and archiveAssets are the only
  * statements that write `assets` (docs/architecture.md, "Write paths"). Each takes the caller's
  * transaction and returns the rows it wrote, so that whatever must follow a write (events) has
- * one place per operation to hook into: each writes its events (src/events/write.ts) in the same
+ * one place per operation to hook into: each writes its events (assets/events.ts, through src/outbox/write.ts) in the same
  * transaction, one statement for all of them.
  */
 

@@ -1,5 +1,5 @@
 import { AppError, Errors, type Issue } from '../core/errors.js'
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import type { Tx } from '../store/db.js'
 import { describeDomain, hasLevel } from '../access/scope.js'
 import { checkDomain, preparePropertiesPatch, type AssetPatch } from './prepare.js'
@@ -9,7 +9,7 @@ import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
 import { compositeKey } from '../refs/resolve.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
-import { originOf } from '../events/write.js'
+import { originOf } from '../outbox/write.js'
 
 /** A PATCH /bulk/assets item; PATCH /assets/{id} is one such item (its body may repeat asset_type_key). */
 export type BulkAssetPatch = AssetPatch & BulkItem & { id: string }

@@ -1,5 +1,5 @@
 import { AppError, Errors, type Issue } from '../core/errors.js'
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { describeDomain, hasLevel } from '../access/scope.js'
 import { parseAssetRef } from '../metamodel/refs.js'
 import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
@@ -10,7 +10,7 @@ import { checkDomain, prepareNewAsset, preparePropertiesPatch } from './prepare.
 import { insertAssets, selectAssetsByKeys, updateAssets, type AssetChange, type NewAssetRow } from './sql.js'
 import { inUniqueOrder } from './create.js'
 import type { AssetRow } from './mapper.js'
-import { originOf } from '../events/write.js'
+import { originOf } from '../outbox/write.js'
 
 /** A PUT /bulk/assets item; PUT /assets/{composite key} is one such item (`id` from the path). */
 export interface UpsertItem extends BulkItem {

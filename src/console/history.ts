@@ -1,6 +1,6 @@
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { readHistory } from '../events/service.js'
-import type { CloudEvent } from '../events/cloud-event.js'
+import type { CloudEvent } from '../outbox/cloud-event.js'
 
 export interface HistoryEntry {
   time: string

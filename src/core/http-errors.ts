@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { AppError, Errors, errorBody, type ErrorDef, type Issue } from './errors.js'
-import { mapPgError } from '../store/pg-errors.js'
+import { mapPgError } from './pg-errors.js'
 import { escapePointer } from './json.js'
 import { discardBody } from './http-layer.js'
 

@@ -1,4 +1,4 @@
-import { AppError, Errors, type ErrorDef, type Issue } from '../core/errors.js'
+import { AppError, Errors, type ErrorDef, type Issue } from './errors.js'
 
 /** Items per bulk request (spec "Limits"). */
 export const MAX_BULK_ITEMS = 10_000

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import { Errors } from './errors.js'
+import { COUNT_CAP, type Counted } from '../store/sql.js'
 
 export interface Page {
   number: number
@@ -19,19 +20,6 @@ export interface PageMeta {
   total_pages: number
   [MORE]?: boolean
 }
-
-/** A page's count: `total` is capped at {@link COUNT_CAP} unless `exact`; `more` says items follow the page. */
-export interface Counted {
-  total: number
-  exact: boolean
-  more: boolean
-}
-
-/**
- * Counts stop here (CONTRACT §1): past it a count would read every match, which costs more than the
- * page itself at a million assets. The caller asks for the exact figure when it needs it.
- */
-export const COUNT_CAP = 10_000
 
 export const DEFAULT_PAGE_SIZE = 50
 export const MAX_PAGE_SIZE = 100
@@ -78,14 +66,6 @@ export function pageMeta(page: Page, counted: number | Counted): PageMeta {
 /** `relationships_meta.page` of included relationships: counted exactly per asset, so no flag. */
 export function includedPageMeta(page: Page, total: number): Omit<PageMeta, 'total_items_exact' | typeof MORE> {
   return { number: page.number, size: page.size, total_items: total, total_pages: Math.ceil(total / page.size) }
-}
-
-/**
- * The count rule of CONTRACT §1 applied to a figure known exactly: past {@link COUNT_CAP} it is
- * reported as the cap unless the page asked for the exact count.
- */
-export function capCount(page: Page, n: number, more: boolean): Counted {
-  return n > COUNT_CAP && page.count !== 'exact' ? { total: COUNT_CAP, exact: false, more } : { total: n, exact: true, more }
 }
 
 export function offsetOf(page: Page): number {

@@ -1,7 +1,7 @@
 import { connect } from '@nats-io/transport-node'
 import { jetstream, jetstreamManager } from '@nats-io/jetstream'
 import { BACKGROUND_SQL, type Db } from '../store/db.js'
-import { EVENT_COLUMNS, toCloudEvent, type StampedEventRow } from './cloud-event.js'
+import { EVENT_COLUMNS, toCloudEvent, type StampedEventRow } from '../outbox/cloud-event.js'
 import type { EventRelay, StampedEvent } from './relay.js'
 
 export interface NatsOptions {

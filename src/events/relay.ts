@@ -1,7 +1,7 @@
 import { BACKGROUND_SQL, type Db, type Queryable } from '../store/db.js'
 import { metrics } from '../ops/metrics.js'
-import { EVENT_COLUMNS, toCloudEvent, type CloudEvent, type StampedEventRow } from './cloud-event.js'
-import { onEventsWritten } from './write.js'
+import { EVENT_COLUMNS, toCloudEvent, type CloudEvent, type StampedEventRow } from '../outbox/cloud-event.js'
+import { onEventsWritten } from '../outbox/write.js'
 
 /** An event the relay has just stamped, with its organization. */
 export interface StampedEvent {

@@ -4,7 +4,7 @@ import { pageQuerySchema } from '../core/pagination.js'
 import { assetSchema } from '../assets/schemas.js'
 import { relationshipSchema } from '../relationships/schemas.js'
 import { apiKeySchema } from '../admin/schemas.js'
-import { EVENT_TYPES } from './cloud-event.js'
+import { EVENT_TYPES } from '../outbox/cloud-event.js'
 import { DEFAULT_FEED_SIZE, MAX_FEED_SIZE } from './service.js'
 
 const { relationships: _r, relationships_meta: _m, ...assetFields } = assetSchema.properties

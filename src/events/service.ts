@@ -1,9 +1,9 @@
 import { AppError, Errors } from '../core/errors.js'
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { isUuid } from '../core/time.js'
 import { offsetOf, pageMeta, type Page, type PageMeta } from '../core/pagination.js'
 import { findAsset } from '../assets/service.js'
-import { toCloudEvent, type CloudEvent } from './cloud-event.js'
+import { toCloudEvent, type CloudEvent } from '../outbox/cloud-event.js'
 import { selectFeed, selectHistoryPage, selectPurgedThrough } from './sql.js'
 
 export const DEFAULT_FEED_SIZE = 100

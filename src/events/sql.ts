@@ -2,7 +2,7 @@ import type { Queryable } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
 import { Params, selectPage, type PageRows } from '../store/sql.js'
-import { EVENT_COLUMNS, type StampedEventRow } from './cloud-event.js'
+import { EVENT_COLUMNS, type StampedEventRow } from '../outbox/cloud-event.js'
 
 /**
  * The FROM clause of every event read: `events e`, and `t`, the relationship target's scoping

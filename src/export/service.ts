@@ -1,4 +1,4 @@
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { AppError, Errors } from '../core/errors.js'
 import { Params } from '../store/sql.js'
 import { scopeFilter } from '../access/scope.js'

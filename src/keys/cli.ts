@@ -1,7 +1,7 @@
 import type { Db } from '../store/db.js'
 import { AppError } from '../core/errors.js'
 import { storeNewKey } from './create.js'
-import { operatorOrigin } from '../events/write.js'
+import { operatorOrigin } from '../outbox/write.js'
 import { checkRoles } from './service.js'
 import { selectKeyOwner, selectOrgIdByKey } from './sql.js'
 import { INVALIDATE_CHANNEL } from '../core/channels.js'

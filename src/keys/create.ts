@@ -2,7 +2,7 @@ import type { Queryable } from '../store/db.js'
 import { generateToken } from '../core/auth/tokens.js'
 import { newId } from '../core/time.js'
 import { insertApiKey } from './sql.js'
-import type { EventOrigin } from '../events/write.js'
+import type { EventOrigin } from '../outbox/write.js'
 import { toApiKeyRecord, type ApiKeyRecord } from './mapper.js'
 
 export interface KeySpec {

@@ -10,7 +10,7 @@ import { INVALIDATE_CHANNEL } from '../core/channels.js'
 import { storeNewKey } from './create.js'
 import { deleteApiKey, selectApiKey, selectApiKeyPage, selectExistingRoleKeys, selectKeyOwner, updateApiKey, type ApiKeyRow, type KeyOwner } from './sql.js'
 import { toApiKeyRecord, type ApiKeyRecord } from './mapper.js'
-import { originOf } from '../events/write.js'
+import { originOf } from '../outbox/write.js'
 
 /**
  * THE rules of API keys (CONTRACT §9), for the routes (src/admin/routes.ts) and the CLI

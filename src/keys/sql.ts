@@ -1,5 +1,6 @@
 import type { Queryable } from '../store/db.js'
-import { writeApiKeyEvent, type EventOrigin } from '../events/write.js'
+import type { EventOrigin } from '../outbox/write.js'
+import { writeApiKeyEvent } from './events.js'
 import { Params, selectPage } from '../store/sql.js'
 
 /** What a key is, as it is written and read back (the secret's hash is written, never read). */

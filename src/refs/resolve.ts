@@ -1,4 +1,4 @@
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import type { Queryable } from '../store/db.js'
 import { hasLevel } from '../access/scope.js'
 import { parseAssetRef, type AssetKey } from '../metamodel/refs.js'

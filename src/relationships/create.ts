@@ -1,5 +1,5 @@
 import { Errors, type Issue } from '../core/errors.js'
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import type { Tx } from '../store/db.js'
 import { isUuid, newId } from '../core/time.js'
 import { parseAssetRef } from '../metamodel/refs.js'

@@ -1,5 +1,5 @@
 import { AppError, Errors, type Issue } from '../core/errors.js'
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import type { Tx } from '../store/db.js'
 import { hasLevel } from '../access/scope.js'
 import { newId } from '../core/time.js'
@@ -10,7 +10,7 @@ import { deleteRelationships, insertRelationships, type NewRelationshipRow } fro
 import type { RelationshipRow } from './mapper.js'
 import { escapePointer, isObject } from '../core/json.js'
 import { selectReplacedRelationships, type Direction, type KeptRelated, type PairKey } from './embedded-sql.js'
-import { originOf } from '../events/write.js'
+import { originOf } from '../outbox/write.js'
 
 /** What a sync wrote: the relationships it created and those it deleted (as they were). */
 export interface SyncResult {

@@ -1,5 +1,5 @@
 import { AppError, Errors, type Issue } from '../core/errors.js'
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { toRelatedAsset, type RelationshipRecord } from './mapper.js'
 import { selectRelatedAssets } from './sql.js'
 

@@ -1,4 +1,4 @@
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { includedPageMeta, offsetOf } from '../core/pagination.js'
 import { toRelatedAsset, type RelatedAssetRecord } from './mapper.js'
 import { selectIncludedRelationships, type IncludedRow } from './include-sql.js'

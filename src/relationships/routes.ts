@@ -6,7 +6,7 @@ import { createRelationship, deleteRelationship, getRelationship } from './servi
 import { listRelationships } from './list.js'
 import { parseEndIncludes } from './ends.js'
 import type { RelationshipInput } from './prepare.js'
-import { dryRun, dryRunEnvelope, sendDryRun, writeQuery } from '../core/dry-run.js'
+import { dryRun, dryRunEnvelope, sendDryRun, writeQuery } from '../request/dry-run.js'
 
 const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
 

@@ -1,5 +1,5 @@
 import { AppError, Errors } from '../core/errors.js'
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { Params } from '../store/sql.js'
 import { hasLevel, scopeFilter } from '../access/scope.js'
 import { isUuid } from '../core/time.js'
@@ -14,7 +14,7 @@ import { asSingleItem } from '../core/items.js'
 import { createRelationships } from './create.js'
 import { attachEnds, type EndIncludes } from './ends.js'
 import type { Queryable } from '../store/db.js'
-import { originOf } from '../events/write.js'
+import { originOf } from '../outbox/write.js'
 
 function notFound(id: string): AppError {
   return new AppError(Errors.NOT_FOUND, `relationship ${id} not found`)

@@ -3,7 +3,8 @@ import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
 import { ORG_ROW, Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
-import { originOf, writeRelationshipEvents, type EventOrigin, type WriteContext } from '../events/write.js'
+import { originOf, type EventOrigin, type WriteContext } from '../outbox/write.js'
+import { writeRelationshipEvents } from './events.js'
 
 /** A validated relationship ready to be written (see prepare.ts). */
 export interface NewRelationshipRow {

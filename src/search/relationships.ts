@@ -1,4 +1,4 @@
-import type { RequestContext } from '../core/context.js'
+import type { RequestContext } from '../request/context.js'
 import { Errors } from '../core/errors.js'
 import { offsetOf, pageMeta, type PageMeta } from '../core/pagination.js'
 import { compileWhere } from '../query/where.js'

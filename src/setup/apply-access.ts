@@ -5,7 +5,7 @@ import { countLiveInDomain } from './guards.js'
 import { selectUsers } from './state.js'
 import type { AccessDomainSpec, RoleSpec, UserSpec } from './types.js'
 import { removeRoleFromKeys } from '../keys/sql.js'
-import { operatorOrigin } from '../events/write.js'
+import { operatorOrigin } from '../outbox/write.js'
 
 /** Roles kept from the store (the file lists no roles) that grant on access domain `key`. */
 function storedRolesOnDomain(ctx: ApplyContext, key: string): string[] {

@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
 import ipaddr from 'ipaddr.js'
-import { LEVELS } from '../access/levels.js'
+import { LEVELS } from '../core/auth/levels.js'
 import { KEY_PATTERN, PROPERTY_TYPES } from '../metamodel/types.js'
 import { USER_PERMISSION_TYPES } from './types.js'
 

@@ -1,5 +1,5 @@
 import type { Tx } from '../store/db.js'
-import type { Level } from '../access/levels.js'
+import type { Level } from '../core/auth/levels.js'
 import type {
   AccessDomainSpec, AssetTypeSpec, GrantSpec, OrganizationSpec, PropertySpec, RelationshipTypeSpec, RoleSpec, UserSpec,
 } from './types.js'

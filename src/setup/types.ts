@@ -1,4 +1,4 @@
-import type { Level } from '../access/levels.js'
+import type { Level } from '../core/auth/levels.js'
 import type { PropertyDefinition } from '../metamodel/types.js'
 
 /**

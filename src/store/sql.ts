@@ -1,4 +1,3 @@
-import { capCount, COUNT_CAP, type Counted } from '../core/pagination.js'
 import type { Queryable } from './db.js'
 
 /**
@@ -46,6 +45,27 @@ export const ORG_ROW = '(SELECT $1::uuid AS org_id OFFSET 0) o'
 /** Escapes LIKE/ILIKE wildcards so user text matches literally (with `ESCAPE '\'`). */
 export function escapeLike(value: string): string {
   return value.replace(/[\\%_]/g, (c) => `\\${c}`)
+}
+
+/** A page's count: `total` is capped at {@link COUNT_CAP} unless `exact`; `more` says items follow the page. */
+export interface Counted {
+  total: number
+  exact: boolean
+  more: boolean
+}
+
+/**
+ * Counts stop here (CONTRACT §1): past it a count would read every match, which costs more than the
+ * page itself at a million assets. The caller asks for the exact figure when it needs it.
+ */
+export const COUNT_CAP = 10_000
+
+/**
+ * The count rule of CONTRACT §1 applied to a figure known exactly: past {@link COUNT_CAP} it is
+ * reported as the cap unless the page asked for the exact count.
+ */
+export function capCount(page: { count?: 'exact' }, n: number, more: boolean): Counted {
+  return n > COUNT_CAP && page.count !== 'exact' ? { total: COUNT_CAP, exact: false, more } : { total: n, exact: true, more }
 }
 
 /** Conditions, order and page of a list or search; `params` holds the values `where` and `orderBy` use. */

@@ -1,5 +1,5 @@
 import type { Queryable } from '../store/db.js'
-import type { CloudEvent } from '../events/cloud-event.js'
+import type { CloudEvent } from '../outbox/cloud-event.js'
 import { insertMatchingDeliveries, selectEnabledPatterns } from './sql.js'
 import { matchesEventType } from './patterns.js'
 

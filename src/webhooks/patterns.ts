@@ -1,5 +1,5 @@
 import type { Issue } from '../core/errors.js'
-import { EVENT_TYPES } from '../events/cloud-event.js'
+import { EVENT_TYPES } from '../outbox/cloud-event.js'
 
 /** The event a `POST /webhooks/{id}/test` sends, to that webhook only (never subscribed to). */
 export const TEST_EVENT_TYPE = 'webhook.test'

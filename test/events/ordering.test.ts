@@ -5,7 +5,7 @@ import { createTestApp, type TestApp } from '../helpers/app.js'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/core/config.js'
 import { openDb, type Db } from '../../src/store/db.js'
-import { operatorOrigin, writeEvents } from '../../src/events/write.js'
+import { operatorOrigin, writeEvents } from '../../src/outbox/write.js'
 
 const WRITERS = 8
 const ROUNDS = 5

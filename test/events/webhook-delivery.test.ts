@@ -11,7 +11,7 @@ import { enqueueDeliveries } from '../../src/webhooks/enqueue.js'
 import { insertWebhook } from '../../src/webhooks/sql.js'
 import { newWebhookSecret } from '../../src/webhooks/signing.js'
 import { parseRetryAfter } from '../../src/webhooks/worker.js'
-import type { CloudEvent } from '../../src/events/cloud-event.js'
+import type { CloudEvent } from '../../src/outbox/cloud-event.js'
 
 /** A stamped event as the relay hands it to its onStamped hooks. */
 function cloudEvent(type: string, sequence: number, subject = `assets/${newId()}`): CloudEvent {

@@ -5,7 +5,7 @@ import { AppError, Errors } from '../errors.js'
 import type { AuthContext } from './context.js'
 import { effectivePermission, type KeyPermission, type UserPermission } from './permissions.js'
 import { tokenMatches, tokenPrefix } from './tokens.js'
-import type { Grant } from '../../access/levels.js'
+import type { Grant } from './levels.js'
 
 interface KeyRow {
   id: string

@@ -1,4 +1,4 @@
-import type { Grant } from '../../access/levels.js'
+import type { Grant } from './levels.js'
 import type { KeyPermission, UserPermission } from './permissions.js'
 
 /** Who is calling, resolved once per key and cached (see authenticate.ts). */

@@ -1,5 +1,5 @@
 import type { Queryable } from '../../store/db.js'
-import type { Grant } from '../../access/levels.js'
+import type { Grant } from './levels.js'
 import type { AuthContext } from './context.js'
 import { effectivePermission, type UserPermission } from './permissions.js'
 

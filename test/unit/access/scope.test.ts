@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { PGlite } from '@electric-sql/pglite'
 import { hasLevel, levelOn, scopeCondition } from '../../../src/access/scope.js'
-import { LEVELS, type Grant, type Level } from '../../../src/access/levels.js'
+import { LEVELS, type Grant, type Level } from '../../../src/core/auth/levels.js'
 import type { AuthContext } from '../../../src/core/auth/context.js'
 import type { KeyPermission } from '../../../src/core/auth/permissions.js'
 import { Params } from '../../../src/store/sql.js'

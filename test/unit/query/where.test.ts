@@ -7,7 +7,7 @@ import { scopeFilter } from '../../../src/access/scope.js'
 import { projectionStorage } from '../../../src/projection/storage.js'
 import { columnName, projectionOf } from '../../../src/projection/columns.js'
 import type { AuthContext } from '../../../src/core/auth/context.js'
-import type { Grant } from '../../../src/access/levels.js'
+import type { Grant } from '../../../src/core/auth/levels.js'
 import { ORG_ID, givenMetamodel } from './fixtures.js'
 
 /** Pure: compileWhere's text and values for each target and storage (no database). */

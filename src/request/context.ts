@@ -1,6 +1,6 @@
 import type { Db } from '../store/db.js'
 import type { CountMemo } from '../store/sql.js'
-import type { AuthContext } from './auth/context.js'
+import type { AuthContext } from '../core/auth/context.js'
 import type { LoadedMetamodel } from '../metamodel/service.js'
 
 /** What a service needs of a request: the store, the caller and its organization's metamodel. */

@@ -1,4 +1,4 @@
-import { AppError, Errors } from '../core/errors.js'
+import { AppError, Errors } from './errors.js'
 
 /**
  * The one place that reads SQLSTATEs. Maps by constraint name, never by message text; PGlite

@@ -2,12 +2,6 @@ import type { Queryable } from '../store/db.js'
 import { noteDataWrite } from '../counts/cache.js'
 import { ORG_ROW } from '../store/sql.js'
 import { newId } from '../core/time.js'
-import { toAssetRecord, type AssetRow } from '../assets/mapper.js'
-import type { AssetUpdate } from '../assets/sql.js'
-import type { RelationshipRow } from '../relationships/mapper.js'
-import { toRelationshipRecord } from '../relationships/mapper.js'
-import type { ApiKeyRow } from '../keys/sql.js'
-import { toApiKeyRecord } from '../keys/mapper.js'
 import type { EventActor, EventData, EventType } from './cloud-event.js'
 
 /*
@@ -26,7 +20,8 @@ export function onEventsWritten(fn: () => void): () => void {
   return () => writeListeners.delete(fn)
 }
 
-function eventsWritten(): void {
+/** Says that this process is writing events (a statement that writes them itself calls it). */
+export function eventsWritten(): void {
   for (const fn of writeListeners) fn()
 }
 
@@ -125,79 +120,9 @@ export function eventOriginParams(origin: EventOrigin): [string | null, string |
   return [origin.requestId, origin.idempotencyKey, JSON.stringify(origin.actor)]
 }
 
-/** A new event id per row, made in row id order (UUIDv7 ids of one request follow its items). */
-export function createdEventIds(rows: readonly { id: string }[]): Map<string, string> {
-  return new Map(inIdOrder(rows).map((row) => [row.id, newId()]))
-}
-
-/** `2026-01-31T09:15:00Z` in SQL, as isoSecond() writes it. */
-const isoSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`
-
-/**
- * The INSERT of `asset.created` events for the rows of a data-modifying CTE (`rows`: the columns
- * of an asset record) whose event ids are in `ids.event_id` (joined on `id`), for one statement
- * that writes assets and events together. Parameters: $1 org, $3 request id, $4 Idempotency-Key,
- * $5 actor (json). `data.object` is the record as toAssetRecord() builds it.
- */
-export function assetCreatedEventsSql(rows: string, ids: string): string {
-  eventsWritten()
-  return `INSERT INTO events (org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key)
-       SELECT $1, ${ids}.event_id, 'asset.created', 'assets/' || ${rows}.id, now(), $3, $4,
-              jsonb_build_object('object', jsonb_build_object('id', ${rows}.id, 'asset_type_key', ${rows}.asset_type_key, 'name', ${rows}.name,
-                'access_domain_key', ${rows}.access_domain_key, 'properties', ${rows}.properties,
-                'created_at', ${isoSql(`${rows}.created_at`)}, 'updated_at', ${isoSql(`${rows}.updated_at`)}), 'actor', $5::jsonb),
-              ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key
-       FROM ${rows} JOIN ${ids} ON ${ids}.id = ${rows}.id`
-}
-
-function assetEvent(type: EventType, row: AssetRow, changes?: EventData['changes']): NewEvent {
-  return {
-    type,
-    subject: `assets/${row.id}`,
-    object: toAssetRecord(row) as unknown as Record<string, unknown>,
-    ...(changes ? { changes } : {}),
-    asset_id: row.id,
-    asset_type_key: row.asset_type_key,
-    access_domain_key: row.access_domain_key,
-  }
-}
-
 /** By asset id: ids are UUIDv7 made in item order, so a bulk's events follow its items. */
-function inIdOrder<T extends { id: string }>(rows: readonly T[]): T[] {
+export function inIdOrder<T extends { id: string }>(rows: readonly T[]): T[] {
   return [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-}
-
-/**
- * `asset.created`, `asset.archived`, `asset.restored`, `asset.deleted` for asset rows (the
- * record as GET returns it; archived and deleted: the last state). The console's restore and
- * permanent deletion call this with their rows.
- */
-export async function writeAssetEvents(tx: Queryable, origin: EventOrigin, type: 'asset.created' | 'asset.archived' | 'asset.restored' | 'asset.deleted', rows: readonly AssetRow[]): Promise<void> {
-  await writeEvents(tx, origin, inIdOrder(rows).map((row) => assetEvent(type, row)))
-}
-
-/** `asset.updated` for each update that changed something; `changes` lists exactly what changed. */
-export async function writeAssetUpdateEvents(tx: Queryable, origin: EventOrigin, updates: readonly AssetUpdate[]): Promise<void> {
-  const events: NewEvent[] = []
-  for (const { before, after } of [...updates].sort((a, b) => (a.after.id < b.after.id ? -1 : 1))) {
-    const changes = assetChanges(before, after)
-    if (changes) events.push(assetEvent('asset.updated', after, changes))
-  }
-  await writeEvents(tx, origin, events)
-}
-
-/** The fields that differ: `name`, `access_domain_key`, `properties.<key>` (a cleared key: `to` null); null when none. */
-export function assetChanges(before: AssetRow, after: AssetRow): EventData['changes'] | null {
-  const changes: NonNullable<EventData['changes']> = {}
-  if (before.name !== after.name) changes.name = { from: before.name, to: after.name }
-  if (before.access_domain_key !== after.access_domain_key) changes.access_domain_key = { from: before.access_domain_key, to: after.access_domain_key }
-  const keys = new Set([...Object.keys(before.properties), ...Object.keys(after.properties)])
-  for (const key of [...keys].sort()) {
-    const from = before.properties[key] ?? null
-    const to = after.properties[key] ?? null
-    if (!sameJson(from, to)) changes[`properties.${key}`] = { from, to }
-  }
-  return Object.keys(changes).length === 0 ? null : changes
 }
 
 /** Deep equality of JSON values (jsonb normalizes object key order; arrays keep theirs). */
@@ -212,40 +137,4 @@ export function sameJson(a: unknown, b: unknown): boolean {
   const ka = Object.keys(a)
   const kb = Object.keys(b)
   return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
-}
-
-/**
- * `relationship.created` / `relationship.deleted`; the ends' types and access domains (scoping)
- * are read in the same statement, so call it while both end assets exist (before a permanent
- * deletion of an end).
- */
-export async function writeRelationshipEvents(tx: Queryable, origin: EventOrigin, type: 'relationship.created' | 'relationship.deleted', rows: readonly RelationshipRow[]): Promise<void> {
-  await writeEvents(tx, origin, inIdOrder(rows).map((row) => ({
-    type,
-    subject: `relationships/${row.id}`,
-    object: toRelationshipRecord(row) as unknown as Record<string, unknown>,
-    asset_id: row.source_asset_id,
-    related_asset_id: row.target_asset_id,
-  })), { lookupEnds: true })
-}
-
-const API_KEY_FIELDS = ['name', 'description', 'permission_type', 'role_keys', 'owner_user_id'] as const
-
-/** `api_key.*` of one key: the record without secret; `updated` only when a record field changed. */
-export async function writeApiKeyEvent(tx: Queryable, origin: EventOrigin, type: 'api_key.created' | 'api_key.updated' | 'api_key.deleted', row: ApiKeyRow, before?: ApiKeyRow): Promise<void> {
-  let changes: EventData['changes']
-  if (type === 'api_key.updated') {
-    if (!before) throw new Error('api_key.updated needs the key as it was')
-    changes = {}
-    for (const field of API_KEY_FIELDS) {
-      if (!sameJson(before[field], row[field])) changes[field] = { from: before[field], to: row[field] }
-    }
-    if (Object.keys(changes).length === 0) return
-  }
-  await writeEvents(tx, origin, [{
-    type,
-    subject: `api-keys/${row.id}`,
-    object: toApiKeyRecord(row) as unknown as Record<string, unknown>,
-    ...(changes ? { changes } : {}),
-  }])
 }
