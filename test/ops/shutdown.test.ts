@@ -9,18 +9,23 @@ import { ACME_YAML, cli, postgresSchema, runCli } from '../helpers/cli-server.js
 
 const ITEMS = 3000
 
-/** POSTs `body`, calling `sent` once the whole request has left; resolves with the answer. */
-function post(url: string, key: string, body: unknown, sent: () => void): Promise<{ status: number; body: any; connection: string | undefined }> {
+/**
+ * POSTs `body` and holds back its last byte until `beforeLastByte` has run: the request is surely
+ * in flight (its headers read, its body not complete) whatever the server does meanwhile. (Sent
+ * whole, a bulk request on PGlite, whose statements run on the server's own thread, could be
+ * answered before the server even handled a signal sent after it.) Resolves with the answer.
+ */
+function post(url: string, key: string, body: unknown, beforeLastByte: () => Promise<void>): Promise<{ status: number; body: any; connection: string | undefined }> {
   return new Promise((resolve, reject) => {
-    const payload = JSON.stringify(body)
-    const req = http.request(url, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
+    const payload = Buffer.from(JSON.stringify(body))
+    const req = http.request(url, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': payload.length } }, (res) => {
       let text = ''
       res.on('data', (d: Buffer) => (text += d.toString()))
       res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text), connection: res.headers.connection }))
     })
     req.on('error', reject)
-    req.on('finish', sent)
-    req.end(payload)
+    req.write(payload.subarray(0, -1))
+    void beforeLastByte().then(() => req.end(payload.subarray(-1)), reject)
   })
 }
 
@@ -62,9 +67,13 @@ for (const kind of STORES) {
       const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
       const items = Array.from({ length: ITEMS }, (_, i) => ({ asset_type_key: 'server', name: `srv-${i}`, properties: { hostname: `srv-${i}.acme.test`, environment: 'prod' } }))
       let signalledAt = 0
-      const answer = await post(`${url}/api/v1/bulk/assets`, key, items, () => {
+      const answer = await post(`${url}/api/v1/bulk/assets`, key, items, async () => {
+        // The server has the request's headers (it is in flight) when the signal arrives.
+        await new Promise((r) => setTimeout(r, 300))
         signalledAt = Date.now()
         server.child.kill('SIGTERM')
+        // An idle event loop handles the signal at once: draining has begun when the body completes.
+        await new Promise((r) => setTimeout(r, 500))
       })
       expect(signalledAt).toBeGreaterThan(0)
       expect(answer.status).toBe(201)
