@@ -11,9 +11,10 @@ import { ident } from './sql.js'
  * (it is on this project's CI machines), and it waits for 10 % of a table to change and for its
  * next round (a minute). Meanwhile an organization that has just grown from nothing to 100,000
  * assets is still "empty" to the planner. So on both stores the keeper runs ANALYZE after large
- * writes (1,000 rows and 10 % of the table since the last one): at most
+ * writes (1,000 rows and 10 % of the table since the last one): on PostgreSQL at most
  * {@link ANALYZE_DEBOUNCE_MS} after the write that crossed the threshold (a series of bulk
- * requests pays for one ANALYZE every few seconds at most, not one each), and on a
+ * requests pays for one ANALYZE every few seconds at most, not one each); on PGlite, whose only
+ * thread ANALYZE holds, that long after the last write of a series; and on a
  * schedule while writes keep coming. PGlite analyzes its whole database; PostgreSQL, whose
  * database may hold other schemas, the service's written tables: `assets`, `relationships` and
  * the typed projections of the organizations written to.
@@ -56,8 +57,10 @@ export class StatisticsKeeper {
   }
 
   private analyzeSoon(delay: number): void {
-    // Already due: a later write does not push it back (statistics stay at most this stale).
-    if (this.timer !== null && delay > 0) return
+    // PostgreSQL: already due, a later write does not push it back (statistics stay at most this
+    // stale; ANALYZE runs beside the requests). PGlite: ANALYZE holds the server's only thread, so
+    // a series of bulk requests is not interrupted: each write pushes it back until a quiet moment.
+    if (this.timer !== null && delay > 0 && this.db.kind === 'postgres') return
     if (this.timer !== null) clearTimeout(this.timer)
     this.timer = setTimeout(() => { this.timer = null; void this.analyze() }, delay)
     this.timer.unref()

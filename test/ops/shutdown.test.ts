@@ -2,7 +2,7 @@ import http from 'node:http'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { openDb } from '../../src/store/db.js'
 import { STORES } from '../helpers/stores.js'
 import { ACME_YAML, cli, postgresSchema, runCli } from '../helpers/cli-server.js'
@@ -64,6 +64,8 @@ for (const kind of STORES) {
       await cli(['apply', path.join(dir, 'acme.yaml')], env)
       const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
       const server = runCli(['serve', '--port', '0'], env)
+      // A failing assertion must not leave the server running over a data directory removed under it.
+      onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
       const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
       const items = Array.from({ length: ITEMS }, (_, i) => ({ asset_type_key: 'server', name: `srv-${i}`, properties: { hostname: `srv-${i}.acme.test`, environment: 'prod' } }))
       let signalledAt = 0
