@@ -1,19 +1,18 @@
 import type { Queryable } from '../store/db.js'
-import { newId } from '../core/time.js'
-import { eventsWritten, inIdOrder, sameJson, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
-import type { EventData, EventType } from '../outbox/cloud-event.js'
+import { eventsWritten, inIdOrder, isoSecondSql, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
+import type { EventType } from '../outbox/cloud-event.js'
 import { toAssetRecord, type AssetRow } from './mapper.js'
-import type { AssetUpdate } from './sql.js'
 
 /* The events of asset writes (CONTRACT §13), written through the outbox (src/outbox/write.ts). */
 
-/** A new event id per row, made in row id order (UUIDv7 ids of one request follow its items). */
-export function createdEventIds(rows: readonly { id: string }[]): Map<string, string> {
-  return new Map(inIdOrder(rows).map((row) => [row.id, newId()]))
+/** The asset record of `data.object` as toAssetRecord() builds it, from the columns of `rows`. */
+function assetRecordSql(rows: string): string {
+  return `jsonb_build_object('id', ${rows}.id, 'asset_type_key', ${rows}.asset_type_key, 'name', ${rows}.name,
+                'access_domain_key', ${rows}.access_domain_key, 'properties', ${rows}.properties,
+                'created_at', ${isoSecondSql(`${rows}.created_at`)}, 'updated_at', ${isoSecondSql(`${rows}.updated_at`)})`
 }
 
-/** `2026-01-31T09:15:00Z` in SQL, as isoSecond() writes it. */
-const isoSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`
+const EVENT_COLUMNS = 'org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key'
 
 /**
  * The INSERT of `asset.created` events for the rows of a data-modifying CTE (`rows`: the columns
@@ -23,21 +22,53 @@ const isoSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-
  */
 export function assetCreatedEventsSql(rows: string, ids: string): string {
   eventsWritten()
-  return `INSERT INTO events (org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key)
+  return `INSERT INTO events (${EVENT_COLUMNS})
        SELECT $1, ${ids}.event_id, 'asset.created', 'assets/' || ${rows}.id, now(), $3, $4,
-              jsonb_build_object('object', jsonb_build_object('id', ${rows}.id, 'asset_type_key', ${rows}.asset_type_key, 'name', ${rows}.name,
-                'access_domain_key', ${rows}.access_domain_key, 'properties', ${rows}.properties,
-                'created_at', ${isoSql(`${rows}.created_at`)}, 'updated_at', ${isoSql(`${rows}.updated_at`)}), 'actor', $5::jsonb),
+              jsonb_build_object('object', ${assetRecordSql(rows)}, 'actor', $5::jsonb),
               ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key
        FROM ${rows} JOIN ${ids} ON ${ids}.id = ${rows}.id`
 }
 
-function assetEvent(type: EventType, row: AssetRow, changes?: EventData['changes']): NewEvent {
+/**
+ * The `changes` of `asset.updated` (CONTRACT §13) in SQL, from the columns of `rows`: the record
+ * as it is now and, in `b_name`, `b_access_domain_key`, `b_properties`, as it was. Each field that
+ * differs: `name`, `access_domain_key`, `properties.<key>` with `from` and `to` (a key set or
+ * cleared: null on the other side). jsonb equality, as the stored documents compare. `{}` when
+ * nothing changed.
+ */
+function assetChangesSql(rows: string): string {
+  const field = (name: string) =>
+    `CASE WHEN ${rows}.b_${name} IS DISTINCT FROM ${rows}.${name}
+          THEN jsonb_build_object('${name}', jsonb_build_object('from', ${rows}.b_${name}, 'to', ${rows}.${name})) ELSE '{}'::jsonb END`
+  return `${field('name')} || ${field('access_domain_key')} || coalesce((
+         SELECT jsonb_object_agg('properties.' || k.key, jsonb_build_object('from', coalesce(${rows}.b_properties -> k.key, 'null'::jsonb),
+                                                                             'to', coalesce(${rows}.properties -> k.key, 'null'::jsonb)))
+         FROM (SELECT jsonb_object_keys(${rows}.b_properties) UNION SELECT jsonb_object_keys(${rows}.properties)) AS k(key)
+         WHERE ${rows}.b_properties -> k.key IS DISTINCT FROM ${rows}.properties -> k.key), '{}'::jsonb)`
+}
+
+/**
+ * The INSERT of `asset.updated` events for the rows of a data-modifying UPDATE (`rows`: the
+ * record's columns, the `b_` columns of the record as it was, and `event_id`), in the same
+ * statement: only the rows where something changed get one (a PATCH with the same values: none).
+ * Parameters as {@link assetCreatedEventsSql}; returns one row per event written.
+ */
+export function assetUpdatedEventsSql(rows: string): string {
+  eventsWritten()
+  return `INSERT INTO events (${EVENT_COLUMNS})
+       SELECT $1, ${rows}.event_id, 'asset.updated', 'assets/' || ${rows}.id, now(), $3, $4,
+              jsonb_build_object('object', ${assetRecordSql(rows)}, 'changes', c.changes, 'actor', $5::jsonb),
+              ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key
+       FROM ${rows} CROSS JOIN LATERAL (SELECT ${assetChangesSql(rows)} AS changes) c
+       WHERE c.changes <> '{}'::jsonb
+       RETURNING 1`
+}
+
+function assetEvent(type: EventType, row: AssetRow): NewEvent {
   return {
     type,
     subject: `assets/${row.id}`,
     object: toAssetRecord(row) as unknown as Record<string, unknown>,
-    ...(changes ? { changes } : {}),
     asset_id: row.id,
     asset_type_key: row.asset_type_key,
     access_domain_key: row.access_domain_key,
@@ -51,28 +82,4 @@ function assetEvent(type: EventType, row: AssetRow, changes?: EventData['changes
  */
 export async function writeAssetEvents(tx: Queryable, origin: EventOrigin, type: 'asset.created' | 'asset.archived' | 'asset.restored' | 'asset.deleted', rows: readonly AssetRow[]): Promise<void> {
   await writeEvents(tx, origin, inIdOrder(rows).map((row) => assetEvent(type, row)))
-}
-
-/** `asset.updated` for each update that changed something; `changes` lists exactly what changed. */
-export async function writeAssetUpdateEvents(tx: Queryable, origin: EventOrigin, updates: readonly AssetUpdate[]): Promise<void> {
-  const events: NewEvent[] = []
-  for (const { before, after } of [...updates].sort((a, b) => (a.after.id < b.after.id ? -1 : 1))) {
-    const changes = assetChanges(before, after)
-    if (changes) events.push(assetEvent('asset.updated', after, changes))
-  }
-  await writeEvents(tx, origin, events)
-}
-
-/** The fields that differ: `name`, `access_domain_key`, `properties.<key>` (a cleared key: `to` null); null when none. */
-export function assetChanges(before: AssetRow, after: AssetRow): EventData['changes'] | null {
-  const changes: NonNullable<EventData['changes']> = {}
-  if (before.name !== after.name) changes.name = { from: before.name, to: after.name }
-  if (before.access_domain_key !== after.access_domain_key) changes.access_domain_key = { from: before.access_domain_key, to: after.access_domain_key }
-  const keys = new Set([...Object.keys(before.properties), ...Object.keys(after.properties)])
-  for (const key of [...keys].sort()) {
-    const from = before.properties[key] ?? null
-    const to = after.properties[key] ?? null
-    if (!sameJson(from, to)) changes[`properties.${key}`] = { from, to }
-  }
-  return Object.keys(changes).length === 0 ? null : changes
 }

@@ -54,7 +54,7 @@ export async function createAsset(ctx: RequestContext, input: AssetInput): Promi
 export async function updateAsset(ctx: RequestContext, ref: string, patch: AssetPatch): Promise<AssetRecord> {
   requireWriter(ctx)
   const [updated] = await asSingleItem(() => patchAssets(ctx, [{ ...patch, id: ref }], undefined, { single: true }))
-  return toAssetRecord(updated!.after)
+  return toAssetRecord(updated!)
 }
 
 /** PUT /assets/{composite key}: an upsert of one item (upsert.ts). */

@@ -3,7 +3,8 @@ import type { RequestContext } from '../request/context.js'
 import type { Tx } from '../store/db.js'
 import { describeDomain, hasLevel } from '../access/scope.js'
 import { checkDomain, preparePropertiesPatch, type AssetPatch } from './prepare.js'
-import { updateAssets, type AssetChange, type AssetUpdate } from './sql.js'
+import { updateAssets, type AssetChange } from './sql.js'
+import type { AssetRow } from './mapper.js'
 import { parseAssetRef, type AssetKey } from '../metamodel/refs.js'
 import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
 import { compositeKey } from '../refs/resolve.js'
@@ -182,7 +183,7 @@ export async function patchAssets(
   items: readonly BulkAssetPatch[],
   failures = new ItemFailures(),
   options: { single?: boolean } = {},
-): Promise<AssetUpdate[]> {
+): Promise<AssetRow[]> {
   return ctx.db.transaction(async (tx) => {
     // Every item goes through every check (a failed one is left out of the later ones), so that
     // a failing request lists every failing item; then nothing is kept.
@@ -200,7 +201,7 @@ export async function patchAssets(
         : [{ asset: plan.current.get(plan.ids[i]!)!, relationships: item.relationships, pointer: `/${i}/relationships` }],
     )
     if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
-    const byId = new Map(updates.map((u) => [u.after.id, u]))
+    const byId = new Map(updates.map((row) => [row.id, row]))
     return items.map((_, i) => byId.get(plan.ids[i]!)!)
   })
 }

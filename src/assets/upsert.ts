@@ -174,7 +174,7 @@ export async function upsertAssets(
       })))
     }
     failures.throwIfAny()
-    const updated = new Map((await updateAssets(tx, originOf(ctx), plan.changes.map((c) => c.change), { skipUnchanged: true })).map((u) => [u.after.id, u.after]))
+    const updated = new Map((await updateAssets(tx, originOf(ctx), plan.changes.map((c) => c.change), { skipUnchanged: true })).map((row) => [row.id, row]))
     const syncs = items.flatMap((item, i) => {
       const key = keys[i]!
       return item.relationships === undefined ? [] : [{ asset: { id: plan.ids[i]!, asset_type_key: key.asset_type_key }, relationships: item.relationships, pointer: `/${i}/relationships` }]

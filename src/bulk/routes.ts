@@ -66,7 +66,7 @@ export async function bulkRoutes(app: FastifyInstance): Promise<void> {
     const items = request.body as BulkAssetPatch[]
     const updates = await run(request, (ctx) => patchAssets(ctx, items, failuresOf(request)))
     if (updates === null) return sendDryRun(reply, items.length)
-    return { data: updates.map((u, i) => entryOf(u.after.id, items[i]!)) }
+    return { data: updates.map((u, i) => entryOf(u.id, items[i]!)) }
   })
 
   app.put('/bulk/assets', {

@@ -115,9 +115,24 @@ export async function writeEvents(tx: Queryable, origin: EventOrigin, events: re
   noteDataWrite(tx, origin.orgId)
 }
 
-/** $3, $4, $5 of {@link assetCreatedEventsSql}: request id, Idempotency-Key, actor. */
+/** `2026-01-31T09:15:00Z` in SQL, as isoSecond() writes it (records built inside an event-writing statement). */
+export const isoSecondSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`
+
+/**
+ * $3, $4, $5 of a statement that writes rows and their events together (assets/events.ts,
+ * relationships/events.ts; $1 is the organization): request id, Idempotency-Key, actor (json).
+ */
 export function eventOriginParams(origin: EventOrigin): [string | null, string | null, string] {
   return [origin.requestId, origin.idempotencyKey, JSON.stringify(origin.actor)]
+}
+
+/**
+ * A new event id per row, made in row id order, for a statement that writes rows and their
+ * events together (the ids travel with the rows): the relay stamps events in id order, so a
+ * bulk's events follow its rows' ids (UUIDv7, made in item order).
+ */
+export function eventIdsByRow(rows: readonly { id: string }[]): Map<string, string> {
+  return new Map(inIdOrder(rows).map((row) => [row.id, newId()]))
 }
 
 /** By asset id: ids are UUIDv7 made in item order, so a bulk's events follow its items. */

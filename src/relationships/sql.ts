@@ -3,8 +3,9 @@ import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
 import { ORG_ROW, Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
-import { originOf, type EventOrigin, type WriteContext } from '../outbox/write.js'
-import { writeRelationshipEvents } from './events.js'
+import { eventIdsByRow, eventOriginParams, originOf, type EventOrigin, type WriteContext } from '../outbox/write.js'
+import { noteDataWrite } from '../counts/cache.js'
+import { relationshipCreatedEventsSql, writeRelationshipEvents } from './events.js'
 
 /** A validated relationship ready to be written (see prepare.ts). */
 export interface NewRelationshipRow {
@@ -49,18 +50,22 @@ export async function insertRelationships(
 ): Promise<RelationshipRow[]> {
   if (rows.length === 0) return []
   const auth = ctx.auth
-  const params = new Params([auth.orgId, JSON.stringify(rows)])
-  const recordset = `ROWS FROM (json_to_recordset($2::json) AS (id uuid, relationship_type_key text, source_asset_id uuid, target_asset_id uuid))
-       WITH ORDINALITY AS u(id, relationship_type_key, source_asset_id, target_asset_id, n)`
+  const origin = originOf(ctx)
+  // The `relationship.created` events are written by the same statement, from the rows it
+  // inserted (a duplicate the conflict skipped has none); event ids come with the rows.
+  const eventIds = eventIdsByRow(rows)
+  const params = new Params([auth.orgId, JSON.stringify(rows.map((row) => ({ ...row, event_id: eventIds.get(row.id) }))), ...eventOriginParams(origin)])
+  const recordset = `ROWS FROM (json_to_recordset($2::json) AS (id uuid, relationship_type_key text, source_asset_id uuid, target_asset_id uuid, event_id uuid))
+       WITH ORDINALITY AS u(id, relationship_type_key, source_asset_id, target_asset_id, event_id, n)`
   let select = `SELECT $1, u.id, u.relationship_type_key, u.source_asset_id, u.target_asset_id, date_trunc('second', now()), date_trunc('second', now())
-     FROM ${recordset}`
+     FROM u`
   if (options.check) {
     const editSource = scopeCondition(auth, 's', 'edit', params)
     const seeTarget = scopeCondition(auth, 't', 'view', params)
     const end = (alias: string, column: string) =>
       `CROSS JOIN LATERAL (SELECT ${alias}.* FROM assets ${alias} WHERE ${alias}.org_id = o.org_id AND ${alias}.id = u.${column} OFFSET 0) ${alias}`
     select = `SELECT $1, u.id, rt.key, s.id, t.id, date_trunc('second', now()), date_trunc('second', now())
-     FROM ${ORG_ROW} CROSS JOIN ${recordset}
+     FROM ${ORG_ROW} CROSS JOIN u
      JOIN relationship_types rt ON rt.org_id = $1 AND rt.key = u.relationship_type_key
      ${end('s', 'source_asset_id')}
      ${end('t', 'target_asset_id')}
@@ -70,20 +75,25 @@ export async function insertRelationships(
        AND ${editSource} AND ${seeTarget}`
   }
   const result = await tx.query<{ id: string; created_at: Date | string }>(
-    `INSERT INTO relationships (org_id, id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at)
-     ${select}
-     ${RELATIONSHIP_INSERT_ORDER}
-     ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING
-     RETURNING id, created_at`,
+    `WITH u AS MATERIALIZED (SELECT * FROM ${recordset}),
+     ins AS (
+       INSERT INTO relationships (org_id, id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at)
+       ${select}
+       ${RELATIONSHIP_INSERT_ORDER}
+       ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING
+       RETURNING ${RELATIONSHIP_COLUMNS.replaceAll('r.', '')}
+     ), ev AS (
+       ${relationshipCreatedEventsSql('ins', 'u')}
+     )
+     SELECT id, created_at FROM ins`,
     params.values,
   )
+  if (result.rows.length > 0) noteDataWrite(tx, auth.orgId)
   const written = new Map(result.rows.map((r) => [r.id, r.created_at]))
-  const relationships = rows.flatMap((row) => {
+  return rows.flatMap((row) => {
     const at = written.get(row.id)
     return at === undefined ? [] : [{ ...row, created_at: at, updated_at: at }]
   })
-  await writeRelationshipEvents(tx, originOf(ctx), 'relationship.created', relationships)
-  return relationships
 }
 
 /**
