@@ -11,6 +11,7 @@
  * 127.0.0.1 and bounded in time; the whole run (≈ 15 minutes at 200,000 on an idle 2-core machine)
  * is stopped after BENCH_DEADLINE_MINUTES (default 25, 60 above 200,000 assets).
  */
+import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -41,6 +42,9 @@ const DATABASE_URL = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.
 const SCHEMA = `bench_${randomBytes(4).toString('hex')}`
 const SETUPS = path.join(os.tmpdir(), `kbis-bench-${process.pid}.json`)
 const log = (line: string) => process.stdout.write(`${line}\n`)
+
+// The CLI modules (workers, sync) run bin/kbis.js over dist/: rebuilt first if a source is newer.
+execFileSync(process.execPath, ['scripts/build-if-stale.mjs'], { stdio: ['ignore', 2, 2] })
 
 async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: DATABASE_URL })

@@ -34,7 +34,7 @@ const SEARCH = JSON.stringify({ filter: { field: 'properties.environment', opera
 /** `kbis serve` (from source) in a child process; resolves once it prints that it listens. */
 async function serve(args: string[], env: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }> {
   const port = await freePort()
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/kbis-cli.ts', 'serve', '--port', String(port), ...args], {
+  const child = spawn(process.execPath, ['bin/kbis.js', 'serve', '--port', String(port), ...args], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'production', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   })

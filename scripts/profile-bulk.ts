@@ -1,8 +1,11 @@
 /**
  * Where a 10,000-item bulk spends its time, statement by statement, in one process (no HTTP
- * client in between): `npx tsx scripts/profile-bulk.ts [pglite|postgres] [runs]`.
- * Prints, per bulk kind, the request's time and each statement's share (median over the runs).
- * PostgreSQL: a fresh schema on DATABASE_URL (default the local test database), dropped at the end.
+ * client in between): `node --import tsx scripts/profile-bulk.ts [pglite|postgres] [runs]`.
+ * Prints, per bulk kind (create, update, relationships, upsert unchanged and changed), each
+ * request's time and the statements of its last run over 5 ms, with what was spent outside SQL.
+ * SHOW_BACKGROUND=1 lists the background work (relay, statistics) that ran meanwhile.
+ * PostgreSQL: a fresh schema on DATABASE_URL (default the local test database), dropped at the
+ * end unless KEEP_SCHEMA=1 (then `prof_kept`, for EXPLAIN by hand).
  */
 import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/core/config.js'
@@ -47,7 +50,7 @@ db.transaction = (fn) => origTx((tx) => fn(wrap(tx)))
 const app = await buildApp({ db, config: loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'warn' }), logger: { level: 'warn' } })
 const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' }
 
-async function timedInject(method: 'POST' | 'PATCH', path: string, body: unknown, status: number): Promise<{ ms: number; json: any }> {
+async function timedInject(method: 'POST' | 'PATCH' | 'PUT', path: string, body: unknown, status: number): Promise<{ ms: number; json: any }> {
   const payload = JSON.stringify(body)
   times.length = 0
   const t0 = performance.now()
@@ -90,6 +93,18 @@ for (let r = 0; r < runs; r++) {
   relSamples.push({ ms, stmts: [...times] })
 }
 report('bulk relationships 10,000', relSamples)
+// PUT /bulk/assets of the first created batch by composite key: unchanged, then changed.
+const batch = serverBatch('b0')
+const upsertBody = (items: typeof batch) => items.map(({ asset_type_key: _, ...item }) => ({ ...item, id: `server:hostname:${item.properties.hostname as string}` }))
+for (const [label, body] of [['unchanged', upsertBody(batch)], ['changed', null]] as const) {
+  const samples = []
+  for (let r = 0; r < runs; r++) {
+    const items = body ?? upsertBody(batch.map((item, i) => ({ ...item, properties: { ...item.properties, ...serverChange(r + 10, i) } })))
+    const { ms } = await timedInject('PUT', '/api/v1/bulk/assets', items, 200)
+    samples.push({ ms, stmts: [...times] })
+  }
+  report(`upsert 10,000 ${label}`, samples)
+}
 console.log(`\npeak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`)
 
 await app.close()

@@ -3,8 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { KBIS_BIN } from '../helpers/cli-server.js'
+import { templateDataDir } from '../helpers/pglite-template.js'
 
-const CLI = path.resolve('test/helpers/kbis-cli.ts')
 
 interface Run {
   code: number | null
@@ -14,7 +15,7 @@ interface Run {
 
 function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, DATABASE_URL: '', ...env } })
+    const child = spawn(process.execPath, [KBIS_BIN, ...args], { env: { ...process.env, DATABASE_URL: '', ...env } })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
@@ -26,7 +27,7 @@ function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
 /** Starts `kbis serve` and resolves once it prints its address (and the key, on a new store). */
 function serve(dataDir: string): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve', '--port', '0', '--data-dir', dataDir], {
+    const child = spawn(process.execPath, [KBIS_BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
       env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' },
     })
     let out = ''
@@ -105,7 +106,8 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
   })
 
   it('apply and keys create reach a running server through its socket', async () => {
-    const data = path.join(dir, 'data3')
+    // From the migrated template: data1 and data2 are the first starts (initdb) this file checks.
+    const data = await templateDataDir(path.join(dir, 'data3'))
     const server = await serve(data)
     const applied = await kbis(['apply', path.join(dir, 'acme.yaml'), '--data-dir', data])
     expect(applied.code).toBe(0)
@@ -121,7 +123,7 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
   })
 
   it('applies the shipped examples/acme.yaml cleanly, and warns (exit 0) about a relationship type naming an undefined asset type', async () => {
-    const data = path.join(dir, 'data5')
+    const data = await templateDataDir(path.join(dir, 'data5'))
     const example = await kbis(['apply', path.resolve('examples/acme.yaml'), '--data-dir', data])
     expect([example.code, example.stderr]).toEqual([0, ''])
     expect(example.stdout.split('\n')[0]).toBe('organization acme: created; 10 change(s)')

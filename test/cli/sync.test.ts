@@ -5,8 +5,8 @@ import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { KBIS_BIN } from '../helpers/cli-server.js'
 
-const CLI = path.resolve('test/helpers/kbis-cli.ts')
 
 interface Run {
   code: number | null
@@ -16,7 +16,7 @@ interface Run {
 
 function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } })
+    const child = spawn(process.execPath, [KBIS_BIN, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))

@@ -3,14 +3,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ACME_YAML, runCli } from '../helpers/cli-server.js'
+import { ACME_YAML, KBIS_BIN, runCli } from '../helpers/cli-server.js'
+import { templateDataDir } from '../helpers/pglite-template.js'
 
-const CLI = path.resolve('test/helpers/kbis-cli.ts')
 
 /** Runs the CLI with `input` on its standard input. */
 function kbis(args: string[], input: string): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' } })
+    const child = spawn(process.execPath, [KBIS_BIN, ...args], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' } })
     let out = ''
     child.stdout.on('data', (d: Buffer) => (out += d.toString()))
     child.stderr.on('data', (d: Buffer) => (out += d.toString()))
@@ -41,7 +41,7 @@ describe('kbis users set-password on PGlite', { timeout: 600_000 }, () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
   it('reads the password from standard input, with the store closed and through a running server', async () => {
-    const data = path.join(dir, 'data')
+    const data = await templateDataDir(path.join(dir, 'data'))
     expect((await kbis(['apply', path.join(dir, 'acme.yaml'), '--data-dir', data], '')).code).toBe(0)
     const closed = await kbis(['users', 'set-password', '--org', 'acme', '--email', 'owner@acme.test', '--data-dir', data], 'first password 1\n')
     expect(closed).toEqual({ code: 0, out: 'password set for owner@acme.test in organization acme\n' })

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
+import { templateDataDir } from '../helpers/pglite-template.js'
 import { startServerProcess, type ServerProcess } from '../helpers/processes.js'
 import { ACME } from '../helpers/fixtures.js'
 import { openDb, type Db } from '../../src/store/db.js'
@@ -33,7 +34,7 @@ for (const store of STORES) {
         db = pg.db
         env = { DATABASE_URL: process.env.TEST_DATABASE_URL, KBIS_TEST_SCHEMA: pg.schema! }
       } else {
-        dataDir = await mkdtemp(path.join(tmpdir(), 'kbis-crash-'))
+        dataDir = await templateDataDir(await mkdtemp(path.join(tmpdir(), 'kbis-crash-')))
         db = await openDb({ dataDir })
         await migrate(db)
         env = { KBIS_DATA_DIR: dataDir }

@@ -1,5 +1,6 @@
+import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { openDb } from '../../src/store/db.js'
@@ -41,4 +42,16 @@ export async function ensureTemplate(): Promise<string> {
 /** The template as a Blob for `openDb({ loadDataDir })`. */
 export async function loadTemplate(): Promise<Blob> {
   return new Blob([readFileSync(await ensureTemplate())])
+}
+
+/**
+ * A migrated PGlite data directory at `dir`, unpacked from the template (a dump is the data
+ * directory's own tree), for tests that start a server process on a directory but are not about
+ * its first start: initdb and the migrations take seconds of WASM work per directory.
+ */
+export async function templateDataDir(dir: string): Promise<string> {
+  mkdirSync(dir, { recursive: true })
+  // stdio piped: tar's note on the dump's leading '/' stays out of the test output.
+  execFileSync('tar', ['-xf', await ensureTemplate(), '-C', dir], { stdio: 'pipe' })
+  return dir
 }

@@ -5,6 +5,7 @@ import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { openDb } from '../../src/store/db.js'
 import { STORES } from '../helpers/stores.js'
+import { templateDataDir } from '../helpers/pglite-template.js'
 import { ACME_YAML, cli, postgresSchema, runCli } from '../helpers/cli-server.js'
 
 const ITEMS = 3000
@@ -48,7 +49,7 @@ for (const kind of STORES) {
           try { return (await db.query<{ n: number }>('SELECT count(*) AS n FROM assets')).rows[0]!.n } finally { await db.close() }
         }
       } else {
-        env = { KBIS_DATA_DIR: path.join(dir, 'data') }
+        env = { KBIS_DATA_DIR: await templateDataDir(path.join(dir, 'data')) }
         countAssets = async () => {
           const db = await openDb({ dataDir: env.KBIS_DATA_DIR })
           try { return (await db.query<{ n: number }>('SELECT count(*) AS n FROM assets')).rows[0]!.n } finally { await db.close() }
