@@ -10,11 +10,9 @@ import { checkReferences, undefinedEndTypes } from './references.js'
 import { loadState, lockOrganization, type OrgState } from './state.js'
 import { SetupError, withSource, type ApplyReport, type OrganizationSpec, type SetupFile } from './types.js'
 import { syncProjection } from '../projection/sync.js'
+import { INVALIDATE_CHANNEL } from '../core/channels.js'
 
 export type { ApplyReport } from './types.js'
-
-/** Channel telling running servers to drop what they cache about an organization (payload: its id). */
-export const INVALIDATE_CHANNEL = 'kbis_invalidate'
 
 /** The organization as the report shows it: `rate_limit 6000 per 60 s`. */
 function display(o: OrganizationSpec): Omit<OrganizationSpec, 'rate_limit'> & { rate_limit: string } {

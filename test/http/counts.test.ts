@@ -230,11 +230,10 @@ for (const store of STORES) {
      * sent after them. From then on only this test's requests move the cache.
      */
     const settled = async () => {
-      for (let i = 0; i < 200; i++) {
-        const open = await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE sequence IS NULL')
-        if (open.rows[0]!.n === 0) break
-        await new Promise((r) => setTimeout(r, 10))
-      }
+      // Queued behind the relay's own round: once it resolves, every round so far has stamped
+      // its events and sent its notifications (waiting for "no unstamped events" was not enough:
+      // a round's notification could still be on its way, after the sentinel).
+      await t.app.events.flush()
       const sentinel = `sentinel-${Math.random()}`
       const heard = new Promise<void>((resolve) => void t.store.db.listen(DATA_CHANGED_CHANNEL, (payload) => { if (payload === sentinel) resolve() }))
       // Sent by SQL on PostgreSQL (Db.notify would also hand it to this process's handlers at once).
