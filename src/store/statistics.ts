@@ -18,6 +18,12 @@ import { ident } from './sql.js'
  * schedule while writes keep coming. PGlite analyzes its whole database; PostgreSQL, whose
  * database may hold other schemas, the service's written tables: `assets`, `relationships` and
  * the typed projections of the organizations written to.
+ *
+ * PGlite has no autovacuum either, so there the keeper runs VACUUM ANALYZE: without it the dead
+ * versions that updates leave (and every event row, rewritten once by the relay's stamp) are
+ * never reclaimed, and no page is ever marked all-visible, so an index-only scan still reads the
+ * table (a page 1000 of a list: 50 → 17 ms at 200,000 assets; VACUUM ANALYZE of that database
+ * ≈ 1.2 s where ANALYZE alone takes ≈ 0.7 s). On PostgreSQL vacuuming is autovacuum's work.
  */
 
 /** Rows written since the last ANALYZE that make the next one worth its cost (at least). */
@@ -81,9 +87,9 @@ export class StatisticsKeeper {
 
   private async analyzeTables(orgs: readonly string[]): Promise<void> {
     // PGlite: the whole database, which is this service's alone; ANALYZE samples a bounded
-    // number of rows per table whatever its size.
+    // number of rows per table whatever its size, VACUUM visits the pages changed since the last.
     if (this.db.kind === 'pglite') {
-      await this.db.query('ANALYZE')
+      await this.db.query('VACUUM ANALYZE')
       return
     }
     const projections = orgs.length === 0
