@@ -27,7 +27,7 @@ if (kind === 'postgres') {
   await c.query(`CREATE SCHEMA ${schema}`)
   await c.end()
 }
-const db: Db = kind === 'pglite' ? await openDb({ dataDir: 'memory://' }) : await openDb({ databaseUrl: url, schema })
+const db: Db = kind === 'pglite' ? await openDb({ dataDir: process.env.PGLITE_DIR || 'memory://' }) : await openDb({ databaseUrl: url, schema })
 await migrate(db)
 const setup = benchSetup('bench') as unknown as SetupFile
 await applySetup(db, setup)
