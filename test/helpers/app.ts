@@ -7,6 +7,7 @@ import type { SetupFile } from '../../src/setup/schema.js'
 import { createKeyFromCli } from '../../src/keys/cli.js'
 import { createTestStore, type TestStore } from './stores.js'
 import { ACME } from './fixtures.js'
+import { DATA_CHANGED_CHANNEL } from '../../src/counts/cache.js'
 
 export interface Response<T = any> {
   status: number
@@ -22,6 +23,11 @@ export interface TestApp {
   adminKey: string
   request<T = any>(method: string, url: string, options?: { key?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<Response<T>>
   givenKey(spec: { user?: string; type: 'Viewer' | 'Editor' | 'Admin'; roles?: string[]; org?: string }): Promise<string>
+  /**
+   * Waits until the background work of the writes so far is done: the relay has stamped their
+   * events and every notification of its rounds (which drop the count cache) has arrived.
+   */
+  settled(): Promise<void>
   close(): Promise<void>
 }
 
@@ -60,6 +66,21 @@ export async function createTestApp(kind: StoreKind, setup: unknown = ACME, conf
       const text = res.body
       const body = text === '' ? null : JSON.parse(text)
       return { status: res.statusCode, body: withoutRequestIds(body, res.headers['x-request-id']), headers: res.headers }
+    },
+    async settled() {
+      // Queued behind the relay's own round: once it resolves, every round so far has stamped
+      // its events and sent its notifications (waiting for "no unstamped events" is not enough:
+      // a round's notification could still be on its way). A sentinel sent after them, heard
+      // here, comes after them.
+      await app.events.flush()
+      const sentinel = `sentinel-${Math.random()}`
+      let hear = () => {}
+      const heard = new Promise<void>((resolve) => { hear = resolve })
+      await store.db.listen(DATA_CHANGED_CHANNEL, (payload) => { if (payload === sentinel) hear() })
+      // Sent by SQL on PostgreSQL (Db.notify would also hand it to this process's handlers at once).
+      if (store.db.kind === 'postgres') await store.db.query('SELECT pg_notify($1, $2)', [DATA_CHANGED_CHANNEL, sentinel])
+      else await store.db.notify(DATA_CHANGED_CHANNEL, sentinel)
+      await heard
     },
     async close() {
       await app.close()

@@ -229,18 +229,6 @@ for (const store of STORES) {
      * have reached this app: they arrive on the listening connection in order, before a sentinel
      * sent after them. From then on only this test's requests move the cache.
      */
-    const settled = async () => {
-      // Queued behind the relay's own round: once it resolves, every round so far has stamped
-      // its events and sent its notifications (waiting for "no unstamped events" was not enough:
-      // a round's notification could still be on its way, after the sentinel).
-      await t.app.events.flush()
-      const sentinel = `sentinel-${Math.random()}`
-      const heard = new Promise<void>((resolve) => void t.store.db.listen(DATA_CHANGED_CHANNEL, (payload) => { if (payload === sentinel) resolve() }))
-      // Sent by SQL on PostgreSQL (Db.notify would also hand it to this process's handlers at once).
-      if (t.store.db.kind === 'postgres') await t.store.db.query('SELECT pg_notify($1, $2)', [DATA_CHANGED_CHANNEL, sentinel])
-      else await t.store.db.notify(DATA_CHANGED_CHANNEL, sentinel)
-      await heard
-    }
     const countingStatements = () => {
       counts = 0
       t.store.db.onQuery = (sql) => void (/^SELECT count\(\*\)/.test(sql) && counts++)
@@ -260,7 +248,7 @@ for (const store of STORES) {
       const created = await t.request('POST', '/api/v1/bulk/assets', { body: [server('c-1', 'prod'), server('c-2', 'prod'), server('c-3', 'dev')] })
       expect(created.status).toBe(201)
       const [a, b, c] = created.body.data.map((d: { id: string }) => d.id)
-      await settled()
+      await t.settled()
       countingStatements()
       try {
         expect([await searched(), await searched(), await listed(), await listed()]).toEqual([2, 2, 2, 2])
@@ -279,7 +267,7 @@ for (const store of STORES) {
         expect((await t.request('POST', '/api/v1/bulk/assets', { body: [server('c-6', 'prod'), server('c-4', 'prod')] })).status).toBe(409)
         expect([await searched(), await listed()]).toEqual([2, 2])
         // A PATCH that changes nothing writes nothing, and is not counted again.
-        await settled()
+        await t.settled()
         await searched()
         await listed()
         const before = counts
@@ -312,7 +300,7 @@ for (const store of STORES) {
       try {
         // At least two matches: a full page of one, so the total is counted (and remembered).
         expect((await t.request('POST', '/api/v1/bulk/assets', { body: [server('p-1', 'prod'), server('p-2', 'prod')] })).status).toBe(201)
-        await settled()
+        await t.settled()
         const before = await searched()
         expect(before).toBeGreaterThanOrEqual(2)
         const res = await fetch(`${other.address}/api/v1/assets`, {

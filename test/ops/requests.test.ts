@@ -89,6 +89,8 @@ for (const kind of STORES) {
       expect(statuses).toEqual([200, 429, 429, 429])
       expect(await limited()).toBe(before + 3)
 
+      // The event of the POST above is stamped by the relay in the background: wait for it.
+      await app.events.flush()
       const server = await startMetricsServer(0, '127.0.0.1')
       const text = await (await fetch(server.url)).text()
       await new Promise((resolve) => server.close(resolve))
