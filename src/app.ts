@@ -11,6 +11,7 @@ import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
 import { registerInputGuards } from './core/http-input.js'
 import { clientErrorHandler, registerHttpLayer } from './core/http-layer.js'
+import { buildSerializer } from './core/serializer.js'
 import { registerStatistics } from './store/statistics.js'
 import { Authenticator } from './core/auth/authenticate.js'
 import type { RequestContext } from './request/context.js'
@@ -99,6 +100,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // Route modules load inside plugins; on a busy machine that may take more than Fastify's 10 s.
     pluginTimeout: 60_000,
     ...requestIdOptions(),
+    // Responses: fast-json-stringify, free-form objects written whole (core/serializer.ts).
+    schemaController: { compilersFactory: { buildSerializer } },
     // 431, a malformed request line, a slow client: answered in the envelope (core/http-layer.ts).
     clientErrorHandler,
     // Errors the router raises before any route runs, in the same envelope as every other error.

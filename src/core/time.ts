@@ -1,5 +1,6 @@
 import { randomFillSync } from 'node:crypto'
 import { v7 } from 'uuid'
+import { ISO_SECOND, type StoreDate } from '../store/timestamps.js'
 
 // Random bytes for ids come from a pool refilled 256 ids at a time: one getRandomValues call per
 // id (what `v7()` does alone) costs more than everything else of an id, 40 ms per bulk of 10,000.
@@ -37,6 +38,9 @@ export function newId(): string {
 /** `2026-01-31T09:15:00Z`: UTC to the second (CONTRACT §1). */
 export function isoSecond(value: Date | string | null): string | null {
   if (value === null) return null
+  // A Date read from the store keeps the text it was parsed from (store/timestamps.ts).
+  const known = (value as StoreDate)[ISO_SECOND]
+  if (known !== undefined) return known
   const date = value instanceof Date ? value : new Date(value)
   return `${date.toISOString().slice(0, 19)}Z`
 }

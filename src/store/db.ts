@@ -1,6 +1,7 @@
 import pg from 'pg'
 import type { PGlite } from '@electric-sql/pglite'
 import { retryTransient } from './retry.js'
+import { parseTimestamptz } from './timestamps.js'
 
 export interface QueryResult<R> {
   rows: R[]
@@ -84,6 +85,8 @@ const LISTEN_RETRY_MAX_MS = 5_000
 // answers JSON numbers and counts never exceed 2^53 here.
 pg.types.setTypeParser(20, (v) => Number(v))
 pg.types.setTypeParser(1700, (v) => Number(v))
+// timestamptz: Dates that keep their ISO second text (store/timestamps.ts); PGlite below too.
+pg.types.setTypeParser(1184, parseTimestamptz)
 
 class PostgresDb implements Db {
   readonly kind = 'postgres' as const
@@ -219,6 +222,8 @@ class PostgresDb implements Db {
   }
 }
 
+const PGLITE_PARSERS = { 1184: parseTimestamptz }
+
 class PgliteDb implements Db {
   readonly kind = 'pglite' as const
   onQuery: QueryHook | null = null
@@ -302,11 +307,11 @@ export async function openDb(options: StoreOptions): Promise<Db> {
   const { PGlite } = await import('@electric-sql/pglite')
   const dir = options.dataDir ?? './data'
   if (dir === 'memory://' && options.loadDataDir) {
-    const copy = new PGlite({ loadDataDir: options.loadDataDir })
+    const copy = new PGlite({ loadDataDir: options.loadDataDir, parsers: PGLITE_PARSERS })
     await copy.waitReady
     return new PgliteDb(copy)
   }
-  const pglite = dir === 'memory://' ? new PGlite() : new PGlite(dir)
+  const pglite = dir === 'memory://' ? new PGlite({ parsers: PGLITE_PARSERS }) : new PGlite(dir, { parsers: PGLITE_PARSERS })
   await pglite.waitReady
   return new PgliteDb(pglite)
 }

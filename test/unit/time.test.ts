@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { isUuid, newId } from '../../src/core/time.js'
+import { isUuid, isoSecond, newId } from '../../src/core/time.js'
+import { parseTimestamptz } from '../../src/store/timestamps.js'
 
 describe('newId', () => {
   it('makes RFC 9562 version-7 UUIDs carrying the current millisecond', () => {
@@ -24,5 +25,28 @@ describe('newId', () => {
     const ids = Array.from({ length: 1_000 }, () => newId())
     // The last 8 hex digits come from the random pool alone: 1,000 of them barely ever collide.
     expect(new Set(ids.map((id) => id.slice(-8))).size).toBeGreaterThan(990)
+  })
+})
+
+describe('timestamptz from the store', () => {
+  it('parses the UTC form at once and keeps its second for isoSecond', () => {
+    const d = parseTimestamptz('2026-01-31 09:15:07.123456+00')
+    expect(d.toISOString()).toBe('2026-01-31T09:15:07.123Z')
+    expect(isoSecond(d)).toBe('2026-01-31T09:15:07Z')
+    expect(isoSecond(parseTimestamptz('2026-01-31 09:15:07+00'))).toBe('2026-01-31T09:15:07Z')
+  })
+
+  it('hands every other form to the general parser, with the same instant', () => {
+    const d = parseTimestamptz('2026-01-31 11:15:07.9+02')
+    expect(d.toISOString()).toBe('2026-01-31T09:15:07.900Z')
+    expect(isoSecond(d)).toBe('2026-01-31T09:15:07Z')
+    expect(parseTimestamptz('2026-01-31 09:15:07+05:30').toISOString()).toBe('2026-01-31T03:45:07.000Z')
+    expect(parseTimestamptz('infinity')).toBe(Infinity)
+  })
+
+  it('formats any other Date or string to the second, truncating', () => {
+    expect(isoSecond(new Date('2026-01-31T09:15:07.999Z'))).toBe('2026-01-31T09:15:07Z')
+    expect(isoSecond('2026-01-31T09:15:07.5Z')).toBe('2026-01-31T09:15:07Z')
+    expect(isoSecond(null)).toBeNull()
   })
 })
