@@ -1,0 +1,74 @@
+/**
+ * Where a read request spends its CPU time in the service process: builds the app on a fresh
+ * PostgreSQL schema (DATABASE_URL, default the local test database) with 20,000 servers, puts 10
+ * connections of load on one read for 10 s (after 5 s of warm-up) with the V8 profiler on, and
+ * prints the throughput and the functions with the most self time.
+ * `node --import tsx scripts/profile-reads.ts [list|search] [out.cpuprofile]`
+ * (open the .cpuprofile in Chrome DevTools for the whole tree). The schema is dropped at the end.
+ */
+import { writeFileSync } from 'node:fs'
+import { Session } from 'node:inspector/promises'
+import autocannon from 'autocannon'
+import pg from 'pg'
+import { buildApp } from '../src/app.js'
+import { loadConfig } from '../src/core/config.js'
+import { openDb } from '../src/store/db.js'
+import { migrate } from '../src/store/migrate.js'
+import { applySetup } from '../src/setup/apply.js'
+import type { SetupFile } from '../src/setup/schema.js'
+import { createKeyFromCli } from '../src/keys/cli.js'
+import { benchSetup, serverBatch, SEARCH_FILTER } from '../bench/lib/data.js'
+
+interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }
+interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
+
+const which = process.argv[2] ?? 'list'
+const out = process.argv[3]
+const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+const schema = `prof_reads_${process.pid}`
+const admin = new pg.Client(url)
+await admin.connect()
+await admin.query(`CREATE SCHEMA ${schema}`)
+try {
+  const db = await openDb({ databaseUrl: url, schema })
+  await migrate(db)
+  await applySetup(db, benchSetup('bench') as unknown as SetupFile)
+  const { secret } = await createKeyFromCli(db, { org: 'bench', user: 'owner@bench.test', name: 'profile', type: 'Admin', roles: ['all'] })
+  const app = await buildApp({ db, config: loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'warn' }), logger: { level: 'warn' } })
+  const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' }
+  for (const batch of ['a', 'b']) {
+    const res = await app.inject({ method: 'POST', url: '/api/v1/bulk/assets', headers, payload: JSON.stringify(serverBatch(batch)) })
+    if (res.statusCode !== 201) throw new Error(`seeding: ${res.statusCode} ${res.body.slice(0, 200)}`)
+  }
+  await app.events.flush()
+  await admin.query(`VACUUM ANALYZE ${schema}.assets`)
+  const address = await app.listen({ host: '127.0.0.1', port: 0 })
+  const request = which === 'search'
+    ? { method: 'POST' as const, path: '/api/v1/search/assets', body: JSON.stringify({ filter: SEARCH_FILTER, sort: [{ field: 'name', order: 'asc' }], page: { number: 1, size: 50 } }) }
+    : { method: 'GET' as const, path: '/api/v1/assets?sort=name&page[size]=100' }
+  const load = (seconds: number) => autocannon({ url: address, connections: 10, duration: seconds, headers, requests: [request] })
+  await load(5)
+  const session = new Session()
+  session.connect()
+  await session.post('Profiler.enable')
+  await session.post('Profiler.start')
+  const result = await load(10)
+  const { profile } = await session.post('Profiler.stop') as { profile: Profile }
+  await app.close()
+  if (out) writeFileSync(out, JSON.stringify(profile))
+  console.log(`${which}: ${result.requests.average.toFixed(0)} req/s, ${result.non2xx} non-2xx`)
+  const self = new Map<string, number>()
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  let total = 0
+  profile.samples.forEach((id, i) => {
+    const frame = byId.get(id)!.callFrame
+    const name = `${frame.functionName || '(anonymous)'} ${frame.url.replace(/.*node_modules\//, '').replace(/^file:\/\/.*?\/(src|bench)\//, '$1/')}:${frame.lineNumber}`
+    self.set(name, (self.get(name) ?? 0) + profile.timeDeltas[i]!)
+    total += profile.timeDeltas[i]!
+  })
+  for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${((100 * us) / total).toFixed(1).padStart(5)} %  ${name}`)
+} finally {
+  await admin.query(`DROP SCHEMA ${schema} CASCADE`)
+  await admin.end()
+}
+process.exit(0)
