@@ -47,6 +47,7 @@ export class EventRelay {
   private readonly stampedHooks: StampedHook[] = []
   private readonly committedHooks: CommittedHook[] = []
   private readonly stoppedHooks: (() => Promise<void>)[] = []
+  private readonly retentionHooks: ((retentionDays: number) => Promise<number>)[] = []
   private timer: NodeJS.Timeout | null = null
   private retentionTimer: NodeJS.Timeout | null = null
   private chain: Promise<unknown> = Promise.resolve()
@@ -65,6 +66,14 @@ export class EventRelay {
 
   onCommitted(hook: CommittedHook): void {
     this.committedHooks.push(hook)
+  }
+
+  /**
+   * Runs with each retention round, after the events (the webhook delivery log is kept as long):
+   * deletes what is older than `retentionDays` and returns how many rows.
+   */
+  onRetention(hook: (retentionDays: number) => Promise<number>): void {
+    this.retentionHooks.push(hook)
   }
 
   /** Runs after the relay's last stamping at shutdown (sinks close their connections there). */
@@ -232,7 +241,9 @@ export class EventRelay {
         return Number(result.rows[0]?.n ?? 0)
       })
       total += deleted
-      if (deleted < 10000) return total
+      if (deleted < 10000) break
     }
+    for (const hook of this.retentionHooks) await hook(this.options.retentionDays)
+    return total
   }
 }

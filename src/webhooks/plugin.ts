@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { webhookRoutes } from './routes.js'
 import { WebhookWorker } from './worker.js'
 import { enqueueDeliveries } from './enqueue.js'
+import { deleteFinishedDeliveries } from './sql.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -36,6 +37,15 @@ export function createWebhookWorker(app: FastifyInstance): WebhookWorker {
     if (!queued) return
     queued = false
     await worker.notify()
+  })
+  // The delivery log is kept as long as the events: finished deliveries go with each retention round.
+  app.events.onRetention(async (days) => {
+    let total = 0
+    for (;;) {
+      const deleted = await deleteFinishedDeliveries(app.db, days, 10_000)
+      total += deleted
+      if (deleted < 10_000) return total
+    }
   })
   app.addHook('onReady', async () => worker.start())
   app.onShutdown(() => worker.stop())

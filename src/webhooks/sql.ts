@@ -276,3 +276,19 @@ export async function selectDelivery(q: Queryable, orgId: string, webhookId: str
     `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE org_id = $1 AND webhook_id = $2 AND id = $3`, [orgId, webhookId, id])
   return result.rows[0] ?? null
 }
+
+/**
+ * Retention of the delivery log: deletes up to `limit` finished deliveries (succeeded, failed)
+ * created more than `days` days ago, oldest first; returns how many. Pending deliveries stay.
+ */
+export async function deleteFinishedDeliveries(q: Queryable, days: number, limit: number): Promise<number> {
+  const result = await q.query<{ n: number }>(`${BACKGROUND_SQL}WITH victims AS (
+       SELECT org_id, id FROM webhook_deliveries
+       WHERE status <> 'pending' AND created_at < now() - make_interval(days => $1::int)
+       ORDER BY created_at LIMIT $2
+     ), gone AS (
+       DELETE FROM webhook_deliveries d USING victims v WHERE d.org_id = v.org_id AND d.id = v.id RETURNING 1
+     )
+     SELECT count(*)::int AS n FROM gone`, [days, limit])
+  return Number(result.rows[0]?.n ?? 0)
+}

@@ -170,6 +170,21 @@ for (const store of STORES) {
       }
     })
 
+    it('keeps the delivery log as long as the events: retention deletes old finished deliveries, never pending ones', async () => {
+      const hook = await create({ url: `${receiver.url}?retention`, event_types: ['api_key.deleted'] })
+      receiver.respond = (_r, res) => { res.statusCode = 204; res.end() }
+      const pings: string[] = []
+      for (let i = 0; i < 3; i++) pings.push((await t.request('POST', `/api/v1/webhooks/${hook.id}/test`)).body.data.id)
+      await settled(hook.id, 3)
+      // The first two are older than the retention (90 days by default); one of them pending again.
+      await t.store.db.query(`UPDATE webhook_deliveries SET created_at = now() - interval '100 days' WHERE id = ANY($1::uuid[])`, [pings.slice(0, 2)])
+      await t.store.db.query(`UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now() + interval '1 day' WHERE id = $1`, [pings[1]])
+      await t.app.events.purgeNow()
+      const kept = await deliveries(hook.id)
+      expect(kept.map((d: { id: string }) => d.id).sort()).toEqual([pings[1], pings[2]].sort())
+      expect(kept.find((d: { id: string }) => d.id === pings[1])).toMatchObject({ status: 'pending' })
+    })
+
     it('disables the webhook when the receiver answers 410 Gone', async () => {
       const hook = await create({ url: `${receiver.url}?gone`, event_types: ['api_key.deleted'] })
       receiver.respond = (r, res) => {
