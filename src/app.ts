@@ -132,16 +132,20 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, `rate-limit Redis unavailable; counting in ${db.kind === 'postgres' ? 'PostgreSQL (shared by every process)' : 'process'} for a few seconds`))
   const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)
   const storeFor = registerReadRouting(app, readRouting, db)
-  // A replica's data lags the primary's by an unknown delay: its counts are not remembered.
-  const counts = readRouting === null && config.countCacheSize > 0 ? new CountCache(config.countCacheSize) : null
-  app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => ({
-    db: await storeFor(request),
-    auth: request.auth,
-    metamodel: await metamodels.get(request.auth.orgId),
-    ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
-    requestId: request.id,
-    ...(counts ? { counts: counts.memo(request.auth.orgId) } : {}),
-  }))
+  // A replica lags the primary by up to KBIS_READ_AFTER_WRITE_MS (the bound read-after-write
+  // already relies on): its counts are remembered apart, once it has had that long to catch up.
+  const counts = config.countCacheSize > 0 ? new CountCache(config.countCacheSize, Date.now, readRouting === null ? 0 : config.readAfterWriteMs) : null
+  app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => {
+    const store = await storeFor(request)
+    return {
+      db: store,
+      auth: request.auth,
+      metamodel: await metamodels.get(request.auth.orgId),
+      ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
+      requestId: request.id,
+      ...(counts ? { counts: counts.memo(request.auth.orgId, store === db ? 'primary' : 'replica') } : {}),
+    }
+  })
   app.decorateRequest('auth', null as never)
 
   // A setup change anywhere (this process, another server, the CLI) empties the caches.

@@ -48,14 +48,26 @@ export function noteDataWrite(db: Queryable | Tx, orgId: string): void {
   else changed()
 }
 
+/** Where a request reads: the primary, or a streaming replica (store/replica.ts). */
+export type CountSource = 'primary' | 'replica'
+
 export class CountCache {
   private readonly generations = new Map<string, number>()
+  /** When each organization's current generation started (ms); absent: at `since`. */
+  private readonly startedAt = new Map<string, number>()
   /** By organization, then statement; Map order is insertion order (oldest first, for eviction). */
   private readonly entries = new Map<string, Map<string, Entry>>()
   private size = 0
+  private since: number
   private readonly unsubscribe: () => void
 
-  constructor(private readonly capacity: number, private readonly now: () => number = Date.now) {
+  /**
+   * @param replicaLagMs with a read replica, the longest its replay may lag the primary (the
+   *   operator's KBIS_READ_AFTER_WRITE_MS): a count taken on the replica is remembered only if its
+   *   generation had started that long before, so that the replica held the generation's data.
+   */
+  constructor(private readonly capacity: number, private readonly now: () => number = Date.now, private readonly replicaLagMs = 0) {
+    this.since = now()
     const listener = (orgId: string): void => this.changed(orgId)
     commitListeners.add(listener)
     this.unsubscribe = () => void commitListeners.delete(listener)
@@ -65,31 +77,42 @@ export class CountCache {
   changed(orgId?: string): void {
     if (orgId === undefined) {
       for (const org of this.generations.keys()) this.generations.set(org, this.generation(org) + 1)
+      this.startedAt.clear()
+      this.since = this.now()
       this.entries.clear()
       this.size = 0
       return
     }
     this.generations.set(orgId, this.generation(orgId) + 1)
+    this.startedAt.set(orgId, this.now())
     this.size -= this.entries.get(orgId)?.size ?? 0
     this.entries.delete(orgId)
   }
 
-  /** A memo for one request (one organization): it reads and remembers counts of the generation current now. */
-  memo(orgId: string): CountMemo {
+  /**
+   * A memo for one request (one organization): it reads and remembers counts of the generation
+   * current now. Counts taken on a replica are kept apart from the primary's (a key that has just
+   * written reads from the primary and must never get a replica's older figure), and are
+   * remembered only once the replica has had `replicaLagMs` to replay the generation's writes.
+   */
+  memo(orgId: string, source: CountSource = 'primary'): CountMemo {
     const generation = this.generation(orgId)
+    const began = this.now()
+    const key = source === 'replica' ? (statement: string) => `replica:${statement}` : (statement: string) => statement
+    const settled = source === 'primary' || began - (this.startedAt.get(orgId) ?? this.since) >= this.replicaLagMs
     return {
       read: (statement) => {
-        const entry = this.entries.get(orgId)?.get(statement)
+        const entry = this.entries.get(orgId)?.get(key(statement))
         if (entry === undefined || entry.generation !== this.generation(orgId) || this.now() - entry.at > COUNT_TTL_MS) return undefined
         return entry.n
       },
       write: (statement, n) => {
         // A write committed while the count ran: the figure may predate it, keep nothing.
-        if (this.capacity <= 0 || generation !== this.generation(orgId)) return
+        if (this.capacity <= 0 || generation !== this.generation(orgId) || !settled) return
         let byStatement = this.entries.get(orgId)
         if (byStatement === undefined) this.entries.set(orgId, (byStatement = new Map()))
-        if (byStatement.delete(statement)) this.size--
-        byStatement.set(statement, { generation, n, at: this.now() })
+        if (byStatement.delete(key(statement))) this.size--
+        byStatement.set(key(statement), { generation, n, at: this.now() })
         this.size++
         this.evict()
       },

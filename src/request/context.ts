@@ -12,6 +12,6 @@ export interface RequestContext {
   idempotencyKey?: string
   /** The request's X-Request-Id (CONTRACT §17); events carry it as `requestid`. */
   requestId?: string
-  /** Counts this request may reuse and remember (counts/cache.ts); none with a read replica. */
+  /** Counts this request may reuse and remember (counts/cache.ts). */
   counts?: CountMemo
 }

@@ -111,8 +111,12 @@ for (const [index, kind] of STORES.entries()) {
       await page.getByRole('link', { name: 'web-01' }).click()
       await page.getByRole('heading', { name: 'web-01' }).waitFor()
       await expect(page.getByRole('row', { name: /environment/i }).textContent()).resolves.toContain('prod')
-      await expect(page.getByRole('link', { name: 'Shop' }).isVisible()).resolves.toBe(true)
+      await expect(page.getByRole('region', { name: 'Relationships' }).getByRole('link', { name: 'Shop' }).isVisible()).resolves.toBe(true)
       await expect(page.getByRole('heading', { name: 'History' }).isVisible()).resolves.toBe(true)
+      // The history names the other end of a relationship event and links to it.
+      const linked = page.getByRole('region', { name: 'History' }).getByRole('row', { name: /relationship\.created/ })
+      await expect(linked.textContent()).resolves.toContain('runs_on ←')
+      await expect(linked.getByRole('link', { name: 'Shop' }).getAttribute('href')).resolves.toMatch(/^\/console\/assets\/[0-9a-f-]{36}$/)
       await expectAccessible(page)
       await shot(page, 'asset')
       await page.context().close()

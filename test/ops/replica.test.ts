@@ -10,6 +10,7 @@ import { createKeyFromCli } from '../../src/keys/cli.js'
 import { STORES } from '../helpers/stores.js'
 import { ACME } from '../helpers/fixtures.js'
 import { startReplicaPair, type ReplicaPair } from '../helpers/replica.js'
+import { openReadRouting } from '../../src/store/replica.js'
 
 // Long enough for the reads below on a busy 2-core machine, short enough to wait out once.
 const WINDOW_MS = 3000
@@ -46,7 +47,7 @@ describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming re
     apps.push(app)
     return app
   }
-  const call = (app: FastifyInstance, key: string, method: 'GET' | 'POST', url: string, payload?: object) =>
+  const call = (app: FastifyInstance, key: string, method: 'GET' | 'POST' | 'DELETE', url: string, payload?: object) =>
     app.inject({ method, url, headers: { authorization: `Bearer ${key}` }, ...(payload ? { payload } : {}) })
   const listedNames = async (app: FastifyInstance, key: string) =>
     ((await call(app, key, 'GET', '/api/v1/assets')).json() as { data: { name: string }[] }).data.map((a) => a.name)
@@ -93,6 +94,55 @@ describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming re
       expect(await searchTotal(one, reader)).toBe(before + 1)
     })
   }
+
+  it('remembers the counts of replica reads apart, once the replica has had the lag window to catch up', async () => {
+    const routing = await openReadRouting(primary, { readUrl: pair.replicaUrl, readAfterWriteMs: WINDOW_MS, poolSize: 2, onReplicaDown: () => undefined })
+    const app = await buildApp({ db: primary, config: loadConfig({}, { databaseReadUrl: pair.replicaUrl, readAfterWriteMs: WINDOW_MS }), readRouting: routing })
+    apps.push(app)
+    let counted = 0
+    routing.reader.replica.onQuery = (sql) => void (/^SELECT count\(\*\)/.test(sql) && counted++)
+    const notes = { field: 'name', operator: 'starts_with', value: 'cnt-' }
+    const total = async (key: string) => {
+      // A page of 1 over 2 or more matches: a short first page would tell the total without any count.
+      const res = await call(app, key, 'POST', '/api/v1/search/assets', { filter: { and: [{ field: 'asset_type_key', operator: 'equals', value: 'note' }, notes] }, page: { number: 1, size: 1 } })
+      expect(res.statusCode).toBe(200)
+      return (res.json() as { meta: { page: { total_items: number } } }).meta.page.total_items
+    }
+    const ids: string[] = []
+    const write = async (name: string) => {
+      const res = await call(app, writer, 'POST', '/api/v1/assets', { asset_type_key: 'note', name })
+      expect(res.statusCode).toBe(201)
+      ids.push((res.json() as { data: { id: string } }).data.id)
+    }
+    try {
+      await write('cnt-1')
+      await write('cnt-2')
+      await pair.caughtUp()
+      await new Promise((resolve) => setTimeout(resolve, WINDOW_MS + 100))
+
+      // Settled: the replica's count is taken once, then remembered.
+      expect([await total(reader), await total(reader)]).toEqual([2, 2])
+      expect(counted).toBe(1)
+
+      // A write starts a generation: the writer reads the primary, with the primary's own count;
+      // the reader's replica counts are answered but not remembered within the window.
+      await pair.pauseReplay()
+      await write('cnt-3')
+      expect(await total(writer)).toBe(3)
+      expect([await total(reader), await total(reader)]).toEqual([2, 2])
+      expect(counted).toBe(3)
+      await pair.resumeReplay()
+      await pair.caughtUp()
+      await new Promise((resolve) => setTimeout(resolve, WINDOW_MS + 100))
+      expect([await total(reader), await total(reader)]).toEqual([3, 3])
+      expect(counted).toBe(4)
+    } finally {
+      // The other tests count the live assets: archive these again.
+      await pair.resumeReplay()
+      for (const id of ids) expect((await call(app, writer, 'DELETE', `/api/v1/assets/${id}`)).statusCode).toBe(204)
+      await pair.caughtUp()
+    }
+  })
 
   it('falls back to the primary when the replica is down', async () => {
     await pair.stopReplica()

@@ -94,4 +94,65 @@ describe('the count cache', () => {
     expect(none.memo(org).read('q')).toBeUndefined()
     none.close()
   })
+
+  describe('with a read replica', () => {
+    const LAG = 2_000
+
+    it('keeps the replica\'s counts apart from the primary\'s', () => {
+      let now = 10_000
+      const cache = new CountCache(10, () => now, LAG)
+      now += LAG
+      cache.memo(org, 'replica').write('q', 5)
+      expect(cache.memo(org, 'replica').read('q')).toBe(5)
+      // A key that has just written reads from the primary: never the replica's figure.
+      expect(cache.memo(org, 'primary').read('q')).toBeUndefined()
+      cache.memo(org, 'primary').write('q', 6)
+      expect(cache.memo(org, 'primary').read('q')).toBe(6)
+      expect(cache.memo(org, 'replica').read('q')).toBe(5)
+      cache.close()
+    })
+
+    it('remembers a replica count only once the generation is older than the replica\'s lag', () => {
+      let now = 10_000
+      const cache = new CountCache(10, () => now, LAG)
+      // Just started: the replica may still miss writes made before this process started.
+      cache.memo(org, 'replica').write('q', 1)
+      expect(cache.memo(org, 'replica').read('q')).toBeUndefined()
+      now += LAG
+      cache.memo(org, 'replica').write('q', 1)
+      expect(cache.memo(org, 'replica').read('q')).toBe(1)
+      const tx = openTx()
+      noteDataWrite(tx, org)
+      tx.commit()
+      expect(cache.memo(org, 'replica').read('q')).toBeUndefined()
+      // Taken while the replica may not have replayed the write yet: answered, not remembered.
+      now += LAG - 1
+      cache.memo(org, 'replica').write('q', 1)
+      expect(cache.memo(org, 'replica').read('q')).toBeUndefined()
+      // The primary's counts follow the commit at once.
+      cache.memo(org, 'primary').write('q', 2)
+      expect(cache.memo(org, 'primary').read('q')).toBe(2)
+      now += 1
+      cache.memo(org, 'replica').write('q', 2)
+      expect(cache.memo(org, 'replica').read('q')).toBe(2)
+      // Another organization's generation is its own.
+      cache.memo(other, 'replica').write('q', 9)
+      expect(cache.memo(other, 'replica').read('q')).toBe(9)
+      // Anything may have changed (a reconnection): the lag starts again for everyone.
+      cache.changed()
+      cache.memo(other, 'replica').write('q', 9)
+      expect(cache.memo(other, 'replica').read('q')).toBeUndefined()
+      cache.close()
+    })
+
+    it('judges the lag from when the request began, not when its count ends', () => {
+      let now = 10_000
+      const cache = new CountCache(10, () => now, LAG)
+      const memo = cache.memo(org, 'replica')
+      now += LAG
+      memo.write('q', 3)
+      expect(cache.memo(org, 'replica').read('q')).toBeUndefined()
+      cache.close()
+    })
+  })
 })
