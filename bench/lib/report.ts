@@ -65,7 +65,7 @@ export function setPrevious(p: Previous | null): void {
 }
 
 /** Higher is better for throughput, lower for times and memory. */
-const better = (unit: string) => (unit === 'req/s' ? 1 : -1)
+const better = (unit: string) => (unit.endsWith('/s') ? 1 : -1)
 
 function previousText(row: Row): string {
   const p = previous.get(row.metric)
