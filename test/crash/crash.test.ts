@@ -1,16 +1,6 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
-import { templateDataDir } from '../helpers/pglite-template.js'
-import { startServerProcess, type ServerProcess } from '../helpers/processes.js'
-import { ACME } from '../helpers/fixtures.js'
-import { openDb, type Db } from '../../src/store/db.js'
-import { migrate } from '../../src/store/migrate.js'
-import { applySetup } from '../../src/setup/apply.js'
-import type { SetupFile } from '../../src/setup/schema.js'
-import { createKeyFromCli } from '../../src/keys/cli.js'
+import { STORES } from '../helpers/stores.js'
+import { prepareServerStore, startServerProcess, type ServerProcess, type ServerStore } from '../helpers/processes.js'
 
 /**
  * kill -9 of a real server process in the middle of a 10,000-item bulk create and of a bulk
@@ -22,32 +12,18 @@ const ITEMS = 10_000
 for (const store of STORES) {
   describe(`${store}: kill -9 during bulk writes`, () => {
     let env: Record<string, string | undefined>
-    let pg: TestStore | null = null
-    let dataDir = ''
+    let prepared: ServerStore | null = null
     let key = ''
     let server: ServerProcess | null = null
 
     beforeAll(async () => {
-      let db: Db
-      if (store === 'postgres') {
-        pg = await createTestStore('postgres')
-        db = pg.db
-        env = { DATABASE_URL: process.env.TEST_DATABASE_URL, KBIS_TEST_SCHEMA: pg.schema! }
-      } else {
-        dataDir = await templateDataDir(await mkdtemp(path.join(tmpdir(), 'kbis-crash-')))
-        db = await openDb({ dataDir })
-        await migrate(db)
-        env = { KBIS_DATA_DIR: dataDir }
-      }
-      await applySetup(db, ACME as unknown as SetupFile)
-      key = (await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: 'crash', type: 'Admin', roles: ['all'] })).secret
-      // The PGlite directory belongs to one process: the server's, from now on.
-      if (store === 'pglite') await db.close()
+      prepared = await prepareServerStore(store, 'crash')
+      env = prepared.env
+      key = prepared.key
     }, 180_000)
     afterAll(async () => {
       if (server && server.child.exitCode === null) server.child.kill('SIGKILL')
-      await pg?.drop()
-      if (dataDir) await rm(dataDir, { recursive: true, force: true })
+      await prepared?.drop()
     })
 
     const call = async (method: string, url: string, body?: unknown) => {

@@ -1,18 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import net from 'node:net'
-import path from 'node:path'
-import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
-import { templateDataDir } from '../helpers/pglite-template.js'
-import { startServerProcess, type ServerProcess } from '../helpers/processes.js'
+import { STORES } from '../helpers/stores.js'
+import { prepareServerStore, startServerProcess, type ServerProcess, type ServerStore } from '../helpers/processes.js'
 import { eventually, startReceiver, verify, type Receiver } from '../helpers/webhook-receiver.js'
-import { openDb, type Db } from '../../src/store/db.js'
-import { migrate } from '../../src/store/migrate.js'
-import { applySetup } from '../../src/setup/apply.js'
-import type { SetupFile } from '../../src/setup/schema.js'
-import { createKeyFromCli } from '../../src/keys/cli.js'
-import { ACME } from '../helpers/fixtures.js'
 
 async function freePort(): Promise<number> {
   const server = net.createServer()
@@ -31,34 +21,21 @@ interface Delivery { status: string; attempts: number; last_error: string | null
  */
 for (const kind of STORES) {
   describe(`${kind}: a pending webhook delivery survives kill -9 of the server`, () => {
-    let pg: TestStore | null = null
-    let dataDir = ''
+    let prepared: ServerStore | null = null
     let env: Record<string, string | undefined>
     let key: string
     let server: ServerProcess | null = null
     let receiver: Receiver | null = null
 
     beforeAll(async () => {
-      let db: Db
-      if (kind === 'postgres') {
-        pg = await createTestStore('postgres')
-        db = pg.db
-        env = { DATABASE_URL: process.env.TEST_DATABASE_URL, KBIS_TEST_SCHEMA: pg.schema! }
-      } else {
-        dataDir = await templateDataDir(await mkdtemp(path.join(tmpdir(), 'kbis-webhook-crash-')))
-        db = await openDb({ dataDir })
-        await migrate(db)
-        env = { KBIS_DATA_DIR: dataDir }
-      }
-      await applySetup(db, ACME as unknown as SetupFile)
-      key = (await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: 'crash', type: 'Admin', roles: ['all'] })).secret
-      if (kind === 'pglite') await db.close()
+      prepared = await prepareServerStore(kind, 'webhook-crash')
+      env = prepared.env
+      key = prepared.key
     }, 60_000)
     afterAll(async () => {
       if (server && server.child.exitCode === null) server.child.kill('SIGKILL')
       await receiver?.close()
-      await pg?.drop()
-      if (dataDir) await rm(dataDir, { recursive: true, force: true })
+      await prepared?.drop()
     })
 
     const call = async (method: string, url: string, body?: object) => {

@@ -1,6 +1,17 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { createInterface } from 'node:readline'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { openDb, type Db, type StoreKind } from '../../src/store/db.js'
+import { migrate } from '../../src/store/migrate.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { createKeyFromCli } from '../../src/keys/cli.js'
+import { createTestStore, type TestStore } from './stores.js'
+import { templateDataDir } from './pglite-template.js'
+import { ACME } from './fixtures.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -40,5 +51,47 @@ export async function startServerProcess(env: Record<string, string | undefined>
       child.once('exit', () => resolve())
       child.kill('SIGTERM')
     }),
+  }
+}
+
+/** A store made ready for server processes: the ACME setup and an Admin key, and how to reach it. */
+export interface ServerStore {
+  /** What a server process needs to open the store (DATABASE_URL + schema, or KBIS_DATA_DIR). */
+  env: Record<string, string | undefined>
+  /** An Admin key of the Owner with role `all`. */
+  key: string
+  drop(): Promise<void>
+}
+
+/**
+ * A fresh PostgreSQL schema, or a PGlite data directory unpacked from the migrated template, with
+ * ACME applied and an Admin key. A PGlite directory belongs to one process: it is closed here, for
+ * the server process to open.
+ */
+export async function prepareServerStore(kind: StoreKind, prefix: string): Promise<ServerStore> {
+  let db: Db
+  let pg: TestStore | null = null
+  let dataDir = ''
+  let env: Record<string, string | undefined>
+  if (kind === 'postgres') {
+    pg = await createTestStore('postgres')
+    db = pg.db
+    env = { DATABASE_URL: process.env.TEST_DATABASE_URL, KBIS_TEST_SCHEMA: pg.schema! }
+  } else {
+    dataDir = await templateDataDir(await mkdtemp(path.join(tmpdir(), `kbis-${prefix}-`)))
+    db = await openDb({ dataDir })
+    await migrate(db)
+    env = { KBIS_DATA_DIR: dataDir }
+  }
+  await applySetup(db, ACME as unknown as SetupFile)
+  const key = (await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: prefix, type: 'Admin', roles: ['all'] })).secret
+  if (kind === 'pglite') await db.close()
+  return {
+    env,
+    key,
+    async drop() {
+      await pg?.drop()
+      if (dataDir) await rm(dataDir, { recursive: true, force: true })
+    },
   }
 }
