@@ -230,6 +230,8 @@ for (const [index, kind] of STORES.entries()) {
       await owner.getByLabel('Name').fill('handover')
       await owner.getByLabel('Roles').selectOption(['it_editor'])
       await owner.getByRole('button', { name: 'Create', exact: true }).click()
+      // The answer (the secret, once) has arrived before the reload: no navigation is in flight.
+      await owner.getByLabel('Secret').waitFor()
       await owner.reload()
       const row = owner.getByRole('row').filter({ has: owner.getByRole('cell', { name: 'handover' }) })
       await row.getByRole('button', { name: 'Transfer' }).click()
