@@ -3,7 +3,8 @@
  * PostgreSQL schema (DATABASE_URL, default the local test database) with 20,000 servers, puts 10
  * connections of load on one read for 10 s (after 5 s of warm-up) with the V8 profiler on, and
  * prints the throughput and the functions with the most self time.
- * `node --import tsx scripts/profile-reads.ts [list|search] [out.cpuprofile]`
+ * `node --import tsx scripts/profile-reads.ts [list|search|export] [out.cpuprofile]` (export: the
+ * 20,000 servers as NDJSON, 2 connections).
  * (open the .cpuprofile in Chrome DevTools for the whole tree). The schema is dropped at the end.
  */
 import { writeFileSync } from 'node:fs'
@@ -45,8 +46,10 @@ try {
   const address = await app.listen({ host: '127.0.0.1', port: 0 })
   const request = which === 'search'
     ? { method: 'POST' as const, path: '/api/v1/search/assets', body: JSON.stringify({ filter: SEARCH_FILTER, sort: [{ field: 'name', order: 'asc' }], page: { number: 1, size: 50 } }) }
-    : { method: 'GET' as const, path: '/api/v1/assets?sort=name&page[size]=100' }
-  const load = (seconds: number) => autocannon({ url: address, connections: 10, duration: seconds, headers, requests: [request] })
+    : which === 'export'
+      ? { method: 'GET' as const, path: '/api/v1/export/assets?format=ndjson' }
+      : { method: 'GET' as const, path: '/api/v1/assets?sort=name&page[size]=100' }
+  const load = (seconds: number) => autocannon({ url: address, connections: which === 'export' ? 2 : 10, duration: seconds, headers, requests: [request] })
   await load(5)
   const session = new Session()
   session.connect()

@@ -2,13 +2,6 @@ import { stringify } from 'csv-stringify/sync'
 import { toAssetRecord, type AssetRow } from '../assets/mapper.js'
 import type { AssetType } from '../metamodel/types.js'
 
-/** NDJSON: one record (CONTRACT §2, no includes) a line. */
-export function ndjsonLines(rows: readonly AssetRow[]): string {
-  let text = ''
-  for (const row of rows) text += `${JSON.stringify(toAssetRecord(row))}\n`
-  return text
-}
-
 export function csvHeader(type: AssetType): string[] {
   return ['id', 'name', 'access_domain_key', 'created_at', 'updated_at', ...type.properties.map((p) => p.key)]
 }

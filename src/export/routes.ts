@@ -2,7 +2,6 @@ import { Readable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import { exportQuery, exportResponses } from './schemas.js'
 import { planExport, type ExportFormat } from './service.js'
-import { csvLines, ndjsonLines } from './format.js'
 
 const CONTENT_TYPES: Record<ExportFormat, string> = { ndjson: 'application/x-ndjson', csv: 'text/csv' }
 
@@ -18,13 +17,6 @@ export async function exportRoutes(app: FastifyInstance): Promise<void> {
     const query = request.query as Record<string, unknown>
     const format = query.format as ExportFormat
     const plan = planExport(await app.requestContext(request), query, format)
-    const assetType = plan.assetType
-    async function* text(): AsyncGenerator<string> {
-      if (format === 'csv' && assetType) yield csvLines(assetType, [], true)
-      for await (const rows of plan.batches()) {
-        yield format === 'csv' && assetType ? csvLines(assetType, rows, false) : ndjsonLines(rows)
-      }
-    }
-    return reply.type(CONTENT_TYPES[format]).send(Readable.from(text(), { objectMode: false, highWaterMark: 1 }))
+    return reply.type(CONTENT_TYPES[format]).send(Readable.from(plan.chunks(), { objectMode: false, highWaterMark: 1 }))
   })
 }

@@ -4,9 +4,9 @@ import { Params } from '../store/sql.js'
 import { scopeFilter } from '../access/scope.js'
 import { parseListFilters, resolveListFilters } from '../query/list.js'
 import { compileWhere } from '../query/where.js'
-import type { AssetRow } from '../assets/mapper.js'
 import type { AssetType } from '../metamodel/types.js'
-import { selectExportBatch } from './sql.js'
+import { selectExportBatch, selectNdjsonBatch } from './sql.js'
+import { csvLines } from './format.js'
 
 export type ExportFormat = 'ndjson' | 'csv'
 
@@ -15,10 +15,11 @@ export type ExportFormat = 'ndjson' | 'csv'
 export const EXPORT_BATCH_SIZE = 1000
 
 export interface ExportPlan {
-  /** The asset type of a CSV export (its property columns), null for NDJSON without a type filter. */
-  assetType: AssetType | null
-  /** Batches of rows in id order; the next statement runs only when the consumer asks for it. */
-  batches(): AsyncGenerator<AssetRow[]>
+  /**
+   * The export's text, batch by batch in id order (CSV: the header first); the next statement
+   * runs only when the consumer asks for the next chunk.
+   */
+  chunks(): AsyncGenerator<string>
 }
 
 /**
@@ -41,15 +42,29 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
     filter: resolveListFilters(parseListFilters(query), 'assets', ctx.metamodel), scope: scopeFilter(ctx.auth, 'view'),
   }, params)
   const compiled = { where, params }
+  if (format === 'csv' && assetType !== null) {
+    const type = assetType
+    return {
+      async *chunks() {
+        yield csvLines(type, [], true)
+        let afterId: string | null = null
+        for (;;) {
+          const rows = await selectExportBatch(ctx.db, compiled, afterId, EXPORT_BATCH_SIZE)
+          if (rows.length > 0) yield csvLines(type, rows, false)
+          if (rows.length < EXPORT_BATCH_SIZE) return
+          afterId = rows[rows.length - 1]!.id
+        }
+      },
+    }
+  }
   return {
-    assetType,
-    async *batches() {
+    async *chunks() {
       let afterId: string | null = null
       for (;;) {
-        const rows = await selectExportBatch(ctx.db, compiled, afterId, EXPORT_BATCH_SIZE)
-        if (rows.length > 0) yield rows
-        if (rows.length < EXPORT_BATCH_SIZE) return
-        afterId = rows[rows.length - 1]!.id
+        const batch = await selectNdjsonBatch(ctx.db, compiled, afterId, EXPORT_BATCH_SIZE)
+        if (batch.rows > 0) yield batch.text
+        if (batch.rows < EXPORT_BATCH_SIZE) return
+        afterId = batch.lastId
       }
     },
   }
