@@ -1,5 +1,6 @@
 import type { Queryable } from '../store/db.js'
-import { eventsWritten, inIdOrder, isoSecondSql, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
+import { isoSecondSql } from '../store/sql.js'
+import { eventsWritten, inIdOrder, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
 import type { EventType } from '../outbox/cloud-event.js'
 import { toAssetRecord, type AssetRow } from './mapper.js'
 

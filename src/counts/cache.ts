@@ -98,11 +98,11 @@ export class CountCache {
   memo(orgId: string, source: CountSource = 'primary'): CountMemo {
     const generation = this.generation(orgId)
     const began = this.now()
-    const key = source === 'replica' ? (statement: string) => `replica:${statement}` : (statement: string) => statement
+    const prefix = source === 'replica' ? 'replica:' : ''
     const settled = source === 'primary' || began - (this.startedAt.get(orgId) ?? this.since) >= this.replicaLagMs
     return {
       read: (statement) => {
-        const entry = this.entries.get(orgId)?.get(key(statement))
+        const entry = this.entries.get(orgId)?.get(prefix + statement)
         if (entry === undefined || entry.generation !== this.generation(orgId) || this.now() - entry.at > COUNT_TTL_MS) return undefined
         return entry.n
       },
@@ -111,8 +111,8 @@ export class CountCache {
         if (this.capacity <= 0 || generation !== this.generation(orgId) || !settled) return
         let byStatement = this.entries.get(orgId)
         if (byStatement === undefined) this.entries.set(orgId, (byStatement = new Map()))
-        if (byStatement.delete(key(statement))) this.size--
-        byStatement.set(key(statement), { generation, n, at: this.now() })
+        if (byStatement.delete(prefix + statement)) this.size--
+        byStatement.set(prefix + statement, { generation, n, at: this.now() })
         this.size++
         this.evict()
       },

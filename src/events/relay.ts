@@ -47,7 +47,7 @@ export class EventRelay {
   private readonly stampedHooks: StampedHook[] = []
   private readonly committedHooks: CommittedHook[] = []
   private readonly stoppedHooks: (() => Promise<void>)[] = []
-  private readonly retentionHooks: ((retentionDays: number) => Promise<number>)[] = []
+  private readonly retentionHooks: ((retentionDays: number) => Promise<void>)[] = []
   private timer: NodeJS.Timeout | null = null
   private retentionTimer: NodeJS.Timeout | null = null
   private chain: Promise<unknown> = Promise.resolve()
@@ -70,9 +70,9 @@ export class EventRelay {
 
   /**
    * Runs with each retention round, after the events (the webhook delivery log is kept as long):
-   * deletes what is older than `retentionDays` and returns how many rows.
+   * deletes what is older than `retentionDays`.
    */
-  onRetention(hook: (retentionDays: number) => Promise<number>): void {
+  onRetention(hook: (retentionDays: number) => Promise<void>): void {
     this.retentionHooks.push(hook)
   }
 

@@ -1,7 +1,6 @@
 import type { Queryable } from '../store/db.js'
-import { Params } from '../store/sql.js'
+import { Params, isoSecondSql } from '../store/sql.js'
 import { ASSET_COLUMNS, type AssetRow } from '../assets/mapper.js'
-import { isoSecondSql } from '../outbox/write.js'
 
 export interface ExportQuery {
   where: string

@@ -115,8 +115,6 @@ export async function writeEvents(tx: Queryable, origin: EventOrigin, events: re
   noteDataWrite(tx, origin.orgId)
 }
 
-/** `2026-01-31T09:15:00Z` in SQL, as isoSecond() writes it (records built inside an event-writing statement). */
-export const isoSecondSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`
 
 /**
  * $3, $4, $5 of a statement that writes rows and their events together (assets/events.ts,

@@ -1,6 +1,6 @@
 import type { Queryable } from '../store/db.js'
-import { ORG_ROW } from '../store/sql.js'
-import { eventsWritten, inIdOrder, isoSecondSql, writeEvents, type EventOrigin } from '../outbox/write.js'
+import { ORG_ROW, isoSecondSql } from '../store/sql.js'
+import { eventsWritten, inIdOrder, writeEvents, type EventOrigin } from '../outbox/write.js'
 import { toRelationshipRecord, type RelationshipRow } from './mapper.js'
 
 /**

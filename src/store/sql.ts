@@ -40,6 +40,9 @@ export function literal(value: string): string {
  * the organization's rows for each joined row: 10,000 × 160,000 comparisons, minutes for one
  * bulk PATCH (seen in the benchmark).
  */
+/** `2026-01-31T09:15:00Z` written by the store (core/time.ts isoSecond's twin in SQL, CONTRACT §1). */
+export const isoSecondSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`
+
 export const ORG_ROW = '(SELECT $1::uuid AS org_id OFFSET 0) o'
 
 /** Escapes LIKE/ILIKE wildcards so user text matches literally (with `ESCAPE '\'`). */

@@ -40,11 +40,8 @@ export function createWebhookWorker(app: FastifyInstance): WebhookWorker {
   })
   // The delivery log is kept as long as the events: finished deliveries go with each retention round.
   app.events.onRetention(async (days) => {
-    let total = 0
     for (;;) {
-      const deleted = await deleteFinishedDeliveries(app.db, days, 10_000)
-      total += deleted
-      if (deleted < 10_000) return total
+      if ((await deleteFinishedDeliveries(app.db, days, 10_000)) < 10_000) return
     }
   })
   app.addHook('onReady', async () => worker.start())
