@@ -41,11 +41,12 @@ function assetChangesSql(rows: string): string {
   const field = (name: string) =>
     `CASE WHEN ${rows}.b_${name} IS DISTINCT FROM ${rows}.${name}
           THEN jsonb_build_object('${name}', jsonb_build_object('from', ${rows}.b_${name}, 'to', ${rows}.${name})) ELSE '{}'::jsonb END`
-  return `${field('name')} || ${field('access_domain_key')} || coalesce((
-         SELECT jsonb_object_agg('properties.' || k.key, jsonb_build_object('from', coalesce(${rows}.b_properties -> k.key, 'null'::jsonb),
-                                                                             'to', coalesce(${rows}.properties -> k.key, 'null'::jsonb)))
-         FROM (SELECT jsonb_object_keys(${rows}.b_properties) UNION SELECT jsonb_object_keys(${rows}.properties)) AS k(key)
-         WHERE ${rows}.b_properties -> k.key IS DISTINCT FROM ${rows}.properties -> k.key), '{}'::jsonb)`
+  const [before, after] = [`${rows}.b_properties`, `${rows}.properties`]
+  return `${field('name')} || ${field('access_domain_key')} || CASE WHEN ${before} = ${after} THEN '{}'::jsonb ELSE coalesce((
+         SELECT jsonb_object_agg('properties.' || k.key, jsonb_build_object('from', coalesce(${before} -> k.key, 'null'::jsonb),
+                                                                             'to', coalesce(${after} -> k.key, 'null'::jsonb)))
+         FROM (SELECT b.key FROM jsonb_object_keys(${before}) AS b(key) WHERE ${before} -> b.key IS DISTINCT FROM ${after} -> b.key
+               UNION ALL SELECT n.key FROM jsonb_object_keys(${after}) AS n(key) WHERE NOT ${before} ? n.key) AS k(key)), '{}'::jsonb) END`
 }
 
 /**
@@ -60,7 +61,7 @@ export function assetUpdatedEventsSql(rows: string): string {
        SELECT $1, ${rows}.event_id, 'asset.updated', 'assets/' || ${rows}.id, now(), $3, $4,
               jsonb_build_object('object', ${assetRecordSql(rows)}, 'changes', c.changes, 'actor', $5::jsonb),
               ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key
-       FROM ${rows} CROSS JOIN LATERAL (SELECT ${assetChangesSql(rows)} AS changes) c
+       FROM ${rows} CROSS JOIN LATERAL (SELECT ${assetChangesSql(rows)} AS changes OFFSET 0) c
        WHERE c.changes <> '{}'::jsonb
        RETURNING 1`
 }
