@@ -48,7 +48,8 @@ async function exportRows(ctx: BenchContext): Promise<Row[]> {
   const ours = await timed(async () => {
     const res = await fetch(`${ctx.service.url}/api/v1/export/assets?format=ndjson&filter[asset_type_key]=server`, { headers: { authorization: `Bearer ${org.secret}` } })
     let lines = 0
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) for (const byte of chunk) if (byte === 10) lines++
+    // Lines counted natively (indexOf is memchr): a byte-by-byte loop here took a third of the time measured.
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) lines++
     if (res.status !== 200 || lines !== rows) throw new Error(`bench: export answered ${res.status} with ${lines} lines, expected ${rows}`)
   })
   const rss = ctx.service.peakRssMb()

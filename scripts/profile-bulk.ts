@@ -3,7 +3,8 @@
  * client in between): `node --import tsx scripts/profile-bulk.ts [pglite|postgres] [runs]`.
  * Prints, per bulk kind (create, update, relationships, upsert unchanged and changed), each
  * request's time and the statements of its last run over 5 ms, with what was spent outside SQL.
- * SHOW_BACKGROUND=1 lists the background work (relay, statistics) that ran meanwhile.
+ * SHOW_BACKGROUND=1 lists the background work (relay, statistics) that ran meanwhile; CPU_PROFILE=1
+ * runs the V8 profiler over each kind's requests and prints the functions with the most self time.
  * PostgreSQL: a fresh schema on DATABASE_URL (default the local test database), dropped at the
  * end unless KEEP_SCHEMA=1 (then `prof_kept`, for EXPLAIN by hand).
  */
@@ -16,6 +17,7 @@ import type { SetupFile } from '../src/setup/schema.js'
 import { createKeyFromCli } from '../src/keys/cli.js'
 import { benchSetup, serverBatch, serverChange } from '../bench/lib/data.js'
 import pg from 'pg'
+import { Session } from 'node:inspector/promises'
 
 const kind = process.argv[2] ?? 'pglite'
 const runs = Number(process.argv[3] ?? 3)
@@ -60,6 +62,27 @@ async function timedInject(method: 'POST' | 'PATCH' | 'PUT', path: string, body:
   return { ms, json: res.json() }
 }
 
+interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }
+interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
+const session = process.env.CPU_PROFILE ? new Session() : null
+if (session) { session.connect(); await session.post('Profiler.enable') }
+async function profileStart(): Promise<void> { if (session) await session.post('Profiler.start') }
+/** The functions with the most self time since profileStart() (nothing without CPU_PROFILE). */
+async function profileStop(): Promise<void> {
+  if (!session) return
+  const { profile } = await session.post('Profiler.stop') as { profile: Profile }
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  const self = new Map<string, number>()
+  let total = 0
+  profile.samples.forEach((id, i) => {
+    const frame = byId.get(id)!.callFrame
+    const name = `${frame.functionName || '(anonymous)'} ${frame.url.replace(/.*node_modules\//, '').replace(/^file:\/\/.*?\/(src|bench)\//, '$1/')}:${frame.lineNumber}`
+    self.set(name, (self.get(name) ?? 0) + profile.timeDeltas[i]!)
+    total += profile.timeDeltas[i]!
+  })
+  for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 20)) console.log(`    ${(us / 1000).toFixed(0).padStart(6)} ms ${((100 * us) / total).toFixed(1).padStart(5)} %  ${name}`)
+}
+
 function report(label: string, samples: { ms: number; stmts: { sql: string; ms: number }[] }[]) {
   const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
   console.log(`\n${label}: request ${samples.map((s) => s.ms.toFixed(0)).join(', ')} ms`)
@@ -72,38 +95,46 @@ function report(label: string, samples: { ms: number; stmts: { sql: string; ms: 
 const created: string[][] = []
 const createSamples = []
 await timedInject('POST', '/api/v1/bulk/assets', serverBatch('warm'), 201)
+await profileStart()
 for (let r = 0; r < runs; r++) {
   const { ms, json } = await timedInject('POST', '/api/v1/bulk/assets', serverBatch(`b${r}`), 201)
   created.push(json.data.map((a: { id: string }) => a.id))
   createSamples.push({ ms, stmts: [...times] })
 }
 report('bulk create 10,000', createSamples)
+await profileStop()
 
 const updateSamples = []
+await profileStart()
 for (let r = 0; r < runs; r++) {
   const { ms } = await timedInject('PATCH', '/api/v1/bulk/assets', created[0]!.map((id, i) => ({ id, properties: serverChange(r, i) })), 200)
   updateSamples.push({ ms, stmts: [...times] })
 }
 report('bulk update 10,000 × 2', updateSamples)
+await profileStop()
 
 const apps = (await timedInject('POST', '/api/v1/bulk/assets', Array.from({ length: runs }, (_, i) => ({ asset_type_key: 'application', name: `a${i}`, properties: { code: `a${i}` } })), 201)).json.data.map((a: { id: string }) => a.id)
 const relSamples = []
+await profileStart()
 for (let r = 0; r < runs; r++) {
   const { ms } = await timedInject('POST', '/api/v1/bulk/relationships', created[Math.min(r, created.length - 1)]!.map((id) => ({ relationship_type_key: 'runs_on', source_asset_id: apps[r], target_asset_id: id })), 201)
   relSamples.push({ ms, stmts: [...times] })
 }
 report('bulk relationships 10,000', relSamples)
+await profileStop()
 // PUT /bulk/assets of the first created batch by composite key: unchanged, then changed.
 const batch = serverBatch('b0')
 const upsertBody = (items: typeof batch) => items.map(({ asset_type_key: _, ...item }) => ({ ...item, id: `server:hostname:${item.properties.hostname as string}` }))
 for (const [label, body] of [['unchanged', upsertBody(batch)], ['changed', null]] as const) {
   const samples = []
+  await profileStart()
   for (let r = 0; r < runs; r++) {
     const items = body ?? upsertBody(batch.map((item, i) => ({ ...item, properties: { ...item.properties, ...serverChange(r + 10, i) } })))
     const { ms } = await timedInject('PUT', '/api/v1/bulk/assets', items, 200)
     samples.push({ ms, stmts: [...times] })
   }
   report(`upsert 10,000 ${label}`, samples)
+  await profileStop()
 }
 console.log(`\npeak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`)
 
