@@ -4,7 +4,8 @@
  * connections of load on one read for 10 s (after 5 s of warm-up) with the V8 profiler on, and
  * prints the throughput and the functions with the most self time.
  * `node --import tsx scripts/profile-reads.ts [list|search|export] [out.cpuprofile]` (export: the
- * 20,000 servers as NDJSON, 2 connections).
+ * 20,000 servers as NDJSON, 2 connections); STORE=pglite for embedded PGlite (PGLITE_DIR: its data
+ * directory, default in memory).
  * (open the .cpuprofile in Chrome DevTools for the whole tree). The schema is dropped at the end.
  */
 import { writeFileSync } from 'node:fs'
@@ -26,12 +27,16 @@ interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[
 const which = process.argv[2] ?? 'list'
 const out = process.argv[3]
 const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+// STORE=pglite: the same on embedded PGlite, on a fresh data directory (PGLITE_DIR, default memory://).
+const pglite = process.env.STORE === 'pglite'
 const schema = `prof_reads_${process.pid}`
 const admin = new pg.Client(url)
-await admin.connect()
-await admin.query(`CREATE SCHEMA ${schema}`)
+if (!pglite) {
+  await admin.connect()
+  await admin.query(`CREATE SCHEMA ${schema}`)
+}
 try {
-  const db = await openDb({ databaseUrl: url, schema })
+  const db = pglite ? await openDb({ dataDir: process.env.PGLITE_DIR || 'memory://' }) : await openDb({ databaseUrl: url, schema })
   await migrate(db)
   await applySetup(db, benchSetup('bench') as unknown as SetupFile)
   const { secret } = await createKeyFromCli(db, { org: 'bench', user: 'owner@bench.test', name: 'profile', type: 'Admin', roles: ['all'] })
@@ -42,7 +47,8 @@ try {
     if (res.statusCode !== 201) throw new Error(`seeding: ${res.statusCode} ${res.body.slice(0, 200)}`)
   }
   await app.events.flush()
-  await admin.query(`VACUUM ANALYZE ${schema}.assets`)
+  if (pglite) await db.query('VACUUM ANALYZE')
+  else await admin.query(`VACUUM ANALYZE ${schema}.assets`)
   const address = await app.listen({ host: '127.0.0.1', port: 0 })
   const request = which === 'search'
     ? { method: 'POST' as const, path: '/api/v1/search/assets', body: JSON.stringify({ filter: SEARCH_FILTER, sort: [{ field: 'name', order: 'asc' }], page: { number: 1, size: 50 } }) }
@@ -71,7 +77,9 @@ try {
   })
   for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${((100 * us) / total).toFixed(1).padStart(5)} %  ${name}`)
 } finally {
-  await admin.query(`DROP SCHEMA ${schema} CASCADE`)
-  await admin.end()
+  if (!pglite) {
+    await admin.query(`DROP SCHEMA ${schema} CASCADE`)
+    await admin.end()
+  }
 }
 process.exit(0)
