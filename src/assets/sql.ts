@@ -2,7 +2,7 @@ import type { Queryable, Tx } from '../store/db.js'
 import { ORG_ROW, Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
-import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
+import { ASSET_COLUMNS, ASSET_JSON_ROWS, type AssetRow } from './mapper.js'
 import { noteDataWrite } from '../counts/cache.js'
 import { eventIdsByRow, eventOriginParams, type EventOrigin } from '../outbox/write.js'
 import { assetCreatedEventsSql, assetUpdatedEventsSql, writeAssetEvents } from './events.js'
@@ -188,7 +188,7 @@ export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: rea
 
 /** One page of assets and its count, for GET /assets (deferred join on the asset's key). */
 export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions = {}): Promise<PageRows<AssetRow>> {
-  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: 'assets a', key: 'a' }, q, count)
+  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: 'assets a', key: 'a', jsonRows: ASSET_JSON_ROWS }, q, count)
 }
 
 /** An archived asset as the console lists it: the record's columns plus when it was archived. */
@@ -245,7 +245,10 @@ export async function selectArchivedAssets(db: Queryable, orgId: string, ids: re
 
 /** One page of archived assets, most recently archived first (the console's list). */
 export async function selectArchivedAssetPage(db: Queryable, q: PageQuery): Promise<PageRows<ArchivedAssetRow>> {
-  return selectPage<ArchivedAssetRow>(db, { select: `${ASSET_COLUMNS}, a.archived_at, a.unique_value`, from: 'assets a', key: 'a' }, q)
+  return selectPage<ArchivedAssetRow>(db, {
+    select: `${ASSET_COLUMNS}, a.archived_at, a.unique_value`, from: 'assets a', key: 'a',
+    jsonRows: { timestamps: [...ASSET_JSON_ROWS.timestamps, 'archived_at'] },
+  }, q)
 }
 
 /** The live asset of this type holding this unique value, if any. */

@@ -84,7 +84,7 @@ export async function selectIncludedRelationships(db: Queryable, auth: AuthConte
   const to = params.add(offsetOf(q.page) + q.page.size)
   const props = q.withProperties ? ', o.properties AS related_properties' : ''
   const result = await db.query<IncludedRow>(
-    `SELECT p.asset_id, p.total, p.rn, p.id, p.relationship_type_key, p.direction, p.related_id, p.related_asset_type_key, p.related_name,
+    `SELECT p.asset_id, p.total::int AS total, p.rn::int AS rn, p.id, p.relationship_type_key, p.direction, p.related_id, p.related_asset_type_key, p.related_name,
             p.related_created_at, p.related_updated_at${q.withProperties ? ', p.related_properties' : ''}
      FROM (
        SELECT v.*, row_number() OVER (PARTITION BY v.asset_id ORDER BY ${orderBy(q.sort, 'v')}) AS rn,
@@ -109,6 +109,7 @@ export async function selectIncludedRelationships(db: Queryable, auth: AuthConte
      WHERE p.rn = 1 OR (p.rn > ${from}::bigint AND p.rn <= ${to}::bigint)
      ORDER BY p.asset_id, p.rn`,
     params.values,
+    { jsonRows: { timestamps: ['related_created_at', 'related_updated_at'] } },
   )
   return result.rows
 }

@@ -1,4 +1,4 @@
-import type { Queryable } from './db.js'
+import type { Queryable, QueryOptions } from './db.js'
 
 /**
  * Positional parameters for one SQL statement. Values enter SQL only through `add`, which returns
@@ -114,6 +114,7 @@ export const DEFERRED_JOIN_FROM_OFFSET = 1_000
  * conditions, order, OFFSET and LIMIT run over `countFrom ?? from` selecting keys only, which an
  * index serves without touching the rows it skips; only the page's keys are joined back to `from`
  * for their columns. One row past the page is read, so `more` is known without a count.
+ * `source.jsonRows`: the page's rows may travel as one JSON document (QueryOptions.jsonRows).
  *
  * The count, only when the page cannot tell it (a full page, or a page past the end): the
  * live counters when the caller gives them, else `count(*)` over at most COUNT_CAP + 1 matches,
@@ -126,7 +127,7 @@ export const DEFERRED_JOIN_FROM_OFFSET = 1_000
  */
 export async function selectPage<R>(
   db: Queryable,
-  source: { select: string; from: string; countFrom?: string; key?: string },
+  source: { select: string; from: string; countFrom?: string; key?: string; jsonRows?: QueryOptions['jsonRows'] },
   q: PageQuery,
   count: CountOptions = {},
 ): Promise<PageRows<R>> {
@@ -143,7 +144,7 @@ export async function selectPage<R>(
              WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}) k
          ON ${source.key}.org_id = k.k_org AND ${source.key}.id = k.k_id
        ORDER BY ${q.orderBy}`
-  const read = (await db.query<R>(text, pageParams.values)).rows
+  const read = (await db.query<R>(text, pageParams.values, source.jsonRows ? { jsonRows: source.jsonRows } : {})).rows
   const more = read.length > q.limit
   const rows = more ? read.slice(0, q.limit) : read
   const page = { number: 1, size: q.limit, ...(count.exact === true ? { count: 'exact' as const } : {}) }

@@ -32,3 +32,20 @@ export function parseTimestamptz(text: string): Date {
   }
   return general(text)
 }
+
+/**
+ * `2026-01-31T09:15:00.123456+00:00`, a timestamptz as PostgreSQL writes it in JSON (a session in
+ * UTC) → a Date carrying `2026-01-31T09:15:00Z`, as {@link parseTimestamptz}; any other form (an
+ * offset, years beyond 9999) as Date reads ISO 8601.
+ */
+export function parseJsonTimestamptz(text: string): Date {
+  const n = text.length
+  if (n >= 25 && text.charCodeAt(4) === 45 && text.charCodeAt(10) === 84 && text.endsWith('+00:00')) {
+    const date: StoreDate = new Date(`${text.slice(0, n - 6)}Z`)
+    if (!Number.isNaN(date.getTime())) {
+      date[ISO_SECOND] = `${text.slice(0, 19)}Z`
+      return date
+    }
+  }
+  return new Date(text)
+}

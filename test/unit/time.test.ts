@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { isUuid, isoSecond, newId } from '../../src/core/time.js'
-import { parseTimestamptz } from '../../src/store/timestamps.js'
+import { ISO_SECOND, parseJsonTimestamptz, parseTimestamptz, type StoreDate } from '../../src/store/timestamps.js'
 
 describe('newId', () => {
   it('makes RFC 9562 version-7 UUIDs carrying the current millisecond', () => {
@@ -42,6 +42,17 @@ describe('timestamptz from the store', () => {
     expect(isoSecond(d)).toBe('2026-01-31T09:15:07Z')
     expect(parseTimestamptz('2026-01-31 09:15:07+05:30').toISOString()).toBe('2026-01-31T03:45:07.000Z')
     expect(parseTimestamptz('infinity')).toBe(Infinity)
+  })
+
+  it('reads the JSON form (json_agg of a UTC session) the same way', () => {
+    const d: StoreDate = parseJsonTimestamptz('2026-01-31T09:15:07.123456+00:00')
+    expect(d.toISOString()).toBe('2026-01-31T09:15:07.123Z')
+    expect(d[ISO_SECOND]).toBe('2026-01-31T09:15:07Z')
+    expect(isoSecond(parseJsonTimestamptz('2026-01-31T09:15:07+00:00'))).toBe('2026-01-31T09:15:07Z')
+    const shifted: StoreDate = parseJsonTimestamptz('2026-01-31T11:15:07.9+02:00')
+    expect(shifted.toISOString()).toBe('2026-01-31T09:15:07.900Z')
+    expect(shifted[ISO_SECOND]).toBeUndefined()
+    expect(isoSecond(shifted)).toBe('2026-01-31T09:15:07Z')
   })
 
   it('formats any other Date or string to the second, truncating', () => {
