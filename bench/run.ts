@@ -76,7 +76,7 @@ async function runModules(ctx: BenchContext): Promise<{ rows: Row[]; failures: s
 }
 
 function machine(postgres: string, loadBefore: number[]): Machine {
-  return { size: SIZE, quick: QUICK, cpus: os.availableParallelism(), memoryGb: os.totalmem() / 1024 ** 3, node: process.version, postgres, date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC', loadBefore, loadAfter: os.loadavg() }
+  return { size: SIZE, quick: QUICK, cpus: os.availableParallelism(), cpuModel: cpuModel(), memoryGb: os.totalmem() / 1024 ** 3, node: process.version, postgres, date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC', loadBefore, loadAfter: os.loadavg() }
 }
 
 async function main(): Promise<number> {
@@ -130,6 +130,12 @@ const deadline = setTimeout(() => {
   void admin((c) => c.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`)).finally(() => process.exit(3))
 }, deadlineMinutes * 60_000)
 deadline.unref()
+
+/** `AMD EPYC` (with `, 2596 MHz` when the kernel tells the clock): the first CPU's model. */
+function cpuModel(): string {
+  const cpu = os.cpus()[0]
+  return cpu ? `${cpu.model.trim()}${cpu.speed > 0 ? `, ${cpu.speed} MHz` : ''}` : 'unknown'
+}
 
 main()
   .then((code) => {

@@ -3,6 +3,8 @@ import type { Row, Target } from './context.js'
 
 export interface Machine {
   cpus: number
+  /** The CPU's model and clock as the kernel names them (\`os.cpus()\`). */
+  cpuModel: string
   memoryGb: number
   node: string
   postgres: string
@@ -19,6 +21,8 @@ export interface Previous {
   date: string
   size: number
   quick: boolean
+  /** The machine's CPU (runs before 2026-11-25 did not record it). */
+  cpuModel?: string
   /** Each figure with the date of the run that measured it (a BENCH_ONLY run keeps the others). */
   rows: (Pick<Row, 'metric' | 'ours' | 'raw' | 'unit'> & { date?: string })[]
 }
@@ -136,9 +140,10 @@ export function writeBenchmarksDoc(dir: string, rows: readonly Row[], machine: M
 
 Written by \`npm run bench\` (bench/run.ts) on ${machine.date}${machine.quick ? ' in QUICK mode (short windows, few runs: the figures only show that every path works)' : ''}; re-run it to refresh this page.
 Large read set: ${size} assets (\`BENCH_SIZE\`; \`npm run bench -- --size=1000000\` for the million).
-Previous run compared with: ${prev ? `${prev.date}, ${prev.size.toLocaleString('en-US')} assets${prev.quick ? ', quick' : ''}` : 'none'} (docs/benchmarks.json).
+Previous run compared with: ${prev ? `${prev.date}, ${prev.size.toLocaleString('en-US')} assets${prev.quick ? ', quick' : ''}` : 'none'} (docs/benchmarks.json).${prev && prev.cpuModel !== machine.cpuModel ? `
+It ran on ${prev.cpuModel ? `another CPU (${prev.cpuModel})` : 'a machine whose CPU it did not record'}: compare the ratios, not the figures.` : ''}
 
-Machine: ${machine.cpus} CPUs (\`nproc\`), ${machine.memoryGb.toFixed(1)} GB memory, Node ${machine.node},
+Machine: ${machine.cpus} CPUs (\`nproc\`, ${machine.cpuModel}), ${machine.memoryGb.toFixed(1)} GB memory, Node ${machine.node},
 PostgreSQL ${machine.postgres}. Load average before / after the run: ${load(machine.loadBefore)} / ${load(machine.loadAfter)}
 (the service, PostgreSQL and the load generator share these CPUs).
 
@@ -182,7 +187,7 @@ ${notes.map((n) => `- ${n}`).join('\n')}
   writeFileSync(`${dir}/benchmarks.md`, text)
   const measured = new Set(rows.map((r) => r.metric))
   const kept = (prev?.rows ?? []).filter((r) => !measured.has(r.metric)).map((r) => ({ ...r, date: r.date ?? prev!.date }))
-  const json: Previous = { date: machine.date, size: machine.size, quick: machine.quick, rows: [...rows.map(({ metric, ours, raw, unit }) => ({ metric, ours, raw, unit, date: machine.date })), ...kept] }
+  const json: Previous = { date: machine.date, size: machine.size, quick: machine.quick, cpuModel: machine.cpuModel, rows: [...rows.map(({ metric, ours, raw, unit }) => ({ metric, ours, raw, unit, date: machine.date })), ...kept] }
   writeFileSync(`${dir}/benchmarks.json`, `${JSON.stringify(json, null, 2)}\n`)
 }
 

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import type { Row } from '../../../bench/lib/context.js'
 import { consoleTable, meets, parseBenchmarksMd, readPrevious, setPrevious, writeBenchmarksDoc, type Machine } from '../../../bench/lib/report.js'
 
-const MACHINE: Machine = { cpus: 2, memoryGb: 8, node: 'v20', postgres: '15', date: '2026-11-23 10:00 UTC', loadBefore: [1, 1, 1], loadAfter: [1, 1, 1], size: 200_000, quick: false }
+const MACHINE: Machine = { cpus: 2, cpuModel: 'Test CPU', memoryGb: 8, node: 'v20', postgres: '15', date: '2026-11-23 10:00 UTC', loadBefore: [1, 1, 1], loadAfter: [1, 1, 1], size: 200_000, quick: false }
 
 const OLD_PAGE = `# Benchmarks
 
@@ -66,7 +66,21 @@ describe('bench report: the previous run', () => {
     const md = readFileSync(path.join(dir, 'benchmarks.md'), 'utf8')
     expect(md).toContain('| PGlite · list page 1 | 120 req/s | 200 req/s | 0.60× | ratio >= 0.5 | met | — |')
     expect(md).toContain('## Write cost breakdown')
+    expect(md).toContain('Machine: 2 CPUs (`nproc`, Test CPU), 8.0 GB memory')
+    expect(md).toContain('It ran on a machine whose CPU it did not record: compare the ratios, not the figures.')
+    expect(json.cpuModel).toBe('Test CPU')
     expect(parseBenchmarksMd(md)!.rows).toEqual([{ metric: 'PGlite · list page 1', ours: 120, raw: 200, unit: 'req/s' }])
+  })
+
+  it('says when the previous run was on another CPU, and nothing when on the same one', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'kbis-report-'))
+    dirs.push(dir)
+    const rows: Row[] = [{ metric: 'x', ours: 1, raw: 2, unit: 'ms' }]
+    const prev = { date: '2026-11-24 00:00 UTC', size: 200_000, quick: false, rows: [] }
+    writeBenchmarksDoc(dir, rows, MACHINE, [], [], '', { ...prev, cpuModel: 'Other CPU' })
+    expect(readFileSync(path.join(dir, 'benchmarks.md'), 'utf8')).toContain('It ran on another CPU (Other CPU): compare the ratios, not the figures.')
+    writeBenchmarksDoc(dir, rows, MACHINE, [], [], '', { ...prev, cpuModel: 'Test CPU' })
+    expect(readFileSync(path.join(dir, 'benchmarks.md'), 'utf8')).not.toContain('compare the ratios, not the figures')
   })
 
   it('judges the analytics target as a time at most a third of the raw jsonb SQL', () => {
