@@ -1,5 +1,5 @@
 import type { Queryable, Tx } from '../store/db.js'
-import { ORG_ROW, Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
+import { INSERT_OUTCOME, ORG_ROW, Params, insertOutcome, selectPage, type CountOptions, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
 import { ASSET_COLUMNS, ASSET_JSON_ROWS, type AssetRow } from './mapper.js'
@@ -33,8 +33,8 @@ export interface NewAssetRow {
  * - `ON CONFLICT … DO NOTHING` on the unique-value index: a value taken by an existing asset
  *   (even one committed by a concurrent request a moment ago) skips its row instead of aborting
  *   the statement; the rows missing from the answer are those clashes;
- * - it returns only id and timestamp and rebuilds the written rows from the caller's, so 10,000
- *   property documents are not sent back and parsed again.
+ * - it returns only the ids it skipped and its timestamp (INSERT_OUTCOME) and rebuilds the
+ *   written rows from the caller's, so 10,000 property documents are not sent back and parsed again.
  * Timestamps are whole seconds, as the API shows them. Rows are written (and returned) in the
  * order given.
  */
@@ -45,7 +45,7 @@ export async function insertAssets(tx: Tx, origin: EventOrigin, rows: readonly N
   // second INSERT in a CTE): the property documents are not sent nor parsed twice, and a row the
   // conflict skipped has no event. Event ids come with the rows (eventIdsByRow: item order).
   const eventIds = eventIdsByRow(rows)
-  const result = await tx.query<{ id: string; created_at: Date | string }>(
+  const result = await tx.query<InsertOutcome>(
     `WITH u AS MATERIALIZED (
        SELECT * FROM json_to_recordset($2::json)
          AS u(id uuid, asset_type_key text, name text, access_domain_key text, properties json, unique_value text, event_id uuid)
@@ -60,14 +60,13 @@ export async function insertAssets(tx: Tx, origin: EventOrigin, rows: readonly N
      ), ev AS (
        ${assetCreatedEventsSql('ins', 'u')}
      )
-     SELECT id, created_at FROM ins`,
+     ${INSERT_OUTCOME}`,
     [orgId, JSON.stringify(rows.map((row) => ({ ...row, event_id: eventIds.get(row.id) }))), ...eventOriginParams(origin)],
   )
-  if (result.rows.length > 0) noteDataWrite(tx, orgId)
-  const written = new Map(result.rows.map((r) => [r.id, r.created_at]))
+  const { at, skipped } = insertOutcome(result.rows[0]!)
+  if (skipped.size < rows.length) noteDataWrite(tx, orgId)
   return rows.flatMap((row) => {
-    const at = written.get(row.id)
-    if (at === undefined) return []
+    if (skipped.has(row.id)) return []
     const { unique_value: _, ...rest } = row
     return [{ ...rest, created_at: at, updated_at: at }]
   })

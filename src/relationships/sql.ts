@@ -1,7 +1,7 @@
 import type { Queryable, Tx } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
-import { ORG_ROW, Params, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
+import { INSERT_OUTCOME, ORG_ROW, Params, insertOutcome, selectPage, type CountOptions, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, RELATIONSHIP_JSON_ROWS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
 import { eventIdsByRow, eventOriginParams, originOf, type EventOrigin, type WriteContext } from '../outbox/write.js'
 import { noteDataWrite } from '../counts/cache.js'
@@ -39,8 +39,8 @@ export const RELATIONSHIP_INSERT_ORDER = 'ORDER BY u.source_asset_id, u.relation
  * `OFFSET 0` fence and checked outside it (as in `compileWhere` of src/query/where.ts): the plan is one
  * primary-key probe per end, whatever the statistics.
  *
- * Returns the rows written in the order given, rebuilt from the caller's rows and the returned
- * ids and timestamps.
+ * Returns the rows written in the order given, rebuilt from the caller's rows, the ids the
+ * conflict skipped and the statement's timestamp (INSERT_OUTCOME).
  */
 export async function insertRelationships(
   tx: Tx,
@@ -74,7 +74,7 @@ export async function insertRelationships(
        AND (cardinality(rt.target_asset_type_keys) = 0 OR t.asset_type_key = ANY(rt.target_asset_type_keys))
        AND ${editSource} AND ${seeTarget}`
   }
-  const result = await tx.query<{ id: string; created_at: Date | string }>(
+  const result = await tx.query<InsertOutcome>(
     `WITH u AS MATERIALIZED (SELECT * FROM ${recordset}),
      ins AS (
        INSERT INTO relationships (org_id, id, relationship_type_key, source_asset_id, target_asset_id, created_at, updated_at)
@@ -85,15 +85,12 @@ export async function insertRelationships(
      ), ev AS (
        ${relationshipCreatedEventsSql('ins', 'u')}
      )
-     SELECT id, created_at FROM ins`,
+     ${INSERT_OUTCOME}`,
     params.values,
   )
-  if (result.rows.length > 0) noteDataWrite(tx, auth.orgId)
-  const written = new Map(result.rows.map((r) => [r.id, r.created_at]))
-  return rows.flatMap((row) => {
-    const at = written.get(row.id)
-    return at === undefined ? [] : [{ ...row, created_at: at, updated_at: at }]
-  })
+  const { at, skipped } = insertOutcome(result.rows[0]!)
+  if (skipped.size < rows.length) noteDataWrite(tx, auth.orgId)
+  return rows.flatMap((row) => (skipped.has(row.id) ? [] : [{ ...row, created_at: at, updated_at: at }]))
 }
 
 /**
