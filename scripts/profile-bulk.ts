@@ -18,6 +18,7 @@ import { createKeyFromCli } from '../src/keys/cli.js'
 import { benchSetup, serverBatch, serverChange } from '../bench/lib/data.js'
 import pg from 'pg'
 import { Session } from 'node:inspector/promises'
+import { selfTimeLines, type Profile } from './lib/cpu-profile.js'
 
 const kind = process.argv[2] ?? 'pglite'
 const runs = Number(process.argv[3] ?? 3)
@@ -62,8 +63,6 @@ async function timedInject(method: 'POST' | 'PATCH' | 'PUT', path: string, body:
   return { ms, json: res.json() }
 }
 
-interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }
-interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
 const session = process.env.CPU_PROFILE ? new Session() : null
 if (session) { session.connect(); await session.post('Profiler.enable') }
 async function profileStart(): Promise<void> { if (session) await session.post('Profiler.start') }
@@ -71,16 +70,7 @@ async function profileStart(): Promise<void> { if (session) await session.post('
 async function profileStop(): Promise<void> {
   if (!session) return
   const { profile } = await session.post('Profiler.stop') as { profile: Profile }
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
-  const self = new Map<string, number>()
-  let total = 0
-  profile.samples.forEach((id, i) => {
-    const frame = byId.get(id)!.callFrame
-    const name = `${frame.functionName || '(anonymous)'} ${frame.url.replace(/.*node_modules\//, '').replace(/^file:\/\/.*?\/(src|bench)\//, '$1/')}:${frame.lineNumber}`
-    self.set(name, (self.get(name) ?? 0) + profile.timeDeltas[i]!)
-    total += profile.timeDeltas[i]!
-  })
-  for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 20)) console.log(`    ${(us / 1000).toFixed(0).padStart(6)} ms ${((100 * us) / total).toFixed(1).padStart(5)} %  ${name}`)
+  for (const line of selfTimeLines(profile, 20)) console.log(`  ${line}`)
 }
 
 function report(label: string, samples: { ms: number; stmts: { sql: string; ms: number }[] }[]) {

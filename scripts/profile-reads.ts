@@ -10,6 +10,7 @@
  */
 import { writeFileSync } from 'node:fs'
 import { Session } from 'node:inspector/promises'
+import { selfTimeLines, type Profile } from './lib/cpu-profile.js'
 import autocannon from 'autocannon'
 import pg from 'pg'
 import { buildApp } from '../src/app.js'
@@ -21,8 +22,6 @@ import type { SetupFile } from '../src/setup/schema.js'
 import { createKeyFromCli } from '../src/keys/cli.js'
 import { benchSetup, serverBatch, SEARCH_FILTER } from '../bench/lib/data.js'
 
-interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }
-interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
 
 const which = process.argv[2] ?? 'list'
 const out = process.argv[3]
@@ -66,16 +65,7 @@ try {
   await app.close()
   if (out) writeFileSync(out, JSON.stringify(profile))
   console.log(`${which}: ${result.requests.average.toFixed(0)} req/s, ${result.non2xx} non-2xx`)
-  const self = new Map<string, number>()
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
-  let total = 0
-  profile.samples.forEach((id, i) => {
-    const frame = byId.get(id)!.callFrame
-    const name = `${frame.functionName || '(anonymous)'} ${frame.url.replace(/.*node_modules\//, '').replace(/^file:\/\/.*?\/(src|bench)\//, '$1/')}:${frame.lineNumber}`
-    self.set(name, (self.get(name) ?? 0) + profile.timeDeltas[i]!)
-    total += profile.timeDeltas[i]!
-  })
-  for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${((100 * us) / total).toFixed(1).padStart(5)} %  ${name}`)
+  for (const line of selfTimeLines(profile, 25)) console.log(line)
 } finally {
   if (!pglite) {
     await admin.query(`DROP SCHEMA ${schema} CASCADE`)
