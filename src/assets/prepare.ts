@@ -22,10 +22,16 @@ export interface AssetPatch {
   relationships?: unknown
 }
 
-/** A property set to null means "no value": such keys are dropped, never stored. */
+/**
+ * A property set to null means "no value": such keys are dropped, never stored. Without any
+ * null the object itself is returned (nothing here or after it changes a request's properties).
+ */
 function withoutNulls(properties: Record<string, unknown>): Record<string, unknown> {
+  let hasNull = false
+  for (const key in properties) if (properties[key] === null) hasNull = true
+  if (!hasNull) return properties
   const out: Record<string, unknown> = {}
-  for (const [key, value] of Object.entries(properties)) if (value !== null) out[key] = value
+  for (const key in properties) if (properties[key] !== null) out[key] = properties[key]
   return out
 }
 

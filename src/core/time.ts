@@ -32,7 +32,26 @@ export function newId(): string {
     state.seq = (state.seq + 1) | 0
     if (state.seq === 0) state.msecs++
   }
-  return v7({ random, msecs: state.msecs, seq: state.seq })
+  v7({ random, msecs: state.msecs, seq: state.seq }, idBytes, 0)
+  return formatUuid(idBytes)
+}
+
+// uuid writes the id's bytes here (its layout); the text is written into `idText` and read out
+// once: uuid's own stringify joins twenty strings and lower-cases the result, ~900 bytes of
+// garbage per id (18 MB per 10,000-item bulk with its events).
+const idBytes = new Uint8Array(16)
+const idText = Buffer.from('00000000-0000-0000-0000-000000000000', 'latin1')
+const HEX = Buffer.from('0123456789abcdef', 'latin1')
+const TEXT_AT = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34]
+
+/** 16 bytes → `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, lower case. */
+export function formatUuid(bytes: Uint8Array): string {
+  for (let i = 0; i < 16; i++) {
+    const b = bytes[i]!
+    idText[TEXT_AT[i]!] = HEX[b >> 4]!
+    idText[TEXT_AT[i]! + 1] = HEX[b & 15]!
+  }
+  return idText.toString('latin1', 0, 36)
 }
 
 /** `2026-01-31T09:15:00Z`: UTC to the second (CONTRACT §1). */

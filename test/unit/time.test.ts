@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { isUuid, isoSecond, newId } from '../../src/core/time.js'
+import { formatUuid, isUuid, isoSecond, newId } from '../../src/core/time.js'
+import { parse as parseUuid, stringify as stringifyUuid } from 'uuid'
 import { ISO_SECOND, parseJsonTimestamptz, parseTimestamptz, type StoreDate } from '../../src/store/timestamps.js'
 
 describe('newId', () => {
@@ -19,6 +20,15 @@ describe('newId', () => {
     expect(new Set(ids).size).toBe(ids.length)
     const sorted = [...ids].sort()
     expect(sorted).toEqual(ids)
+  })
+
+  it('writes ids as uuid writes them, whatever the bytes', () => {
+    for (const id of Array.from({ length: 200 }, () => newId())) expect(stringifyUuid(parseUuid(id))).toBe(id)
+    const bytes = Uint8Array.from({ length: 16 }, (_, i) => (i * 37 + 250) & 0xff)
+    bytes[6] = 0x7a // uuid's stringify checks the version and variant bits
+    bytes[8] = 0xbf
+    expect(formatUuid(bytes)).toBe(stringifyUuid(bytes))
+    expect(formatUuid(new Uint8Array(16).fill(0xff))).toBe('ffffffff-ffff-ffff-ffff-ffffffffffff')
   })
 
   it('draws fresh random bits for each id, not only a counter', () => {
