@@ -22,7 +22,6 @@ import type { SetupFile } from '../src/setup/schema.js'
 import { createKeyFromCli } from '../src/keys/cli.js'
 import { benchSetup, serverBatch, SEARCH_FILTER } from '../bench/lib/data.js'
 
-
 const which = process.argv[2] ?? 'list'
 const out = process.argv[3]
 const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'

@@ -24,8 +24,6 @@ export interface AssetRecord {
 
 /** The columns every asset read selects, in record order. */
 export const ASSET_COLUMNS = 'a.id, a.asset_type_key, a.name, a.access_domain_key, a.properties, a.created_at, a.updated_at'
-/** The rows of ASSET_COLUMNS as one JSON document (QueryOptions.jsonRows): its timestamps. */
-export const ASSET_JSON_ROWS = { timestamps: ['created_at', 'updated_at'] } as const
 
 export function toAssetRecord(row: AssetRow): AssetRecord {
   return {

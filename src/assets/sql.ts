@@ -1,8 +1,8 @@
 import type { Queryable, Tx } from '../store/db.js'
-import { INSERT_OUTCOME, ORG_ROW, Params, insertOutcome, selectPage, type CountOptions, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
+import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, selectPage, type CountOptions, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
-import { ASSET_COLUMNS, ASSET_JSON_ROWS, type AssetRow } from './mapper.js'
+import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
 import { noteDataWrite } from '../counts/cache.js'
 import { eventIdsByRow, eventOriginParams, type EventOrigin } from '../outbox/write.js'
 import { assetCreatedEventsSql, assetUpdatedEventsSql, writeAssetEvents } from './events.js'
@@ -187,7 +187,7 @@ export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: rea
 
 /** One page of assets and its count, for GET /assets (deferred join on the asset's key). */
 export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions = {}): Promise<PageRows<AssetRow>> {
-  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: 'assets a', key: 'a', jsonRows: ASSET_JSON_ROWS }, q, count)
+  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: 'assets a', key: 'a', jsonRows: RECORD_JSON_ROWS }, q, count)
 }
 
 /** An archived asset as the console lists it: the record's columns plus when it was archived. */
@@ -246,7 +246,7 @@ export async function selectArchivedAssets(db: Queryable, orgId: string, ids: re
 export async function selectArchivedAssetPage(db: Queryable, q: PageQuery): Promise<PageRows<ArchivedAssetRow>> {
   return selectPage<ArchivedAssetRow>(db, {
     select: `${ASSET_COLUMNS}, a.archived_at, a.unique_value`, from: 'assets a', key: 'a',
-    jsonRows: { timestamps: [...ASSET_JSON_ROWS.timestamps, 'archived_at'] },
+    jsonRows: { timestamps: [...RECORD_JSON_ROWS.timestamps, 'archived_at'] },
   }, q)
 }
 

@@ -33,8 +33,6 @@ export interface RelationshipRecord {
 
 /** The columns every relationship read selects (alias `r`), in record order. */
 export const RELATIONSHIP_COLUMNS = 'r.id, r.relationship_type_key, r.source_asset_id, r.target_asset_id, r.created_at, r.updated_at'
-/** The rows of RELATIONSHIP_COLUMNS as one JSON document (QueryOptions.jsonRows): its timestamps. */
-export const RELATIONSHIP_JSON_ROWS = { timestamps: ['created_at', 'updated_at'] } as const
 
 export function toRelationshipRecord(row: RelationshipRow): RelationshipRecord {
   return {

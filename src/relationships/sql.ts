@@ -1,8 +1,8 @@
 import type { Queryable, Tx } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
-import { INSERT_OUTCOME, ORG_ROW, Params, insertOutcome, selectPage, type CountOptions, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
-import { RELATIONSHIP_COLUMNS, RELATIONSHIP_JSON_ROWS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
+import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, selectPage, type CountOptions, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
+import { RELATIONSHIP_COLUMNS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
 import { eventIdsByRow, eventOriginParams, originOf, type EventOrigin, type WriteContext } from '../outbox/write.js'
 import { noteDataWrite } from '../counts/cache.js'
 import { relationshipCreatedEventsSql, writeRelationshipEvents } from './events.js'
@@ -124,7 +124,7 @@ export async function selectRelationships(db: Queryable, where: string, params: 
 
 /** One page of relationships and the total, for GET /relationships and relationship search. */
 export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions = {}): Promise<PageRows<RelationshipRow>> {
-  return selectPage<RelationshipRow>(db, { select: RELATIONSHIP_COLUMNS, from: 'relationships r', key: 'r', jsonRows: RELATIONSHIP_JSON_ROWS }, q, count)
+  return selectPage<RelationshipRow>(db, { select: RELATIONSHIP_COLUMNS, from: 'relationships r', key: 'r', jsonRows: RECORD_JSON_ROWS }, q, count)
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Queryable } from '../store/db.js'
-import { ident, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
-import { ASSET_COLUMNS, ASSET_JSON_ROWS, type AssetRow } from '../assets/mapper.js'
+import { RECORD_JSON_ROWS, ident, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
+import { ASSET_COLUMNS, type AssetRow } from '../assets/mapper.js'
 
 /**
  * One page of an asset search and its total: the filter, the scope and the order run over the
@@ -13,5 +13,5 @@ import { ASSET_COLUMNS, ASSET_JSON_ROWS, type AssetRow } from '../assets/mapper.
  */
 export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions = {}): Promise<PageRows<AssetRow>> {
   const projection = `${ident(table)} p`
-  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: `${projection} JOIN assets a ON a.org_id = p.org_id AND a.id = p.id`, countFrom: projection, key: 'p', jsonRows: ASSET_JSON_ROWS }, q, count)
+  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: `${projection} JOIN assets a ON a.org_id = p.org_id AND a.id = p.id`, countFrom: projection, key: 'p', jsonRows: RECORD_JSON_ROWS }, q, count)
 }

@@ -45,6 +45,9 @@ export const ORG_ROW = '(SELECT $1::uuid AS org_id OFFSET 0) o'
 /** `2026-01-31T09:15:00Z` written by the store (core/time.ts isoSecond's twin in SQL, CONTRACT §1). */
 export const isoSecondSql = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`
 
+/** The rows of a record read (columns `created_at`, `updated_at`) as one JSON document (QueryOptions.jsonRows). */
+export const RECORD_JSON_ROWS = { timestamps: ['created_at', 'updated_at'] } as const
+
 /** What a multi-row insert whose rows' ids the caller made tells it: the rows it skipped, and the timestamps it gave. */
 export interface InsertOutcome {
   /** `date_trunc('second', now())`: the created_at and updated_at of every row written. */
@@ -165,7 +168,7 @@ export async function selectPage<R>(
              WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}) k
          ON ${source.key}.org_id = k.k_org AND ${source.key}.id = k.k_id
        ORDER BY ${q.orderBy}`
-  const read = (await db.query<R>(text, pageParams.values, source.jsonRows ? { jsonRows: source.jsonRows } : {})).rows
+  const read = (await db.query<R>(text, pageParams.values, { jsonRows: source.jsonRows })).rows
   const more = read.length > q.limit
   const rows = more ? read.slice(0, q.limit) : read
   const page = { number: 1, size: q.limit, ...(count.exact === true ? { count: 'exact' as const } : {}) }
