@@ -13,6 +13,7 @@ export const REPLICA_READ_ROUTES = new Set([
   'POST /api/v1/search/assets',
   'POST /api/v1/search/relationships',
   'POST /api/v1/analytics/assets',
+  'GET /api/v1/export/assets',
 ])
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])

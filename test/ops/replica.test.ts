@@ -51,6 +51,9 @@ describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming re
     app.inject({ method, url, headers: { authorization: `Bearer ${key}` }, ...(payload ? { payload } : {}) })
   const listedNames = async (app: FastifyInstance, key: string) =>
     ((await call(app, key, 'GET', '/api/v1/assets')).json() as { data: { name: string }[] }).data.map((a) => a.name)
+  // The export reads where the list reads (CONTRACT §17).
+  const exportedNames = async (app: FastifyInstance, key: string) =>
+    (await call(app, key, 'GET', '/api/v1/export/assets?format=ndjson')).body.split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { name: string }).name)
   const searchTotal = async (app: FastifyInstance, key: string) =>
     ((await call(app, key, 'POST', '/api/v1/search/assets', { filter: { field: 'asset_type_key', operator: 'equals', value: 'server' } })).json() as { meta: { page: { total_items: number } } }).meta.page.total_items
 
@@ -79,6 +82,8 @@ describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming re
       expect(await listedNames(one, reader)).toHaveLength(before)
       expect(await listedNames(two, reader)).toHaveLength(before)
       expect(await searchTotal(two, reader)).toBe(before)
+      expect(await exportedNames(two, reader)).toHaveLength(before)
+      expect(await exportedNames(two, writer)).toContain(name)
       // A read by id stays on the primary.
       expect((await call(two, reader, 'GET', `/api/v1/assets/${id}`)).statusCode).toBe(200)
       expect(Date.now() - writtenAt).toBeLessThan(WINDOW_MS)
@@ -150,6 +155,7 @@ describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming re
     const app = await appWith(undefined)
     expect(await listedNames(app, reader)).toHaveLength(MARKS.length)
     expect(await searchTotal(app, reader)).toBe(MARKS.length)
+    expect((await exportedNames(app, reader)).sort()).toEqual((await listedNames(app, reader)).sort())
     expect((await call(app, reader, 'POST', '/api/v1/analytics/assets', {})).json()).toEqual({ data: [{ group: {}, measures: { count: MARKS.length } }], meta: { total_groups: 1 } })
     expect(Date.now() - started).toBeLessThan(10_000)
   })
