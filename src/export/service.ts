@@ -11,15 +11,17 @@ import { csvLines } from './format.js'
 export type ExportFormat = 'ndjson' | 'csv'
 
 // Rows per statement: large enough that the per-statement cost vanishes, small enough that one
-// batch (and its serialized text) stays a few MB.
+// batch (and its serialized text) stays a few MB. NDJSON by COPY (PostgreSQL) pays a few round
+// trips a batch and arrives as bytes: 10,000 lines (about 4 MB of servers) a batch.
 export const EXPORT_BATCH_SIZE = 1000
+export const COPY_BATCH_SIZE = 10_000
 
 export interface ExportPlan {
   /**
    * The export's text, batch by batch in id order (CSV: the header first); the next statement
    * runs only when the consumer asks for the next chunk.
    */
-  chunks(): AsyncGenerator<string>
+  chunks(): AsyncGenerator<string | Buffer>
 }
 
 /**
@@ -57,14 +59,23 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
       },
     }
   }
+  const size = ctx.db.copyLines ? COPY_BATCH_SIZE : EXPORT_BATCH_SIZE
   return {
+    // One batch read ahead: the store writes the next batch while this one goes out (on
+    // PostgreSQL that is another process: both cores work), and never more than one.
     async *chunks() {
-      let afterId: string | null = null
-      for (;;) {
-        const batch = await selectNdjsonBatch(ctx.db, compiled, afterId, EXPORT_BATCH_SIZE)
-        if (batch.rows > 0) yield batch.text
-        if (batch.rows < EXPORT_BATCH_SIZE) return
-        afterId = batch.lastId
+      let next = selectNdjsonBatch(ctx.db, compiled, null, size)
+      try {
+        for (;;) {
+          const batch = await next
+          const more = batch.rows === size
+          if (more) next = selectNdjsonBatch(ctx.db, compiled, batch.lastId, size)
+          yield* batch.chunks
+          if (!more) return
+        }
+      } finally {
+        // A client that went away leaves the batch read ahead unread: its failure is nobody's.
+        next.catch(() => undefined)
       }
     },
   }

@@ -1,5 +1,6 @@
 import pg from 'pg'
 import type { PGlite } from '@electric-sql/pglite'
+import { copyLines } from './copy.js'
 import { retryTransient } from './retry.js'
 import { parseJsonTimestamptz, parseTimestamptz } from './timestamps.js'
 
@@ -82,6 +83,13 @@ export interface Db extends Queryable {
   notify(channel: string, payload: string): Promise<void>
   close(): Promise<void>
   onQuery: QueryHook | null
+  /**
+   * PostgreSQL only (absent on PGlite, whose COPY writes a whole file at once): the lines a
+   * SELECT of one text column gives, as `COPY … TO STDOUT` writes them (store/copy.ts), each
+   * ended by `\n`, in the chunks they arrived in. For reads whose rows the process only passes
+   * on (the NDJSON export).
+   */
+  copyLines?(select: string, params: readonly unknown[]): Promise<Buffer[]>
 }
 
 export interface ListenEvents {
@@ -114,6 +122,21 @@ class PostgresDb implements Db {
       ? await this.pool.query({ name: options.prepare, text: sql, values: params as unknown[] })
       : await this.pool.query(sql, params as unknown[])
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
+  }
+
+  async copyLines(select: string, params: readonly unknown[]): Promise<Buffer[]> {
+    this.onQuery?.(select)
+    const client = await this.pool.connect()
+    let failure: Error | undefined
+    try {
+      return await copyLines(client, select, params)
+    } catch (err) {
+      // A connection that broke mid-COPY is dropped, not handed to the next request.
+      if (!(err instanceof pg.DatabaseError)) failure = err as Error
+      throw err
+    } finally {
+      client.release(failure)
+    }
   }
 
   /** Transactions run again after a deadlock or serialization failure (store/retry.ts). */

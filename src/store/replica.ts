@@ -91,11 +91,21 @@ export class ReplicaReader implements Db {
 
   constructor(private readonly primary: Db, readonly replica: Db, private readonly onDown: (err: unknown) => void) {}
 
-  async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
+  query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
     this.onQuery?.(sql)
+    return this.route((db) => db.query<R>(sql, params, options))
+  }
+
+  copyLines(select: string, params: readonly unknown[]): Promise<Buffer[]> {
+    this.onQuery?.(select)
+    return this.route((db) => db.copyLines!(select, params))
+  }
+
+  /** On the replica, or on the primary when the replica is down or behind. */
+  private async route<T>(run: (db: Db) => Promise<T>): Promise<T> {
     if (Date.now() >= this.downUntil) {
       try {
-        return await this.replica.query<R>(sql, params, options)
+        return await run(this.replica)
       } catch (err) {
         if (replicaUnavailable(err)) {
           this.downUntil = Date.now() + REPLICA_BACKOFF_MS
@@ -104,7 +114,7 @@ export class ReplicaReader implements Db {
       }
     }
     this.fallbacks++
-    return this.primary.query<R>(sql, params, options)
+    return run(this.primary)
   }
 
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
