@@ -60,22 +60,24 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
     }
   }
   const size = ctx.db.copyLines ? COPY_BATCH_SIZE : EXPORT_BATCH_SIZE
+  // A batch read while the previous one is still being sent may fail before anyone awaits it:
+  // it is marked handled at once (the await below still throws), or the process would crash.
+  const read = (afterId: string | null) => {
+    const batch = selectNdjsonBatch(ctx.db, compiled, afterId, size)
+    batch.catch(() => undefined)
+    return batch
+  }
   return {
     // One batch read ahead: the store writes the next batch while this one goes out (on
     // PostgreSQL that is another process: both cores work), and never more than one.
     async *chunks() {
-      let next = selectNdjsonBatch(ctx.db, compiled, null, size)
-      try {
-        for (;;) {
-          const batch = await next
-          const more = batch.rows === size
-          if (more) next = selectNdjsonBatch(ctx.db, compiled, batch.lastId, size)
-          yield* batch.chunks
-          if (!more) return
-        }
-      } finally {
-        // A client that went away leaves the batch read ahead unread: its failure is nobody's.
-        next.catch(() => undefined)
+      let next = read(null)
+      for (;;) {
+        const batch = await next
+        const more = batch.rows === size
+        if (more) next = read(batch.lastId)
+        yield* batch.chunks
+        if (!more) return
       }
     },
   }

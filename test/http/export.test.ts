@@ -145,3 +145,76 @@ for (const store of STORES) {
     }, 60_000)
   })
 }
+
+/**
+ * A batch read ahead that fails while the client is still reading the previous one: the
+ * failure must end that response, not the process (an unhandled rejection would). Lines of
+ * 3 KB make a batch (30 MB by COPY, 3 MB on PGlite) more than socket buffers hold.
+ */
+for (const store of STORES) {
+  describe(`${store}: export failing mid-stream`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      await t.store.db.query(
+        `INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
+         SELECT $1, gen_random_uuid(), 'note', 'note-' || i, 'it', jsonb_build_object('body', repeat('x', 3000)), NULL, now(), now()
+         FROM generate_series(1, 12000) AS i`, [t.orgId])
+    })
+    afterAll(async () => t.close())
+
+    it('ends the response when the batch read ahead fails, and the process serves on', async () => {
+      const db = t.store.db
+      const batchSql = (sql: string) => sql.includes('ORDER BY a.id LIMIT')
+      let calls = 0
+      const failSecond = () => {
+        calls++
+        if (calls === 2) return new Promise<never>((_, reject) => setTimeout(() => reject(new Error('injected: the store went away')), 50))
+        return null
+      }
+      const copyLines = db.copyLines?.bind(db)
+      const query = db.query.bind(db)
+      if (copyLines) db.copyLines = (sql, params) => failSecond() ?? copyLines(sql, params)
+      else db.query = ((sql: string, params?: readonly unknown[], options?: object) => (batchSql(sql) && failSecond()) || query(sql, params, options)) as typeof db.query
+      const unhandled: unknown[] = []
+      const onUnhandled = (reason: unknown) => void unhandled.push(reason)
+      process.on('unhandledRejection', onUnhandled)
+      try {
+        const address = await t.app.listen({ host: '127.0.0.1', port: 0 })
+        const outcome = await new Promise<{ status: number; complete: boolean; bytes: number }>((resolve) => {
+          const req = httpRequest(`${address}/api/v1/export/assets?filter[asset_type_key]=note`, { headers: { authorization: `Bearer ${t.adminKey}` } }, (res) => {
+            let bytes = 0
+            res.once('data', (chunk: Buffer) => {
+              bytes += chunk.length
+              // Read nothing for a while: the batch read ahead fails meanwhile.
+              res.pause()
+              setTimeout(() => {
+                res.on('data', (more: Buffer) => { bytes += more.length })
+                res.resume()
+              }, 400)
+            })
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, complete: res.complete, bytes }))
+            res.on('error', () => resolve({ status: res.statusCode ?? 0, complete: false, bytes }))
+            res.on('aborted', () => resolve({ status: res.statusCode ?? 0, complete: false, bytes }))
+          })
+          req.on('error', () => resolve({ status: 0, complete: false, bytes: 0 }))
+          req.end()
+        })
+        expect(calls).toBeGreaterThanOrEqual(2)
+        expect(outcome.status).toBe(200)
+        expect(outcome.complete).toBe(false)
+        expect(outcome.bytes).toBeGreaterThan(0)
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        expect(unhandled).toEqual([])
+      } finally {
+        process.off('unhandledRejection', onUnhandled)
+        if (copyLines) db.copyLines = copyLines
+        else db.query = query
+      }
+      // The same process answers the next export whole.
+      const again = await t.app.inject({ method: 'GET', url: '/api/v1/export/assets?filter[asset_type_key]=note', headers: { authorization: `Bearer ${t.adminKey}` } })
+      expect(again.statusCode).toBe(200)
+      expect(again.body.trim().split('\n')).toHaveLength(12_000)
+    }, 60_000)
+  })
+}
