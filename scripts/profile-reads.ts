@@ -3,8 +3,8 @@
  * PostgreSQL schema (DATABASE_URL, default the local test database) with 20,000 servers, puts 10
  * connections of load on one read for 10 s (after 5 s of warm-up) with the V8 profiler on, and
  * prints the throughput and the functions with the most self time.
- * `node --import tsx scripts/profile-reads.ts [list|search|export] [out.cpuprofile]` (export: the
- * 20,000 servers as NDJSON, 2 connections); STORE=pglite for embedded PGlite (PGLITE_DIR: its data
+ * `node --import tsx scripts/profile-reads.ts [list|search|export|export-csv] [out.cpuprofile]` (export: the
+ * 20,000 servers as NDJSON or CSV, 2 connections); STORE=pglite for embedded PGlite (PGLITE_DIR: its data
  * directory, default in memory).
  * (open the .cpuprofile in Chrome DevTools for the whole tree). The schema is dropped at the end.
  */
@@ -52,8 +52,10 @@ try {
     ? { method: 'POST' as const, path: '/api/v1/search/assets', body: JSON.stringify({ filter: SEARCH_FILTER, sort: [{ field: 'name', order: 'asc' }], page: { number: 1, size: 50 } }) }
     : which === 'export'
       ? { method: 'GET' as const, path: '/api/v1/export/assets?format=ndjson' }
+      : which === 'export-csv'
+        ? { method: 'GET' as const, path: '/api/v1/export/assets?format=csv&filter[asset_type_key]=server' }
       : { method: 'GET' as const, path: '/api/v1/assets?sort=name&page[size]=100' }
-  const load = (seconds: number) => autocannon({ url: address, connections: which === 'export' ? 2 : 10, duration: seconds, headers, requests: [request] })
+  const load = (seconds: number) => autocannon({ url: address, connections: which.startsWith('export') ? 2 : 10, duration: seconds, headers, requests: [request] })
   await load(5)
   const session = new Session()
   session.connect()
