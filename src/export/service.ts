@@ -5,6 +5,7 @@ import { scopeFilter } from '../access/scope.js'
 import { parseListFilters, resolveListFilters } from '../query/list.js'
 import { compileWhere } from '../query/where.js'
 import type { AssetType } from '../metamodel/types.js'
+import type { Db } from '../store/db.js'
 import { selectExportBatch, selectNdjsonBatch } from './sql.js'
 import { csvLines } from './format.js'
 
@@ -15,6 +16,11 @@ export type ExportFormat = 'ndjson' | 'csv'
 // trips a batch and arrives as bytes: 10,000 lines (about 4 MB of servers) a batch.
 export const EXPORT_BATCH_SIZE = 1000
 export const COPY_BATCH_SIZE = 10_000
+
+/** Lines per NDJSON batch on this store: by COPY where the store has it (decision 0014). */
+export function ndjsonBatchSize(db: Db): number {
+  return db.copyLines ? COPY_BATCH_SIZE : EXPORT_BATCH_SIZE
+}
 
 export interface ExportPlan {
   /**
@@ -59,7 +65,7 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
       },
     }
   }
-  const size = ctx.db.copyLines ? COPY_BATCH_SIZE : EXPORT_BATCH_SIZE
+  const size = ndjsonBatchSize(ctx.db)
   // A batch read while the previous one is still being sent may fail before anyone awaits it:
   // it is marked handled at once (the await below still throws), or the process would crash.
   const read = (afterId: string | null) => {

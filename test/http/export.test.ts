@@ -3,7 +3,7 @@ import { parse } from 'csv-parse/sync'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
-import { COPY_BATCH_SIZE, EXPORT_BATCH_SIZE } from '../../src/export/service.js'
+import { ndjsonBatchSize } from '../../src/export/service.js'
 
 for (const store of STORES) {
   describe(`${store}: export`, () => {
@@ -136,7 +136,7 @@ for (const store of STORES) {
         await new Promise((resolve) => setTimeout(resolve, 500))
         // The whole export is 5 batches by COPY (PostgreSQL: 2 or 3 are read, one of them ahead),
         // 50 on PGlite (about 13): a few go into socket buffers, then none.
-        const whole = 50_000 / (t.store.db.copyLines ? COPY_BATCH_SIZE : EXPORT_BATCH_SIZE)
+        const whole = 50_000 / ndjsonBatchSize(t.store.db)
         expect(seen).toBeLessThan(Math.min(whole, 30))
         expect(batches).toBe(seen)
       } finally {
