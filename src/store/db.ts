@@ -1,6 +1,7 @@
 import pg from 'pg'
 import type { PGlite } from '@electric-sql/pglite'
 import { copyLines } from './copy.js'
+import { initPgliteDataDir } from './pglite-init.js'
 import { retryTransient } from './retry.js'
 import { parseJsonTimestamptz, parseTimestamptz } from './timestamps.js'
 
@@ -366,6 +367,7 @@ export async function openDb(options: StoreOptions): Promise<Db> {
     await copy.waitReady
     return new PgliteDb(copy)
   }
+  if (dir !== 'memory://') await initPgliteDataDir(dir)
   const pglite = dir === 'memory://' ? new PGlite({ parsers: PGLITE_PARSERS }) : new PGlite(dir, { parsers: PGLITE_PARSERS })
   await pglite.waitReady
   return new PgliteDb(pglite)

@@ -1,0 +1,66 @@
+import { execFile } from 'node:child_process'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openDb } from '../../src/store/db.js'
+
+const run = promisify(execFile)
+const MB = 1024 * 1024
+
+/** Memory of a process that opened `dir` as `kbis serve` does (test/helpers/open-pglite-entry.ts). */
+async function openedMemory(dir: string): Promise<{ external: number; rss: number }> {
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', 'test/helpers/open-pglite-entry.ts', dir], { timeout: 120_000 })
+  return JSON.parse(stdout.trim().split('\n').at(-1)!) as { external: number; rss: number }
+}
+
+/**
+ * A new PGlite data directory is initialized (initdb) in a child process of its own
+ * (store/pglite-init.ts): run in the server's process, initdb left ≈ 630 MB of WebAssembly memory
+ * there for good, against ≈ 200 MB for a process that opens an existing directory.
+ */
+describe('pglite: a new data directory', { timeout: 180_000 }, () => {
+  let root: string
+  beforeAll(() => {
+    root = mkdtempSync(path.join(os.tmpdir(), 'kbis-pglite-init-'))
+  })
+  afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+  it('costs the server the memory an existing one costs', async () => {
+    const dir = path.join(root, 'fresh')
+    const fresh = await openedMemory(dir)
+    expect(existsSync(path.join(dir, 'PG_VERSION'))).toBe(true)
+    const reopened = await openedMemory(dir)
+    // Before: 629–660 MB external after a first start, 198 MB after a restart.
+    expect(fresh.external).toBeLessThan(400 * MB)
+    expect(Math.abs(fresh.external - reopened.external)).toBeLessThan(64 * MB)
+  })
+
+  it('keeps what was written when it is opened again', async () => {
+    const dir = path.join(root, 'kept')
+    const db = await openDb({ dataDir: dir })
+    await db.query('CREATE TABLE notes (id int PRIMARY KEY, body text NOT NULL)')
+    await db.query('INSERT INTO notes VALUES (1, $1)', ['first start'])
+    await db.close()
+    const again = await openDb({ dataDir: dir })
+    try {
+      expect((await again.query<{ body: string }>('SELECT body FROM notes')).rows).toEqual([{ body: 'first start' }])
+    } finally {
+      await again.close()
+    }
+  })
+
+  it('refuses a path that is a file, saying so', async () => {
+    const file = path.join(root, 'a-file')
+    writeFileSync(file, 'not a directory')
+    await expect(openDb({ dataDir: file })).rejects.toThrow(`the PGlite data directory ${file} is not a directory`)
+  })
+
+  it('reports why a directory could not be initialized', async () => {
+    const blocked = path.join(root, 'a-file-too')
+    writeFileSync(blocked, '')
+    const dir = path.join(blocked, 'data')
+    await expect(openDb({ dataDir: dir })).rejects.toThrow(/^could not initialize the PGlite data directory .*a-file-too\/data: .*(ENOTDIR|not a directory)/)
+  })
+})
