@@ -2,12 +2,16 @@
  * Service configuration: environment variables, overridden by CLI flags. Documented in
  * docs/configuration.md and the README; every variable here is listed there.
  */
+import { DEFAULT_PGLITE_SHARED_BUFFERS_MB } from '../store/db.js'
+
 export interface Config {
   host: string
   port: number
   /** PostgreSQL connection string; when unset, the embedded PGlite store in `dataDir` is used. */
   databaseUrl: string | undefined
   dataDir: string
+  /** PGlite's buffer pool in MB (`KBIS_PGLITE_SHARED_BUFFERS_MB`), all of it resident from the start. */
+  pgliteSharedBuffersMb: number
   /** Redis URL for the shared rate-limit counters; when unset the store keeps them. */
   redisUrl: string | undefined
   /** Addresses/CIDRs of reverse proxies whose X-Forwarded-For is trusted (CONTRACT §10). */
@@ -76,6 +80,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     port: intFrom('PORT', env.PORT, 8080, 0, 65535),
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: env.KBIS_DATA_DIR || './data',
+    pgliteSharedBuffersMb: intFrom('KBIS_PGLITE_SHARED_BUFFERS_MB', env.KBIS_PGLITE_SHARED_BUFFERS_MB, DEFAULT_PGLITE_SHARED_BUFFERS_MB, 16, 1024),
     redisUrl: env.REDIS_URL || undefined,
     trustedProxies: (env.KBIS_TRUSTED_PROXIES ?? '').split(',').map((s) => s.trim()).filter(Boolean),
     bodyLimit: intFrom('KBIS_BODY_LIMIT', env.KBIS_BODY_LIMIT, 1024 * 1024, 1024, 1024 ** 3),

@@ -4,7 +4,9 @@ import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openDb } from '../../src/store/db.js'
+import { ConfigError, loadConfig } from '../../src/core/config.js'
+import { openStore } from '../../src/server.js'
+import { DEFAULT_PGLITE_SHARED_BUFFERS_MB, openDb } from '../../src/store/db.js'
 
 const run = promisify(execFile)
 const MB = 1024 * 1024
@@ -62,5 +64,52 @@ describe('pglite: a new data directory', { timeout: 180_000 }, () => {
     writeFileSync(blocked, '')
     const dir = path.join(blocked, 'data')
     await expect(openDb({ dataDir: dir })).rejects.toThrow(/^could not initialize the PGlite data directory .*a-file-too\/data: .*(ENOTDIR|not a directory)/)
+  })
+})
+
+/**
+ * PGlite zero-fills its whole buffer pool when it starts: every MB of `shared_buffers` is resident
+ * from the first request on (decision 0015). 64 MB by default, KBIS_PGLITE_SHARED_BUFFERS_MB.
+ */
+describe('pglite: the buffer pool', { timeout: 180_000 }, () => {
+  let root: string
+  beforeAll(() => {
+    root = mkdtempSync(path.join(os.tmpdir(), 'kbis-pglite-buffers-'))
+  })
+  afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+  const sharedBuffers = async (db: Awaited<ReturnType<typeof openDb>>) =>
+    (await db.query<{ shared_buffers: string }>('SHOW shared_buffers')).rows[0]!.shared_buffers
+
+  it('is 64 MB unless configured, on a data directory and in memory', async () => {
+    expect(DEFAULT_PGLITE_SHARED_BUFFERS_MB).toBe(64)
+    expect(loadConfig({}).pgliteSharedBuffersMb).toBe(64)
+    for (const dataDir of [path.join(root, 'default'), 'memory://']) {
+      const db = await openDb({ dataDir })
+      try {
+        expect(await sharedBuffers(db)).toBe('64MB')
+      } finally {
+        await db.close()
+      }
+    }
+  })
+
+  it('takes KBIS_PGLITE_SHARED_BUFFERS_MB as the server opens its store', async () => {
+    const db = await openStore(loadConfig({ KBIS_DATA_DIR: path.join(root, 'configured'), KBIS_PGLITE_SHARED_BUFFERS_MB: '128' }))
+    try {
+      expect(await sharedBuffers(db)).toBe('128MB')
+      // Migrated and usable, as `kbis serve` opens it.
+      expect((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM assets')).rows).toEqual([{ n: 0 }])
+    } finally {
+      await db.close()
+    }
+  })
+
+  it('refuses a size outside 16 to 1024 MB', () => {
+    for (const bad of ['8', '0', '2048', '64MB', 'lots']) {
+      expect(() => loadConfig({ KBIS_PGLITE_SHARED_BUFFERS_MB: bad }), bad).toThrow(ConfigError)
+    }
+    expect(() => loadConfig({ KBIS_PGLITE_SHARED_BUFFERS_MB: '8' })).toThrow('KBIS_PGLITE_SHARED_BUFFERS_MB: must be an integer from 16 to 1024, got "8"')
+    expect(loadConfig({ KBIS_PGLITE_SHARED_BUFFERS_MB: '16' }).pgliteSharedBuffersMb).toBe(16)
   })
 })
