@@ -10,10 +10,23 @@ export interface StampedEvent {
   event: CloudEvent
 }
 
-/** Runs INSIDE the stamping transaction (webhooks queue their deliveries there: a crash loses nothing). */
-export type StampedHook = (tx: Queryable, events: StampedEvent[]) => Promise<void>
-/** Runs after the stamping transaction committed (NATS publishes there). */
-export type CommittedHook = (events: StampedEvent[]) => void | Promise<void>
+/**
+ * Runs INSIDE the stamping transaction (webhooks queue their deliveries there: a crash loses
+ * nothing), with the batch's events — whole only when something wants them (see `onStamped`;
+ * otherwise none) — and the batch's organizations either way.
+ */
+export type StampedHook = (tx: Queryable, events: StampedEvent[], orgIds: readonly string[]) => Promise<void>
+/** Runs after the stamping transaction committed (NATS publishes there), with what the stamped hooks had. */
+export type CommittedHook = (events: StampedEvent[], orgIds: readonly string[]) => void | Promise<void>
+/** Whether a stamped hook needs the events of these organizations whole (asked in the transaction, before the stamp). */
+export type WantsEvents = (tx: Queryable, orgIds: readonly string[]) => Promise<boolean>
+
+/** What one stamping transaction did: how many events it stamped, which (whole, when wanted), of which organizations. */
+interface StampedBatch {
+  count: number
+  events: StampedEvent[]
+  orgIds: string[]
+}
 
 export interface RelayOptions {
   /** How often the relay looks for unstamped events (ms); writes of this process also wake it. */
@@ -44,7 +57,7 @@ export const RELAY_LOCK = 727_160_009
  * position a reader could already see: `WHERE sequence > cursor` never skips a late committer.
  */
 export class EventRelay {
-  private readonly stampedHooks: StampedHook[] = []
+  private readonly stampedHooks: { hook: StampedHook; wants: WantsEvents | null }[] = []
   private readonly committedHooks: CommittedHook[] = []
   private readonly stoppedHooks: (() => Promise<void>)[] = []
   private readonly retentionHooks: ((retentionDays: number) => Promise<void>)[] = []
@@ -60,8 +73,14 @@ export class EventRelay {
     this.batchSize = options.batchSize ?? 5000
   }
 
-  onStamped(hook: StampedHook): void {
-    this.stampedHooks.push(hook)
+  /**
+   * `hook` runs in every stamping transaction. With `wants`, the relay first asks whether the hook
+   * needs the batch's events whole; when neither it, another hook nor a NATS sink does, the stamp
+   * returns ids only and the hooks get no events (returning and parsing every event's document
+   * was about a third of a stamp on PGlite, whose one thread the next request waits for).
+   */
+  onStamped(hook: StampedHook, wants?: WantsEvents): void {
+    this.stampedHooks.push({ hook, wants: wants ?? null })
   }
 
   onCommitted(hook: CommittedHook): void {
@@ -157,8 +176,8 @@ export class EventRelay {
     for (;;) {
       const stamped = await this.db.transaction((tx) => this.stampBatch(tx, wait))
       if (stamped === null) return
-      if (stamped.length > 0) await this.afterCommit(stamped)
-      if (stamped.length < this.batchSize) break
+      if (stamped.count > 0) await this.afterCommit(stamped)
+      if (stamped.count < this.batchSize) break
     }
     await this.reportPending()
   }
@@ -169,7 +188,7 @@ export class EventRelay {
   }
 
   /** One stamping transaction: null when another process holds the lock (it stamps them). */
-  private async stampBatch(tx: Queryable, wait: boolean): Promise<StampedEvent[] | null> {
+  private async stampBatch(tx: Queryable, wait: boolean): Promise<StampedBatch | null> {
     if (wait) {
       await tx.query(BACKGROUND_SQL + 'SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
     } else {
@@ -180,7 +199,9 @@ export class EventRelay {
     const batch = await tx.query<{ org_id: string; id: string }>(BACKGROUND_SQL + 'SELECT org_id, id FROM events WHERE sequence IS NULL ORDER BY id LIMIT $1',
       [this.batchSize],
     )
-    if (batch.rows.length === 0) return []
+    if (batch.rows.length === 0) return { count: 0, events: [], orgIds: [] }
+    const orgIds = [...new Set(batch.rows.map((r) => r.org_id))]
+    const whole = await this.wantsEvents(tx, orgIds)
     // Positions base .. base + n - 1 in one draw: only the relay draws, under the lock.
     const drawn = await tx.query<{ base: number }>(`${BACKGROUND_SQL}SELECT setval('event_sequence', nextval('event_sequence') + $1 - 1) - $1 + 1 AS base`,
       [batch.rows.length],
@@ -189,20 +210,31 @@ export class EventRelay {
     const result = await tx.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}UPDATE events e SET sequence = $3::bigint + u.n - 1, pending_publish = $4
        FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS u(org_id, id, n), organizations o
        WHERE e.org_id = u.org_id AND e.id = u.id AND o.id = u.org_id
-       RETURNING ${EVENT_COLUMNS}, o.key AS org_key`,
+       RETURNING ${whole ? `${EVENT_COLUMNS}, o.key AS org_key` : 'e.id'}`,
       [batch.rows.map((r) => r.org_id), batch.rows.map((r) => r.id), base, this.options.publishes],
     )
-    const events = result.rows
-      .sort((a, b) => Number(a.sequence) - Number(b.sequence))
-      .map((row) => ({ orgId: row.org_id, orgKey: row.org_key, event: toCloudEvent(row, row.org_key) }))
-    for (const hook of this.stampedHooks) await hook(tx, events)
-    return events
+    const events = whole
+      ? result.rows
+        .sort((a, b) => Number(a.sequence) - Number(b.sequence))
+        .map((row) => ({ orgId: row.org_id, orgKey: row.org_key, event: toCloudEvent(row, row.org_key) }))
+      : []
+    for (const { hook } of this.stampedHooks) await hook(tx, events, orgIds)
+    return { count: result.rows.length, events, orgIds }
   }
 
-  private async afterCommit(events: StampedEvent[]): Promise<void> {
+  /** Whether anything needs this batch's events whole: a NATS sink always, a stamped hook if it says so. */
+  private async wantsEvents(tx: Queryable, orgIds: readonly string[]): Promise<boolean> {
+    if (this.options.publishes) return true
+    for (const { wants } of this.stampedHooks) {
+      if (wants === null || (await wants(tx, orgIds))) return true
+    }
+    return false
+  }
+
+  private async afterCommit(batch: StampedBatch): Promise<void> {
     for (const hook of this.committedHooks) {
       try {
-        await hook(events)
+        await hook(batch.events, batch.orgIds)
       } catch (err) {
         this.options.onError?.(err)
       }

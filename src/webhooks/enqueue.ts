@@ -19,3 +19,11 @@ export async function enqueueDeliveries(tx: Queryable, events: readonly { orgId:
   const wanted = events.filter(({ orgId, event }) => matchesEventType(patterns.get(orgId) ?? [], event.type))
   return insertMatchingDeliveries(tx, wanted.map(({ orgId, event }) => ({ orgId, id: event.id, type: event.type, payload: JSON.stringify(event) })))
 }
+
+/**
+ * Whether any of these organizations has an enabled webhook: the relay asks before it stamps, and
+ * stamps ids only when none has (then `enqueueDeliveries` gets no events and queues nothing).
+ */
+export async function hasEnabledWebhooks(tx: Queryable, orgIds: readonly string[]): Promise<boolean> {
+  return (await selectEnabledPatterns(tx, orgIds)).size > 0
+}

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { webhookRoutes } from './routes.js'
 import { WebhookWorker } from './worker.js'
-import { enqueueDeliveries } from './enqueue.js'
+import { enqueueDeliveries, hasEnabledWebhooks } from './enqueue.js'
 import { deleteFinishedDeliveries } from './sql.js'
 
 declare module 'fastify' {
@@ -32,7 +32,7 @@ export function createWebhookWorker(app: FastifyInstance): WebhookWorker {
   let queued = false
   app.events.onStamped(async (tx, events) => {
     if ((await enqueueDeliveries(tx, events)) > 0) queued = true
-  })
+  }, hasEnabledWebhooks)
   app.events.onCommitted(async () => {
     if (!queued) return
     queued = false
