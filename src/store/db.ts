@@ -344,8 +344,8 @@ export interface StoreOptions {
   statementTimeoutMs?: number | undefined
   /**
    * PGlite only: its buffer pool (`shared_buffers`) in MB; default DEFAULT_PGLITE_SHARED_BUFFERS_MB.
-   * PGlite zero-fills the whole pool when it starts, so all of it is resident from the first
-   * request, whatever the data (decision 0015).
+   * All of the pool is resident from the moment PGlite starts, whatever the data (measured:
+   * decision 0015).
    */
   sharedBuffersMb?: number | undefined
   /** PGlite only: a dump of a data directory (`dumpDataDir`) to start from instead of an empty one. */

@@ -68,8 +68,8 @@ describe('pglite: a new data directory', { timeout: 180_000 }, () => {
 })
 
 /**
- * PGlite zero-fills its whole buffer pool when it starts: every MB of `shared_buffers` is resident
- * from the first request on (decision 0015). 64 MB by default, KBIS_PGLITE_SHARED_BUFFERS_MB.
+ * PGlite's whole buffer pool is resident from the moment it starts: every MB of `shared_buffers`
+ * counts from the first request on (decision 0015). 64 MB by default, KBIS_PGLITE_SHARED_BUFFERS_MB.
  */
 describe('pglite: the buffer pool', { timeout: 180_000 }, () => {
   let root: string
