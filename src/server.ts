@@ -9,6 +9,7 @@ import { operatorOrigin } from './outbox/write.js'
 import { startControlSocket, type ControlSocket } from './cli/control.js'
 import { startMetricsServer } from './ops/metrics-server.js'
 import type { Server } from 'node:http'
+import { applyHeapPolicy } from './ops/heap.js'
 
 export interface RunningServer {
   app: FastifyInstance
@@ -49,6 +50,7 @@ export interface StartOptions {
 
 /** config → store → app → listen (and, on PGlite, the control socket the CLI talks to). */
 export async function startServer(config: Config, print: (line: string) => void, options: StartOptions = {}): Promise<RunningServer> {
+  applyHeapPolicy(config)
   const db = await openStore(config)
   const secret = options.bootstrap === false ? null : await bootstrap(db)
   // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.

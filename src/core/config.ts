@@ -12,6 +12,11 @@ export interface Config {
   dataDir: string
   /** PGlite's buffer pool in MB (`KBIS_PGLITE_SHARED_BUFFERS_MB`), all of it resident from the start. */
   pgliteSharedBuffersMb: number
+  /**
+   * V8 favours a small heap over speed in the server's process (`KBIS_OPTIMIZE_FOR_SIZE`);
+   * undefined: on with the embedded store, off with PostgreSQL (ops/heap.ts, decision 0016).
+   */
+  optimizeForSize: boolean | undefined
   /** Redis URL for the shared rate-limit counters; when unset the store keeps them. */
   redisUrl: string | undefined
   /** Addresses/CIDRs of reverse proxies whose X-Forwarded-For is trusted (CONTRACT §10). */
@@ -80,6 +85,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     port: intFrom('PORT', env.PORT, 8080, 0, 65535),
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: env.KBIS_DATA_DIR || './data',
+    optimizeForSize: env.KBIS_OPTIMIZE_FOR_SIZE === undefined || env.KBIS_OPTIMIZE_FOR_SIZE === '' ? undefined : booleanFrom('KBIS_OPTIMIZE_FOR_SIZE', env.KBIS_OPTIMIZE_FOR_SIZE),
     pgliteSharedBuffersMb: intFrom('KBIS_PGLITE_SHARED_BUFFERS_MB', env.KBIS_PGLITE_SHARED_BUFFERS_MB, DEFAULT_PGLITE_SHARED_BUFFERS_MB, 16, 1024),
     redisUrl: env.REDIS_URL || undefined,
     trustedProxies: (env.KBIS_TRUSTED_PROXIES ?? '').split(',').map((s) => s.trim()).filter(Boolean),

@@ -1,0 +1,29 @@
+import v8 from 'node:v8'
+import type { Config } from '../core/config.js'
+
+/**
+ * Whether V8 favours a small heap over speed in the server's process: `KBIS_OPTIMIZE_FOR_SIZE`,
+ * by default on with the embedded store (whose WebAssembly memory already takes ≈ 200 MB of the
+ * process) and off with PostgreSQL (decision 0016).
+ */
+export function optimizesForSize(config: Pick<Config, 'optimizeForSize' | 'databaseUrl'>): boolean {
+  return config.optimizeForSize ?? !config.databaseUrl
+}
+
+/**
+ * Applies the heap policy to this process, once, before the store opens. With
+ * `--optimize-for-size` V8 grows its old generation by smaller steps and collects it sooner:
+ * a 10,000-item bulk leaves most of its ≈ 100 MB of request objects as garbage, which V8's
+ * default policy lets pile up to 150–200 MB over a few bulks before a full collection. Measured
+ * (decision 0016): the peak RSS of a service taking 10,000-item bulks about halves, reads keep
+ * their throughput, bulks spend somewhat more time collecting.
+ *
+ * Node keeps V8's flags writable after start for `v8.setFlagsFromString`; this flag is read when
+ * V8 sizes the heap after each collection, so setting it here takes effect from the next one on.
+ * Returns whether it is on.
+ */
+export function applyHeapPolicy(config: Pick<Config, 'optimizeForSize' | 'databaseUrl'>): boolean {
+  const on = optimizesForSize(config)
+  if (on) v8.setFlagsFromString('--optimize-for-size')
+  return on
+}
