@@ -106,7 +106,7 @@ async function replicaRows(ctx: BenchContext): Promise<Row[]> {
         const batch = Array.from({ length: Math.min(10_000, REPLICA_ASSETS - start) }, () => v7())
         await db.query(
           `INSERT INTO assets (org_id, id, asset_type_key, name, properties, unique_value, created_at, updated_at)
-           SELECT $1, u.id, 'server', 'srv-' || lpad((n * 7919 % $3)::text, 7, '0'),
+           SELECT $1, u.id, 'server', 'srv-' || lpad((n::bigint * 7919 % $3)::text, 7, '0'),
                   jsonb_build_object('hostname', 'h-' || n, 'environment', (ARRAY['dev','staging','prod'])[1 + n % 3], 'cpu_count', 2 + n % 30),
                   'h-' || n, date_trunc('second', now()), date_trunc('second', now())
            FROM unnest($2::uuid[]) WITH ORDINALITY AS u(id, i), LATERAL (SELECT ($4::int + u.i - 1)::int AS n) AS k`,

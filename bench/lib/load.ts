@@ -24,6 +24,9 @@ export async function loadWindow(url: string, request: LoadRequest, seconds: num
     url,
     connections: LOAD.connections,
     duration: seconds,
+    // A request that waits its turn behind a slow store is slow, not failed: autocannon's own 10 s
+    // made the raw OFFSET of PGlite at 1,000,000 assets (10 connections queued on one thread) an error.
+    timeout: 60,
     headers: { ...(request.body !== undefined ? { 'content-type': 'application/json' } : {}), ...request.headers },
     requests: [{ method: request.method, ...(request.body !== undefined ? { body: request.body } : {}), setupRequest: (req: any) => ({ ...req, path: request.paths[next++ % request.paths.length] }) }],
   })

@@ -15,7 +15,7 @@ export async function seedServersInto(store: RawStore, orgId: string, count: num
     const batch = Array.from({ length: Math.min(chunk, count - start) }, () => v7())
     await store.query(
       `INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
-       SELECT $1, u.id, 'server', 'srv-' || lpad(((n * 7919) % $3)::text, 7, '0'), CASE WHEN n % 5 = 0 THEN 'finance' ELSE 'it' END,
+       SELECT $1, u.id, 'server', 'srv-' || lpad(((n::bigint * 7919) % $3)::text, 7, '0'), CASE WHEN n % 5 = 0 THEN 'finance' ELSE 'it' END,
               jsonb_build_object('hostname', 'seed-' || n, 'environment', (ARRAY['dev','staging','prod'])[1 + n % 3],
                 'cpu_count', (ARRAY[2,4,8,16,32,64])[1 + n % 6], 'memory_gb', (ARRAY[4,8,16,32,64])[1 + n % 5],
                 'purchased_on', to_char(date '2018-01-01' + (n % 2500), 'YYYY-MM-DD'),
