@@ -6,6 +6,7 @@ import { ConfigError, loadConfig } from '../../src/core/config.js'
 import { optimizesForSize } from '../../src/ops/heap.js'
 import { benchSetup, serverBatch } from '../../bench/lib/data.js'
 import { cli, runCli } from '../helpers/cli-server.js'
+import { templateDataDir } from '../helpers/pglite-template.js'
 
 const MB = 1024 * 1024
 
@@ -39,7 +40,7 @@ describe('kbis serve on PGlite: the peak RSS of 10,000-item bulks', { timeout: 3
   let secret: string
   beforeAll(async () => {
     root = mkdtempSync(path.join(os.tmpdir(), 'kbis-heap-'))
-    dir = path.join(root, 'data')
+    dir = await templateDataDir(path.join(root, 'data'))
     const setup = path.join(root, 'setup.json')
     writeFileSync(setup, JSON.stringify(benchSetup('heap')))
     await cli(['apply', setup, '--data-dir', dir])
