@@ -4,6 +4,8 @@ declare module 'autocannon' {
     url: string
     connections?: number
     duration?: number
+    /** Seconds to wait for a response (autocannon's default: 10). */
+    timeout?: number
     headers?: Record<string, string>
     requests?: { method?: string; body?: string; setupRequest?: (request: any) => any }[]
   }

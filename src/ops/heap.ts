@@ -19,9 +19,9 @@ export function optimizesForSize(config: Pick<Config, 'optimizeForSize' | 'datab
  * half; reads keep their throughput on PostgreSQL, PGlite's list pages lose about a fifth of
  * theirs; bulks spend more time collecting.
  *
- * Node keeps V8's flags writable after start for `v8.setFlagsFromString`; this flag is read when
- * V8 sizes the heap after each collection, so setting it here takes effect from the next one on.
- * Returns whether it is on.
+ * Set after start with `v8.setFlagsFromString` (Node: a flag may then take effect or do nothing):
+ * this one takes effect, measured by test/ops/heap.test.ts; what V8 sizes only at start (the
+ * young generation) stays as it was. Returns whether it is on.
  */
 export function applyHeapPolicy(config: Pick<Config, 'optimizeForSize' | 'databaseUrl'>): boolean {
   const on = optimizesForSize(config)
