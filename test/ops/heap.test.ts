@@ -8,6 +8,8 @@ import { benchSetup, serverBatch } from '../../bench/lib/data.js'
 import { cli, runCli } from '../helpers/cli-server.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 
+const MB = 1024 * 1024
+
 
 describe('KBIS_OPTIMIZE_FOR_SIZE', () => {
   it('is on with the embedded store and off with PostgreSQL unless set', () => {
@@ -31,8 +33,8 @@ describe('KBIS_OPTIMIZE_FOR_SIZE', () => {
  * sent to `kbis serve` on one PGlite data directory, first with the policy off, then by default.
  * Each bulk leaves ≈ 100 MB of request objects behind as garbage; V8's own policy lets it pile up
  * before collecting, the smaller heap collects it as it goes (decision 0016). The V8 heap the
- * server reports on /metrics after the bulks tells the policies apart by about 3× (measured 190–230
- * vs 57–60 MB); the peak RSS, what an operator sees, by 60–100 MB (436–470 vs 357–373 MB), less on
+ * server reports on /metrics after the bulks tells the policies apart (measured 48–51 MB against
+ * 100–153 MB); the peak RSS, what an operator sees, by 60–120 MB (436–476 vs 356–373 MB), less on
  * a loaded machine. The lean run also holds 40,000 more assets.
  */
 describe('kbis serve on PGlite: memory of 10,000-item bulks', { timeout: 300_000 }, () => {
@@ -78,8 +80,11 @@ describe('kbis serve on PGlite: memory of 10,000-item bulks', { timeout: 300_000
   it('keeps the heap and the peak RSS lower with the default policy than with V8 left to itself', async () => {
     const own = await memoryAfterBulks({ KBIS_OPTIMIZE_FOR_SIZE: 'false' }, 'own')
     const lean = await memoryAfterBulks({}, 'lean')
-    expect(own.heap).toBeGreaterThan(0)
-    expect(lean.heap).toBeLessThan(own.heap / 2)
+    // The lean heap is about the live set (48–51 MB measured, idle machine and full CI run alike);
+    // V8's own policy left 150–153 MB on an idle machine, 100 MB under the CI's load (its memory
+    // reducer collects sooner when requests crawl), and so did the default with the flag disabled.
+    expect(lean.heap).toBeLessThan(80 * MB)
+    expect(lean.heap).toBeLessThan(own.heap)
     expect(lean.peakRss).toBeLessThan(own.peakRss)
   })
 })
