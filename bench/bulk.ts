@@ -125,7 +125,7 @@ export async function run(ctx: BenchContext): Promise<Row[]> {
       row(`POST /bulk/relationships, 10,000 (median of ${RUNS})`, related,
         'ours: items naming both ends by UUID; raw: one multi-row INSERT into relationships. New (source, target) pairs every run.'),
       { metric: 'peak RSS of the service during the bulk runs', ours: rss, raw: null, unit: 'MB', target: { on: 'ours', op: '<', value: 300 },
-        note: `VmHWM of the service process (a child process of its own, run by tsx), reset before the bulk runs; ${idle.toFixed(0)} MB after start.` },
+        note: `VmHWM of the service process (a child process of its own, running the built code, as kbis serve does), reset before the bulk runs; ${idle.toFixed(0)} MB after start.` },
       { metric: `POST /bulk/assets, 10,000 servers, on PGlite (median of ${RUNS})`, ours: median(pglite.ms), raw: null, unit: 'ms',
         note: `the same request against a service on embedded PGlite on a data directory (its peak RSS: ${pglite.rss.toFixed(0)} MB).` },
     ]

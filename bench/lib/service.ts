@@ -1,9 +1,56 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
+import { build } from 'esbuild'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const SRC = path.join(ROOT, 'src')
+const DIST = path.join(ROOT, 'dist')
+/** Where the service scripts are built (git-ignored); inside the checkout, so that packages resolve. */
+const BUILT = path.join(ROOT, 'bench', '.built')
+
+const builds = new Map<string, Promise<string>>()
+
+/**
+ * bench/<script>.ts as the process runs it: built JavaScript, the service's code from dist/, the
+ * very files `kbis serve` runs for users (bench/run.ts rebuilds dist/ first when a source is
+ * newer). No TypeScript loader lives in the process: tsx's loader thread and transform cache
+ * added ≈ 50 MB to the RSS of a service that had just started (317–320 vs 269–272 MB on PGlite,
+ * measured side by side), which the peak-RSS figures would have counted as ours.
+ * esbuild bundles the script with the bench's own helpers and leaves the packages and every
+ * module of src/ outside, each pointing at its built twin in dist/.
+ */
+function builtScript(script: string): Promise<string> {
+  let built = builds.get(script)
+  if (built === undefined) {
+    const outfile = path.join(BUILT, script.replace(/\.ts$/, '.mjs'))
+    built = build({
+      entryPoints: [path.join(ROOT, 'bench', script)],
+      outfile,
+      bundle: true,
+      packages: 'external',
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      logLevel: 'warning',
+      plugins: [{
+        name: 'src-from-dist',
+        setup(b) {
+          b.onResolve({ filter: /^\.\.?\// }, (args) => {
+            const file = path.resolve(args.resolveDir, args.path)
+            if (!file.startsWith(SRC + path.sep)) return undefined
+            const twin = path.relative(path.dirname(outfile), path.join(DIST, path.relative(SRC, file)))
+            return { path: twin.startsWith('.') ? twin : `./${twin}`, external: true }
+          })
+        },
+      }],
+    }).then(() => outfile)
+    builds.set(script, built)
+  }
+  return built
+}
 
 /** A server in a child process of its own, so that its memory is measured alone. */
 export interface Service {
@@ -32,13 +79,14 @@ function statusField(pid: number, field: string): number {
 }
 
 /**
- * Starts `node --import tsx <script>` (a file under bench/) and waits for the JSON line it prints
- * when listening: `{"bench": "ready", "url": …}`. Bounded: a child not ready in time is killed.
+ * Starts `node <script>` (a file under bench/, built: {@link builtScript}) and waits for the JSON
+ * line it prints when listening: `{"bench": "ready", "url": …}`. Bounded: a child not ready in
+ * time is killed.
  */
 export async function startService(script: string, env: Record<string, string>, timeoutMs = 180_000): Promise<Service> {
   // BENCH_PROFILE=<dir>: each child writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', `bench/${script}`], {
+  const child = spawn(process.execPath, [...profile, await builtScript(script)], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'production', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
