@@ -18,7 +18,7 @@ import { applyHeapPolicy } from '../src/ops/heap.js'
 
 const env = process.env
 // As `kbis serve` does before it opens its store (KBIS_OPTIMIZE_FOR_SIZE, by default on with PGlite only).
-applyHeapPolicy({ optimizeForSize: loadConfig(env).optimizeForSize, databaseUrl: env.BENCH_STORE === 'pglite' ? undefined : 'postgres' })
+applyHeapPolicy({ optimizeForSize: loadConfig(env).optimizeForSize, databaseUrl: env.BENCH_STORE === 'pglite' ? undefined : env.BENCH_DATABASE_URL })
 const db = env.BENCH_STORE === 'pglite'
   ? await openDb({ dataDir: env.BENCH_PGLITE_DIR || 'memory://' })
   : await openDb({ databaseUrl: env.BENCH_DATABASE_URL, schema: env.BENCH_SCHEMA, poolSize: 10 })

@@ -3,8 +3,8 @@ import type { Config } from '../core/config.js'
 
 /**
  * Whether V8 favours a small heap over speed in the server's process: `KBIS_OPTIMIZE_FOR_SIZE`,
- * by default on with the embedded store (whose WebAssembly memory already takes ≈ 200 MB of the
- * process) and off with PostgreSQL (decision 0016).
+ * by default on with the embedded store (whose WebAssembly memory already takes 130–155 MB of the
+ * process, decision 0015) and off with PostgreSQL (decision 0016).
  */
 export function optimizesForSize(config: Pick<Config, 'optimizeForSize' | 'databaseUrl'>): boolean {
   return config.optimizeForSize ?? !config.databaseUrl
@@ -16,7 +16,7 @@ export function optimizesForSize(config: Pick<Config, 'optimizeForSize' | 'datab
  * a 10,000-item bulk leaves most of its ≈ 100 MB of request objects as garbage, which V8's
  * default policy lets pile up to 150–200 MB over a few bulks before a full collection. Measured
  * (decision 0016): the peak RSS of a service taking 10,000-item bulks falls by a quarter to a
- * half; reads keep their throughput on PostgreSQL, PGlite's list pages lose about a fifth of
+ * half; reads keep their throughput on PostgreSQL, PGlite's reads lose a tenth to a fifth of
  * theirs; bulks spend more time collecting.
  *
  * Set after start with `v8.setFlagsFromString` (Node: a flag may then take effect or do nothing):
