@@ -116,10 +116,10 @@ async function bulks(ctx: BenchContext, t: Target): Promise<BulkFigures> {
   const org = t.orgs.bench!
   const client = api(t.service.url, org.secret)
   const tag = t.store.kind === 'pglite' ? 'pl' : 'pg'
-  // The peak RSS of the service during its own bulks: on PGlite the limit's raw statements run in
-  // the service's process too (the store is in it), and a 10,000-row VALUES text costs PGlite
-  // more memory to parse than any request of the service does; what they leave resident stays in
-  // the figure (the WebAssembly memory never shrinks), their own peaks do not.
+  // The peak RSS of the service during its own bulks: on PGlite the limit's raw statements (a
+  // 10,000-row VALUES text each) run in the service's process too, the store being in it. Their
+  // own peaks are not the service's; what they leave resident stays in the figure (the
+  // WebAssembly memory never shrinks).
   let rssMb = 0
   const own = async <T>(request: () => Promise<T>): Promise<T> => {
     t.service.resetPeakRss()
