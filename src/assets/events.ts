@@ -35,23 +35,28 @@ export function assetCreatedEventsSql(rows: string, ids: string): string {
  * as it is now and, in `b_name`, `b_access_domain_key`, `b_properties`, as it was. Each field that
  * differs: `name`, `access_domain_key`, `properties.<key>` with `from` and `to` (a key set or
  * cleared: null on the other side). jsonb equality, as the stored documents compare. `{}` when
- * nothing changed.
+ * nothing changed. `diff_keys`: the only property keys a merge can have changed (those it set or
+ * cleared), compared alone; null (a replacement) compares every key of both documents — twice the
+ * time over 10,000 servers of 8 properties with 2 set (77 vs 39 ms measured on PostgreSQL).
  */
 function assetChangesSql(rows: string): string {
   const field = (name: string) =>
     `CASE WHEN ${rows}.b_${name} IS DISTINCT FROM ${rows}.${name}
           THEN jsonb_build_object('${name}', jsonb_build_object('from', ${rows}.b_${name}, 'to', ${rows}.${name})) ELSE '{}'::jsonb END`
   const [before, after] = [`${rows}.b_properties`, `${rows}.properties`]
-  return `${field('name')} || ${field('access_domain_key')} || CASE WHEN ${before} = ${after} THEN '{}'::jsonb ELSE coalesce((
+  const changed = (keys: string) => `coalesce((
          SELECT jsonb_object_agg('properties.' || k.key, jsonb_build_object('from', coalesce(${before} -> k.key, 'null'::jsonb),
                                                                              'to', coalesce(${after} -> k.key, 'null'::jsonb)))
-         FROM (SELECT b.key FROM jsonb_object_keys(${before}) AS b(key) WHERE ${before} -> b.key IS DISTINCT FROM ${after} -> b.key
-               UNION ALL SELECT n.key FROM jsonb_object_keys(${after}) AS n(key) WHERE NOT ${before} ? n.key) AS k(key)), '{}'::jsonb) END`
+         FROM ${keys} AS k(key)), '{}'::jsonb)`
+  return `${field('name')} || ${field('access_domain_key')} || CASE WHEN ${before} = ${after} THEN '{}'::jsonb
+         WHEN ${rows}.diff_keys IS NOT NULL THEN ${changed(`(SELECT d.key FROM unnest(${rows}.diff_keys) AS d(key) WHERE ${before} -> d.key IS DISTINCT FROM ${after} -> d.key)`)}
+         ELSE ${changed(`(SELECT b.key FROM jsonb_object_keys(${before}) AS b(key) WHERE ${before} -> b.key IS DISTINCT FROM ${after} -> b.key
+               UNION ALL SELECT n.key FROM jsonb_object_keys(${after}) AS n(key) WHERE NOT ${before} ? n.key)`)} END`
 }
 
 /**
  * The INSERT of `asset.updated` events for the rows of a data-modifying UPDATE (`rows`: the
- * record's columns, the `b_` columns of the record as it was, and `event_id`), in the same
+ * record's columns, the `b_` columns of the record as it was, `diff_keys` and `event_id`), in the same
  * statement: only the rows where something changed get one (a PATCH with the same values: none).
  * Parameters as {@link assetCreatedEventsSql}; returns one row per event written.
  */
