@@ -81,6 +81,28 @@ for (const store of STORES) {
       })
     })
 
+    it('asset.updated of a bulk PATCH folds the items of one asset; an upsert replacing it lists every key it drops', async () => {
+      // Setup: a server with four properties.
+      const created = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'ev-fold', access_domain_key: 'it', properties: { hostname: 'ev-fold', environment: 'dev', owner: 'ann', cpu_count: 2 } } })).body.data
+      const cursor = await tail()
+      // Action: three items on the same asset: owner set then cleared, environment changed then set back, cpu_count changed.
+      const patched = await t.request('PATCH', '/api/v1/bulk/assets', { body: [
+        { id: created.id, properties: { owner: 'bob', environment: 'prod' } },
+        { id: created.id, properties: { owner: null, cpu_count: 8 } },
+        { id: created.id, properties: { environment: 'dev' } },
+      ] })
+      expect(patched.status).toBe(200)
+      // Action: an upsert replacing the asset with only its hostname and a new memory_gb.
+      const replaced = await t.request('PUT', '/api/v1/assets/server:hostname:ev-fold', { body: { name: 'ev-fold', access_domain_key: 'it', properties: { memory_gb: 16 } } })
+      expect(replaced.status).toBe(200)
+      // Assert: one event each, with exactly what changed.
+      const { events } = await feed(cursor)
+      expect(events.map((e) => [e.type, e.data.changes])).toEqual([
+        ['asset.updated', { 'properties.owner': { from: 'ann', to: null }, 'properties.cpu_count': { from: 2, to: 8 } }],
+        ['asset.updated', { 'properties.cpu_count': { from: 8, to: null }, 'properties.environment': { from: 'dev', to: null }, 'properties.memory_gb': { from: null, to: 16 } }],
+      ])
+    })
+
     it('asset.archived carries the last state; a bulk of N emits N events in item order', async () => {
       const cursor = await tail()
       const items = Array.from({ length: 25 }, (_, i) => ({ asset_type_key: 'note', name: `bulk-${i}`, client_ref: `r${i}` }))
