@@ -21,10 +21,8 @@ export function optimizesForSize(config: Pick<Config, 'optimizeForSize' | 'datab
  *
  * Set after start with `v8.setFlagsFromString` (Node: a flag may then take effect or do nothing):
  * this one takes effect, measured by test/ops/heap.test.ts; what V8 sizes only at start (the
- * young generation) stays as it was. Returns whether it is on.
+ * young generation) stays as it was.
  */
-export function applyHeapPolicy(config: Pick<Config, 'optimizeForSize' | 'databaseUrl'>): boolean {
-  const on = optimizesForSize(config)
-  if (on) v8.setFlagsFromString('--optimize-for-size')
-  return on
+export function applyHeapPolicy(config: Pick<Config, 'optimizeForSize' | 'databaseUrl'>): void {
+  if (optimizesForSize(config)) v8.setFlagsFromString('--optimize-for-size')
 }
