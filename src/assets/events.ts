@@ -35,7 +35,7 @@ export function assetCreatedEventsSql(rows: string, ids: string): string {
  * as it is now and, in `b_name`, `b_access_domain_key`, `b_properties`, as it was. Each field that
  * differs: `name`, `access_domain_key`, `properties.<key>` with `from` and `to` (a key set or
  * cleared: null on the other side). jsonb equality, as the stored documents compare. `{}` when
- * nothing changed. `diff_keys`: the only property keys a merge can have changed (those it set or
+ * nothing changed. `diff_keys` (a json array): the only property keys a merge can have changed (those it set or
  * cleared), compared alone; null (a replacement) compares every key of both documents — twice the
  * time over 10,000 servers of 8 properties with 2 set (77 vs 39 ms measured on PostgreSQL).
  */
@@ -49,7 +49,7 @@ function assetChangesSql(rows: string): string {
                                                                              'to', coalesce(${after} -> k.key, 'null'::jsonb)))
          FROM ${keys} AS k(key)), '{}'::jsonb)`
   return `${field('name')} || ${field('access_domain_key')} || CASE WHEN ${before} = ${after} THEN '{}'::jsonb
-         WHEN ${rows}.diff_keys IS NOT NULL THEN ${changed(`(SELECT d.key FROM unnest(${rows}.diff_keys) AS d(key) WHERE ${before} -> d.key IS DISTINCT FROM ${after} -> d.key)`)}
+         WHEN ${rows}.diff_keys IS NOT NULL THEN ${changed(`(SELECT d.key FROM json_array_elements_text(${rows}.diff_keys) AS d(key) WHERE ${before} -> d.key IS DISTINCT FROM ${after} -> d.key)`)}
          ELSE ${changed(`(SELECT b.key FROM jsonb_object_keys(${before}) AS b(key) WHERE ${before} -> b.key IS DISTINCT FROM ${after} -> b.key
                UNION ALL SELECT n.key FROM jsonb_object_keys(${after}) AS n(key) WHERE NOT ${before} ? n.key)`)} END`
 }

@@ -125,11 +125,11 @@ export async function updateAssets(
          SELECT b.org_id, b.id, b.name AS b_name, b.access_domain_key AS b_access_domain_key, b.properties AS b_properties, u.event_id, u.diff_keys,
                 coalesce(u.name, b.name) AS name,
                 CASE WHEN u.set_domain THEN u.access_domain_key ELSE b.access_domain_key END AS access_domain_key,
-                CASE WHEN u.replace THEN u.props::jsonb ELSE b.properties || u.props::jsonb END - u.cleared AS properties,
+                CASE WHEN u.replace THEN u.props::jsonb ELSE b.properties || u.props::jsonb END - coalesce(u.cleared, '{}') AS properties,
                 CASE WHEN u.set_unique THEN u.unique_value ELSE b.unique_value END AS unique_value
          FROM ${ORG_ROW}
          CROSS JOIN json_to_recordset($2::json) AS u(id uuid, name text, set_domain boolean, access_domain_key text, replace boolean,
-                                              props json, cleared text[], set_unique boolean, unique_value text, event_id uuid, diff_keys text[])
+                                              props json, cleared text[], set_unique boolean, unique_value text, event_id uuid, diff_keys json)
          JOIN assets b ON b.org_id = o.org_id AND b.id = u.id AND b.archived_at IS NULL
        ) n
        WHERE a.org_id = n.org_id AND a.id = n.id
@@ -140,7 +140,15 @@ export async function updateAssets(
      )
      SELECT id, asset_type_key, name, access_domain_key, properties, created_at, updated_at, (SELECT count(*) FROM ev)::int AS changed FROM upd`,
     // diff_keys: a merge can change only the property keys it sets or clears; the events compare those alone.
-    [orgId, JSON.stringify(changes.map((change) => ({ ...change, event_id: eventIds.get(change.id), diff_keys: change.replace ? null : [...Object.keys(change.props), ...change.cleared] }))), ...eventOriginParams(origin)],
+    // Arrays stay json unless a text[] is needed: json_to_recordset builds each text[] column value
+    // through a per-row array conversion that cost as much as the rest of the row (10,000 rows of a
+    // bulk PATCH: 188 → 93 ms for the recordset with `cleared` null when empty and `diff_keys` json).
+    [orgId, JSON.stringify(changes.map((change) => ({
+      ...change,
+      cleared: change.cleared.length === 0 ? null : change.cleared,
+      event_id: eventIds.get(change.id),
+      diff_keys: change.replace ? null : [...Object.keys(change.props), ...change.cleared],
+    }))), ...eventOriginParams(origin)],
   )
   // A row rewritten with its own values gets no event and changes no remembered count.
   if ((result.rows[0]?.changed ?? 0) > 0) noteDataWrite(tx, orgId)
