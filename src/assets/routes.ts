@@ -6,7 +6,7 @@ import type { UpsertItem } from './upsert.js'
 import { dryRun, dryRunEnvelope, sendDryRun, upsertQuery, writeQuery } from '../request/dry-run.js'
 import { listAssets } from './list.js'
 import type { AssetInput, AssetPatch } from './prepare.js'
-import { locationOf, pageLinks } from '../core/pagination.js'
+import { jsonPageBody, locationOf, pageLinks } from '../core/pagination.js'
 import { includeRelationships } from '../relationships/include.js'
 
 const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
@@ -39,12 +39,10 @@ export async function assetRoutes(app: FastifyInstance): Promise<void> {
       tags, summary: 'List assets (equality filters, sort, pages, include)', querystring: assetListQuery,
       response: { 200: assetResponses.list, ...assetResponses.errors },
     },
-  }, async (request) => {
-    const ctx = await app.requestContext(request)
-    const query = request.query as Record<string, unknown>
-    const result = await listAssets(ctx, query)
-    const data = await includeRelationships(ctx, result.data, query)
-    return { data, meta: { page: result.page }, links: pageLinks(request, result.page) }
+  }, async (request, reply) => {
+    const result = await listAssets(await app.requestContext(request), request.query as Record<string, unknown>)
+    const links = pageLinks(request, result.page)
+    return 'json' in result ? jsonPageBody(reply, result, links) : { data: result.data, meta: { page: result.page }, links }
   })
 
   app.get('/assets/:id', {

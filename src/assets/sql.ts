@@ -2,7 +2,7 @@ import type { Queryable, Tx } from '../store/db.js'
 import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, selectPage, type CountOptions, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
-import { ASSET_COLUMNS, type AssetRow } from './mapper.js'
+import { ASSET_COLUMNS, ASSET_RECORD_JSON, type AssetRow } from './mapper.js'
 import { noteDataWrite } from '../counts/cache.js'
 import { eventIdsByRow, eventOriginParams, type EventOrigin } from '../outbox/write.js'
 import { assetCreatedEventsSql, assetUpdatedEventsSql, writeAssetEvents } from './events.js'
@@ -194,9 +194,25 @@ export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: rea
   return result.rows
 }
 
+/**
+ * How a page read hands over its assets: as rows (the process builds the records) or, for the API
+ * without includes, as each record's JSON text written by the store (`doc`, ASSET_RECORD_JSON).
+ */
+export const ASSET_PAGE_READS = {
+  rows: { select: ASSET_COLUMNS, jsonRows: RECORD_JSON_ROWS },
+  json: { select: `${ASSET_RECORD_JSON} AS doc`, docRows: true },
+} as const
+
+/** A page's rows as ASSET_PAGE_READS.json reads them. */
+export interface AssetDocRow {
+  doc: string
+}
+
 /** One page of assets and its count, for GET /assets (deferred join on the asset's key). */
-export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions = {}): Promise<PageRows<AssetRow>> {
-  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: 'assets a', key: 'a', jsonRows: RECORD_JSON_ROWS }, q, count)
+export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'rows'): Promise<PageRows<AssetRow>>
+export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'json'): Promise<PageRows<AssetDocRow>>
+export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions, as: keyof typeof ASSET_PAGE_READS): Promise<PageRows<AssetRow | AssetDocRow>> {
+  return selectPage<AssetRow | AssetDocRow>(db, { ...ASSET_PAGE_READS[as], from: 'assets a', key: 'a' }, q, count)
 }
 
 /** An archived asset as the console lists it: the record's columns plus when it was archived. */

@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Errors } from './errors.js'
 import { COUNT_CAP, type Counted } from '../store/sql.js'
 
@@ -108,4 +108,24 @@ export function pageLinks(request: FastifyRequest, meta: PageMeta): Record<strin
     next: more ? link(meta.number + 1) : null,
     last: meta.total_items_exact ? link(last) : null,
   }
+}
+
+/**
+ * A page whose records the store wrote as JSON text (list and search reads without includes):
+ * the response is assembled from that text, never parsed and written again (decision 0017).
+ */
+export interface JsonPage {
+  json: string[]
+  page: PageMeta
+}
+
+/**
+ * The body of a page response, `{"data": [...], "meta": {"page": ...}, "links": ...}` as the
+ * route's response schema writes it, from records already in JSON (`links` only where the route
+ * has them). The route returns the text; Fastify sends a string with a JSON content type as it is.
+ */
+export function jsonPageBody(reply: FastifyReply, result: JsonPage, links?: Record<string, string | null>): string {
+  void reply.header('content-type', 'application/json; charset=utf-8')
+  const meta = JSON.stringify({ page: result.page })
+  return `{"data":[${result.json.join(',')}],"meta":${meta}${links === undefined ? '' : `,"links":${JSON.stringify(links)}`}}`
 }

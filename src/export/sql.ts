@@ -1,6 +1,6 @@
 import type { Db, Queryable } from '../store/db.js'
-import { Params, isoSecondSql } from '../store/sql.js'
-import { ASSET_COLUMNS, type AssetRow } from '../assets/mapper.js'
+import { Params } from '../store/sql.js'
+import { ASSET_COLUMNS, ASSET_RECORD_JSON, type AssetRow } from '../assets/mapper.js'
 
 export interface ExportQuery {
   where: string
@@ -28,17 +28,6 @@ export async function selectExportBatch(db: Queryable, query: ExportQuery, after
   return result.rows
 }
 
-/**
- * One record (CONTRACT §2, no includes) as a JSON line, written by the store: the members in the
- * record's order, strings escaped by `to_json` as JSON.stringify escapes them, the properties as
- * jsonb writes them (`{"a": 1}`, a space after each colon and comma), timestamps to the second.
- */
-const NDJSON_LINE = `'{"id":"' || a.id || '","asset_type_key":' || to_json(a.asset_type_key)::text
-  || ',"name":' || to_json(a.name)::text
-  || ',"access_domain_key":' || coalesce(to_json(a.access_domain_key)::text, 'null')
-  || ',"properties":' || a.properties::text
-  || ',"created_at":"' || ${isoSecondSql('a.created_at')} || '","updated_at":"' || ${isoSecondSql('a.updated_at')} || '"}'`
-
 /** One NDJSON batch: its lines (each ended by `\n`), the id of its last record, its number of lines. */
 export interface NdjsonBatch {
   chunks: (string | Buffer)[]
@@ -56,10 +45,10 @@ export interface NdjsonBatch {
  */
 export async function selectNdjsonBatch(db: Db, query: ExportQuery, afterId: string | null, size: number): Promise<NdjsonBatch> {
   const batch = batchOf(query, afterId, size)
-  if (db.copyLines) return linesBatch(await db.copyLines(`SELECT ${NDJSON_LINE} ${batch.from}`, batch.params.values))
+  if (db.copyLines) return linesBatch(await db.copyLines(`SELECT ${ASSET_RECORD_JSON} ${batch.from}`, batch.params.values))
   const result = await db.query<{ text: string | null; last_id: string | null; n: number }>(
     `SELECT string_agg(line, E'\\n' ORDER BY id) || E'\\n' AS text, (array_agg(id ORDER BY id DESC))[1] AS last_id, count(*)::int AS n
-     FROM (SELECT a.id, ${NDJSON_LINE} AS line ${batch.from}) b`,
+     FROM (SELECT a.id, ${ASSET_RECORD_JSON} AS line ${batch.from}) b`,
     batch.params.values,
   )
   const row = result.rows[0]

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { SEARCH_BODY_CODES, searchAssetsBody, searchRelationshipsBody, searchResponses } from './schemas.js'
 import { searchAssets } from './assets.js'
 import { searchRelationships } from './relationships.js'
+import { jsonPageBody } from '../core/pagination.js'
 
 /**
  * POST /search/assets, POST /search/relationships (CONTRACT §4). Any key may search (Viewer and up); its roles scope the rows.
@@ -22,9 +23,9 @@ export async function searchRoutes(app: FastifyInstance): Promise<void> {
       tags, summary: 'Search assets: nested filters, sort, pages, include', body: searchAssetsBody,
       response: { 200: searchResponses.assets, ...searchResponses.errors },
     },
-  }, async (request) => {
-    const result = await searchAssets(await app.requestContext(request), request.body)
-    return { data: result.data, meta: { page: result.page } }
+  }, async (request, reply) => {
+    const result = await searchAssets(await app.requestContext(request), request.body, 'json')
+    return 'json' in result ? jsonPageBody(reply, result) : { data: result.data, meta: { page: result.page } }
   })
 
   app.post('/search/relationships', {

@@ -1,6 +1,7 @@
 import type { Queryable } from '../store/db.js'
-import { RECORD_JSON_ROWS, ident, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
-import { ASSET_COLUMNS, type AssetRow } from '../assets/mapper.js'
+import { ident, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
+import type { AssetRow } from '../assets/mapper.js'
+import { ASSET_PAGE_READS, type AssetDocRow } from '../assets/sql.js'
 
 /**
  * One page of an asset search and its total: the filter, the scope and the order run over the
@@ -11,7 +12,9 @@ import { ASSET_COLUMNS, type AssetRow } from '../assets/mapper.js'
  *   SELECT a.id, … FROM "assets_typed_…" p JOIN assets a ON a.org_id = p.org_id AND a.id = p.id
  *   WHERE … ORDER BY … LIMIT $3 OFFSET $4
  */
-export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions = {}): Promise<PageRows<AssetRow>> {
+export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions, as: 'rows'): Promise<PageRows<AssetRow>>
+export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions, as: 'json'): Promise<PageRows<AssetDocRow>>
+export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions, as: keyof typeof ASSET_PAGE_READS): Promise<PageRows<AssetRow | AssetDocRow>> {
   const projection = `${ident(table)} p`
-  return selectPage<AssetRow>(db, { select: ASSET_COLUMNS, from: `${projection} JOIN assets a ON a.org_id = p.org_id AND a.id = p.id`, countFrom: projection, key: 'p', jsonRows: RECORD_JSON_ROWS }, q, count)
+  return selectPage<AssetRow | AssetDocRow>(db, { ...ASSET_PAGE_READS[as], from: `${projection} JOIN assets a ON a.org_id = p.org_id AND a.id = p.id`, countFrom: projection, key: 'p' }, q, count)
 }

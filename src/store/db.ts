@@ -30,6 +30,12 @@ export interface QueryOptions {
    * the noise), so rows stay rows.
    */
   jsonRows?: { readonly timestamps: readonly string[] }
+  /**
+   * The statement's rows are one column, `doc`: JSON text the store wrote (which holds no raw
+   * line break: JSON escapes them in strings). PGlite hands them over as one text, the documents
+   * joined by line breaks, for the reason above; PostgreSQL as rows.
+   */
+  docRows?: boolean
 }
 
 export interface Queryable {
@@ -269,6 +275,13 @@ async function runPglite<R>(
   options: QueryOptions,
 ): Promise<QueryResult<R>> {
   if (!sql.startsWith(BACKGROUND_SQL)) hook?.(sql)
+  if (options.docRows === true) {
+    // A plain subquery hands its rows to the aggregate in the order it produced them.
+    const res = await on.query<{ docs: string | null }>(`SELECT string_agg(kbis_rows.doc, E'\\n') AS docs FROM (${sql}) kbis_rows`, params as unknown[])
+    const docs = res.rows[0]?.docs
+    const rows = docs === null || docs === undefined ? [] : docs.split('\n').map((doc) => ({ doc }))
+    return { rows: rows as R[], rowCount: rows.length }
+  }
   if (options.jsonRows === undefined) {
     const res = await on.query<R>(sql, params as unknown[])
     return { rows: res.rows, rowCount: res.affectedRows ?? res.rows.length }

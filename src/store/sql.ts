@@ -151,7 +151,7 @@ export const DEFERRED_JOIN_FROM_OFFSET = 1_000
  */
 export async function selectPage<R>(
   db: Queryable,
-  source: { select: string; from: string; countFrom?: string; key?: string; jsonRows?: QueryOptions['jsonRows'] },
+  source: { select: string; from: string; countFrom?: string; key?: string; jsonRows?: QueryOptions['jsonRows']; docRows?: boolean },
   q: PageQuery,
   count: CountOptions = {},
 ): Promise<PageRows<R>> {
@@ -168,7 +168,7 @@ export async function selectPage<R>(
              WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}) k
          ON ${source.key}.org_id = k.k_org AND ${source.key}.id = k.k_id
        ORDER BY ${q.orderBy}`
-  const read = (await db.query<R>(text, pageParams.values, { jsonRows: source.jsonRows })).rows
+  const read = (await db.query<R>(text, pageParams.values, { jsonRows: source.jsonRows, docRows: source.docRows })).rows
   const more = read.length > q.limit
   const rows = more ? read.slice(0, q.limit) : read
   const page = { number: 1, size: q.limit, ...(count.exact === true ? { count: 'exact' as const } : {}) }

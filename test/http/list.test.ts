@@ -104,6 +104,34 @@ for (const store of STORES) {
       expect((await list('?page[offset]=3')).body.errors[0].code).toBe('invalid_page')
     })
 
+    it('answers each record of a page as GET /assets/{id} answers it, whatever its text and numbers hold', async () => {
+      const tricky = 'q"uote \\ back\nline\ttab \u0001ctl \u007f del </script> \u2028 é 日本 😀'
+      const created = await t.request('POST', '/api/v1/assets', {
+        body: {
+          asset_type_key: 'server', name: `zz ${tricky}`,
+          properties: { hostname: 'zz-tricky', owner: tricky, notes: '', cpu_count: 9007199254740991, memory_gb: 0.1, cost: 1234.5, uptime: 1e-7, rating: 4, tags: [], managed: false, homepage: 'https://example.test/a?b=c&d=e' },
+        },
+      })
+      expect(created.body.errors).toBeUndefined()
+      const id = created.body.data.id as string
+      const one = await t.request('GET', `/api/v1/assets/${id}`)
+      expect(one.body.data.properties.uptime).toBe(1e-7)
+      expect(one.body.data.access_domain_key).toBeNull()
+      const listed = await list('?filter[properties.hostname]=zz-tricky')
+      const searched = await t.request('POST', '/api/v1/search/assets', { body: { filter: { field: 'properties.hostname', operator: 'equals', value: 'zz-tricky' } } })
+      for (const page of [listed, searched]) {
+        expect(page.status).toBe(200)
+        expect(page.headers['content-type']).toBe('application/json; charset=utf-8')
+        expect(page.body.data).toEqual([one.body.data])
+        expect(Object.keys(page.body.data[0])).toEqual(Object.keys(one.body.data))
+        expect(page.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 1, total_items_exact: true, total_pages: 1 } })
+      }
+      expect(Object.keys(listed.body)).toEqual(['data', 'meta', 'links'])
+      expect(Object.keys(searched.body)).toEqual(['data', 'meta'])
+      expect((await list('?filter[properties.hostname]=nothing')).body.data).toEqual([])
+      expect((await t.request('DELETE', `/api/v1/assets/${id}`)).status).toBe(204)
+    })
+
     it('rejects unknown query parameters with 400 invalid_request', async () => {
       const res = await list('?colour=red')
       expect(res.status).toBe(400)
