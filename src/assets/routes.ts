@@ -6,7 +6,7 @@ import type { UpsertItem } from './upsert.js'
 import { dryRun, dryRunEnvelope, sendDryRun, upsertQuery, writeQuery } from '../request/dry-run.js'
 import { listAssets } from './list.js'
 import type { AssetInput, AssetPatch } from './prepare.js'
-import { jsonPageBody, locationOf, pageLinks } from '../core/pagination.js'
+import { jsonDataBody, locationOf, pageLinks } from '../core/pagination.js'
 import { includeRelationships } from '../relationships/include.js'
 
 const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
@@ -42,7 +42,7 @@ export async function assetRoutes(app: FastifyInstance): Promise<void> {
   }, async (request, reply) => {
     const result = await listAssets(await app.requestContext(request), request.query as Record<string, unknown>)
     const links = pageLinks(request, result.page)
-    return 'json' in result ? jsonPageBody(reply, result, links) : { data: result.data, meta: { page: result.page }, links }
+    return 'json' in result ? jsonDataBody(reply, result.json, { meta: { page: result.page }, links }) : { data: result.data, meta: { page: result.page }, links }
   })
 
   app.get('/assets/:id', {

@@ -120,12 +120,15 @@ export interface JsonPage {
 }
 
 /**
- * The body of a page response, `{"data": [...], "meta": {"page": ...}, "links": ...}` as the
- * route's response schema writes it, from records already in JSON (`links` only where the route
- * has them). The route returns the text; Fastify sends a string with a JSON content type as it is.
+ * A response body `{"data": [...], ...rest}` from records already in JSON (`docs`), with the other
+ * members (`meta`, `links`) written by JSON.stringify in the order given, as the route's response
+ * schema would write them. The route returns the text; Fastify sends a string with a JSON content
+ * type as it is.
+ *
+ * @example jsonDataBody(reply, ['{"id":"…"}'], { meta: { page } })  // '{"data":[{"id":"…"}],"meta":{"page":{…}}}'
  */
-export function jsonPageBody(reply: FastifyReply, result: JsonPage, links?: Record<string, string | null>): string {
+export function jsonDataBody(reply: FastifyReply, docs: readonly string[], rest: Record<string, unknown>): string {
   void reply.header('content-type', 'application/json; charset=utf-8')
-  const meta = JSON.stringify({ page: result.page })
-  return `{"data":[${result.json.join(',')}],"meta":${meta}${links === undefined ? '' : `,"links":${JSON.stringify(links)}`}}`
+  const tail = JSON.stringify(rest)
+  return `{"data":[${docs.join(',')}]${tail === '{}' ? '}' : `,${tail.slice(1)}`}`
 }

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { pageFromQuery, pageLinks } from '../core/pagination.js'
+import { jsonDataBody, pageFromQuery, pageLinks } from '../core/pagination.js'
 import { assetIdParams } from '../assets/schemas.js'
 import { eventErrors, feedQuery, feedResponse, historyErrors, historyQuery, historyResponse } from './schemas.js'
 import { readFeed, readHistory } from './service.js'
@@ -17,17 +17,18 @@ export async function eventRoutes(app: FastifyInstance): Promise<void> {
       querystring: feedQuery,
       response: { 200: feedResponse, ...eventErrors },
     },
-  }, async (request) => {
+  }, async (request, reply) => {
     // Stamping what this process committed first makes a read right after a write see it; under
     // the relay's lock, so harmless beside other processes' relays.
     await app.events.flush()
     const query = request.query as Record<string, string | number | undefined>
-    return readFeed(await app.requestContext(request), {
+    const feed = await readFeed(await app.requestContext(request), {
       ...(query.after !== undefined ? { after: String(query.after) } : {}),
       ...(query['filter[type]'] !== undefined ? { types: String(query['filter[type]']) } : {}),
       ...(query['filter[subject]'] !== undefined ? { subject: String(query['filter[subject]']) } : {}),
       ...(query['page[size]'] !== undefined ? { size: Number(query['page[size]']) } : {}),
     })
+    return jsonDataBody(reply, feed.json, { meta: feed.meta })
   })
 
   app.get('/assets/:id/history', {

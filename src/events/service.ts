@@ -30,8 +30,9 @@ export interface FeedRequest {
   size?: number
 }
 
+/** A feed page: its events as the store wrote their JSON (decision 0017), and where to read on. */
 export interface FeedPage {
-  data: CloudEvent[]
+  json: string[]
   meta: { next_cursor: string; has_more: boolean }
 }
 
@@ -59,7 +60,7 @@ export async function readFeed(ctx: RequestContext, req: FeedRequest): Promise<F
   const page = rows.slice(0, size)
   const last = page.at(-1)
   return {
-    data: page.map((row) => toCloudEvent(row, ctx.auth.orgKey)),
+    json: page.map((row) => row.doc),
     meta: { next_cursor: encodeCursor(last ? Number(last.sequence) : from), has_more: rows.length > size },
   }
 }

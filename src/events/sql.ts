@@ -2,7 +2,7 @@ import type { Queryable } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
 import { Params, selectPage, type PageRows } from '../store/sql.js'
-import { EVENT_COLUMNS, type StampedEventRow } from '../outbox/cloud-event.js'
+import { EVENT_COLUMNS, cloudEventJsonSql, eventSource, type StampedEventRow } from '../outbox/cloud-event.js'
 
 /**
  * The FROM clause of every event read: `events e`, and `t`, the relationship target's scoping
@@ -32,16 +32,23 @@ export interface FeedQuery {
   limit: number
 }
 
+/** A feed row: the event's CloudEvent as JSON text (cloudEventJsonSql) and its position. */
+export interface FeedRow {
+  doc: string
+  sequence: number | string
+}
+
 /** One feed page, oldest first, one row past it (has_more). */
-export async function selectFeed(db: Queryable, auth: AuthContext, q: FeedQuery): Promise<StampedEventRow[]> {
+export async function selectFeed(db: Queryable, auth: AuthContext, q: FeedQuery): Promise<FeedRow[]> {
   const params = new Params([auth.orgId, q.after])
   const where = ['e.org_id = $1', 'e.sequence > $2', visibleEvents(auth, params)]
   if (q.types) where.push(`e.type = ANY(${params.add(q.types)}::text[])`)
   if (q.subject !== null) where.push(`e.subject = ${params.add(q.subject)}`)
   // assets/<id>: the same rows, found through the asset's index instead of the whole feed.
   if (q.subject?.startsWith('assets/') && q.subjectAssetId !== null) where.push(`e.asset_id = ${params.add(q.subjectAssetId)}::uuid`)
-  const result = await db.query<StampedEventRow>(
-    `SELECT ${EVENT_COLUMNS} FROM ${EVENTS_FROM} WHERE ${where.join(' AND ')} ORDER BY e.sequence LIMIT ${params.add(q.limit + 1)}`,
+  const source = params.add(JSON.stringify(eventSource(auth.orgKey)))
+  const result = await db.query<FeedRow>(
+    `SELECT ${cloudEventJsonSql(source)} AS doc, e.sequence FROM ${EVENTS_FROM} WHERE ${where.join(' AND ')} ORDER BY e.sequence LIMIT ${params.add(q.limit + 1)}`,
     params.values,
   )
   return result.rows

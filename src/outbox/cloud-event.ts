@@ -1,4 +1,5 @@
 import { isoSecond } from '../core/time.js'
+import { isoSecondSql } from '../store/sql.js'
 
 /** The event types of CONTRACT §13 (webhooks add `webhook.test`, which never enters the feed). */
 export const EVENT_TYPES = [
@@ -58,6 +59,22 @@ export const EVENT_COLUMNS = 'e.org_id, e.id, e.sequence, e.type, e.subject, e.t
 /** `/organizations/acme`: the CloudEvents `source` of an organization's events. */
 export function eventSource(orgKey: string): string {
   return `/organizations/${orgKey}`
+}
+
+/**
+ * A stamped event of `events e` as the JSON text of its CloudEvent, written by the store: the
+ * members of {@link toCloudEvent} in its order, strings escaped by `to_json` as JSON.stringify
+ * escapes them, `data` as jsonb writes it, `time` to the second. `source` is the placeholder of a
+ * parameter holding the organization's source as JSON text (`JSON.stringify(eventSource(key))`).
+ * Feed pages pass the text on (decision 0017).
+ */
+export function cloudEventJsonSql(source: string): string {
+  return `'{"specversion":"1.0","id":"' || e.id || '","type":' || to_json(e.type)::text
+    || ',"source":' || ${source}::text || ',"subject":' || to_json(e.subject)::text
+    || ',"time":"' || ${isoSecondSql('e.time')} || '","datacontenttype":"application/json","sequence":"' || e.sequence
+    || '","requestid":' || coalesce(to_json(e.request_id)::text, 'null')
+    || CASE WHEN e.idempotency_key IS NULL THEN '' ELSE ',"idempotencykey":' || to_json(e.idempotency_key)::text END
+    || ',"data":' || e.data::text || '}'`
 }
 
 export function toCloudEvent(row: StampedEventRow, orgKey: string): CloudEvent {

@@ -1,6 +1,6 @@
 import type { RequestContext } from '../request/context.js'
 import { Params } from '../store/sql.js'
-import { offsetOf, pageFromQuery, pageMeta, type PageMeta } from '../core/pagination.js'
+import { offsetOf, pageFromQuery, pageMeta, type JsonPage, type PageMeta } from '../core/pagination.js'
 import { isUuid } from '../core/time.js'
 import { parseAssetRef } from '../metamodel/refs.js'
 import { parseListFilters, resolveListFilters } from '../query/list.js'
@@ -36,8 +36,9 @@ function splitUnresolvable(query: Record<string, unknown>, ctx: RequestContext):
  * GET /relationships: equality filters (relationship_type_key, source_asset_id, target_asset_id,
  * composite keys accepted), sort, page and include, compiled by the query compiler and ANDed with
  * the visibility of both ends in one statement (plus one count, plus one for included ends).
+ * Without included ends the records come as the store wrote them in JSON (a JsonPage).
  */
-export async function listRelationships(ctx: RequestContext, query: Record<string, unknown>): Promise<{ data: RelationshipRecord[]; page: PageMeta }> {
+export async function listRelationships(ctx: RequestContext, query: Record<string, unknown>): Promise<{ data: RelationshipRecord[]; page: PageMeta } | JsonPage> {
   const include = parseEndIncludes(query.include)
   const page = pageFromQuery(query)
   const split = splitUnresolvable(query, ctx)
@@ -49,7 +50,13 @@ export async function listRelationships(ctx: RequestContext, query: Record<strin
   }, params)
   const sort = typeof query.sort === 'string' ? parseSortParam(query.sort) : []
   const orderBy = compileOrderBy(sort, 'relationships', ctx.metamodel, 'r')
-  const result = await selectRelationshipPage(ctx.db, { where, orderBy, limit: page.size, offset: offsetOf(page), params }, { exact: page.count === 'exact', memo: ctx.counts })
+  const q = { where, orderBy, limit: page.size, offset: offsetOf(page), params }
+  const count = { exact: page.count === 'exact', memo: ctx.counts }
+  if (include.source === 'none' && include.target === 'none') {
+    const result = await selectRelationshipPage(ctx.db, q, count, 'json')
+    return { json: result.rows.map((row) => row.doc), page: pageMeta(page, result) }
+  }
+  const result = await selectRelationshipPage(ctx.db, q, count, 'rows')
   const data = await attachEnds(ctx, result.rows.map(toRelationshipRecord), include)
   return { data, page: pageMeta(page, result) }
 }

@@ -1,4 +1,5 @@
 import { isoSecond } from '../core/time.js'
+import { isoSecondSql } from '../store/sql.js'
 
 /** A row of `relationships` as every read selects it. */
 export interface RelationshipRow {
@@ -33,6 +34,14 @@ export interface RelationshipRecord {
 
 /** The columns every relationship read selects (alias `r`), in record order. */
 export const RELATIONSHIP_COLUMNS = 'r.id, r.relationship_type_key, r.source_asset_id, r.target_asset_id, r.created_at, r.updated_at'
+
+/**
+ * A relationship of `relationships r` as its record's JSON text (no includes), written by the
+ * store in the record's order, timestamps to the second, as ASSET_RECORD_JSON (decision 0017).
+ */
+export const RELATIONSHIP_RECORD_JSON = `'{"id":"' || r.id || '","relationship_type_key":' || to_json(r.relationship_type_key)::text
+  || ',"source_asset_id":"' || r.source_asset_id || '","target_asset_id":"' || r.target_asset_id
+  || '","created_at":"' || ${isoSecondSql('r.created_at')} || '","updated_at":"' || ${isoSecondSql('r.updated_at')} || '"}'`
 
 export function toRelationshipRecord(row: RelationshipRow): RelationshipRecord {
   return {

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { requirePermission } from '../core/auth/permissions.js'
-import { locationOf, pageLinks } from '../core/pagination.js'
+import { jsonDataBody, locationOf, pageLinks } from '../core/pagination.js'
 import { relationshipCreateBody, relationshipGetQuery, relationshipIdParams, relationshipListQuery, relationshipResponses } from './schemas.js'
 import { createRelationship, deleteRelationship, getRelationship } from './service.js'
 import { listRelationships } from './list.js'
@@ -37,9 +37,10 @@ export async function relationshipRoutes(app: FastifyInstance): Promise<void> {
       tags, summary: 'List relationships (equality filters, sort, pages, include)', querystring: relationshipListQuery,
       response: { 200: relationshipResponses.list, ...relationshipResponses.errors },
     },
-  }, async (request) => {
+  }, async (request, reply) => {
     const result = await listRelationships(await app.requestContext(request), request.query as Record<string, unknown>)
-    return { data: result.data, meta: { page: result.page }, links: pageLinks(request, result.page) }
+    const links = pageLinks(request, result.page)
+    return 'json' in result ? jsonDataBody(reply, result.json, { meta: { page: result.page }, links }) : { data: result.data, meta: { page: result.page }, links }
   })
 
   app.get('/relationships/:id', {

@@ -2,7 +2,7 @@ import type { Queryable, Tx } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
 import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, selectPage, type CountOptions, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
-import { RELATIONSHIP_COLUMNS, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
+import { RELATIONSHIP_COLUMNS, RELATIONSHIP_RECORD_JSON, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
 import { eventIdsByRow, eventOriginParams, originOf, type EventOrigin, type WriteContext } from '../outbox/write.js'
 import { noteDataWrite } from '../counts/cache.js'
 import { relationshipCreatedEventsSql, writeRelationshipEvents } from './events.js'
@@ -123,8 +123,12 @@ export async function selectRelationships(db: Queryable, where: string, params: 
 }
 
 /** One page of relationships and the total, for GET /relationships and relationship search. */
-export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions = {}): Promise<PageRows<RelationshipRow>> {
-  return selectPage<RelationshipRow>(db, { select: RELATIONSHIP_COLUMNS, from: 'relationships r', key: 'r', jsonRows: RECORD_JSON_ROWS }, q, count)
+export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'rows'): Promise<PageRows<RelationshipRow>>
+export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'json'): Promise<PageRows<{ doc: string }>>
+export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'rows' | 'json'): Promise<PageRows<RelationshipRow | { doc: string }>> {
+  // 'json': each record's JSON text written by the store (RELATIONSHIP_RECORD_JSON), passed on by the API (decision 0017).
+  const read = as === 'rows' ? { select: RELATIONSHIP_COLUMNS, jsonRows: RECORD_JSON_ROWS } : { select: `${RELATIONSHIP_RECORD_JSON} AS doc`, docRows: true }
+  return selectPage<RelationshipRow | { doc: string }>(db, { ...read, from: 'relationships r', key: 'r' }, q, count)
 }
 
 /**

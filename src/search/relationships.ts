@@ -1,6 +1,6 @@
 import type { RequestContext } from '../request/context.js'
 import { Errors } from '../core/errors.js'
-import { offsetOf, pageMeta, type PageMeta } from '../core/pagination.js'
+import { offsetOf, pageMeta, type JsonPage, type PageMeta } from '../core/pagination.js'
 import { compileWhere } from '../query/where.js'
 import { resolveFilter } from '../query/resolve.js'
 import { compileOrderBy } from '../query/sort.js'
@@ -18,9 +18,10 @@ import { readSearchBody } from './body.js'
  * POST /search/relationships (CONTRACT §4): filter on the relationship's columns and on either
  * end (`source_asset.*`, `target_asset.*`, compiled to EXISTS over the typed projection), sort,
  * page, include of the ends. A relationship exists for the key only when both ends are live and
- * visible: that condition is ANDed into the same statement.
+ * visible: that condition is ANDed into the same statement. Without included ends the records
+ * come as the store wrote them in JSON (a JsonPage).
  */
-export async function searchRelationships(ctx: RequestContext, body: unknown): Promise<{ data: RelationshipRecord[]; page: PageMeta }> {
+export async function searchRelationships(ctx: RequestContext, body: unknown): Promise<{ data: RelationshipRecord[]; page: PageMeta } | JsonPage> {
   const parsed = readSearchBody(body)
   const include = parseEndIncludeList(parsed.include)
   const filter = resolveFilter(parsed.filter, 'relationships', ctx.metamodel)
@@ -28,13 +29,13 @@ export async function searchRelationships(ctx: RequestContext, body: unknown): P
   const params = new Params()
   const where = compileWhere({ target: 'relationships', alias: 'r', orgId: ctx.auth.orgId, filter, scope: scopeFilter(ctx.auth, 'view'), storage }, params)
   const orderBy = compileOrderBy(parsed.sort, 'relationships', ctx.metamodel, 'r', storage)
-  const result = await selectRelationshipPage(ctx.db, {
-    where,
-    orderBy,
-    limit: parsed.page.size,
-    offset: offsetOf(parsed.page),
-    params,
-  }, { exact: parsed.page.count === 'exact', memo: ctx.counts })
+  const q = { where, orderBy, limit: parsed.page.size, offset: offsetOf(parsed.page), params }
+  const count = { exact: parsed.page.count === 'exact', memo: ctx.counts }
+  if (include.source === 'none' && include.target === 'none') {
+    const result = await selectRelationshipPage(ctx.db, q, count, 'json')
+    return { json: result.rows.map((row) => row.doc), page: pageMeta(parsed.page, result) }
+  }
+  const result = await selectRelationshipPage(ctx.db, q, count, 'rows')
   const data = await attachEnds(ctx, result.rows.map(toRelationshipRecord), include)
   return { data, page: pageMeta(parsed.page, result) }
 }

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { SEARCH_BODY_CODES, searchAssetsBody, searchRelationshipsBody, searchResponses } from './schemas.js'
 import { searchAssets } from './assets.js'
 import { searchRelationships } from './relationships.js'
-import { jsonPageBody } from '../core/pagination.js'
+import { jsonDataBody } from '../core/pagination.js'
 
 /**
  * POST /search/assets, POST /search/relationships (CONTRACT §4). Any key may search (Viewer and up); its roles scope the rows.
@@ -25,7 +25,7 @@ export async function searchRoutes(app: FastifyInstance): Promise<void> {
     },
   }, async (request, reply) => {
     const result = await searchAssets(await app.requestContext(request), request.body, 'json')
-    return 'json' in result ? jsonPageBody(reply, result) : { data: result.data, meta: { page: result.page } }
+    return 'json' in result ? jsonDataBody(reply, result.json, { meta: { page: result.page } }) : { data: result.data, meta: { page: result.page } }
   })
 
   app.post('/search/relationships', {
@@ -35,8 +35,8 @@ export async function searchRoutes(app: FastifyInstance): Promise<void> {
       tags, summary: 'Search relationships, on their columns and on either end', body: searchRelationshipsBody,
       response: { 200: searchResponses.relationships, ...searchResponses.errors },
     },
-  }, async (request) => {
+  }, async (request, reply) => {
     const result = await searchRelationships(await app.requestContext(request), request.body)
-    return { data: result.data, meta: { page: result.page } }
+    return 'json' in result ? jsonDataBody(reply, result.json, { meta: { page: result.page } }) : { data: result.data, meta: { page: result.page } }
   })
 }

@@ -39,6 +39,34 @@ for (const store of STORES) {
       expect((await t.request('GET', `/api/v1/assets/${other.id}/history`)).body.data.map((e: any) => e.type)).toEqual(['asset.created'])
     })
 
+    it('answers in the feed the same CloudEvents as in the history, whatever their text holds', async () => {
+      const tricky = 'q"uote \\ back\nline \u0001ctl </script> \u2028 日本 😀'
+      const created = await t.request('POST', '/api/v1/assets', {
+        headers: { 'idempotency-key': `feed-parity-${store}` },
+        body: { asset_type_key: 'server', name: `p ${tricky}`, properties: { hostname: 'h-parity', owner: tricky, uptime: 1e-7, cpu_count: 9007199254740991 } },
+      })
+      expect(created.status).toBe(201)
+      const id = created.body.data.id as string
+      await t.request('PATCH', `/api/v1/assets/${id}`, { body: { properties: { owner: `${tricky}!`, memory_gb: 0.1 } } })
+      const history = await t.request('GET', `/api/v1/assets/${id}/history`)
+      const feed = await t.request('GET', `/api/v1/events?filter[subject]=assets/${id}`)
+      expect(feed.status).toBe(200)
+      expect(feed.headers['content-type']).toBe('application/json; charset=utf-8')
+      expect(feed.body.data.map((e: any) => e.type)).toEqual(['asset.created', 'asset.updated'])
+      expect(feed.body.data).toEqual([...history.body.data].reverse())
+      // The members in the order the schema declares them (and webhooks and NATS send them).
+      const members = ['specversion', 'id', 'type', 'source', 'subject', 'time', 'datacontenttype', 'sequence', 'requestid', 'idempotencykey', 'data']
+      expect(Object.keys(feed.body.data[0])).toEqual(members)
+      expect(Object.keys(feed.body.data[1])).toEqual(members.filter((m) => m !== 'idempotencykey'))
+      expect(feed.body.data[0].idempotencykey).toBe(`feed-parity-${store}`)
+      expect('idempotencykey' in feed.body.data[1]).toBe(false)
+      expect(feed.body.data[0].data.object.properties.owner).toBe(tricky)
+      expect(feed.body.data[1].data.changes).toEqual({ 'properties.owner': { from: tricky, to: `${tricky}!` }, 'properties.memory_gb': { from: null, to: 0.1 } })
+      expect(feed.body.meta).toEqual({ next_cursor: expect.any(String), has_more: false })
+      const next = await t.request('GET', `/api/v1/events?filter[subject]=assets/${id}&after=${feed.body.meta.next_cursor}`)
+      expect(next.body).toEqual({ data: [], meta: { next_cursor: feed.body.meta.next_cursor, has_more: false } })
+    })
+
     it('answers 404 for an unknown, archived or hidden asset, and 400 for page[size] over 100', async () => {
       const fin = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'h-fin', access_domain_key: 'finance' } })).body.data
       const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })

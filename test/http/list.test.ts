@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { expectOneRecordPages } from '../helpers/pages.js'
 
 for (const store of STORES) {
   describe(`${store}: GET /assets list queries`, () => {
@@ -119,15 +120,7 @@ for (const store of STORES) {
       expect(one.body.data.access_domain_key).toBeNull()
       const listed = await list('?filter[properties.hostname]=zz-tricky')
       const searched = await t.request('POST', '/api/v1/search/assets', { body: { filter: { field: 'properties.hostname', operator: 'equals', value: 'zz-tricky' } } })
-      for (const page of [listed, searched]) {
-        expect(page.status).toBe(200)
-        expect(page.headers['content-type']).toBe('application/json; charset=utf-8')
-        expect(page.body.data).toEqual([one.body.data])
-        expect(Object.keys(page.body.data[0])).toEqual(Object.keys(one.body.data))
-        expect(page.body.meta).toEqual({ page: { number: 1, size: 50, total_items: 1, total_items_exact: true, total_pages: 1 } })
-      }
-      expect(Object.keys(listed.body)).toEqual(['data', 'meta', 'links'])
-      expect(Object.keys(searched.body)).toEqual(['data', 'meta'])
+      expectOneRecordPages(listed, searched, one.body.data)
       expect((await list('?filter[properties.hostname]=nothing')).body.data).toEqual([])
       expect((await t.request('DELETE', `/api/v1/assets/${id}`)).status).toBe(204)
     })

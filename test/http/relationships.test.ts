@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { expectOneRecordPages } from '../helpers/pages.js'
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
@@ -260,6 +261,14 @@ for (const store of STORES) {
       expect([...idsOf(res.body), ...idsOf(second.body)].sort()).toEqual(
         ['runs_on:crm:web', 'runs_on:crm:db', 'runs_on:erp:db', 'depends_on:crm:erp'].map((k) => ids[k]).sort(),
       )
+    })
+
+    it('answers each record of a page as GET /relationships/{id} answers it', async () => {
+      const id = ids['runs_on:crm:web']!
+      const one = await t.request('GET', `/api/v1/relationships/${id}`)
+      const listed = await list(`?filter[source_asset_id]=${ids.crm}&filter[target_asset_id]=${ids.web}`)
+      const searched = await t.request('POST', '/api/v1/search/relationships', { body: { filter: { field: 'id', operator: 'equals', value: id } } })
+      expectOneRecordPages(listed, searched, one.body.data)
     })
 
     it('filters by type, source and target (UUID or composite key)', async () => {
