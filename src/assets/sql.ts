@@ -88,6 +88,10 @@ export interface AssetChange {
   unique_value: string | null
 }
 
+/** What updateAssets answers: the rows written as they are now, or their ids alone. */
+export type UpdateAnswer = 'rows' | 'ids'
+export type UpdatedAsset<A extends UpdateAnswer> = A extends 'rows' ? AssetRow : { id: string }
+
 /**
  * THE update of asset rows, one statement for any number of them, rows as one json parameter.
  * Properties merge key by key in SQL on the current row (`(properties || props) - cleared`), or
@@ -103,21 +107,23 @@ export interface AssetChange {
  * are is not written at all (no `updated_at` change) and is missing from the answer.
  * `releaseUnique`: assets whose unique values change and may swap (a → b, b → a): the unique
  * index is checked row by row, so their old values are released first, in one statement.
- * Returns the rows written, as they are now.
+ * `answer`: the rows written as they are now (`'rows'`, the default: a single write answers its
+ * record), or their ids alone (`'ids'`: bulks answer ids, and 10,000 documents sent back and
+ * parsed for nothing cost more than the rest of the answer).
  */
-export async function updateAssets(
+export async function updateAssets<A extends UpdateAnswer = 'rows'>(
   tx: Tx,
   origin: EventOrigin,
   changes: readonly AssetChange[],
-  options: { skipUnchanged?: boolean; releaseUnique?: readonly string[] } = {},
-): Promise<AssetRow[]> {
+  options: { skipUnchanged?: boolean; releaseUnique?: readonly string[]; answer?: A } = {},
+): Promise<UpdatedAsset<A>[]> {
   if (changes.length === 0) return []
   const orgId = origin.orgId
   if (options.releaseUnique && options.releaseUnique.length > 1) {
     await tx.query('UPDATE assets SET unique_value = NULL WHERE org_id = $1 AND id = ANY($2::uuid[])', [orgId, options.releaseUnique])
   }
   const eventIds = eventIdsByRow(changes)
-  const result = await tx.query<AssetRow & { changed: number }>(
+  const result = await tx.query<Record<string, unknown> & { changed: number }>(
     `WITH upd AS (
        UPDATE assets AS a SET name = n.name, access_domain_key = n.access_domain_key, properties = n.properties,
               unique_value = n.unique_value, updated_at = date_trunc('second', now())
@@ -138,7 +144,7 @@ export async function updateAssets(
      ), ev AS (
        ${assetUpdatedEventsSql('upd')}
      )
-     SELECT id, asset_type_key, name, access_domain_key, properties, created_at, updated_at, (SELECT count(*) FROM ev)::int AS changed FROM upd`,
+     SELECT ${options.answer === 'ids' ? 'id' : 'id, asset_type_key, name, access_domain_key, properties, created_at, updated_at'}, (SELECT count(*) FROM ev)::int AS changed FROM upd`,
     // diff_keys: a merge can change only the property keys it sets or clears; the events compare those alone.
     // Arrays stay json unless a text[] is needed: json_to_recordset builds each text[] column value
     // through a per-row array conversion that cost as much as the rest of the row (10,000 rows of a
@@ -152,7 +158,8 @@ export async function updateAssets(
   )
   // A row rewritten with its own values gets no event and changes no remembered count.
   if ((result.rows[0]?.changed ?? 0) > 0) noteDataWrite(tx, orgId)
-  return result.rows.map(({ changed: _, ...row }) => row)
+  // The columns selected are those of `answer`.
+  return result.rows.map(({ changed: _, ...row }) => row) as unknown as UpdatedAsset<A>[]
 }
 
 /** THE archive of asset rows (DELETE /assets/{id}); returns the rows archived, as they were. */

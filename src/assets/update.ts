@@ -176,14 +176,16 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan, failur
  * is 404): one transaction of a handful of statements whatever the item count: lock and read the
  * targets, (look up changed unique values), one UPDATE merging every change in SQL, (sync
  * embedded relationships once for every item that carries them). Returns, per item, its asset
- * as it was and as it is.
+ * as it is now (`single`), or its id.
  */
+export async function patchAssets(ctx: RequestContext, items: readonly BulkAssetPatch[], failures: ItemFailures | undefined, options: { single: true }): Promise<AssetRow[]>
+export async function patchAssets(ctx: RequestContext, items: readonly BulkAssetPatch[], failures?: ItemFailures): Promise<{ id: string }[]>
 export async function patchAssets(
   ctx: RequestContext,
   items: readonly BulkAssetPatch[],
   failures = new ItemFailures(),
   options: { single?: boolean } = {},
-): Promise<AssetRow[]> {
+): Promise<(AssetRow | { id: string })[]> {
   return ctx.db.transaction(async (tx) => {
     // Every item goes through every check (a failed one is left out of the later ones), so that
     // a failing request lists every failing item; then nothing is kept.
@@ -194,7 +196,8 @@ export async function patchAssets(
     // a failed item the store would not hold this request's changes, and a related asset renamed
     // by it would look missing (a false failure). Theirs show on the next try.
     failures.throwIfAny()
-    const updates = await updateAssets(tx, originOf(ctx), [...plan.patches.values()], { releaseUnique: [...plan.uniqueSetBy.keys()] })
+    // A bulk answers ids; PATCH /assets/{id} its record.
+    const updates = await updateAssets(tx, originOf(ctx), [...plan.patches.values()], { releaseUnique: [...plan.uniqueSetBy.keys()], answer: options.single === true ? 'rows' : 'ids' })
     const syncs = items.flatMap((item, i) =>
       item.relationships === undefined
         ? []

@@ -25,10 +25,15 @@ export interface UpsertItem extends BulkItem {
 
 export type UpsertResult = 'created' | 'updated' | 'unchanged'
 
+/** An updated row as updateAssets answered it: whole (`'rows'`), or its id alone (`'ids'`). */
+function isWhole(row: AssetRow | { id: string }): row is AssetRow {
+  return 'properties' in row
+}
+
 export interface UpsertOutcome {
   id: string
   result: UpsertResult
-  /** The asset as it is now; for `unchanged` only with `options.single` (read back for the answer). */
+  /** The asset as it is now, only with `options.single` (an `unchanged` one read back for the answer). */
   row?: AssetRow
 }
 
@@ -174,7 +179,9 @@ export async function upsertAssets(
       })))
     }
     failures.throwIfAny()
-    const updated = new Map((await updateAssets(tx, originOf(ctx), plan.changes.map((c) => c.change), { skipUnchanged: true })).map((row) => [row.id, row]))
+    // A bulk answers ids and results; PUT /assets/{key} its record.
+    const changed = await updateAssets(tx, originOf(ctx), plan.changes.map((c) => c.change), { skipUnchanged: true, answer: options.single === true ? 'rows' : 'ids' })
+    const updated = new Map<string, AssetRow | { id: string }>(changed.map((row) => [row.id, row]))
     const syncs = items.flatMap((item, i) => {
       const key = keys[i]!
       return item.relationships === undefined ? [] : [{ asset: { id: plan.ids[i]!, asset_type_key: key.asset_type_key }, relationships: item.relationships, pointer: `/${i}/relationships` }]
@@ -182,7 +189,7 @@ export async function upsertAssets(
     if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
     const outcomes = plan.ids.map((id): UpsertOutcome => {
       const row = created.get(id!) ?? updated.get(id!)
-      return { id: id!, result: created.has(id!) ? 'created' : updated.has(id!) ? 'updated' : 'unchanged', ...(row ? { row } : {}) }
+      return { id: id!, result: created.has(id!) ? 'created' : updated.has(id!) ? 'updated' : 'unchanged', ...(row !== undefined && isWhole(row) ? { row } : {}) }
     })
     if (options.single && outcomes[0]!.row === undefined) {
       outcomes[0]!.row = (await selectAssetsByKeys(tx, ctx.auth.orgId, [{ id: outcomes[0]!.id }]))[0]
