@@ -14,7 +14,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
-import { apiFor, type BenchContext, type Row } from './lib/context.js'
+import type { BenchContext, Row } from './lib/context.js'
 import { DEEP_PAGE, fmtCount, LOAD, QUICK, runs, SIZE } from './lib/config.js'
 import { benchSetup, DISTINCT_BODY, GROUP_BY_BODY, SEARCH_FILTER, serverBatch, serverChange } from './lib/data.js'
 import { api, expectStatus, timedBulk, type Api } from './lib/http.js'

@@ -1,5 +1,4 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { Errors } from './errors.js'
 import { COUNT_CAP, type Counted } from '../store/sql.js'
 
 export interface Page {

@@ -1,6 +1,6 @@
 import { AppError, Errors, type ErrorDef, type Issue } from '../core/errors.js'
 import { DEFAULT_PAGE_SIZE, pageFromQuery, type Page } from '../core/pagination.js'
-import { escapePointer, isObject } from '../core/json.js'
+import { isObject } from '../core/json.js'
 import { parseSortParam } from '../query/sort.js'
 import type { Direction } from './embedded-sql.js'
 import type { IncludeFilter, IncludeSort, IncludeSortField } from './include-sql.js'

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startServerProcess } from '../helpers/processes.js'
-import { DATA_CHANGED_CHANNEL } from '../../src/counts/cache.js'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { ACME } from '../helpers/fixtures.js'
