@@ -41,8 +41,9 @@ async function assetNames(ctx: RequestContext, ids: readonly string[]): Promise<
 /** An asset's latest events (CONTRACT §13, the same service as GET /assets/{id}/history), newest first. */
 export async function assetHistory(ctx: RequestContext, id: string): Promise<HistoryEntry[]> {
   const page = await readHistory(ctx, id, { number: 1, size: 50 })
-  const names = await assetNames(ctx, [...new Set(page.data.flatMap((e) => otherEnd(e, id) ?? []))])
-  return page.data.map((e) => {
+  const events = page.json.map((text) => JSON.parse(text) as CloudEvent)
+  const names = await assetNames(ctx, [...new Set(events.flatMap((e) => otherEnd(e, id) ?? []))])
+  return events.map((e) => {
     const other = otherEnd(e, id)
     return {
       time: e.time,

@@ -39,9 +39,9 @@ export async function eventRoutes(app: FastifyInstance): Promise<void> {
       querystring: historyQuery,
       response: { 200: historyResponse, ...historyErrors },
     },
-  }, async (request) => {
+  }, async (request, reply) => {
     await app.events.flush()
     const result = await readHistory(await app.requestContext(request), (request.params as { id: string }).id, pageFromQuery(request.query as Record<string, unknown>))
-    return { data: result.data, meta: { page: result.page }, links: pageLinks(request, result.page) }
+    return jsonDataBody(reply, result.json, { meta: { page: result.page }, links: pageLinks(request, result.page) })
   })
 }

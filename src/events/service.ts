@@ -1,9 +1,8 @@
 import { AppError, Errors } from '../core/errors.js'
 import type { RequestContext } from '../request/context.js'
 import { isUuid } from '../core/time.js'
-import { offsetOf, pageMeta, type Page, type PageMeta } from '../core/pagination.js'
+import { offsetOf, pageMeta, type JsonPage, type Page } from '../core/pagination.js'
 import { findAsset } from '../assets/service.js'
-import { toCloudEvent, type CloudEvent } from '../outbox/cloud-event.js'
 import { selectFeed, selectHistoryPage, selectPurgedThrough } from './sql.js'
 
 export const DEFAULT_FEED_SIZE = 100
@@ -73,10 +72,10 @@ function subjectId(subject: string | undefined): string | null {
 /**
  * GET /assets/{id}/history: the events of a live asset the key can see (UUID or composite key;
  * otherwise 404 like every asset read), with those of the relationships touching it whose other
- * end it can see, newest first.
+ * end it can see, newest first, as the store writes their JSON (decision 0017).
  */
-export async function readHistory(ctx: RequestContext, ref: string, page: Page): Promise<{ data: CloudEvent[]; page: PageMeta }> {
+export async function readHistory(ctx: RequestContext, ref: string, page: Page): Promise<JsonPage> {
   const asset = await findAsset(ctx, ref, 'view')
   const result = await selectHistoryPage(ctx.db, ctx.auth, asset.id, page.size, offsetOf(page))
-  return { data: result.rows.map((row) => toCloudEvent(row, ctx.auth.orgKey)), page: pageMeta(page, result) }
+  return { json: result.rows.map((row) => row.doc), page: pageMeta(page, result) }
 }

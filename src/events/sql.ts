@@ -2,7 +2,7 @@ import type { Queryable } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
 import { Params, selectPage, type PageRows } from '../store/sql.js'
-import { EVENT_COLUMNS, cloudEventJsonSql, eventSource, type StampedEventRow } from '../outbox/cloud-event.js'
+import { cloudEventJsonSql, eventSource } from '../outbox/cloud-event.js'
 
 /**
  * The FROM clause of every event read: `events e`, and `t`, the relationship target's scoping
@@ -60,11 +60,16 @@ export async function selectPurgedThrough(db: Queryable, orgId: string): Promise
   return Number(result.rows[0]?.purged_through ?? 0)
 }
 
-/** An asset's events and those of relationships touching it, newest first, one page and its count. */
-export async function selectHistoryPage(db: Queryable, auth: AuthContext, assetId: string, limit: number, offset: number): Promise<PageRows<StampedEventRow>> {
+/**
+ * An asset's events and those of relationships touching it, newest first, one page and its count;
+ * each event as its CloudEvent's JSON text, as the feed reads it (cloudEventJsonSql).
+ */
+export async function selectHistoryPage(db: Queryable, auth: AuthContext, assetId: string, limit: number, offset: number): Promise<PageRows<{ doc: string }>> {
   const params = new Params([auth.orgId, assetId])
-  return selectPage<StampedEventRow>(db, { select: EVENT_COLUMNS, from: EVENTS_FROM }, {
-    where: `e.org_id = $1 AND (e.asset_id = $2 OR e.related_asset_id = $2) AND ${visibleEvents(auth, params)}`,
+  const where = `e.org_id = $1 AND (e.asset_id = $2 OR e.related_asset_id = $2) AND ${visibleEvents(auth, params)}`
+  const source = params.add(JSON.stringify(eventSource(auth.orgKey)))
+  return selectPage<{ doc: string }>(db, { select: `${cloudEventJsonSql(source)} AS doc`, from: EVENTS_FROM, docRows: true }, {
+    where,
     orderBy: 'e.sequence DESC',
     limit,
     offset,

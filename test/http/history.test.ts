@@ -58,6 +58,9 @@ for (const store of STORES) {
       const members = ['specversion', 'id', 'type', 'source', 'subject', 'time', 'datacontenttype', 'sequence', 'requestid', 'idempotencykey', 'data']
       expect(Object.keys(feed.body.data[0])).toEqual(members)
       expect(Object.keys(feed.body.data[1])).toEqual(members.filter((m) => m !== 'idempotencykey'))
+      expect(history.headers['content-type']).toBe('application/json; charset=utf-8')
+      expect(Object.keys(history.body)).toEqual(['data', 'meta', 'links'])
+      expect(history.body.data.map((e: any) => Object.keys(e))).toEqual([...feed.body.data].reverse().map((e: any) => Object.keys(e)))
       expect(feed.body.data[0].idempotencykey).toBe(`feed-parity-${store}`)
       expect('idempotencykey' in feed.body.data[1]).toBe(false)
       expect(feed.body.data[0].data.object.properties.owner).toBe(tricky)
