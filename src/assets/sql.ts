@@ -1,5 +1,5 @@
 import type { Queryable, Tx } from '../store/db.js'
-import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, selectPage, type CountOptions, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
+import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, selectPage, type CountOptions, type DocRow, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
 import { ASSET_COLUMNS, ASSET_RECORD_JSON, type AssetRow } from './mapper.js'
@@ -210,16 +210,11 @@ export const ASSET_PAGE_READS = {
   json: { select: `${ASSET_RECORD_JSON} AS doc`, docRows: true },
 } as const
 
-/** A page's rows as ASSET_PAGE_READS.json reads them. */
-export interface AssetDocRow {
-  doc: string
-}
-
 /** One page of assets and its count, for GET /assets (deferred join on the asset's key). */
 export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'rows'): Promise<PageRows<AssetRow>>
-export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'json'): Promise<PageRows<AssetDocRow>>
-export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions, as: keyof typeof ASSET_PAGE_READS): Promise<PageRows<AssetRow | AssetDocRow>> {
-  return selectPage<AssetRow | AssetDocRow>(db, { ...ASSET_PAGE_READS[as], from: 'assets a', key: 'a' }, q, count)
+export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'json'): Promise<PageRows<DocRow>>
+export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions, as: keyof typeof ASSET_PAGE_READS): Promise<PageRows<AssetRow | DocRow>> {
+  return selectPage<AssetRow | DocRow>(db, { ...ASSET_PAGE_READS[as], from: 'assets a', key: 'a' }, q, count)
 }
 
 /** An archived asset as the console lists it: the record's columns plus when it was archived. */

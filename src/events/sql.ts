@@ -1,7 +1,7 @@
 import type { Queryable } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
-import { Params, selectPage, type PageRows } from '../store/sql.js'
+import { Params, selectPage, type DocRow, type PageRows } from '../store/sql.js'
 import { cloudEventJsonSql, eventSource } from '../outbox/cloud-event.js'
 
 /**
@@ -33,8 +33,7 @@ export interface FeedQuery {
 }
 
 /** A feed row: the event's CloudEvent as JSON text (cloudEventJsonSql) and its position. */
-export interface FeedRow {
-  doc: string
+export interface FeedRow extends DocRow {
   sequence: number | string
 }
 
@@ -64,11 +63,11 @@ export async function selectPurgedThrough(db: Queryable, orgId: string): Promise
  * An asset's events and those of relationships touching it, newest first, one page and its count;
  * each event as its CloudEvent's JSON text, as the feed reads it (cloudEventJsonSql).
  */
-export async function selectHistoryPage(db: Queryable, auth: AuthContext, assetId: string, limit: number, offset: number): Promise<PageRows<{ doc: string }>> {
+export async function selectHistoryPage(db: Queryable, auth: AuthContext, assetId: string, limit: number, offset: number): Promise<PageRows<DocRow>> {
   const params = new Params([auth.orgId, assetId])
   const where = `e.org_id = $1 AND (e.asset_id = $2 OR e.related_asset_id = $2) AND ${visibleEvents(auth, params)}`
   const source = params.add(JSON.stringify(eventSource(auth.orgKey)))
-  return selectPage<{ doc: string }>(db, { select: `${cloudEventJsonSql(source)} AS doc`, from: EVENTS_FROM, docRows: true }, {
+  return selectPage<DocRow>(db, { select: `${cloudEventJsonSql(source)} AS doc`, from: EVENTS_FROM, docRows: true }, {
     where,
     orderBy: 'e.sequence DESC',
     limit,

@@ -1,7 +1,7 @@
 import type { Queryable, Tx } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
-import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, selectPage, type CountOptions, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
+import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, selectPage, type CountOptions, type DocRow, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, RELATIONSHIP_RECORD_JSON, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
 import { eventIdsByRow, eventOriginParams, originOf, type EventOrigin, type WriteContext } from '../outbox/write.js'
 import { noteDataWrite } from '../counts/cache.js'
@@ -122,13 +122,20 @@ export async function selectRelationships(db: Queryable, where: string, params: 
   return result.rows
 }
 
+/**
+ * How a page read hands over its relationships: as rows (the process builds the records) or, for
+ * the API without included ends, as each record's JSON text written by the store (decision 0017).
+ */
+const RELATIONSHIP_PAGE_READS = {
+  rows: { select: RELATIONSHIP_COLUMNS, jsonRows: RECORD_JSON_ROWS },
+  json: { select: `${RELATIONSHIP_RECORD_JSON} AS doc`, docRows: true },
+} as const
+
 /** One page of relationships and the total, for GET /relationships and relationship search. */
 export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'rows'): Promise<PageRows<RelationshipRow>>
-export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'json'): Promise<PageRows<{ doc: string }>>
-export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'rows' | 'json'): Promise<PageRows<RelationshipRow | { doc: string }>> {
-  // 'json': each record's JSON text written by the store (RELATIONSHIP_RECORD_JSON), passed on by the API (decision 0017).
-  const read = as === 'rows' ? { select: RELATIONSHIP_COLUMNS, jsonRows: RECORD_JSON_ROWS } : { select: `${RELATIONSHIP_RECORD_JSON} AS doc`, docRows: true }
-  return selectPage<RelationshipRow | { doc: string }>(db, { ...read, from: 'relationships r', key: 'r' }, q, count)
+export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'json'): Promise<PageRows<DocRow>>
+export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions, as: keyof typeof RELATIONSHIP_PAGE_READS): Promise<PageRows<RelationshipRow | DocRow>> {
+  return selectPage<RelationshipRow | DocRow>(db, { ...RELATIONSHIP_PAGE_READS[as], from: 'relationships r', key: 'r' }, q, count)
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Queryable } from '../store/db.js'
-import { ident, selectPage, type CountOptions, type PageQuery, type PageRows } from '../store/sql.js'
+import { ident, selectPage, type CountOptions, type DocRow, type PageQuery, type PageRows } from '../store/sql.js'
 import type { AssetRow } from '../assets/mapper.js'
-import { ASSET_PAGE_READS, type AssetDocRow } from '../assets/sql.js'
+import { ASSET_PAGE_READS } from '../assets/sql.js'
 
 /**
  * One page of an asset search and its total: the filter, the scope and the order run over the
@@ -13,8 +13,8 @@ import { ASSET_PAGE_READS, type AssetDocRow } from '../assets/sql.js'
  *   WHERE … ORDER BY … LIMIT $3 OFFSET $4
  */
 export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions, as: 'rows'): Promise<PageRows<AssetRow>>
-export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions, as: 'json'): Promise<PageRows<AssetDocRow>>
-export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions, as: keyof typeof ASSET_PAGE_READS): Promise<PageRows<AssetRow | AssetDocRow>> {
+export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions, as: 'json'): Promise<PageRows<DocRow>>
+export async function selectSearchPage(db: Queryable, table: string, q: PageQuery, count: CountOptions, as: keyof typeof ASSET_PAGE_READS): Promise<PageRows<AssetRow | DocRow>> {
   const projection = `${ident(table)} p`
-  return selectPage<AssetRow | AssetDocRow>(db, { ...ASSET_PAGE_READS[as], from: `${projection} JOIN assets a ON a.org_id = p.org_id AND a.id = p.id`, countFrom: projection, key: 'p' }, q, count)
+  return selectPage<AssetRow | DocRow>(db, { ...ASSET_PAGE_READS[as], from: `${projection} JOIN assets a ON a.org_id = p.org_id AND a.id = p.id`, countFrom: projection, key: 'p' }, q, count)
 }

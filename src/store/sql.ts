@@ -127,6 +127,11 @@ export interface PageRows<R> extends Counted {
   rows: R[]
 }
 
+/** A row read as JSON text the store wrote (`… AS doc`, QueryOptions.docRows): a record passed on as it is. */
+export interface DocRow {
+  doc: string
+}
+
 /** Rows skipped from which a page is read by a deferred join (below it, in one pass). */
 export const DEFERRED_JOIN_FROM_OFFSET = 1_000
 

@@ -114,6 +114,8 @@ for (const store of STORES) {
       expect(mine.headers['webhook-id']).toBe(event.id)
       const feed = (await t.request('GET', '/api/v1/events?filter[type]=asset.created&page[size]=1000')).body.data as CloudEvent[]
       expect(feed.find((e) => e.id === event.id)).toEqual(event)
+      // The same members in the same order in the feed (written by the store) and in the webhook body.
+      expect(Object.keys(feed.find((e) => e.id === event.id)!)).toEqual(Object.keys(event))
       expect((await settled(hook.id))[0]).toMatchObject({ event_id: event.id, event_type: 'asset.created', status: 'succeeded' })
     })
 
