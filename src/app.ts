@@ -273,6 +273,9 @@ function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
     if (request.method !== 'GET' && request.method !== 'HEAD') relay.wake()
   })
   app.addHook('onReady', async () => {
+    // The store's way of stamping (PGlite: positions drawn when events are written), before any
+    // request writes one.
+    await relay.prepare()
     if (config.natsUrl) {
       const { attachNats } = await import('./events/nats.js')
       const options = { url: config.natsUrl, stream: config.natsStream, onError: (err: unknown) => app.log.error({ err }, 'NATS publication failed; retrying') }

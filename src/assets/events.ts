@@ -1,6 +1,6 @@
 import type { Queryable } from '../store/db.js'
 import { isoSecondSql } from '../store/sql.js'
-import { eventsWritten, inIdOrder, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
+import { eventsWritten, inEventIdOrder, inIdOrder, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
 import type { EventType } from '../outbox/cloud-event.js'
 import { toAssetRecord, type AssetRow } from './mapper.js'
 
@@ -21,13 +21,14 @@ const EVENT_COLUMNS = 'org_id, id, type, subject, time, request_id, idempotency_
  * that writes assets and events together. Parameters: $1 org, $3 request id, $4 Idempotency-Key,
  * $5 actor (json). `data.object` is the record as toAssetRecord() builds it.
  */
-export function assetCreatedEventsSql(rows: string, ids: string): string {
+export function assetCreatedEventsSql(tx: Queryable, rows: string, ids: string): string {
   eventsWritten()
   return `INSERT INTO events (${EVENT_COLUMNS})
        SELECT $1, ${ids}.event_id, 'asset.created', 'assets/' || ${rows}.id, now(), $3, $4,
               jsonb_build_object('object', ${assetRecordSql(rows)}, 'actor', $5::jsonb),
               ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key
-       FROM ${rows} JOIN ${ids} ON ${ids}.id = ${rows}.id`
+       FROM ${rows} JOIN ${ids} ON ${ids}.id = ${rows}.id
+       ${inEventIdOrder(tx, `${ids}.event_id`)}`
 }
 
 /**
@@ -60,7 +61,7 @@ function assetChangesSql(rows: string): string {
  * statement: only the rows where something changed get one (a PATCH with the same values: none).
  * Parameters as {@link assetCreatedEventsSql}; returns one row per event written.
  */
-export function assetUpdatedEventsSql(rows: string): string {
+export function assetUpdatedEventsSql(tx: Queryable, rows: string): string {
   eventsWritten()
   return `INSERT INTO events (${EVENT_COLUMNS})
        SELECT $1, ${rows}.event_id, 'asset.updated', 'assets/' || ${rows}.id, now(), $3, $4,
@@ -68,6 +69,7 @@ export function assetUpdatedEventsSql(rows: string): string {
               ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key
        FROM ${rows} CROSS JOIN LATERAL (SELECT ${assetChangesSql(rows)} AS changes OFFSET 0) c
        WHERE c.changes <> '{}'::jsonb
+       ${inEventIdOrder(tx, `${rows}.event_id`)}
        RETURNING 1`
 }
 

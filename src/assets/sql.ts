@@ -58,7 +58,7 @@ export async function insertAssets(tx: Tx, origin: EventOrigin, rows: readonly N
        DO NOTHING
        RETURNING ${ASSET_COLUMNS.replaceAll('a.', '')}
      ), ev AS (
-       ${assetCreatedEventsSql('ins', 'u')}
+       ${assetCreatedEventsSql(tx, 'ins', 'u')}
      )
      ${INSERT_OUTCOME}`,
     [orgId, JSON.stringify(rows.map((row) => ({ ...row, event_id: eventIds.get(row.id) }))), ...eventOriginParams(origin)],
@@ -142,7 +142,7 @@ export async function updateAssets<A extends UpdateAnswer = 'rows'>(
          ${options.skipUnchanged ? 'AND (n.name, n.access_domain_key, n.properties) IS DISTINCT FROM (n.b_name, n.b_access_domain_key, n.b_properties)' : ''}
        RETURNING ${ASSET_COLUMNS}, n.b_name, n.b_access_domain_key, n.b_properties, n.diff_keys, n.event_id
      ), ev AS (
-       ${assetUpdatedEventsSql('upd')}
+       ${assetUpdatedEventsSql(tx, 'upd')}
      )
      SELECT ${options.answer === 'ids' ? 'id' : 'id, asset_type_key, name, access_domain_key, properties, created_at, updated_at'}, (SELECT count(*) FROM ev)::int AS changed FROM upd`,
     // diff_keys: a merge can change only the property keys it sets or clears; the events compare those alone.

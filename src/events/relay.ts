@@ -1,7 +1,7 @@
 import { BACKGROUND_SQL, type Db, type Queryable } from '../store/db.js'
 import { metrics } from '../ops/metrics.js'
 import { EVENT_COLUMNS, toCloudEvent, type CloudEvent, type StampedEventRow } from '../outbox/cloud-event.js'
-import { onEventsWritten } from '../outbox/write.js'
+import { onEventsWritten, stampingOf, type Stamping } from '../outbox/write.js'
 
 /** An event the relay has just stamped, with its organization. */
 export interface StampedEvent {
@@ -26,7 +26,12 @@ interface StampedBatch {
   count: number
   events: StampedEvent[]
   orgIds: string[]
+  /** More events may be waiting beyond this batch. */
+  more: boolean
 }
+
+/** Positions drawn so far (0 before the first). */
+const LAST_DRAWN = 'SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM event_sequence'
 
 export interface RelayOptions {
   /** How often the relay looks for unstamped events (ms); writes of this process also wake it. */
@@ -68,9 +73,34 @@ export class EventRelay {
   private stopped = false
   private readonly batchSize: number
   private unlisten: (() => void) | null = null
+  readonly stamping: Stamping
 
   constructor(private readonly db: Db, private readonly options: RelayOptions) {
     this.batchSize = options.batchSize ?? 5000
+    this.stamping = stampingOf(db.kind)
+  }
+
+  /**
+   * Sets the store up for its way of stamping (before start): on PGlite `sequence` defaults to the
+   * next position, and events written without one (by a command before the first start, or by an
+   * earlier version) get theirs now, in id order; on PostgreSQL `sequence` has no default (a
+   * store copied from PGlite would otherwise draw positions out of commit order).
+   */
+  async prepare(): Promise<void> {
+    const column = await this.db.query<{ expr: string | null }>(
+      `SELECT pg_get_expr(d.adbin, d.adrelid) AS expr FROM pg_attribute a
+       LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = 'events'::regclass AND a.attname = 'sequence'`)
+    const hasDefault = (column.rows[0]?.expr ?? null) !== null
+    if (this.stamping === 'stamp') {
+      if (hasDefault) await this.db.query('ALTER TABLE events ALTER COLUMN sequence DROP DEFAULT')
+      return
+    }
+    if (!hasDefault) await this.db.query("ALTER TABLE events ALTER COLUMN sequence SET DEFAULT nextval('event_sequence')")
+    // The ORDER BY keeps the subquery apart: positions are drawn over rows already in id order.
+    await this.db.query(`UPDATE events e SET sequence = s.n
+       FROM (SELECT x.org_id, x.id, nextval('event_sequence') AS n FROM (SELECT org_id, id FROM events WHERE sequence IS NULL ORDER BY id) x) s
+       WHERE e.org_id = s.org_id AND e.id = s.id`)
   }
 
   /**
@@ -153,10 +183,13 @@ export class EventRelay {
     return this.serialize(() => this.purge())
   }
 
-  /** Unstamped events plus stamped ones not yet published (kbis_events_pending). */
+  /** Unstamped (on PGlite: not yet handed over) events plus stamped ones not yet published (kbis_events_pending). */
   async pendingCount(): Promise<number> {
-    const result = await this.db.query<{ n: number }>(`${BACKGROUND_SQL}SELECT (SELECT count(*) FROM events WHERE sequence IS NULL) + (SELECT count(*) FROM events WHERE pending_publish) AS n`,
-    )
+    const waiting = this.stamping === 'stamp'
+      ? '(SELECT count(*) FROM events WHERE sequence IS NULL)'
+      : `(SELECT count(*) FROM event_handover h, organizations o CROSS JOIN LATERAL
+           (SELECT 1 FROM events e WHERE e.org_id = o.id AND e.sequence > h.handed_through) e)`
+    const result = await this.db.query<{ n: number }>(`${BACKGROUND_SQL}SELECT ${waiting} + (SELECT count(*) FROM events WHERE pending_publish) AS n`)
     return Number(result.rows[0]?.n ?? 0)
   }
 
@@ -168,7 +201,9 @@ export class EventRelay {
   }
 
   private async hasUnstamped(): Promise<boolean> {
-    const result = await this.db.query<{ yes: boolean }>(BACKGROUND_SQL + 'SELECT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL) AS yes', [], { prepare: 'kbis_events_unstamped' })
+    const result = this.stamping === 'stamp'
+      ? await this.db.query<{ yes: boolean }>(BACKGROUND_SQL + 'SELECT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL) AS yes', [], { prepare: 'kbis_events_unstamped' })
+      : await this.db.query<{ yes: boolean }>(`${BACKGROUND_SQL}SELECT (${LAST_DRAWN}) > (SELECT handed_through FROM event_handover) AS yes`, [], { prepare: 'kbis_events_unhanded' })
     return result.rows[0]?.yes === true
   }
 
@@ -177,7 +212,7 @@ export class EventRelay {
       const stamped = await this.db.transaction((tx) => this.stampBatch(tx, wait))
       if (stamped === null) return
       if (stamped.count > 0) await this.afterCommit(stamped)
-      if (stamped.count < this.batchSize) break
+      if (!stamped.more) break
     }
     await this.reportPending()
   }
@@ -195,11 +230,12 @@ export class EventRelay {
       const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + 'SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
       if (got.rows[0]?.ok !== true) return null
     }
+    if (this.stamping === 'written') return this.handOver(tx)
     // A statement of its own, after the lock: its snapshot holds every earlier stamp.
     const batch = await tx.query<{ org_id: string; id: string }>(BACKGROUND_SQL + 'SELECT org_id, id FROM events WHERE sequence IS NULL ORDER BY id LIMIT $1',
       [this.batchSize],
     )
-    if (batch.rows.length === 0) return { count: 0, events: [], orgIds: [] }
+    if (batch.rows.length === 0) return { count: 0, events: [], orgIds: [], more: false }
     const orgIds = [...new Set(batch.rows.map((r) => r.org_id))]
     const whole = await this.wantsEvents(tx, orgIds)
     // Positions base .. base + n - 1 in one draw: only the relay draws, under the lock.
@@ -219,7 +255,43 @@ export class EventRelay {
         .map((row) => ({ orgId: row.org_id, orgKey: row.org_key, event: toCloudEvent(row, row.org_key) }))
       : []
     for (const { hook } of this.stampedHooks) await hook(tx, events, orgIds)
-    return { count: result.rows.length, events, orgIds }
+    return { count: result.rows.length, events, orgIds, more: batch.rows.length === this.batchSize }
+  }
+
+  /**
+   * The relay's round on PGlite (`written`): the events already carry their positions, in commit
+   * order; those above the mark, up to `batchSize` positions further, go to the hooks as a stamped
+   * batch would (whole only when something wants them, marked for publication with a NATS sink),
+   * and the mark moves past them in the same transaction. Positions of rolled-back writes are
+   * simply missing from the range.
+   */
+  private async handOver(tx: Queryable): Promise<StampedBatch> {
+    const mark = await tx.query<{ handed: string; last: string }>(
+      `${BACKGROUND_SQL}SELECT handed_through AS handed, (${LAST_DRAWN}) AS last FROM event_handover`)
+    const [handed, last] = [Number(mark.rows[0]!.handed), Number(mark.rows[0]!.last)]
+    if (last <= handed) return { count: 0, events: [], orgIds: [], more: false }
+    const upto = Math.min(last, handed + this.batchSize)
+    const range = [handed, upto]
+    // Per organization, on the feed's index (org_id, sequence).
+    const counted = await tx.query<{ org_id: string; n: string }>(`${BACKGROUND_SQL}SELECT o.id AS org_id, e.n FROM organizations o
+       CROSS JOIN LATERAL (SELECT count(*) AS n FROM events e WHERE e.org_id = o.id AND e.sequence > $1 AND e.sequence <= $2) e
+       WHERE e.n > 0 ORDER BY o.id`, range)
+    const orgIds = counted.rows.map((r) => r.org_id)
+    const count = counted.rows.reduce((sum, r) => sum + Number(r.n), 0)
+    const whole = count > 0 && (await this.wantsEvents(tx, orgIds))
+    if (count > 0 && this.options.publishes) {
+      await tx.query(`${BACKGROUND_SQL}UPDATE events e SET pending_publish = true FROM organizations o
+         WHERE e.org_id = o.id AND e.sequence > $1 AND e.sequence <= $2`, range)
+    }
+    const rows = whole
+      ? (await tx.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}SELECT ${EVENT_COLUMNS}, o.key AS org_key FROM organizations o
+           CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.org_id = o.id AND e.sequence > $1 AND e.sequence <= $2) e
+           ORDER BY e.sequence`, range)).rows
+      : []
+    const events = rows.map((row) => ({ orgId: row.org_id, orgKey: row.org_key, event: toCloudEvent(row, row.org_key) }))
+    await tx.query(`${BACKGROUND_SQL}UPDATE event_handover SET handed_through = $1`, [upto])
+    if (count > 0) for (const { hook } of this.stampedHooks) await hook(tx, events, orgIds)
+    return { count, events, orgIds, more: upto < last }
   }
 
   /** Whether anything needs this batch's events whole: a NATS sink always, a stamped hook if it says so. */

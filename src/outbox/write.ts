@@ -1,4 +1,4 @@
-import type { Queryable } from '../store/db.js'
+import type { Queryable, StoreKind } from '../store/db.js'
 import { noteDataWrite } from '../counts/cache.js'
 import { ORG_ROW } from '../store/sql.js'
 import { newId } from '../core/time.js'
@@ -8,8 +8,34 @@ import type { EventActor, EventData, EventType } from './cloud-event.js'
  * The outbox writers (CONTRACT §13; docs/events.md, "Writing events"). Every write path calls
  * them in the transaction of its change, so an event exists exactly when its change committed.
  * Each call is ONE statement whatever the number of events (a bulk of 10,000 → one INSERT), with
- * the events as one json parameter. `sequence` stays NULL: the relay stamps it after commit.
+ * the events as one json parameter, inserted in event id order. `sequence` is the column's
+ * default: NULL on PostgreSQL, where the relay stamps it after commit; the next position on PGlite,
+ * whose transactions commit one after the other in the order they run (decision 0018). Either way
+ * a statement's events get their positions in id order.
  */
+
+/**
+ * How events get their positions (decisions 0003 and 0018):
+ * - `stamp` (PostgreSQL): writers leave `sequence` NULL; the relay stamps committed events after
+ *   the fact, which is what keeps positions in commit order across concurrent transactions.
+ * - `written` (PGlite): one process, one connection, one transaction after the other, so a
+ *   position drawn when the event is written (the column's default) is already in commit order;
+ *   the relay only hands the events to its hooks.
+ */
+export type Stamping = 'stamp' | 'written'
+
+export function stampingOf(kind: StoreKind): Stamping {
+  return kind === 'pglite' ? 'written' : 'stamp'
+}
+
+/**
+ * The ORDER BY that makes a statement write its events in id order where positions are drawn
+ * as they are written (so a bulk's events follow its items); nothing on PostgreSQL, whose relay
+ * stamps in id order (the sort of 10,000 events' rows would spill to disk there for nothing).
+ */
+export function inEventIdOrder(db: Queryable, idColumn: string): string {
+  return stampingOf(db.kind) === 'written' ? `ORDER BY ${idColumn}` : ''
+}
 
 /** Relays of this process, woken when this process writes events (see relay.ts). */
 const writeListeners = new Set<() => void>()
@@ -109,7 +135,8 @@ export async function writeEvents(tx: Queryable, origin: EventOrigin, events: re
   await tx.query(
     `INSERT INTO events (org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key,
                          related_asset_id, related_asset_type_key, related_access_domain_key)
-     ${select}`,
+     ${select}
+     ${inEventIdOrder(tx, 'u.id')}`,
     [origin.orgId, origin.requestId, origin.idempotencyKey, JSON.stringify(rows)],
   )
   eventsWritten()
@@ -128,7 +155,7 @@ export function eventOriginParams(origin: EventOrigin): [string | null, string |
 
 /**
  * A new event id per row, made in row id order, for a statement that writes rows and their
- * events together (the ids travel with the rows): the relay stamps events in id order, so a
+ * events together (the ids travel with the rows): events get their positions in id order, so a
  * bulk's events follow its rows' ids (UUIDv7, made in item order).
  */
 export function eventIdsByRow(rows: readonly { id: string }[]): Map<string, string> {

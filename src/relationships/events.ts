@@ -1,6 +1,6 @@
 import type { Queryable } from '../store/db.js'
 import { ORG_ROW, isoSecondSql } from '../store/sql.js'
-import { eventsWritten, inIdOrder, writeEvents, type EventOrigin } from '../outbox/write.js'
+import { eventsWritten, inEventIdOrder, inIdOrder, writeEvents, type EventOrigin } from '../outbox/write.js'
 import { toRelationshipRecord, type RelationshipRow } from './mapper.js'
 
 /**
@@ -25,7 +25,7 @@ export async function writeRelationshipEvents(tx: Queryable, origin: EventOrigin
  * Parameters: $1 org, $3 request id, $4 Idempotency-Key, $5 actor (json). `data.object` is the
  * record as toRelationshipRecord() builds it.
  */
-export function relationshipCreatedEventsSql(rows: string, ids: string): string {
+export function relationshipCreatedEventsSql(tx: Queryable, rows: string, ids: string): string {
   eventsWritten()
   return `INSERT INTO events (org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key,
                               related_asset_id, related_asset_type_key, related_access_domain_key)
@@ -36,5 +36,6 @@ export function relationshipCreatedEventsSql(rows: string, ids: string): string 
               ${rows}.source_asset_id, s.asset_type_key, s.access_domain_key, ${rows}.target_asset_id, t.asset_type_key, t.access_domain_key
        FROM ${ORG_ROW} CROSS JOIN ${rows} JOIN ${ids} ON ${ids}.id = ${rows}.id
        LEFT JOIN assets s ON s.org_id = o.org_id AND s.id = ${rows}.source_asset_id
-       LEFT JOIN assets t ON t.org_id = o.org_id AND t.id = ${rows}.target_asset_id`
+       LEFT JOIN assets t ON t.org_id = o.org_id AND t.id = ${rows}.target_asset_id
+       ${inEventIdOrder(tx, `${ids}.event_id`)}`
 }

@@ -83,7 +83,7 @@ export async function insertRelationships(
        ON CONFLICT ON CONSTRAINT relationships_unique DO NOTHING
        RETURNING ${RELATIONSHIP_COLUMNS.replaceAll('r.', '')}
      ), ev AS (
-       ${relationshipCreatedEventsSql('ins', 'u')}
+       ${relationshipCreatedEventsSql(tx, 'ins', 'u')}
      )
      ${INSERT_OUTCOME}`,
     params.values,

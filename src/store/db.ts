@@ -39,6 +39,8 @@ export interface QueryOptions {
 }
 
 export interface Queryable {
+  /** The backend; writers of events ask it whether positions are drawn as they write (outbox/write.ts). */
+  readonly kind: StoreKind
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[], options?: QueryOptions): Promise<QueryResult<R>>
 }
 
@@ -162,6 +164,7 @@ class PostgresDb implements Db {
     const client = await this.pool.connect()
     const committed: (() => void)[] = []
     const tx: Tx = {
+      kind: this.kind,
       query: async <R>(sql: string, params: readonly unknown[] = []) => {
         if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
         const res = await client.query(sql, params as unknown[])
@@ -314,6 +317,7 @@ class PgliteDb implements Db {
     const committed: (() => void)[] = []
     const result = await this.pglite.transaction(async (t) =>
       fn({
+        kind: this.kind,
         query: <R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}) => runPglite<R>(t, this.onQuery, sql, params, options),
         afterCommit: (hook) => void committed.push(hook),
       }),

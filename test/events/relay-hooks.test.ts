@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
-import { createTestApp, type TestApp } from '../helpers/app.js'
+import { createNoteAssets, createTestApp, type TestApp } from '../helpers/app.js'
 import type { StampedEvent } from '../../src/events/relay.js'
 
 /**
@@ -27,12 +27,7 @@ for (const store of STORES) {
     })
     afterAll(async () => t.close())
 
-    const createNotes = async (prefix: string, n: number): Promise<string[]> => {
-      const items = Array.from({ length: n }, (_, i) => ({ asset_type_key: 'note', name: `${prefix}-${i}` }))
-      const res = await t.request('POST', '/api/v1/bulk/assets', { body: items })
-      expect(res.status).toBe(201)
-      return res.body.data.map((d: { id: string }) => d.id)
-    }
+    const createNotes = (prefix: string, n: number) => createNoteAssets(t, prefix, n)
     const feedOf = async (ids: string[]) => {
       const res = await t.request('GET', '/api/v1/events?page[size]=1000')
       return res.body.data.filter((e: { subject: string }) => ids.includes(e.subject.replace('assets/', '')))

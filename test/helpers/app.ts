@@ -113,3 +113,11 @@ export function withoutRequestIds(body: any, requestId: unknown): any {
     }),
   }
 }
+
+/** n `note` assets created by one bulk (names `prefix-0` …), their ids in item order. */
+export async function createNoteAssets(t: TestApp, prefix: string, n: number): Promise<string[]> {
+  const items = Array.from({ length: n }, (_, i) => ({ asset_type_key: 'note', name: `${prefix}-${i}` }))
+  const res = await t.request('POST', '/api/v1/bulk/assets', { body: items })
+  if (res.status !== 201) throw new Error(`POST /bulk/assets: ${res.status} ${JSON.stringify(res.body)}`)
+  return res.body.data.map((d: { id: string }) => d.id)
+}

@@ -6,8 +6,12 @@ import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
  * from the catalog after every migration, so a table any later migration adds is checked too.
  */
 
-/** Tables that are not per organization: the organizations themselves and the migration log. */
-const GLOBAL_TABLES = ['organizations', 'schema_migrations']
+/**
+ * Tables that are not per organization: the organizations themselves, the migration log, and the
+ * relay's one mark on the store-wide event positions (read on PGlite only, decision 0018; the
+ * positions' sequence is store-wide too).
+ */
+const GLOBAL_TABLES = ['organizations', 'schema_migrations', 'event_handover']
 
 interface KeyRow {
   table_name: string

@@ -6,6 +6,7 @@ import type { Tx } from '../../../src/store/db.js'
 function openTx(): Tx & { commit(): void } {
   const hooks: (() => void)[] = []
   return {
+    kind: 'pglite',
     query: async () => ({ rows: [], rowCount: 0 }),
     afterCommit: (fn) => void hooks.push(fn),
     commit: () => hooks.forEach((fn) => fn()),
@@ -42,7 +43,7 @@ describe('the count cache', () => {
   it('a write outside a transaction (already committed) forgets at once', () => {
     const cache = new CountCache(10)
     cache.memo(org).write('q', 1)
-    noteDataWrite({ query: async () => ({ rows: [], rowCount: 0 }) }, org)
+    noteDataWrite({ kind: 'pglite', query: async () => ({ rows: [], rowCount: 0 }) }, org)
     expect(cache.memo(org).read('q')).toBeUndefined()
     cache.close()
   })
