@@ -1,5 +1,5 @@
 import type { Queryable, Tx } from '../store/db.js'
-import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, selectPage, type CountOptions, type DocRow, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
+import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, pageReads, selectPage, type CountOptions, type DocRow, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
 import type { AssetKey } from '../metamodel/refs.js'
 import { keysCondition } from '../refs/sql.js'
 import { ASSET_COLUMNS, ASSET_RECORD_JSON, type AssetRow } from './mapper.js'
@@ -206,14 +206,8 @@ export async function selectAssetsByKeys(db: Queryable, orgId: string, keys: rea
   return result.rows
 }
 
-/**
- * How a page read hands over its assets: as rows (the process builds the records) or, for the API
- * without includes, as each record's JSON text written by the store (`doc`, ASSET_RECORD_JSON).
- */
-export const ASSET_PAGE_READS = {
-  rows: { select: ASSET_COLUMNS, jsonRows: RECORD_JSON_ROWS },
-  json: { select: `${ASSET_RECORD_JSON} AS doc`, docRows: true },
-} as const
+/** How a page of assets is read: rows, or each record's JSON text (store/sql.ts pageReads). */
+export const ASSET_PAGE_READS = pageReads(ASSET_COLUMNS, ASSET_RECORD_JSON)
 
 /** One page of assets and its count, for GET /assets (deferred join on the asset's key). */
 export async function selectAssetPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'rows'): Promise<PageRows<AssetRow>>

@@ -1,7 +1,7 @@
 import type { Queryable, Tx } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
-import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, selectPage, type CountOptions, type DocRow, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
+import { INSERT_OUTCOME, ORG_ROW, Params, insertOutcome, pageReads, selectPage, type CountOptions, type DocRow, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, RELATIONSHIP_RECORD_JSON, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
 import { eventIdsByRow, eventOriginParams, originOf, type EventOrigin, type WriteContext } from '../outbox/write.js'
 import { noteDataWrite } from '../counts/cache.js'
@@ -122,14 +122,8 @@ export async function selectRelationships(db: Queryable, where: string, params: 
   return result.rows
 }
 
-/**
- * How a page read hands over its relationships: as rows (the process builds the records) or, for
- * the API without included ends, as each record's JSON text written by the store (decision 0017).
- */
-const RELATIONSHIP_PAGE_READS = {
-  rows: { select: RELATIONSHIP_COLUMNS, jsonRows: RECORD_JSON_ROWS },
-  json: { select: `${RELATIONSHIP_RECORD_JSON} AS doc`, docRows: true },
-} as const
+/** How a page of relationships is read: rows, or each record's JSON text (store/sql.ts pageReads). */
+const RELATIONSHIP_PAGE_READS = pageReads(RELATIONSHIP_COLUMNS, RELATIONSHIP_RECORD_JSON)
 
 /** One page of relationships and the total, for GET /relationships and relationship search. */
 export async function selectRelationshipPage(db: Queryable, q: PageQuery, count: CountOptions, as: 'rows'): Promise<PageRows<RelationshipRow>>

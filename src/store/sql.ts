@@ -48,6 +48,18 @@ export const isoSecondSql = (column: string) => `to_char(${column} AT TIME ZONE 
 /** The rows of a record read (columns `created_at`, `updated_at`) as one JSON document (QueryOptions.jsonRows). */
 export const RECORD_JSON_ROWS = { timestamps: ['created_at', 'updated_at'] } as const
 
+/**
+ * How a page read (selectPage) hands over its records: as rows (`columns`; the process builds the
+ * records) or, for the API without includes, as each record's JSON text written by the store
+ * (`recordJson`, selected as `doc`; decision 0017).
+ */
+export function pageReads(columns: string, recordJson: string) {
+  return {
+    rows: { select: columns, jsonRows: RECORD_JSON_ROWS },
+    json: { select: `${recordJson} AS doc`, docRows: true },
+  } as const
+}
+
 /** What a multi-row insert whose rows' ids the caller made tells it: the rows it skipped, and the timestamps it gave. */
 export interface InsertOutcome {
   /** `date_trunc('second', now())`: the created_at and updated_at of every row written. */
