@@ -246,8 +246,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 }
 
 /**
- * The event relay of this process: polls for unstamped events, is woken at once by this
- * process's writes, stops (stamping and publishing what is left) when the app closes.
+ * The event relay of this process: polls for unstamped events, is woken at once when this
+ * process commits a transaction that wrote events (outbox/write.ts eventsWritten), stops (stamping and publishing what is left) when the app closes.
  */
 function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
   const relay = new EventRelay(db, {
@@ -269,9 +269,6 @@ function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
       }
     })
   }
-  app.addHook('onResponse', async (request) => {
-    if (request.method !== 'GET' && request.method !== 'HEAD') relay.wake()
-  })
   app.addHook('onReady', async () => {
     // The store's way of stamping (PGlite: positions drawn when events are written), before any
     // request writes one.

@@ -1,4 +1,4 @@
-import type { Queryable } from '../store/db.js'
+import type { Queryable, Tx } from '../store/db.js'
 import { isoSecondSql } from '../store/sql.js'
 import { eventsWritten, inEventIdOrder, inIdOrder, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
 import type { EventType } from '../outbox/cloud-event.js'
@@ -21,8 +21,8 @@ const EVENT_COLUMNS = 'org_id, id, type, subject, time, request_id, idempotency_
  * that writes assets and events together. Parameters: $1 org, $3 request id, $4 Idempotency-Key,
  * $5 actor (json). `data.object` is the record as toAssetRecord() builds it.
  */
-export function assetCreatedEventsSql(tx: Queryable, rows: string, ids: string): string {
-  eventsWritten()
+export function assetCreatedEventsSql(tx: Tx, rows: string, ids: string): string {
+  eventsWritten(tx)
   return `INSERT INTO events (${EVENT_COLUMNS})
        SELECT $1, ${ids}.event_id, 'asset.created', 'assets/' || ${rows}.id, now(), $3, $4,
               jsonb_build_object('object', ${assetRecordSql(rows)}, 'actor', $5::jsonb),
@@ -61,8 +61,8 @@ function assetChangesSql(rows: string): string {
  * statement: only the rows where something changed get one (a PATCH with the same values: none).
  * Parameters as {@link assetCreatedEventsSql}; returns one row per event written.
  */
-export function assetUpdatedEventsSql(tx: Queryable, rows: string): string {
-  eventsWritten()
+export function assetUpdatedEventsSql(tx: Tx, rows: string): string {
+  eventsWritten(tx)
   return `INSERT INTO events (${EVENT_COLUMNS})
        SELECT $1, ${rows}.event_id, 'asset.updated', 'assets/' || ${rows}.id, now(), $3, $4,
               jsonb_build_object('object', ${assetRecordSql(rows)}, 'changes', c.changes, 'actor', $5::jsonb),

@@ -134,9 +134,8 @@ export class EventRelay {
     if (this.timer || this.stopped) return
     this.timer = setInterval(() => this.wake(), this.options.intervalMs)
     this.timer.unref()
-    // Events this process writes wake it at once (a tick before their commit finds nothing; the
-    // next one, or the wake after the response, stamps them). Other processes' events: the poll.
-    this.unlisten = onEventsWritten(() => setTimeout(() => this.wake(), 5).unref())
+    // Events this process commits wake it at once; other processes' events: the poll.
+    this.unlisten = onEventsWritten(() => this.wake())
     if (this.options.retentionDays > 0) {
       const every = this.options.retentionIntervalMs ?? 3_600_000
       this.retentionTimer = setInterval(() => void this.serialize(() => this.purge()).catch((err) => this.options.onError?.(err)), every)

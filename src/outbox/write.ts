@@ -1,4 +1,4 @@
-import type { Queryable, StoreKind } from '../store/db.js'
+import type { Queryable, StoreKind, Tx } from '../store/db.js'
 import { noteDataWrite } from '../counts/cache.js'
 import { ORG_ROW } from '../store/sql.js'
 import { newId } from '../core/time.js'
@@ -37,18 +37,26 @@ export function inEventIdOrder(db: Queryable, idColumn: string): string {
   return stampingOf(db.kind) === 'written' ? `ORDER BY ${idColumn}` : ''
 }
 
-/** Relays of this process, woken when this process writes events (see relay.ts). */
+/** Relays of this process, woken when this process has committed events (see relay.ts). */
 const writeListeners = new Set<() => void>()
 
-/** Calls `fn` soon after this process writes events (its transaction may still be open). */
+/** Calls `fn` each time this process commits a transaction that wrote events. */
 export function onEventsWritten(fn: () => void): () => void {
   writeListeners.add(fn)
   return () => writeListeners.delete(fn)
 }
 
-/** Says that this process is writing events (a statement that writes them itself calls it). */
-export function eventsWritten(): void {
-  for (const fn of writeListeners) fn()
+/**
+ * Says that `db` writes events: the relays of this process are woken once its transaction
+ * commits (at once when `db` is the store itself, whose statement has then run). A request
+ * that writes nothing (a search, an analytics query, a refused write, a dry run) wakes nothing.
+ */
+export function eventsWritten(db: Queryable | Tx): void {
+  const wake = (): void => {
+    for (const fn of writeListeners) fn()
+  }
+  if ('afterCommit' in db) db.afterCommit(wake)
+  else wake()
 }
 
 /** Who wrote, for every event of a request: organization, actor, request id, Idempotency-Key. */
@@ -139,7 +147,7 @@ export async function writeEvents(tx: Queryable, origin: EventOrigin, events: re
      ${inEventIdOrder(tx, 'u.id')}`,
     [origin.orgId, origin.requestId, origin.idempotencyKey, JSON.stringify(rows)],
   )
-  eventsWritten()
+  eventsWritten(tx)
   // Every change of assets and relationships writes events: their remembered counts go with it.
   noteDataWrite(tx, origin.orgId)
 }

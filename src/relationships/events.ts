@@ -1,4 +1,4 @@
-import type { Queryable } from '../store/db.js'
+import type { Queryable, Tx } from '../store/db.js'
 import { ORG_ROW, isoSecondSql } from '../store/sql.js'
 import { eventsWritten, inEventIdOrder, inIdOrder, writeEvents, type EventOrigin } from '../outbox/write.js'
 import { toRelationshipRecord, type RelationshipRow } from './mapper.js'
@@ -25,8 +25,8 @@ export async function writeRelationshipEvents(tx: Queryable, origin: EventOrigin
  * Parameters: $1 org, $3 request id, $4 Idempotency-Key, $5 actor (json). `data.object` is the
  * record as toRelationshipRecord() builds it.
  */
-export function relationshipCreatedEventsSql(tx: Queryable, rows: string, ids: string): string {
-  eventsWritten()
+export function relationshipCreatedEventsSql(tx: Tx, rows: string, ids: string): string {
+  eventsWritten(tx)
   return `INSERT INTO events (org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key,
                               related_asset_id, related_asset_type_key, related_access_domain_key)
        SELECT $1, ${ids}.event_id, 'relationship.created', 'relationships/' || ${rows}.id, now(), $3, $4,
