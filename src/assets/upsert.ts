@@ -165,7 +165,11 @@ export async function upsertAssets(
 ): Promise<UpsertOutcome[]> {
   const merge = options.merge === true
   const keys = items.map((item, i) => (failures.failed.has(i) ? null : keyOf(ctx, item.id)))
-  if (options.single && keys[0] === null && !failures.failed.has(0)) throw new AppError(Errors.NOT_FOUND, `asset ${items[0]!.id} not found`)
+  if (options.single && keys[0] === null && !failures.failed.has(0)) {
+    // The same answer whether or not such an asset exists: a 404 reveals nothing.
+    throw new AppError(Errors.NOT_FOUND, `asset ${items[0]!.id} not found: PUT names an asset by its composite key type:unique_property:value ` +
+      '(to change an asset by its id, PATCH /assets/{id})')
+  }
   return ctx.db.transaction(async (tx) => {
     const named = keys.filter((k): k is Key => k !== null).map((k) => ({ asset_type_key: k.asset_type_key, unique_value: k.unique_value }))
     const rows = named.length === 0 ? [] : await selectAssetRefs(tx, ctx.auth.orgId, named, merge)

@@ -55,7 +55,9 @@ for (const store of STORES) {
     })
 
     it('PUT refuses a key that is no composite key (404), another type or unique value in the body (422) and a role without edit (403)', async () => {
-      expect((await t.request('PUT', '/api/v1/assets/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', { body: { name: 'x' } })).status).toBe(404)
+      const byId = await t.request('PUT', '/api/v1/assets/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', { body: { name: 'x' } })
+      expect(byId.status).toBe(404)
+      expect(byId.body.errors[0].detail).toBe('asset 0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b not found: PUT names an asset by its composite key type:unique_property:value (to change an asset by its id, PATCH /assets/{id})')
       expect((await t.request('PUT', '/api/v1/assets/note:body:x', { body: { name: 'x' } })).body.errors[0].code).toBe('not_found')
       const wrong = await t.request('PUT', '/api/v1/assets/server:hostname:w-1', { body: { asset_type_key: 'application', name: 'x', properties: { hostname: 'w-2' } } })
       expect(wrong.status).toBe(422)
