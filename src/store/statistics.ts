@@ -119,6 +119,8 @@ export function registerStatistics(app: FastifyInstance, db: Db): StatisticsKeep
   app.addHook('onResponse', async (request, reply) => {
     if (reply.statusCode >= 300 || request.method === 'GET' || request.method === 'HEAD') return
     if (request.routeOptions.url?.includes('/search/') || request.routeOptions.url?.includes('/analytics/')) return
+    // A dry run rolls back and a replayed answer writes nothing: neither changes the tables.
+    if ((request.query as { dry_run?: unknown } | undefined)?.dry_run === true || reply.getHeader('idempotent-replayed') !== undefined) return
     keeper.wrote(Array.isArray(request.body) ? request.body.length : 1, (request.auth as { orgId?: string } | null)?.orgId)
   })
   app.addHook('onClose', async () => keeper.close())

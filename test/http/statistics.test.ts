@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { bulkCreateAssets } from '../helpers/seed.js'
-import { ANALYZE_AFTER_ROWS } from '../../src/store/statistics.js'
+import { ANALYZE_AFTER_ROWS, ANALYZE_DEBOUNCE_MS } from '../../src/store/statistics.js'
 
 // PGlite has no autovacuum, and PostgreSQL's may be off or a minute behind: the server gathers
 // planner statistics itself after large writes (docs/decisions/0002-pglite-statistics.md).
@@ -32,6 +32,32 @@ for (const store of STORES) {
       const allVisible = await t.store.db.query<{ pages: number }>("SELECT relallvisible::int AS pages FROM pg_class WHERE oid = 'assets'::regclass")
       if (store === 'pglite') expect(allVisible.rows[0]!.pages).toBeGreaterThan(0)
       else expect(allVisible.rows[0]!.pages).toBe(0)
+    })
+  })
+
+  describe(`${store}: what is not a write for the statistics`, () => {
+    let t: TestApp
+    beforeAll(async () => { t = await createTestApp(store) })
+    afterAll(async () => t.close())
+
+    it('counts neither dry runs nor replayed answers, however many items they hold', async () => {
+      // Only the server's own ANALYZE may count here (PostgreSQL's autovacuum is another).
+      if (store === 'postgres') await t.store.db.query('ALTER TABLE assets SET (autovacuum_enabled = false)')
+      const items = Array.from({ length: ANALYZE_AFTER_ROWS }, (_, i) => ({ asset_type_key: 'note', name: `dry-${i}` }))
+      const dry = await t.request('POST', '/api/v1/bulk/assets?dry_run=true', { body: items })
+      expect(dry.status).toBe(200)
+      expect(dry.body.meta).toEqual({ dry_run: true, items: ANALYZE_AFTER_ROWS })
+      // A small write, answered, then replayed with its Idempotency-Key as often as the threshold.
+      const first = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'once' }, headers: { 'idempotency-key': 'stats-once' } })
+      expect(first.status).toBe(201)
+      for (let i = 0; i < 3; i++) {
+        const again = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'once' }, headers: { 'idempotency-key': 'stats-once' } })
+        expect(again.headers['idempotent-replayed']).toBe('true')
+      }
+      await new Promise((resolve) => setTimeout(resolve, ANALYZE_DEBOUNCE_MS + 1500))
+      // Never analyzed: the planner's row count is still unknown (-1), not the 1 asset stored.
+      const rows = await t.store.db.query<{ n: number }>("SELECT reltuples::int AS n FROM pg_class WHERE oid = 'assets'::regclass")
+      expect(rows.rows[0]!.n).toBe(-1)
     })
   })
 }
