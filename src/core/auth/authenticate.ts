@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import ipaddr from 'ipaddr.js'
-import type { Db } from '../../store/db.js'
+import { BACKGROUND_SQL, type Db } from '../../store/db.js'
 import { AppError, Errors } from '../errors.js'
 import type { AuthContext } from './context.js'
 import { effectivePermission, type KeyPermission, type UserPermission } from './permissions.js'
@@ -163,7 +163,7 @@ export class Authenticator {
     const entries = [...this.lastUsed.entries()]
     this.lastUsed.clear()
     await this.db.query(
-      `UPDATE api_keys k SET last_used_at = GREATEST(k.last_used_at, u.at)
+      `${BACKGROUND_SQL}UPDATE api_keys k SET last_used_at = GREATEST(k.last_used_at, u.at)
        FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS u(org_id, id, at)
        WHERE k.org_id = u.org_id AND k.id = u.id`,
       [entries.map(([, v]) => v.orgId), entries.map(([id]) => id), entries.map(([, v]) => v.at.toISOString())],
