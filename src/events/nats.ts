@@ -38,7 +38,6 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
     await db.query(BACKGROUND_SQL + 'UPDATE events SET pending_publish = false FROM unnest($1::uuid[], $2::uuid[]) AS u(org_id, id) WHERE events.org_id = u.org_id AND events.id = u.id',
       [events.map((e) => e.orgId), events.map((e) => e.event.id)],
     )
-    await relay.reportPending()
   }
 
   // Periodic sweeps leave the events of the last 10 s to the process that stamped them; the first

@@ -82,6 +82,7 @@ export class EventRelay {
   private stopped = false
   private readonly batchSize: number
   private unlisten: (() => void) | null = null
+  private unwatch: (() => void) | null = null
   readonly stamping: Stamping
 
   constructor(private readonly db: Db, private readonly options: RelayOptions) {
@@ -145,6 +146,7 @@ export class EventRelay {
     this.timer.unref()
     // Events this process commits wake it at once; other processes' events: the poll.
     this.unlisten = onEventsWritten(() => this.wake())
+    this.unwatch = metrics.watchEventsPending(() => this.pendingCount())
     if (this.options.retentionDays > 0) {
       const every = this.options.retentionIntervalMs ?? 3_600_000
       this.retentionTimer = setInterval(() => void this.serialize(() => this.purge()).catch((err) => this.options.onError?.(err)), every)
@@ -159,6 +161,7 @@ export class EventRelay {
     if (this.timer) clearInterval(this.timer)
     if (this.gathering) clearTimeout(this.gathering)
     this.unlisten?.()
+    this.unwatch?.()
     if (this.retentionTimer) clearInterval(this.retentionTimer)
     this.timer = null
     this.retentionTimer = null
@@ -208,7 +211,7 @@ export class EventRelay {
     return this.serialize(() => this.purge())
   }
 
-  /** Unstamped (on PGlite: not yet handed over) events plus stamped ones not yet published (kbis_events_pending). */
+  /** Unstamped (on PGlite: not yet handed over) events plus stamped ones not yet published (kbis_events_pending, counted when read). */
   async pendingCount(): Promise<number> {
     const waiting = this.stamping === 'stamp'
       ? '(SELECT count(*) FROM events WHERE sequence IS NULL)'
@@ -239,12 +242,6 @@ export class EventRelay {
       if (stamped.count > 0) await this.afterCommit(stamped)
       if (!stamped.more) break
     }
-    await this.reportPending()
-  }
-
-  /** Sets kbis_events_pending (after a stamping round, after a publication). */
-  async reportPending(): Promise<void> {
-    metrics.eventsPending.set(await this.pendingCount())
   }
 
   /** One stamping transaction: null when another process holds the lock (it stamps them). */

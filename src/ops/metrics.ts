@@ -4,7 +4,7 @@ import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, r
 /**
  * The Prometheus series of CONTRACT §17, in prom-client's global registry (under
  * `kbis serve --workers`, the primary aggregates the workers' global registries). Features update
- * them through this one object, e.g. `metrics.eventsPending.set(n)` or
+ * them through this one object, e.g. `metrics.watchPool(…)` or
  * `metrics.webhookDeliveries.inc({ outcome: 'delivered' })`; a series nobody has updated yet is 0.
  */
 function create() {
@@ -13,6 +13,7 @@ function create() {
   // that listener when an AggregatorRegistry is made.
   if (cluster.isWorker) new AggregatorRegistry()
   const poolSources = new Set<() => { total: number; idle: number; waiting: number }>()
+  const pendingSources = new Set<() => Promise<number>>()
   return {
     registry: register,
     httpDuration: new Histogram({
@@ -36,7 +37,23 @@ function create() {
         for (const [state, value] of Object.entries(sum)) this.set({ state }, value)
       },
     }),
-    eventsPending: new Gauge({ name: 'kbis_events_pending', help: 'Events written but not yet published by the relay' }),
+    eventsPending: new Gauge({
+      name: 'kbis_events_pending',
+      help: 'Events written but not yet stamped (PGlite: handed over) or published, in the whole store',
+      // Counted when the metrics are read. Every worker of --workers counts the same store: the
+      // primary shows that count, not the sum of the workers' equal figures.
+      aggregator: 'max',
+      async collect() {
+        if (pendingSources.size === 0) return
+        let sum = 0
+        try {
+          for (const source of pendingSources) sum += await source()
+        } catch {
+          return // the store does not answer: the last count stays
+        }
+        this.set(sum)
+      },
+    }),
     webhookDeliveries: new Counter({
       name: 'kbis_webhook_deliveries_total',
       help: 'Webhook delivery attempts, by outcome',
@@ -47,6 +64,11 @@ function create() {
     watchPool(source: () => { total: number; idle: number; waiting: number }): () => void {
       poolSources.add(source)
       return () => poolSources.delete(source)
+    },
+    /** Adds an event relay whose pending events the gauge counts when read; returns the function that removes it. */
+    watchEventsPending(source: () => Promise<number>): () => void {
+      pendingSources.add(source)
+      return () => pendingSources.delete(source)
     },
   }
 }

@@ -3,7 +3,9 @@ import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
+import pg from 'pg'
 import { ACME_YAML, cli, freePort, postgresSchema, runCli, type CliProcess } from '../helpers/cli-server.js'
+import { RELAY_LOCK } from '../../src/events/relay.js'
 
 const QUOTA = 30
 
@@ -21,6 +23,7 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
   let dir: string
   let env: Record<string, string>
   let drop: () => Promise<void>
+  let storeUrl: string
   let server: CliProcess
   let url: string
   let metricsUrl: string
@@ -29,9 +32,10 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-workers-'))
     writeFileSync(path.join(dir, 'acme.yaml'), ACME_YAML.replace('RATE', String(QUOTA)))
-    const pg = await postgresSchema()
-    drop = pg.drop
-    env = { DATABASE_URL: pg.url, LOG_LEVEL: 'info' }
+    const schema = await postgresSchema()
+    drop = schema.drop
+    storeUrl = schema.url
+    env = { DATABASE_URL: schema.url, LOG_LEVEL: 'info' }
     const [port, metricsPort] = [await freePort(), await freePort()]
     server = runCli(['serve', '--workers', '2', '--port', String(port), '--metrics-port', String(metricsPort)], env)
     url = (await server.waitFor(/^kbis listening on (\S+) \(2 workers; store: PostgreSQL\)$/, 120_000))[1]!
@@ -70,6 +74,27 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
     const text = await (await fetch(metricsUrl)).text()
     expect(text).toMatch(new RegExp(`^http_request_duration_seconds_count\\{method="GET",route="/api/v1/assets",status_code="200"\\} ${QUOTA}$`, 'm'))
     expect(text).toMatch(/^kbis_rate_limited_total 10$/m)
+  })
+
+  it('shows the events pending in the store once, not once per worker', async () => {
+    const pending = async () => /^kbis_events_pending (\d+)$/m.exec(await (await fetch(metricsUrl)).text())?.[1]
+    const [writer, locker] = [new pg.Client(storeUrl), new pg.Client(storeUrl)]
+    await Promise.all([writer.connect(), locker.connect()])
+    try {
+      // While this holds the relays' lock, no worker stamps: both count the same three events.
+      await locker.query('BEGIN')
+      await locker.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
+      await writer.query(
+        `INSERT INTO events (org_id, id, type, subject, time, data)
+         SELECT o.id, gen_random_uuid(), 'asset.created', 'assets/' || gen_random_uuid(), now(), '{}'::jsonb
+         FROM organizations o, generate_series(1, 3) WHERE o.key = 'acme'`)
+      expect(await pending()).toBe('3')
+    } finally {
+      await locker.query('ROLLBACK')
+      await Promise.all([writer.end(), locker.end()])
+    }
+    // Released: a worker's poll stamps them.
+    await expect.poll(pending, { timeout: 10_000 }).toBe('0')
   })
 
   it('replaces a worker that dies', async () => {

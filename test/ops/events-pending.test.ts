@@ -1,0 +1,42 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+import { startMetricsServer } from '../../src/ops/metrics-server.js'
+
+/**
+ * kbis_events_pending is counted when the metrics are read, not left at what the relay's last
+ * round saw: events that no round has handed on yet show up in the next scrape.
+ */
+for (const store of STORES) {
+  describe(`${store}: kbis_events_pending`, () => {
+    let t: TestApp
+    // A poll of a minute: only a flush hands events on during the test.
+    beforeAll(async () => { t = await createTestApp(store, undefined, { eventRelayIntervalMs: 60_000 }) })
+    afterAll(async () => t.close())
+
+    const scrape = async (): Promise<number> => {
+      const server = await startMetricsServer(0, '127.0.0.1')
+      try {
+        const text = await (await fetch(server.url)).text()
+        const line = /^kbis_events_pending (\d+)$/m.exec(text)
+        if (!line) throw new Error('no kbis_events_pending series')
+        return Number(line[1])
+      } finally {
+        await new Promise((resolve) => server.close(resolve))
+      }
+    }
+
+    it('counts the events written since the last round, at each scrape', async () => {
+      await t.app.events.flush()
+      expect(await scrape()).toBe(0)
+      // Written by SQL, as a command of another process would: nothing wakes this relay.
+      await t.store.db.query(
+        `INSERT INTO events (org_id, id, type, subject, time, data)
+         SELECT $1, gen_random_uuid(), 'asset.created', 'assets/' || gen_random_uuid(), now(), '{}'::jsonb FROM generate_series(1, 3)`,
+        [t.orgId])
+      expect(await scrape()).toBe(3)
+      await t.app.events.flush()
+      expect(await scrape()).toBe(0)
+    })
+  })
+}
