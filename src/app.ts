@@ -246,8 +246,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 }
 
 /**
- * The event relay of this process: polls for unstamped events, is woken at once when this
- * process commits a transaction that wrote events (outbox/write.ts eventsWritten), stops (stamping and publishing what is left) when the app closes.
+ * The event relay of this process: polls for unstamped events, is woken when this process
+ * commits a transaction that wrote events (eventsWritten in outbox/write.ts), stops (stamping
+ * and publishing what is left) when the app closes.
  */
 function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
   const relay = new EventRelay(db, {

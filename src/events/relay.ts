@@ -54,6 +54,13 @@ export interface RelayOptions {
 export const RELAY_LOCK = 727_160_009
 
 /**
+ * How long, on PGlite, a commit's hand-over waits for later commits to join its round. Single
+ * creates in a row, in process: 180–250 → 408–490 a second with 20 ms (one round per 5–7
+ * creates instead of one each); webhooks and NATS get the events that much later.
+ */
+export const HANDOVER_GATHER_MS = 20
+
+/**
  * The event relay (docs/decisions/0003-event-feed-ordering.md). Writers insert events with
  * `sequence` NULL in their own transaction; the relay, alone under `RELAY_LOCK`, gives every
  * committed unstamped event the next positions, in `id` order (ids of one process sort in
@@ -61,13 +68,6 @@ export const RELAY_LOCK = 727_160_009
  * every earlier stamping transaction committed, so each position it gives is higher than every
  * position a reader could already see: `WHERE sequence > cursor` never skips a late committer.
  */
-/**
- * How long, on PGlite, a commit's hand-over waits for later commits to join its round. Single
- * creates in a row, in process: 180–250 → 370–500 a second with 20 ms (one round per 5–7
- * creates instead of one each); webhooks and NATS get the events that much later.
- */
-export const HANDOVER_GATHER_MS = 20
-
 export class EventRelay {
   private readonly stampedHooks: { hook: StampedHook; wants: WantsEvents | null }[] = []
   private readonly committedHooks: CommittedHook[] = []
