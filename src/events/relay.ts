@@ -77,6 +77,8 @@ export class EventRelay {
   private retentionTimer: NodeJS.Timeout | null = null
   private chain: Promise<unknown> = Promise.resolve()
   private tickQueued = false
+  /** A wake after a commit, due on the event loop's next turn. */
+  private soon: NodeJS.Immediate | null = null
   /** On PGlite: the round that commits are joining (see wake). */
   private gathering: NodeJS.Timeout | null = null
   private stopped = false
@@ -144,8 +146,16 @@ export class EventRelay {
     if (this.timer || this.stopped) return
     this.timer = setInterval(() => this.wake(), this.options.intervalMs)
     this.timer.unref()
-    // Events this process commits wake it at once; other processes' events: the poll.
-    this.unlisten = onEventsWritten(() => this.wake())
+    // Events this process commits wake it on the event loop's next turn, once the request that
+    // committed has answered (a 10,000-item bulk's answer and its stamping round side by side
+    // raised the PostgreSQL service's peak RSS in the benchmark: 300–310 MB against 255 MB).
+    // Other processes' events: the poll.
+    this.unlisten = onEventsWritten(() => {
+      this.soon ??= setImmediate(() => {
+        this.soon = null
+        this.wake()
+      })
+    })
     this.unwatch = metrics.watchEventsPending(() => this.pendingCount())
     if (this.options.retentionDays > 0) {
       const every = this.options.retentionIntervalMs ?? 3_600_000
@@ -159,6 +169,7 @@ export class EventRelay {
     if (this.stopped) return
     this.stopped = true
     if (this.timer) clearInterval(this.timer)
+    if (this.soon) clearImmediate(this.soon)
     if (this.gathering) clearTimeout(this.gathering)
     this.unlisten?.()
     this.unwatch?.()
@@ -195,7 +206,11 @@ export class EventRelay {
    * runs the hooks; when it resolves, a feed read sees every event committed before the call.
    */
   async flush(): Promise<void> {
-    // A round gathering commits (PGlite) has nothing left to do after this one.
+    // A wake still due, or a round gathering commits (PGlite), has nothing left to do after this one.
+    if (this.soon) {
+      clearImmediate(this.soon)
+      this.soon = null
+    }
     if (this.gathering) {
       clearTimeout(this.gathering)
       this.gathering = null

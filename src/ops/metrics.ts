@@ -13,7 +13,8 @@ function create() {
   // that listener when an AggregatorRegistry is made.
   if (cluster.isWorker) new AggregatorRegistry()
   const poolSources = new Set<() => { total: number; idle: number; waiting: number }>()
-  const pendingSources = new Set<() => Promise<number>>()
+  /** Each relay's count of pending events, and the last one it gave. */
+  const pendingSources = new Map<() => Promise<number>, number>()
   return {
     registry: register,
     httpDuration: new Histogram({
@@ -46,10 +47,11 @@ function create() {
       async collect() {
         if (pendingSources.size === 0) return
         let sum = 0
-        try {
-          for (const source of pendingSources) sum += await source()
-        } catch {
-          return // the store does not answer: the last count stays
+        for (const [source, last] of pendingSources) {
+          // A store that does not answer keeps its last count.
+          const count = await source().catch(() => last)
+          pendingSources.set(source, count)
+          sum += count
         }
         this.set(sum)
       },
@@ -67,7 +69,7 @@ function create() {
     },
     /** Adds an event relay whose pending events the gauge counts when read; returns the function that removes it. */
     watchEventsPending(source: () => Promise<number>): () => void {
-      pendingSources.add(source)
+      pendingSources.set(source, 0)
       return () => pendingSources.delete(source)
     },
   }

@@ -50,15 +50,12 @@ export function onEventsWritten(fn: () => void): () => void {
  * Says that `db` writes events: the relays of this process are woken once its transaction
  * commits (at once when `db` is the store itself, whose statement has then run). A request
  * that writes nothing (a search, an analytics query, a refused write, a dry run) wakes nothing.
- * After a commit the wake waits for the event loop's next turn: the request that committed
- * answers first (a bulk's answer and its stamping round at the same time raised the service's
- * peak RSS; benchmark `limits`: 300–310 MB at once, 255 MB after the turn, 288 MB before).
  */
 export function eventsWritten(db: Queryable | Tx): void {
   const wake = (): void => {
     for (const fn of writeListeners) fn()
   }
-  if ('afterCommit' in db) db.afterCommit(() => setImmediate(wake))
+  if ('afterCommit' in db) db.afterCommit(wake)
   else wake()
 }
 

@@ -28,15 +28,44 @@ for (const store of STORES) {
 
     it('counts the events written since the last round, at each scrape', async () => {
       await t.app.events.flush()
-      expect(await scrape()).toBe(0)
+      expect(await t.app.events.pendingCount()).toBe(0)
+      // The series sums the relays of this process: apps of earlier test files in this worker
+      // may still count theirs.
+      const others = await scrape()
       // Written by SQL, as a command of another process would: nothing wakes this relay.
       await t.store.db.query(
         `INSERT INTO events (org_id, id, type, subject, time, data)
          SELECT $1, gen_random_uuid(), 'asset.created', 'assets/' || gen_random_uuid(), now(), '{}'::jsonb FROM generate_series(1, 3)`,
         [t.orgId])
-      expect(await scrape()).toBe(3)
+      expect(await scrape()).toBe(others + 3)
       await t.app.events.flush()
-      expect(await scrape()).toBe(0)
+      expect(await scrape()).toBe(others)
+    })
+
+    it('keeps a relay\'s last count while its store does not answer', async () => {
+      const other = await createTestApp(store, undefined, { eventRelayIntervalMs: 60_000 })
+      try {
+        await other.app.events.flush() // its setup's events (the Admin key's)
+        await t.app.events.flush()
+        const before = await scrape()
+        await other.store.db.query(
+          `INSERT INTO events (org_id, id, type, subject, time, data)
+           SELECT $1, gen_random_uuid(), 'asset.created', 'assets/' || gen_random_uuid(), now(), '{}'::jsonb FROM generate_series(1, 2)`,
+          [other.orgId])
+        expect(await scrape()).toBe(before + 2)
+        // Its store gone (the app still open): its 2 stay in the sum, the other relays still count.
+        const query = other.store.db.query.bind(other.store.db)
+        other.store.db.query = (() => Promise.reject(new Error('store down'))) as typeof query
+        await t.store.db.query(
+          `INSERT INTO events (org_id, id, type, subject, time, data)
+           SELECT $1, gen_random_uuid(), 'asset.created', 'assets/' || gen_random_uuid(), now(), '{}'::jsonb`,
+          [t.orgId])
+        expect(await scrape()).toBe(before + 3)
+        other.store.db.query = query
+        await t.app.events.flush()
+      } finally {
+        await other.close()
+      }
     })
   })
 }
