@@ -147,9 +147,8 @@ export class EventRelay {
     this.timer = setInterval(() => this.wake(), this.options.intervalMs)
     this.timer.unref()
     // Events this process commits wake it on the event loop's next turn, once the request that
-    // committed has answered (a 10,000-item bulk's answer and its stamping round side by side
-    // raised the PostgreSQL service's peak RSS in the benchmark: 300–310 MB against 255 MB).
-    // Other processes' events: the poll.
+    // committed has sent its answer (the round does not compete with it). Other processes'
+    // events: the poll.
     this.unlisten = onEventsWritten(() => {
       this.soon ??= setImmediate(() => {
         this.soon = null
