@@ -7,6 +7,12 @@ import { startMetricsServer } from '../../src/ops/metrics-server.js'
  * kbis_events_pending is counted when the metrics are read, not left at what the relay's last
  * round saw: events that no round has handed on yet show up in the next scrape.
  */
+/** `n` events written by SQL, as a command of another process would: nothing wakes a relay. */
+const writeRawEvents = (t: TestApp, n: number) => t.store.db.query(
+  `INSERT INTO events (org_id, id, type, subject, time, data)
+   SELECT $1, gen_random_uuid(), 'asset.created', 'assets/' || gen_random_uuid(), now(), '{}'::jsonb FROM generate_series(1, $2::int)`,
+  [t.orgId, n])
+
 for (const store of STORES) {
   describe(`${store}: kbis_events_pending`, () => {
     let t: TestApp
@@ -32,11 +38,7 @@ for (const store of STORES) {
       // The series sums the relays of this process: apps of earlier test files in this worker
       // may still count theirs.
       const others = await scrape()
-      // Written by SQL, as a command of another process would: nothing wakes this relay.
-      await t.store.db.query(
-        `INSERT INTO events (org_id, id, type, subject, time, data)
-         SELECT $1, gen_random_uuid(), 'asset.created', 'assets/' || gen_random_uuid(), now(), '{}'::jsonb FROM generate_series(1, 3)`,
-        [t.orgId])
+      await writeRawEvents(t, 3)
       expect(await scrape()).toBe(others + 3)
       await t.app.events.flush()
       expect(await scrape()).toBe(others)
@@ -48,18 +50,12 @@ for (const store of STORES) {
         await other.app.events.flush() // its setup's events (the Admin key's)
         await t.app.events.flush()
         const before = await scrape()
-        await other.store.db.query(
-          `INSERT INTO events (org_id, id, type, subject, time, data)
-           SELECT $1, gen_random_uuid(), 'asset.created', 'assets/' || gen_random_uuid(), now(), '{}'::jsonb FROM generate_series(1, 2)`,
-          [other.orgId])
+        await writeRawEvents(other, 2)
         expect(await scrape()).toBe(before + 2)
         // Its store gone (the app still open): its 2 stay in the sum, the other relays still count.
         const query = other.store.db.query.bind(other.store.db)
         other.store.db.query = (() => Promise.reject(new Error('store down'))) as typeof query
-        await t.store.db.query(
-          `INSERT INTO events (org_id, id, type, subject, time, data)
-           SELECT $1, gen_random_uuid(), 'asset.created', 'assets/' || gen_random_uuid(), now(), '{}'::jsonb`,
-          [t.orgId])
+        await writeRawEvents(t, 1)
         expect(await scrape()).toBe(before + 3)
         other.store.db.query = query
         await t.app.events.flush()
