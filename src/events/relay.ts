@@ -77,10 +77,8 @@ export class EventRelay {
   private retentionTimer: NodeJS.Timeout | null = null
   private chain: Promise<unknown> = Promise.resolve()
   private tickQueued = false
-  /** A wake after a commit, due on the event loop's next turn. */
-  private soon: NodeJS.Immediate | null = null
-  /** On PGlite: the round that commits are joining (see wake). */
-  private gathering: NodeJS.Timeout | null = null
+  /** The wake that this process's commits are waiting for (see wakeAfterCommit). */
+  private due: NodeJS.Timeout | null = null
   private stopped = false
   private readonly batchSize: number
   private unlisten: (() => void) | null = null
@@ -146,15 +144,8 @@ export class EventRelay {
     if (this.timer || this.stopped) return
     this.timer = setInterval(() => this.wake(), this.options.intervalMs)
     this.timer.unref()
-    // Events this process commits wake it on the event loop's next turn, once the request that
-    // committed has sent its answer (the round does not compete with it). Other processes'
-    // events: the poll.
-    this.unlisten = onEventsWritten(() => {
-      this.soon ??= setImmediate(() => {
-        this.soon = null
-        this.wake()
-      })
-    })
+    // Events this process commits wake it (wakeAfterCommit); other processes' events: the poll.
+    this.unlisten = onEventsWritten(() => this.wakeAfterCommit())
     this.unwatch = metrics.watchEventsPending(() => this.pendingCount())
     if (this.options.retentionDays > 0) {
       const every = this.options.retentionIntervalMs ?? 3_600_000
@@ -168,8 +159,7 @@ export class EventRelay {
     if (this.stopped) return
     this.stopped = true
     if (this.timer) clearInterval(this.timer)
-    if (this.soon) clearImmediate(this.soon)
-    if (this.gathering) clearTimeout(this.gathering)
+    if (this.due) clearTimeout(this.due)
     this.unlisten?.()
     this.unwatch?.()
     if (this.retentionTimer) clearInterval(this.retentionTimer)
@@ -179,25 +169,30 @@ export class EventRelay {
     for (const hook of this.stoppedHooks) await hook().catch((err) => this.options.onError?.(err))
   }
 
-  /**
-   * Stamps soon, without waiting (a write of this process just committed; a poll tick). On PGlite
-   * the round waits {@link HANDOVER_GATHER_MS} first, and every commit meanwhile joins it: a round
-   * is about ten statements on the one thread the requests wait for, as many as a single create.
-   */
+  /** Stamps soon, without waiting (a poll tick; a commit of this process, see wakeAfterCommit). */
   wake(): void {
     if (this.tickQueued || this.stopped) return
     this.tickQueued = true
-    const tick = (): void => void this.serialize(async () => {
+    void this.serialize(async () => {
       this.tickQueued = false
       if (!(await this.hasUnstamped())) return
       await this.stampAll(false)
     }).catch((err) => this.options.onError?.(err))
-    if (this.stamping === 'stamp') return tick()
-    this.gathering = setTimeout(() => {
-      this.gathering = null
-      tick()
-    }, HANDOVER_GATHER_MS)
-    this.gathering.unref()
+  }
+
+  /**
+   * A commit of this process wrote events: wake on a later turn of the event loop, once the
+   * request that committed has sent its answer; on PGlite {@link HANDOVER_GATHER_MS} later, and
+   * every commit meanwhile joins that round (a round is about ten statements on the one thread
+   * the requests wait for, as many as a single create).
+   */
+  private wakeAfterCommit(): void {
+    if (this.due || this.stopped) return
+    this.due = setTimeout(() => {
+      this.due = null
+      this.wake()
+    }, this.stamping === 'written' ? HANDOVER_GATHER_MS : 0)
+    this.due.unref()
   }
 
   /**
@@ -205,19 +200,22 @@ export class EventRelay {
    * runs the hooks; when it resolves, a feed read sees every event committed before the call.
    */
   async flush(): Promise<void> {
-    // A wake still due, or a round gathering commits (PGlite), has nothing left to do after this one.
-    if (this.soon) {
-      clearImmediate(this.soon)
-      this.soon = null
-    }
-    if (this.gathering) {
-      clearTimeout(this.gathering)
-      this.gathering = null
-      this.tickQueued = false
+    // A wake still due after a commit has nothing left to do after this round.
+    if (this.due) {
+      clearTimeout(this.due)
+      this.due = null
     }
     await this.serialize(async () => {
       if (await this.hasUnstamped()) await this.stampAll(true)
     })
+  }
+
+  /**
+   * Resolves when a feed read sees every event this process committed so far: on PostgreSQL once
+   * they are stamped (a flush); on PGlite at once, since events have their positions from commit.
+   */
+  async feedReady(): Promise<void> {
+    if (this.stamping === 'stamp') await this.flush()
   }
 
   /** Runs retention now (tests; otherwise hourly). */

@@ -18,10 +18,9 @@ export async function eventRoutes(app: FastifyInstance): Promise<void> {
       response: { 200: feedResponse, ...eventErrors },
     },
   }, async (request, reply) => {
-    // Stamping what this process committed first makes a read right after a write see it; under
-    // the relay's lock, so harmless beside other processes' relays. (On PGlite events have their
-    // positions from the moment they commit: there is nothing to wait for.)
-    if (app.events.stamping === 'stamp') await app.events.flush()
+    // A read right after a write sees it (on PostgreSQL a stamp under the relay's lock, harmless
+    // beside other processes' relays).
+    await app.events.feedReady()
     const query = request.query as Record<string, string | number | undefined>
     const feed = await readFeed(await app.requestContext(request), {
       ...(query.after !== undefined ? { after: String(query.after) } : {}),
@@ -41,7 +40,7 @@ export async function eventRoutes(app: FastifyInstance): Promise<void> {
       response: { 200: historyResponse, ...historyErrors },
     },
   }, async (request, reply) => {
-    if (app.events.stamping === 'stamp') await app.events.flush()
+    await app.events.feedReady()
     const result = await readHistory(await app.requestContext(request), (request.params as { id: string }).id, pageFromQuery(request.query as Record<string, unknown>))
     return jsonDataBody(reply, result.json, { meta: { page: result.page }, links: pageLinks(request, result.page) })
   })
