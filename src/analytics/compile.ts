@@ -25,10 +25,11 @@ import type { AnalyticsField, AnalyticsSpec, Dimension, Measure } from './spec.j
  *   ORDINALITY x(v, o)` gives one row per option (one NULL row for none), and every other measure
  *   counts only each asset's first row, `COALESCE(x.o, 1) = 1`, so an asset still counts once.
  *
- * @example group_by environment, measures count and average(memory_gb):
- *   SELECT NULLIF(a."t_environment", '') AS g0, count(*) AS m0, avg(a."n_memory_gb") AS m1
- *   FROM "assets_typed_…" a WHERE a.org_id = $1
- *   GROUP BY NULLIF(a."t_environment", '') ORDER BY NULLIF(a."t_environment", '') ASC NULLS LAST LIMIT 10001
+ * @example group_by environment (a text property), measures count and average(memory_gb):
+ *   SELECT NULLIF(s.d0, '') AS g0, COALESCE(sum(s.n), 0) AS m0, sum(s.s1) / NULLIF(sum(s.c1), 0) AS m1
+ *   FROM (SELECT a."t_environment" AS d0, count(*) AS n, sum(a."n_memory_gb") AS s1, count(a."n_memory_gb") AS c1
+ *         FROM "assets_typed_…" a GROUP BY a."t_environment") s
+ *   GROUP BY NULLIF(s.d0, '') ORDER BY NULLIF(s.d0, '') ASC NULLS LAST LIMIT 10001
  */
 
 /** How the service turns a group value from the driver into JSON. */
@@ -69,6 +70,12 @@ export function compileAnalytics(spec: AnalyticsSpec, ctx: AnalyticsContext): Co
 interface DimensionSql {
   /** The grouped value, in its own type (ordering uses it). */
   readonly raw: string
+  /**
+   * A text property's column as stored, when `raw` is `NULLIF(column, '')`: a statement whose
+   * measures add up (count, sum, average) groups the rows by the column itself and folds `""`
+   * into the NULL group over the few groups left (see {@link twoLevel}).
+   */
+  readonly stored: string | null
   /** A join the value needs (multi-select values, related asset types). */
   readonly join: string | null
   /** The value as the API shows it, from an expression of the raw value. */
@@ -77,7 +84,7 @@ interface DimensionSql {
 
 /** One aggregate statement grouped by `dims`; `limit` + 1 rows at most, so the caller can tell. */
 function compileLevel(spec: AnalyticsSpec, dims: readonly Dimension[], ctx: AnalyticsContext, limit: number): Statement {
-  // The WHERE first: it binds the organization as $1, which the related-type joins reuse.
+  // The projection holds the organization's rows only: the WHERE has no org_id condition.
   const params = new Params()
   const where = compileWhere({
     target: 'assets', alias: 'a', orgId: ctx.orgId, filter: spec.filter, scope: scopeFilter(ctx.auth, 'view'), storage: projectionStorage(ctx.projection),
@@ -85,9 +92,10 @@ function compileLevel(spec: AnalyticsSpec, dims: readonly Dimension[], ctx: Anal
   const sql = dims.map((d, i) => dimensionSql(d, i, ctx, params))
   const inputs = measureInputs(spec.measures, ctx.projection)
   const from = [`${ident(ctx.projection.table)} a`, ...sql.flatMap((d) => (d.join === null ? [] : [d.join])), ...inputs.joins].join(' ')
-  const source = `FROM ${from} WHERE ${where}`
+  const source = where === 'TRUE' ? `FROM ${from}` : `FROM ${from} WHERE ${where}`
   const distinct = inputs.distinct.size === 1 ? [...inputs.distinct.values()][0]! : null
-  const text = distinct === null ? oneLevel(spec, sql, source, ctx, inputs) : twoLevel(spec, sql, source, ctx, inputs, distinct)
+  const additive = distinct === null && inputs.distinct.size === 0 && sql.some((d) => d.stored !== null)
+  const text = distinct === null && !additive ? oneLevel(spec, sql, source, ctx, inputs) : twoLevel(spec, sql, source, ctx, inputs, distinct)
   return { text: dims.length === 0 ? text : `${text} LIMIT ${limit + 1}`, values: params.values }
 }
 
@@ -107,7 +115,10 @@ function oneLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: st
 function aggregate(measure: Measure, projection: Projection, inputs: MeasureInputs): string {
   switch (measure.type) {
     case 'count': return once('count(*)', inputs)
-    case 'count_distinct': return `count(DISTINCT ${inputs.distinct.get(valueExpr(measure.field, projection))!})`
+    case 'count_distinct': {
+      const value = inputs.distinct.get(valueExpr(measure.field, projection))!
+      return `count(DISTINCT ${value.counted(value.grouped)})`
+    }
     // The sum of no values is 0; their average has no value (null).
     case 'sum': return `COALESCE(${once(`sum(${numberExpr(measure.field, projection)})`, inputs)}, 0)`
     case 'average': return once(`avg(${numberExpr(measure.field, projection)})`, inputs)
@@ -115,10 +126,16 @@ function aggregate(measure: Measure, projection: Projection, inputs: MeasureInpu
   }
 }
 
+/** A value count_distinct counts: the expression grouped, and how the groups read it (`""` is no value). */
+interface Counted {
+  readonly grouped: string
+  counted(grouped: string): string
+}
+
 /** The values count_distinct measures count, and the joins that multi-select options need. */
 interface MeasureInputs {
-  /** Each counted field's value expression (see {@link valueExpr}) → the expression counted. */
-  readonly distinct: ReadonlyMap<string, string>
+  /** Each counted field's value expression (see {@link valueExpr}) → what is counted. */
+  readonly distinct: ReadonlyMap<string, Counted>
   readonly joins: readonly string[]
   /** With option joins, the condition of each asset's one row that the other measures count; else null. */
   readonly once: string | null
@@ -129,7 +146,7 @@ interface MeasureInputs {
  * ORDINALITY` (an asset with none keeps one row, v NULL). Other fields are counted as they read.
  */
 function measureInputs(measures: readonly Measure[], projection: Projection): MeasureInputs {
-  const distinct = new Map<string, string>()
+  const distinct = new Map<string, Counted>()
   const joins: string[] = []
   const firsts: string[] = []
   for (const m of measures) {
@@ -140,9 +157,10 @@ function measureInputs(measures: readonly Measure[], projection: Projection): Me
       const x = `x${joins.length}`
       joins.push(`LEFT JOIN LATERAL unnest(${value}) WITH ORDINALITY AS ${x}(v, o) ON TRUE`)
       firsts.push(`COALESCE(${x}.o, 1) = 1`)
-      distinct.set(value, `${x}.v`)
+      distinct.set(value, { grouped: `${x}.v`, counted: same })
     } else {
-      distinct.set(value, value)
+      const stored = storedText(m.field, projection)
+      distinct.set(value, stored === null ? { grouped: value, counted: same } : { grouped: stored, counted: (g) => `NULLIF(${g}, '')` })
     }
   }
   return { distinct, joins, once: firsts.length === 0 ? null : firsts.join(' AND ') }
@@ -154,17 +172,29 @@ function once(aggregate: string, inputs: MeasureInputs): string {
 }
 
 /**
- * When every count_distinct counts the same field: first one row per (groups, value), hashed,
- * then the groups, counting those rows. PostgreSQL computes `count(DISTINCT x)` by sorting every
- * row of each group, which measured twice as slow on 200,000 assets (docs/indexes-and-plans.md).
+ * Two levels: the rows grouped first, hashed, then those few groups grouped again.
+ *
+ * - When every count_distinct counts the same field (`distinct`): first one row per (groups,
+ *   value), then the groups, counting those rows. PostgreSQL computes `count(DISTINCT x)` by
+ *   sorting every row of each group, which measured twice as slow on 200,000 assets
+ *   (docs/indexes-and-plans.md). A text value is grouped as stored and read as `NULLIF(x, '')`
+ *   when counted, so no row evaluates it.
+ * - Without count_distinct (every measure adds up), text group fields are grouped as stored
+ *   first, and `""` joins the NULL group on the second level: `NULLIF` per group instead of per
+ *   row, 10–20 % of the statement at 200,000 assets. (Not with `distinct`: a value held by a `""`
+ *   and a NULL row would be counted twice once the two merge.)
+ *
  * The other measures ride along as partial sums: count = Σ n, sum = Σ s, average = Σ s / Σ c.
  */
-function twoLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: string, ctx: AnalyticsContext, inputs: MeasureInputs, distinct: string): string {
-  const inner = [...dims.map((d, i) => `${d.raw} AS d${i}`), `${distinct} AS x`]
+function twoLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: string, ctx: AnalyticsContext, inputs: MeasureInputs, distinct: Counted | null): string {
+  const stored = (d: DimensionSql): string | null => (distinct === null ? d.stored : null)
+  const dimKeys = dims.map((d) => stored(d) ?? d.raw)
+  const innerGroup = distinct === null ? dimKeys : [...dimKeys, distinct.grouped]
+  const inner = [...dimKeys.map((k, i) => `${k} AS d${i}`), ...(distinct === null ? [] : [`${distinct.grouped} AS x`])]
   const outer = spec.measures.map((m, j) => {
     switch (m.type) {
       case 'count': return `COALESCE(sum(s.n), 0) AS m${j}`
-      case 'count_distinct': return `count(s.x) AS m${j}`
+      case 'count_distinct': return `count(${distinct!.counted('s.x')}) AS m${j}`
       case 'sum': return `COALESCE(sum(s.s${j}), 0) AS m${j}`
       case 'average': return `sum(s.s${j}) / NULLIF(sum(s.c${j}), 0) AS m${j}`
       default: return assertNever(m)
@@ -175,10 +205,9 @@ function twoLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: st
     if (m.type === 'sum' || m.type === 'average') inner.push(`${once(`sum(${numberExpr(m.field, ctx.projection)})`, inputs)} AS s${j}`)
     if (m.type === 'average') inner.push(`${once(`count(${numberExpr(m.field, ctx.projection)})`, inputs)} AS c${j}`)
   })
-  const innerGroup = [...dims.map((d) => d.raw), distinct].join(', ')
-  const groups = dims.map((d, i) => `${d.format(`s.d${i}`)} AS g${i}`)
-  const keys = dims.map((_, i) => `s.d${i}`)
-  return `SELECT ${[...groups, ...outer].join(', ')} FROM (SELECT ${inner.join(', ')} ${source} GROUP BY ${innerGroup}) s${grouping(keys)}`
+  const keys = dims.map((d, i) => (stored(d) === null ? `s.d${i}` : `NULLIF(s.d${i}, '')`))
+  const groups = dims.map((d, i) => `${d.format(keys[i]!)} AS g${i}`)
+  return `SELECT ${[...groups, ...outer].join(', ')} FROM (SELECT ${inner.join(', ')} ${source} GROUP BY ${innerGroup.join(', ')}) s${grouping(keys)}`
 }
 
 /**
@@ -199,6 +228,11 @@ function valueExpr(field: AnalyticsField, projection: Projection, alias = 'a'): 
   return `COALESCE(${texts.join(', ')})`
 }
 
+/** A text property's column as stored (`""` included), or null for any other field. */
+function storedText(field: AnalyticsField, projection: Projection): string | null {
+  return field.kind === 'property' && field.kinds.length === 1 && field.kinds[0] === 'text' ? columnRef(projection, 'a', 'text', field.key) : null
+}
+
 function numberExpr(field: AnalyticsField, projection: Projection): string {
   if (field.kind !== 'property') throw new Error('sum and average take a number property')
   return columnRef(projection, 'a', 'number', field.key)
@@ -213,22 +247,22 @@ function dimensionSql(d: Dimension, i: number, ctx: AnalyticsContext, params: Pa
   const { field, interval } = d
   if (field.kind === 'column') {
     const column = valueExpr(field, ctx.projection)
-    if (!field.timestamp || interval === null) return { raw: column, join: null, format: same }
+    if (!field.timestamp || interval === null) return { raw: column, stored: null, join: null, format: same }
     // Buckets in UTC (CONTRACT §1), shown as the bucket's first second; weeks start on Monday.
     const raw = `date_trunc(${literal(interval)}, ${column} AT TIME ZONE 'UTC')`
-    return { raw, join: null, format: (r) => `to_char(${r}, ${TIMESTAMP_FORMAT})` }
+    return { raw, stored: null, join: null, format: (r) => `to_char(${r}, ${TIMESTAMP_FORMAT})` }
   }
   if (field.kinds.length === 1 && field.kinds[0] === 'multi') {
     // One group per option the asset holds; none ([] or missing) → the LEFT JOIN's NULL group.
     const column = valueExpr(field, ctx.projection)
-    return { raw: `j${i}.v`, join: `LEFT JOIN LATERAL (SELECT DISTINCT u.v FROM unnest(${column}) AS u(v)) j${i} ON TRUE`, format: same }
+    return { raw: `j${i}.v`, stored: null, join: `LEFT JOIN LATERAL (SELECT DISTINCT u.v FROM unnest(${column}) AS u(v)) j${i} ON TRUE`, format: same }
   }
   if (field.kinds.length === 1 && field.kinds[0] === 'date') {
     const column = valueExpr(field, ctx.projection)
     const raw = interval === null ? column : `date_trunc(${literal(interval)}, ${column}::timestamp)::date`
-    return { raw, join: null, format: (r) => `to_char(${r}::timestamp, ${DATE_FORMAT})` }
+    return { raw, stored: null, join: null, format: (r) => `to_char(${r}::timestamp, ${DATE_FORMAT})` }
   }
-  return { raw: valueExpr(field, ctx.projection), join: null, format: same }
+  return { raw: valueExpr(field, ctx.projection), stored: storedText(field, ctx.projection), join: null, format: same }
 }
 
 /**
@@ -241,12 +275,12 @@ function relatedSql(d: Dimension & { kind: 'related' }, i: number, ctx: Analytic
   const [own, other] = d.direction === 'outgoing' ? ['source_asset_id', 'target_asset_id'] : ['target_asset_id', 'source_asset_id']
   const ra = `ra${i}`
   const scope = scopeCondition(ctx.auth, ra, 'view', params)
-  const conditions = ['r.org_id = $1']
+  const conditions = [`r.org_id = ${params.add(ctx.orgId)}`]
   if (d.relationshipTypeKey !== null) conditions.push(`r.relationship_type_key = ${params.add(d.relationshipTypeKey)}`)
   const join = `LEFT JOIN (SELECT DISTINCT r.${own} AS asset_id, ${ra}.asset_type_key AS v FROM relationships r`
     + ` JOIN ${ident(ctx.projection.table)} ${ra} ON ${ra}.org_id = r.org_id AND ${ra}.id = r.${other} AND ${scope}`
     + ` WHERE ${conditions.join(' AND ')}) j${i} ON j${i}.asset_id = a.id`
-  return { raw: `j${i}.v`, join, format: same }
+  return { raw: `j${i}.v`, stored: null, join, format: same }
 }
 
 function outputType(d: Dimension): OutputType {

@@ -24,8 +24,10 @@ export function projectionStorage(projection: Projection): PropertyStorage {
     sortKey: (alias: string, key: string, kinds: readonly ValueKind[]) => sortKey(projection, checked(alias), key, kinds),
     assetRow: (inner: string, outer: string, column: string) =>
       `${ident(projection.table)} ${checked(inner)} WHERE ${inner}.org_id = ${checked(outer)}.org_id AND ${inner}.id = ${outer}.${column}`,
-    // The projection holds live assets only (its trigger deletes a row when its asset is archived).
+    // The projection holds live assets only (its trigger deletes a row when its asset is archived),
+    // of one organization: every statement that writes it is filtered by that organization (ddl.ts).
     liveOnly: true,
+    oneOrganization: true,
   })
 }
 

@@ -165,6 +165,11 @@ export interface PropertyStorage {
   assetRow(inner: string, outer: string, column: string): string
   /** True when the storage holds live assets only (the projection); else `archived_at IS NULL` is added. */
   readonly liveOnly: boolean
+  /**
+   * True when the storage's table holds one organization's rows only (the projection): asset
+   * rows then need no `org_id` condition, which a scan would otherwise test on every row.
+   */
+  readonly oneOrganization: boolean
 }
 
 /** Element type of the one array parameter of `in`/`not_in` over columns and jsonb. */
@@ -206,6 +211,7 @@ export const JSONB_STORAGE: PropertyStorage = Object.freeze({
   assetRow: (inner: string, outer: string, column: string) =>
     `assets ${inner} WHERE ${inner}.org_id = ${outer}.org_id AND ${inner}.id = ${outer}.${column}`,
   liveOnly: false,
+  oneOrganization: false,
 })
 
 /**

@@ -23,10 +23,11 @@ export interface WhereSpec {
 }
 
 /**
- * `org_id`, then (assets over `assets`) `archived_at IS NULL`, then the filter, then the scope:
+ * `org_id` (not over a table of one organization's assets, the projection), then (assets over
+ * `assets`) `archived_at IS NULL`, then the filter, then the scope:
  * on an asset row directly, on a relationship through both of its ends, each of which must be a
- * live asset the scope reaches (CONTRACT §9). Parts that match everything are left out; values
- * enter only through `params`, in that order.
+ * live asset the scope reaches (CONTRACT §9). Parts that match everything are left out (`TRUE`
+ * when all do); values enter only through `params`, in that order.
  *
  * @example compileWhere({target: 'assets', alias: 'a', orgId, filter: MATCH_ALL, scope: MATCH_ALL}, params)
  *   // → a.org_id = $1 AND a.archived_at IS NULL
@@ -38,7 +39,8 @@ export function compileWhere(spec: WhereSpec, params: Params): string {
   const { alias, target } = spec
   checkAlias(alias)
   const storage = spec.storage ?? JSONB_STORAGE
-  const parts = [`${alias}.org_id = ${params.add(spec.orgId)}`]
+  // A table of one organization's assets (the projection) holds no other organization's rows.
+  const parts = target === 'assets' && storage.oneOrganization ? [] : [`${alias}.org_id = ${params.add(spec.orgId)}`]
   if (target === 'assets') {
     if (!storage.liveOnly) parts.push(`${alias}.archived_at IS NULL`)
     parts.push(compileFilter(spec.filter, params, alias, storage), compileFilter(spec.scope, params, alias, storage))
@@ -47,7 +49,8 @@ export function compileWhere(spec: WhereSpec, params: Params): string {
     parts.push(liveEnd(spec.scope, alias, 'vs', 'source_asset_id', params))
     parts.push(liveEnd(spec.scope, alias, 'vt', 'target_asset_id', params))
   }
-  return parts.filter((part) => part !== 'TRUE').join(' AND ')
+  const conditions = parts.filter((part) => part !== 'TRUE')
+  return conditions.length === 0 ? 'TRUE' : conditions.join(' AND ')
 }
 
 /**

@@ -193,6 +193,24 @@ for (const store of STORES) {
       ])
     })
 
+    it('adds up sums and averages of "", null and missing alike in the null group', async () => {
+      const measures = [{ type: 'count' }, { type: 'sum', field: 'properties.cost', as: 'sum' }, { type: 'average', field: 'properties.cost', as: 'avg' }]
+      expect((await analytics({ measures, group_by: ['properties.owner'] })).data).toEqual([
+        { group: { 'properties.owner': 'Ann' }, measures: { count: 1, sum: 10, avg: 10 } },
+        { group: { 'properties.owner': 'bob' }, measures: { count: 1, sum: 20, avg: 20 } },
+        { group: { 'properties.owner': null }, measures: { count: 3, sum: 70, avg: 35 } },
+      ])
+    })
+
+    it('counts a value held by "", null and missing rows of the null group once', async () => {
+      const environments = { type: 'count_distinct', field: 'properties.environment', as: 'environments' }
+      expect((await analytics({ measures: [{ type: 'count' }, environments], group_by: ['properties.owner'] })).data).toEqual([
+        { group: { 'properties.owner': 'Ann' }, measures: { count: 1, environments: 1 } },
+        { group: { 'properties.owner': 'bob' }, measures: { count: 1, environments: 1 } },
+        { group: { 'properties.owner': null }, measures: { count: 3, environments: 1 } },
+      ])
+    })
+
     it('puts "" in the null breakdown entry', async () => {
       expect((await analytics({ group_by: ['properties.environment'], breakdown_by: 'properties.owner' })).data).toEqual([
         { group: { 'properties.environment': 'dev' }, measures: { count: 3 }, breakdown: [{ value: null, measures: { count: 3 } }] },

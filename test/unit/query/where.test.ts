@@ -53,12 +53,16 @@ describe('compileWhere over assets', () => {
     expect(where({ target: 'assets', alias: 'a', filter: MATCH_NONE, scope: MATCH_ALL }).text).toBe('a.org_id = $1 AND a.archived_at IS NULL AND FALSE')
   })
 
-  it('leaves liveness to a storage that holds live assets only (the typed projection), whose columns it reads', () => {
+  it('leaves liveness and the organization to a storage of one organization\'s live assets (the typed projection), whose columns it reads', () => {
     const projection = projectionOf(ORG_ID, [{ key: 'cpu_count', kind: 'number', column: columnName('number', 'cpu_count') }])
-    expect(where({ target: 'assets', alias: 'p', filter: resolveFilter(parseFilter({ field: 'properties.cpu_count', operator: 'not_equals', value: 8 }), 'assets', mm), scope: scopeFilter(IT, 'view'), storage: projectionStorage(projection) })).toEqual({
-      text: 'p.org_id = $1 AND (p."n_cpu_count" IS NULL OR p."n_cpu_count" <> $2) AND p."access_domain_key" = $3',
-      values: [ORG_ID, 8, 'it'],
+    const storage = projectionStorage(projection)
+    expect(where({ target: 'assets', alias: 'p', filter: resolveFilter(parseFilter({ field: 'properties.cpu_count', operator: 'not_equals', value: 8 }), 'assets', mm), scope: scopeFilter(IT, 'view'), storage })).toEqual({
+      text: '(p."n_cpu_count" IS NULL OR p."n_cpu_count" <> $1) AND p."access_domain_key" = $2',
+      values: [8, 'it'],
     })
+    expect(where({ target: 'assets', alias: 'p', filter: MATCH_ALL, scope: scopeFilter(ALL, 'view'), storage })).toEqual({ text: 'TRUE', values: [] })
+    // Relationships are not the projection's rows: their organization is always a condition.
+    expect(where({ target: 'relationships', alias: 'r', filter: MATCH_ALL, scope: MATCH_ALL, storage }).text).toMatch(/^r\.org_id = \$1 AND /)
   })
 
   it('refuses an alias that is not a plain identifier', () => {
