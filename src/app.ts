@@ -14,7 +14,7 @@ import { clientErrorHandler, registerHttpLayer } from './core/http-layer.js'
 import { buildSerializer } from './core/serializer.js'
 import { registerStatistics } from './store/statistics.js'
 import { Authenticator } from './core/auth/authenticate.js'
-import type { RequestContext } from './request/context.js'
+import type { AggregateRows, RequestContext } from './request/context.js'
 import { MetamodelCache } from './metamodel/service.js'
 import { metamodelRoutes } from './metamodel/routes.js'
 import { assetRoutes } from './assets/routes.js'
@@ -33,7 +33,7 @@ import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.j
 import { EventRelay } from './events/relay.js'
 import { registerEventSchemas } from './events/schemas.js'
 import { INVALIDATE_CHANNEL } from './core/channels.js'
-import { CountCache, DATA_CHANGED_CHANNEL } from './counts/cache.js'
+import { ResultCache, DATA_CHANGED_CHANNEL } from './counts/cache.js'
 import { relationshipRoutes } from './relationships/routes.js'
 import { bulkRoutes } from './bulk/routes.js'
 import { searchRoutes } from './search/routes.js'
@@ -133,17 +133,23 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)
   const storeFor = registerReadRouting(app, readRouting, db)
   // A replica lags the primary by up to KBIS_READ_AFTER_WRITE_MS (the bound read-after-write
-  // already relies on): its counts are remembered apart, once it has had that long to catch up.
-  const counts = config.countCacheSize > 0 ? new CountCache(config.countCacheSize, Date.now, readRouting === null ? 0 : config.readAfterWriteMs) : null
+  // already relies on): its results are remembered apart, once it has had that long to catch up.
+  const results = config.countCacheSize > 0 ? new ResultCache(config.countCacheSize, Date.now, readRouting === null ? 0 : config.readAfterWriteMs) : null
   app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => {
     const store = await storeFor(request)
+    const source = store === db ? 'primary' : 'replica'
+    // `Cache-Control: no-cache`: counts and aggregates are taken afresh (and remembered).
+    const fresh = /\bno-cache\b/i.test(String(request.headers['cache-control'] ?? ''))
     return {
       db: store,
       auth: request.auth,
       metamodel: await metamodels.get(request.auth.orgId),
       ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
       requestId: request.id,
-      ...(counts ? { counts: counts.memo(request.auth.orgId, store === db ? 'primary' : 'replica') } : {}),
+      ...(results ? {
+        counts: results.memo(request.auth.orgId, { source, fresh }),
+        analytics: results.memo<AggregateRows>(request.auth.orgId, { source, kind: 'analytics', fresh }),
+      } : {}),
     }
   })
   app.decorateRequest('auth', null as never)
@@ -154,22 +160,22 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await db.listen(INVALIDATE_CHANNEL, (orgId) => {
     metamodels.invalidate(orgId || undefined)
     authenticator.invalidate()
-    counts?.changed(orgId || undefined)
+    results?.changed(orgId || undefined)
   }, {
     lost: (err, retryInMs) => app.log.warn({ err }, `LISTEN connection lost; reconnecting in ${retryInMs} ms (caches may be stale until then)`),
     reconnected: () => {
       metamodels.invalidate()
       authenticator.invalidate()
-      counts?.changed()
+      results?.changed()
       app.log.info('LISTEN connection restored; metamodel and key caches reloaded')
     },
   })
   // Other processes' writes: the relay that stamps their events says which organizations changed.
-  if (counts) {
+  if (results) {
     await db.listen(DATA_CHANGED_CHANNEL, (orgIds) => {
-      for (const orgId of orgIds.split(',')) if (orgId !== '') counts.changed(orgId)
+      for (const orgId of orgIds.split(',')) if (orgId !== '') results.changed(orgId)
     })
-    app.addHook('onClose', async () => counts.close())
+    app.addHook('onClose', async () => results.close())
   }
   registerStatistics(app, db)
   registerEvents(app, db, config)

@@ -3,20 +3,23 @@ import { performance } from 'node:perf_hooks'
 export interface Api {
   url: string
   /** Sends `body` as is (a prepared JSON text, so that building it is not timed) and reads the whole answer. */
-  send(method: string, path: string, body?: string): Promise<{ status: number; text: string }>
+  send(method: string, path: string, body?: string, headers?: Record<string, string>): Promise<{ status: number; text: string }>
 }
 
 export function api(url: string, secret: string): Api {
-  const send: Api['send'] = async (method, path, body) => {
+  const send: Api['send'] = async (method, path, body, headers = {}) => {
     const res = await fetch(`${url}${path}`, {
       method,
-      headers: { authorization: `Bearer ${secret}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: { authorization: `Bearer ${secret}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
       ...(body !== undefined ? { body } : {}),
     })
     return { status: res.status, text: await res.text() }
   }
   return { url, send }
 }
+
+/** Asks the service to compute a count or an aggregate afresh instead of answering the one it remembers. */
+export const FRESH = { 'cache-control': 'no-cache' }
 
 /** Throws with the answer's start when a setup request of the bench fails. */
 export function expectStatus(res: { status: number; text?: string; body?: unknown }, status: number, what: string): void {

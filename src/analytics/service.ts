@@ -1,4 +1,4 @@
-import type { RequestContext } from '../request/context.js'
+import type { AggregateRows, RequestContext } from '../request/context.js'
 import { AppError, Errors } from '../core/errors.js'
 import { ensureProjection } from '../projection/sync.js'
 import { compileAnalytics, MAX_BREAKDOWN_ROWS, MAX_GROUPS, type CompiledAnalytics, type OutputType, type Statement } from './compile.js'
@@ -6,7 +6,7 @@ import { parseAnalytics, type AnalyticsSpec } from './spec.js'
 
 export type GroupValue = string | number | boolean | null
 
-type Row = Record<string, unknown>
+type Row = Readonly<Record<string, unknown>>
 
 export interface AnalyticsRow {
   group: Record<string, GroupValue>
@@ -23,8 +23,7 @@ export async function runAnalytics(ctx: RequestContext, body: unknown): Promise<
   const spec = parseAnalytics(body, ctx.metamodel)
   const projection = await ensureProjection(ctx.db, ctx.metamodel)
   const compiled = compileAnalytics(spec, { orgId: ctx.auth.orgId, auth: ctx.auth, projection })
-  const run = async (s: Statement): Promise<Row[]> => (await ctx.db.query<Row>(s.text, s.values)).rows
-  const [groups, breakdown] = await Promise.all([run(compiled.groups), compiled.breakdown === null ? null : run(compiled.breakdown)])
+  const { groups, breakdown } = await aggregate(ctx, compiled)
   if (groups.length > MAX_GROUPS || (breakdown?.length ?? 0) > MAX_BREAKDOWN_ROWS) {
     throw new AppError(Errors.INVALID_REQUEST, [{
       detail: `the answer would have more than ${groups.length > MAX_GROUPS ? `${MAX_GROUPS} groups` : `${MAX_BREAKDOWN_ROWS} breakdown entries`}; narrow the filter or group by fewer fields`,
@@ -34,6 +33,21 @@ export async function runAnalytics(ctx: RequestContext, body: unknown): Promise<
   const data = groups.map((row) => ({ group: groupOf(row, spec, compiled.groupTypes), measures: measuresOf(row, spec) }))
   if (breakdown !== null) attachBreakdown(data, groups, breakdown, spec, compiled)
   return { data, meta: { total_groups: data.length } }
+}
+
+/**
+ * The statements' rows, or the answer remembered for the same statements since the
+ * organization's data last changed (counts/cache.ts; the statements carry the filter and the
+ * key's scope). A dashboard asking again costs no scan.
+ */
+async function aggregate(ctx: RequestContext, compiled: CompiledAnalytics): Promise<AggregateRows> {
+  const key = JSON.stringify([compiled.groups, compiled.breakdown])
+  const remembered = ctx.analytics?.read(key)
+  if (remembered !== undefined) return remembered
+  const run = async (s: Statement): Promise<Row[]> => (await ctx.db.query<Row>(s.text, s.values)).rows
+  const [groups, breakdown] = await Promise.all([run(compiled.groups), compiled.breakdown === null ? null : run(compiled.breakdown)])
+  ctx.analytics?.write(key, { groups, breakdown }, groups.length + (breakdown?.length ?? 0))
+  return { groups, breakdown }
 }
 
 function groupOf(row: Row, spec: AnalyticsSpec, types: readonly OutputType[]): Record<string, GroupValue> {

@@ -40,7 +40,7 @@ export interface Config {
   statementTimeoutMs: number
   /** Requests of one organization served at once by one process; more wait (see core/org-concurrency.ts). 0 = half the pool. */
   orgConcurrency: number
-  /** Filtered counts remembered until the organization's data changes (counts/cache.ts); 0 = none. */
+  /** Rows of results (filtered counts, analytics answers) remembered until the organization's data changes (counts/cache.ts); 0 = none. */
   countCacheSize: number
   /** Minutes a console session lives without a request (KBIS_CONSOLE_IDLE_MINUTES). */
   consoleIdleMinutes: number

@@ -1,35 +1,38 @@
 /**
- * Counts of filtered lists and searches, remembered until the organization's data changes
- * (docs/decisions/0012-count-cache.md).
+ * Counts of filtered lists and searches, and analytics answers, remembered until the
+ * organization's data changes (docs/decisions/0012-count-cache.md).
  *
  * A filtered `total_items` costs a `count(*)` over up to 10,001 matches (CONTRACT §1): tens of
- * milliseconds at 200,000 assets, where the page itself takes one. Clients ask the same question
- * again and again (page 2, 3, … of a search; a dashboard polling a filter), so the count of a
- * statement is kept per organization and *generation*: every committed write to the
- * organization's assets or relationships starts a new generation, and a count is only ever
- * answered for the generation it was taken in.
+ * milliseconds at 200,000 assets, where the page itself takes one; an aggregate reads every
+ * matching asset. Clients ask the same question again and again (page 2, 3, … of a search; a
+ * dashboard polling a filter or a chart), so the result of a statement is kept per organization
+ * and *generation*: every committed write to the organization's assets or relationships starts a
+ * new generation, and a result is only ever answered for the generation it was taken in.
  *
  * - This process's writes: the write paths call {@link noteDataWrite} inside their transaction;
- *   the generation moves once it has committed (`Tx.afterCommit`), so a count taken meanwhile
+ *   the generation moves once it has committed (`Tx.afterCommit`), so a result taken meanwhile
  *   (it saw the old data) is already stale when the new data becomes visible.
  * - Other processes on the same PostgreSQL: the event relay notifies the organizations whose
  *   events it stamped (every asset and relationship write emits events), on `kbis_data_changed`.
- * - A memo remembers a count only if no generation started while it was taken, and counts older
- *   than {@link COUNT_TTL_MS} are taken again whatever happened (a lost notification, a
+ * - A memo remembers a result only if no generation started while it was taken, and results
+ *   older than {@link COUNT_TTL_MS} are taken again whatever happened (a lost notification, a
  *   listening connection down) — the same window of staleness that two separate statements
  *   (page, then count) already have under concurrent writes, bounded.
+ * - Capacity is in rows: a count weighs 1, an analytics answer its number of rows; an answer of
+ *   more rows than a quarter of the capacity is not kept.
  */
 import type { Queryable, Tx } from '../store/db.js'
-import type { CountMemo } from '../store/sql.js'
+import type { ResultMemo } from '../store/sql.js'
 
 /** Notification channel: payload = organization ids (comma-separated) whose data changed. */
 export const DATA_CHANGED_CHANNEL = 'kbis_data_changed'
-/** A remembered count is taken again after this long, whatever the notifications said. */
+/** A remembered result is taken again after this long, whatever the notifications said. */
 export const COUNT_TTL_MS = 10_000
 
 interface Entry {
   generation: number
-  n: number
+  value: unknown
+  weight: number
   at: number
 }
 
@@ -51,19 +54,30 @@ export function noteDataWrite(db: Queryable | Tx, orgId: string): void {
 /** Where a request reads: the primary, or a streaming replica (store/replica.ts). */
 export type CountSource = 'primary' | 'replica'
 
-export class CountCache {
+export interface MemoOptions {
+  /** Where the request reads (default the primary). */
+  source?: CountSource
+  /** What the results are (`count`, `analytics`): each kind has its own statements. */
+  kind?: string
+  /** The client asked for a fresh answer (`Cache-Control: no-cache`): nothing is read, results are still remembered. */
+  fresh?: boolean
+}
+
+export class ResultCache {
   private readonly generations = new Map<string, number>()
   /** When each organization's current generation started (ms); absent: at `since`. */
   private readonly startedAt = new Map<string, number>()
   /** By organization, then statement; Map order is insertion order (oldest first, for eviction). */
   private readonly entries = new Map<string, Map<string, Entry>>()
+  /** The rows held: the sum of the entries' weights. */
   private size = 0
   private since: number
   private readonly unsubscribe: () => void
 
   /**
+   * @param capacity the rows held at most (KBIS_COUNT_CACHE_SIZE).
    * @param replicaLagMs with a read replica, the longest its replay may lag the primary (the
-   *   operator's KBIS_READ_AFTER_WRITE_MS): a count taken on the replica is remembered only if its
+   *   operator's KBIS_READ_AFTER_WRITE_MS): a result taken on the replica is remembered only if its
    *   generation had started that long before, so that the replica held the generation's data.
    */
   constructor(private readonly capacity: number, private readonly now: () => number = Date.now, private readonly replicaLagMs = 0) {
@@ -85,35 +99,41 @@ export class CountCache {
     }
     this.generations.set(orgId, this.generation(orgId) + 1)
     this.startedAt.set(orgId, this.now())
-    this.size -= this.entries.get(orgId)?.size ?? 0
+    for (const entry of this.entries.get(orgId)?.values() ?? []) this.size -= entry.weight
     this.entries.delete(orgId)
   }
 
   /**
-   * A memo for one request (one organization): it reads and remembers counts of the generation
-   * current now. Counts taken on a replica are kept apart from the primary's (a key that has just
+   * A memo for one request (one organization): it reads and remembers results of the generation
+   * current now. Results taken on a replica are kept apart from the primary's (a key that has just
    * written reads from the primary and must never get a replica's older figure), and are
    * remembered only once the replica has had `replicaLagMs` to replay the generation's writes.
    */
-  memo(orgId: string, source: CountSource = 'primary'): CountMemo {
+  memo<T = number>(orgId: string, options: MemoOptions = {}): ResultMemo<T> {
     const generation = this.generation(orgId)
     const began = this.now()
-    const prefix = source === 'replica' ? 'replica:' : ''
+    const source = options.source ?? 'primary'
+    const prefix = `${source === 'replica' ? 'replica:' : ''}${options.kind ?? 'count'}:`
     const settled = source === 'primary' || began - (this.startedAt.get(orgId) ?? this.since) >= this.replicaLagMs
     return {
       read: (statement) => {
+        if (options.fresh) return undefined
         const entry = this.entries.get(orgId)?.get(prefix + statement)
         if (entry === undefined || entry.generation !== this.generation(orgId) || this.now() - entry.at > COUNT_TTL_MS) return undefined
-        return entry.n
+        return entry.value as T
       },
-      write: (statement, n) => {
-        // A write committed while the count ran: the figure may predate it, keep nothing.
-        if (this.capacity <= 0 || generation !== this.generation(orgId) || !settled) return
+      write: (statement, value, weight = 1) => {
+        // A write committed while the result was taken: it may predate it, keep nothing.
+        if (this.capacity <= 0 || (weight > 1 && weight > this.capacity / 4) || generation !== this.generation(orgId) || !settled) return
         let byStatement = this.entries.get(orgId)
         if (byStatement === undefined) this.entries.set(orgId, (byStatement = new Map()))
-        if (byStatement.delete(prefix + statement)) this.size--
-        byStatement.set(prefix + statement, { generation, n, at: this.now() })
-        this.size++
+        const previous = byStatement.get(prefix + statement)
+        if (previous !== undefined) {
+          byStatement.delete(prefix + statement)
+          this.size -= previous.weight
+        }
+        byStatement.set(prefix + statement, { generation, value, weight, at: this.now() })
+        this.size += weight
         this.evict()
       },
     }
@@ -127,14 +147,14 @@ export class CountCache {
     return this.generations.get(orgId) ?? 0
   }
 
-  /** Drops the oldest counts of the organizations first remembered until the cache fits. */
+  /** Drops the oldest results of the organizations first remembered until the cache fits. */
   private evict(): void {
     for (const [org, byStatement] of this.entries) {
       if (this.size <= this.capacity) return
-      for (const statement of byStatement.keys()) {
+      for (const [statement, entry] of byStatement) {
         if (this.size <= this.capacity) break
         byStatement.delete(statement)
-        this.size--
+        this.size -= entry.weight
       }
       if (byStatement.size === 0) this.entries.delete(org)
     }

@@ -1,5 +1,5 @@
 import type { Db } from '../store/db.js'
-import type { CountMemo } from '../store/sql.js'
+import type { CountMemo, ResultMemo } from '../store/sql.js'
 import type { AuthContext } from '../core/auth/context.js'
 import type { LoadedMetamodel } from '../metamodel/service.js'
 
@@ -14,4 +14,12 @@ export interface RequestContext {
   requestId?: string
   /** Counts this request may reuse and remember (counts/cache.ts). */
   counts?: CountMemo
+  /** Analytics answers this request may reuse and remember (counts/cache.ts). */
+  analytics?: ResultMemo<AggregateRows>
+}
+
+/** An aggregate's rows as the store answered them (analytics/service.ts). */
+export interface AggregateRows {
+  readonly groups: readonly Record<string, unknown>[]
+  readonly breakdown: readonly Record<string, unknown>[] | null
 }

@@ -116,11 +116,15 @@ export interface PageQuery {
   params: Params
 }
 
-/** Counts one request may read and remember (kept by counts/cache.ts), by statement and parameters. */
-export interface CountMemo {
-  read(statement: string): number | undefined
-  write(statement: string, n: number): void
+/** Results one request may read and remember (kept by counts/cache.ts), by statement and parameters. */
+export interface ResultMemo<T> {
+  read(statement: string): T | undefined
+  /** `weight`: the rows the result holds (1 for a count). */
+  write(statement: string, value: T, weight?: number): void
 }
+
+/** Counts one request may read and remember. */
+export type CountMemo = ResultMemo<number>
 
 /** How a page is counted (CONTRACT §1), besides the cap that always applies. */
 export interface CountOptions {

@@ -278,6 +278,40 @@ for (const store of STORES) {
       }
     })
 
+    it('remembers an analytics answer until the next write, and computes it afresh on Cache-Control: no-cache', async () => {
+      const body = { group_by: ['properties.environment'], filter: { field: 'name', operator: 'starts_with', value: 'an-' } }
+      expect((await t.request('POST', '/api/v1/bulk/assets', { body: [server('an-1', 'prod'), server('an-2', 'dev')] })).status).toBe(201)
+      await t.settled()
+      let aggregates = 0
+      t.store.db.onQuery = (sql) => void (/assets_typed_\w+" a .*GROUP BY/.test(sql) && aggregates++)
+      const groups = async (headers: Record<string, string> = {}) => {
+        const res = await t.request('POST', '/api/v1/analytics/assets', { body, headers })
+        expect(res.status).toBe(200)
+        return res.body.data.map((row: { group: Record<string, string>; measures: { count: number } }) => [row.group['properties.environment'], row.measures.count])
+      }
+      try {
+        expect(await groups()).toEqual([['dev', 1], ['prod', 1]])
+        expect(await groups()).toEqual([['dev', 1], ['prod', 1]])
+        expect(aggregates).toBe(1)
+        expect(await groups({ 'cache-control': 'no-cache' })).toEqual([['dev', 1], ['prod', 1]])
+        expect(aggregates).toBe(2)
+        expect((await t.request('POST', '/api/v1/assets', { body: server('an-3', 'prod') })).status).toBe(201)
+        expect(await groups()).toEqual([['dev', 1], ['prod', 2]])
+        expect(aggregates).toBe(3)
+        // A dry run writes nothing: the answer stands.
+        expect((await t.request('POST', '/api/v1/assets?dry_run=true', { body: server('an-4', 'dev') })).status).toBe(200)
+        expect(await groups()).toEqual([['dev', 1], ['prod', 2]])
+        expect(aggregates).toBe(3)
+        // Another key's scope is another statement: that key's answer is computed for it.
+        const apps = await t.givenKey({ type: 'Admin', roles: ['it_editor'] })
+        const scoped = await t.request('POST', '/api/v1/analytics/assets', { body, key: apps })
+        expect(scoped.status).toBe(200)
+        expect(aggregates).toBe(4)
+      } finally {
+        t.store.db.onQuery = null
+      }
+    })
+
     it('counts relationships again after a relationship is created or deleted', async () => {
       const apps = await t.request('POST', '/api/v1/bulk/assets', { body: [0, 1, 2].map((i) => ({ asset_type_key: 'application', name: `r-${i}`, properties: { code: `r-${i}` } })) })
       const [x, y, z] = apps.body.data.map((d: { id: string }) => d.id)

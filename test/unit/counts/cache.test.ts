@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { COUNT_TTL_MS, CountCache, noteDataWrite } from '../../../src/counts/cache.js'
+import { COUNT_TTL_MS, ResultCache, noteDataWrite } from '../../../src/counts/cache.js'
 import type { Tx } from '../../../src/store/db.js'
 
 /** A transaction stand-in that only collects its commit hooks (the store is not under test here). */
@@ -18,7 +18,7 @@ describe('the count cache', () => {
   const other = 'org-b'
 
   it('answers a count remembered in the same generation, for the same statement only', () => {
-    const cache = new CountCache(10)
+    const cache = new ResultCache(10)
     cache.memo(org).write('q1', 42)
     expect(cache.memo(org).read('q1')).toBe(42)
     expect(cache.memo(org).read('q2')).toBeUndefined()
@@ -27,7 +27,7 @@ describe('the count cache', () => {
   })
 
   it('forgets an organization once a write to it commits, not before, and not other organizations', () => {
-    const cache = new CountCache(10)
+    const cache = new ResultCache(10)
     cache.memo(org).write('q', 1)
     cache.memo(other).write('q', 2)
     const tx = openTx()
@@ -41,7 +41,7 @@ describe('the count cache', () => {
   })
 
   it('a write outside a transaction (already committed) forgets at once', () => {
-    const cache = new CountCache(10)
+    const cache = new ResultCache(10)
     cache.memo(org).write('q', 1)
     noteDataWrite({ kind: 'pglite', query: async () => ({ rows: [], rowCount: 0 }) }, org)
     expect(cache.memo(org).read('q')).toBeUndefined()
@@ -49,7 +49,7 @@ describe('the count cache', () => {
   })
 
   it('does not remember a count taken while a write committed (it may predate the write)', () => {
-    const cache = new CountCache(10)
+    const cache = new ResultCache(10)
     const memo = cache.memo(org) // the request starts, its count runs …
     const tx = openTx()
     noteDataWrite(tx, org)
@@ -61,7 +61,7 @@ describe('the count cache', () => {
 
   it('takes a count again after the time limit, whatever the notifications said', () => {
     let now = 1_000
-    const cache = new CountCache(10, () => now)
+    const cache = new ResultCache(10, () => now)
     cache.memo(org).write('q', 3)
     now += COUNT_TTL_MS
     expect(cache.memo(org).read('q')).toBe(3)
@@ -71,7 +71,7 @@ describe('the count cache', () => {
   })
 
   it('keeps at most its capacity, dropping the oldest first; changed() without an organization forgets all', () => {
-    const cache = new CountCache(3)
+    const cache = new ResultCache(3)
     for (const [i, q] of ['a', 'b', 'c', 'd'].entries()) cache.memo(org).write(q, i)
     expect(['a', 'b', 'c', 'd'].map((q) => cache.memo(org).read(q))).toEqual([undefined, 1, 2, 3])
     cache.memo(other).write('e', 4)
@@ -82,15 +82,48 @@ describe('the count cache', () => {
     cache.close()
   })
 
+  it('weighs an answer by its rows: evicts by weight, keeps none over a quarter of the capacity', () => {
+    const cache = new ResultCache(40)
+    const answers = cache.memo<string[]>(org, { kind: 'analytics' })
+    answers.write('big', ['x'], 11)
+    expect(cache.memo<string[]>(org, { kind: 'analytics' }).read('big')).toBeUndefined()
+    answers.write('a', ['a'], 10)
+    answers.write('b', ['b'], 10)
+    for (const q of ['c1', 'c2', 'c3', 'c4', 'c5']) cache.memo(org).write(q, 1)
+    expect(cache.memo<string[]>(org, { kind: 'analytics' }).read('a')).toEqual(['a'])
+    // 25 rows held; 20 more make 45: the oldest (answer a, 10 rows) goes, and nothing else.
+    answers.write('d', ['d'], 10)
+    answers.write('f', ['f'], 10)
+    const read = (q: string) => cache.memo<string[]>(org, { kind: 'analytics' }).read(q)
+    expect(['a', 'b', 'd', 'f'].map(read)).toEqual([undefined, ['b'], ['d'], ['f']])
+    expect(cache.memo(org).read('c1')).toBe(1)
+    // Rewriting a statement replaces its weight: b goes from 10 rows to 1 (26 held), room for 10 more.
+    answers.write('b', ['b2'], 1)
+    answers.write('e', ['e'], 10)
+    expect(['b', 'd', 'e', 'f'].map(read)).toEqual([['b2'], ['d'], ['e'], ['f']])
+    expect(cache.memo(org).read('c1')).toBe(1)
+    cache.close()
+  })
+
+  it('keeps each kind of result apart; a fresh memo reads nothing and still remembers', () => {
+    const cache = new ResultCache(10)
+    cache.memo(org).write('q', 7)
+    expect(cache.memo(org, { kind: 'analytics' }).read('q')).toBeUndefined()
+    expect(cache.memo(org, { fresh: true }).read('q')).toBeUndefined()
+    cache.memo(org, { fresh: true }).write('q', 8)
+    expect(cache.memo(org).read('q')).toBe(8)
+    cache.close()
+  })
+
   it('a closed cache no longer hears commits; capacity 0 remembers nothing', () => {
-    const closed = new CountCache(10)
+    const closed = new ResultCache(10)
     closed.memo(org).write('q', 1)
     closed.close()
     const tx = openTx()
     noteDataWrite(tx, org)
     tx.commit()
     expect(closed.memo(org).read('q')).toBe(1)
-    const none = new CountCache(0)
+    const none = new ResultCache(0)
     none.memo(org).write('q', 1)
     expect(none.memo(org).read('q')).toBeUndefined()
     none.close()
@@ -101,58 +134,58 @@ describe('the count cache', () => {
 
     it('keeps the replica\'s counts apart from the primary\'s', () => {
       let now = 10_000
-      const cache = new CountCache(10, () => now, LAG)
+      const cache = new ResultCache(10, () => now, LAG)
       now += LAG
-      cache.memo(org, 'replica').write('q', 5)
-      expect(cache.memo(org, 'replica').read('q')).toBe(5)
+      cache.memo(org, { source: 'replica' }).write('q', 5)
+      expect(cache.memo(org, { source: 'replica' }).read('q')).toBe(5)
       // A key that has just written reads from the primary: never the replica's figure.
-      expect(cache.memo(org, 'primary').read('q')).toBeUndefined()
-      cache.memo(org, 'primary').write('q', 6)
-      expect(cache.memo(org, 'primary').read('q')).toBe(6)
-      expect(cache.memo(org, 'replica').read('q')).toBe(5)
+      expect(cache.memo(org, { source: 'primary' }).read('q')).toBeUndefined()
+      cache.memo(org, { source: 'primary' }).write('q', 6)
+      expect(cache.memo(org, { source: 'primary' }).read('q')).toBe(6)
+      expect(cache.memo(org, { source: 'replica' }).read('q')).toBe(5)
       cache.close()
     })
 
     it('remembers a replica count only once the generation is older than the replica\'s lag', () => {
       let now = 10_000
-      const cache = new CountCache(10, () => now, LAG)
+      const cache = new ResultCache(10, () => now, LAG)
       // Just started: the replica may still miss writes made before this process started.
-      cache.memo(org, 'replica').write('q', 1)
-      expect(cache.memo(org, 'replica').read('q')).toBeUndefined()
+      cache.memo(org, { source: 'replica' }).write('q', 1)
+      expect(cache.memo(org, { source: 'replica' }).read('q')).toBeUndefined()
       now += LAG
-      cache.memo(org, 'replica').write('q', 1)
-      expect(cache.memo(org, 'replica').read('q')).toBe(1)
+      cache.memo(org, { source: 'replica' }).write('q', 1)
+      expect(cache.memo(org, { source: 'replica' }).read('q')).toBe(1)
       const tx = openTx()
       noteDataWrite(tx, org)
       tx.commit()
-      expect(cache.memo(org, 'replica').read('q')).toBeUndefined()
+      expect(cache.memo(org, { source: 'replica' }).read('q')).toBeUndefined()
       // Taken while the replica may not have replayed the write yet: answered, not remembered.
       now += LAG - 1
-      cache.memo(org, 'replica').write('q', 1)
-      expect(cache.memo(org, 'replica').read('q')).toBeUndefined()
+      cache.memo(org, { source: 'replica' }).write('q', 1)
+      expect(cache.memo(org, { source: 'replica' }).read('q')).toBeUndefined()
       // The primary's counts follow the commit at once.
-      cache.memo(org, 'primary').write('q', 2)
-      expect(cache.memo(org, 'primary').read('q')).toBe(2)
+      cache.memo(org, { source: 'primary' }).write('q', 2)
+      expect(cache.memo(org, { source: 'primary' }).read('q')).toBe(2)
       now += 1
-      cache.memo(org, 'replica').write('q', 2)
-      expect(cache.memo(org, 'replica').read('q')).toBe(2)
+      cache.memo(org, { source: 'replica' }).write('q', 2)
+      expect(cache.memo(org, { source: 'replica' }).read('q')).toBe(2)
       // Another organization's generation is its own.
-      cache.memo(other, 'replica').write('q', 9)
-      expect(cache.memo(other, 'replica').read('q')).toBe(9)
+      cache.memo(other, { source: 'replica' }).write('q', 9)
+      expect(cache.memo(other, { source: 'replica' }).read('q')).toBe(9)
       // Anything may have changed (a reconnection): the lag starts again for everyone.
       cache.changed()
-      cache.memo(other, 'replica').write('q', 9)
-      expect(cache.memo(other, 'replica').read('q')).toBeUndefined()
+      cache.memo(other, { source: 'replica' }).write('q', 9)
+      expect(cache.memo(other, { source: 'replica' }).read('q')).toBeUndefined()
       cache.close()
     })
 
     it('judges the lag from when the request began, not when its count ends', () => {
       let now = 10_000
-      const cache = new CountCache(10, () => now, LAG)
-      const memo = cache.memo(org, 'replica')
+      const cache = new ResultCache(10, () => now, LAG)
+      const memo = cache.memo(org, { source: 'replica' })
       now += LAG
       memo.write('q', 3)
-      expect(cache.memo(org, 'replica').read('q')).toBeUndefined()
+      expect(cache.memo(org, { source: 'replica' }).read('q')).toBeUndefined()
       cache.close()
     })
   })
