@@ -3,6 +3,7 @@ import type { RequestContext } from '../request/context.js'
 import { isUuid } from '../core/time.js'
 import { offsetOf, pageMeta, type JsonPage, type Page } from '../core/pagination.js'
 import { findAsset } from '../assets/service.js'
+import { EVENT_TYPES } from '../outbox/cloud-event.js'
 import { selectFeed, selectHistoryPage, selectPurgedThrough } from './sql.js'
 
 export const DEFAULT_FEED_SIZE = 100
@@ -47,13 +48,14 @@ export async function readFeed(ctx: RequestContext, req: FeedRequest): Promise<F
     throw new AppError(Errors.CURSOR_EXPIRED, [{ detail: 'events after this cursor have been purged by retention; start again without after', parameter: 'after' }])
   }
   const from = after ?? purged
-  const types = req.types === undefined ? null : req.types.split(',').map((t) => t.trim()).filter((t) => t !== '')
+  const types = req.types === undefined ? null : eventTypes(req.types)
+  const subject = req.subject === undefined ? null : eventSubject(req.subject)
   const size = req.size ?? DEFAULT_FEED_SIZE
   const rows = await selectFeed(ctx.db, ctx.auth, {
     after: from,
-    types: types && types.length > 0 ? types : null,
-    subject: req.subject ?? null,
-    subjectAssetId: subjectId(req.subject),
+    types,
+    subject,
+    subjectAssetId: subject?.split('/')[1] ?? null,
     limit: size,
   })
   const page = rows.slice(0, size)
@@ -64,9 +66,29 @@ export async function readFeed(ctx: RequestContext, req: FeedRequest): Promise<F
   }
 }
 
-function subjectId(subject: string | undefined): string | null {
-  const id = subject?.split('/')[1]
-  return id !== undefined && isUuid(id) ? id.toLowerCase() : null
+/** `filter[type]`: comma-separated types of CONTRACT §13; a type that does not exist is a typo, not an empty feed. */
+function eventTypes(list: string): string[] | null {
+  const types = list.split(',').map((t) => t.trim()).filter((t) => t !== '')
+  const unknown = types.filter((t) => !(EVENT_TYPES as readonly string[]).includes(t))
+  if (unknown.length > 0) {
+    throw new AppError(Errors.INVALID_FILTER, [{
+      detail: `filter[type]: ${unknown.map((t) => JSON.stringify(t)).join(', ')} ${unknown.length === 1 ? 'is not an event type' : 'are not event types'}; the types are ${EVENT_TYPES.join(', ')}`,
+      parameter: 'filter[type]',
+    }])
+  }
+  return types.length > 0 ? types : null
+}
+
+/** `filter[subject]`: `assets/<id>`, `relationships/<id>` or `api-keys/<id>`, the id a UUID (any case). */
+function eventSubject(subject: string): string {
+  const [kind, id, ...rest] = subject.split('/')
+  if (rest.length > 0 || (kind !== 'assets' && kind !== 'relationships' && kind !== 'api-keys') || id === undefined || !isUuid(id)) {
+    throw new AppError(Errors.INVALID_FILTER, [{
+      detail: 'filter[subject] must be assets/<id>, relationships/<id> or api-keys/<id>, the id a UUID',
+      parameter: 'filter[subject]',
+    }])
+  }
+  return `${kind}/${id.toLowerCase()}`
 }
 
 /**

@@ -193,12 +193,26 @@ for (const store of STORES) {
       expect((await feed(cursor)).events.map((e) => e.type)).toEqual(['asset.created'])
     })
 
+    it('refuses an event type or a subject that cannot exist with 400 invalid_filter', async () => {
+      const typo = await t.request('GET', '/api/v1/events?filter[type]=asset.created,asset.craeted')
+      expect(typo.status).toBe(400)
+      expect(typo.body.errors).toEqual([expect.objectContaining({
+        code: 'invalid_filter', source: { parameter: 'filter[type]' }, detail: expect.stringContaining('"asset.craeted" is not an event type'),
+      })])
+      for (const subject of ['assets/web-01', 'asset/0190b3b0-0000-7000-8000-000000000001', 'assets/0190b3b0-0000-7000-8000-000000000001/x', 'assets']) {
+        const res = await t.request('GET', `/api/v1/events?filter[subject]=${subject}`)
+        expect(res.status, subject).toBe(400)
+        expect(res.body.errors[0]).toMatchObject({ code: 'invalid_filter', source: { parameter: 'filter[subject]' } })
+      }
+    })
+
     it('filters by type and subject; pages follow next_cursor; an empty page keeps the cursor', async () => {
       const a = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'f-1' } })).body.data
       await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'f-2' } })
       await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'f-3' } })
       const bySubject = await feed(null, `&filter[subject]=assets/${a.id}`)
       expect(bySubject.events.map((e) => e.type)).toEqual(['asset.created', 'asset.updated'])
+      expect((await feed(null, `&filter[subject]=assets/${a.id.toUpperCase()}`)).events).toEqual(bySubject.events)
       const byType = await feed(null, '&filter[type]=asset.updated,api_key.deleted')
       expect(new Set(byType.events.map((e) => e.type))).toEqual(new Set(['asset.updated', 'api_key.deleted']))
       const all = (await feed(null)).events
