@@ -253,6 +253,10 @@ for (const store of STORES) {
         expect([await searched(), await searched(), await listed(), await listed()]).toEqual([2, 2, 2, 2])
         // One count per statement (the search's and the list's), not one per request.
         expect(counts).toBe(2)
+        // Cache-Control: no-cache counts afresh.
+        const fresh = await t.request('POST', '/api/v1/search/assets', { body: PROD, headers: { 'cache-control': 'no-cache' } })
+        expect(fresh.body.meta.page.total_items).toBe(2)
+        expect(counts).toBe(3)
         expect((await t.request('POST', '/api/v1/assets', { body: server('c-4', 'prod') })).status).toBe(201)
         expect([await searched(), await listed()]).toEqual([3, 3])
         expect((await t.request('PATCH', `/api/v1/assets/${c}`, { body: { properties: { environment: 'prod' } } })).status).toBe(200)
