@@ -27,6 +27,7 @@ import { readFileSync } from 'node:fs'
 import { requestIdOptions } from './ops/request-id.js'
 import { registerOps } from './ops/http.js'
 import { registerReadRouting } from './ops/read-routing.js'
+import { metrics } from './ops/metrics.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
 import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.js'
@@ -134,7 +135,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const storeFor = registerReadRouting(app, readRouting, db)
   // A replica lags the primary by up to KBIS_READ_AFTER_WRITE_MS (the bound read-after-write
   // already relies on): its results are remembered apart, once it has had that long to catch up.
-  const results = config.countCacheSize > 0 ? new ResultCache(config.countCacheSize, Date.now, readRouting === null ? 0 : config.readAfterWriteMs) : null
+  const results = config.countCacheSize > 0
+    ? new ResultCache(config.countCacheSize, Date.now, readRouting === null ? 0 : config.readAfterWriteMs, (kind, outcome) => metrics.resultCache.inc({ kind, outcome }))
+    : null
   app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => {
     const store = await storeFor(request)
     const source = store === db ? 'primary' : 'replica'

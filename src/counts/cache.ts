@@ -80,7 +80,13 @@ export class ResultCache {
    *   operator's KBIS_READ_AFTER_WRITE_MS): a result taken on the replica is remembered only if its
    *   generation had started that long before, so that the replica held the generation's data.
    */
-  constructor(private readonly capacity: number, private readonly now: () => number = Date.now, private readonly replicaLagMs = 0) {
+  constructor(
+    private readonly capacity: number,
+    private readonly now: () => number = Date.now,
+    private readonly replicaLagMs = 0,
+    /** Told of each read: the kind of result and whether it was remembered (the metrics). */
+    private readonly observe: (kind: string, outcome: 'hit' | 'miss' | 'fresh') => void = () => {},
+  ) {
     this.since = now()
     const listener = (orgId: string): void => this.changed(orgId)
     commitListeners.add(listener)
@@ -113,14 +119,16 @@ export class ResultCache {
     const generation = this.generation(orgId)
     const began = this.now()
     const source = options.source ?? 'primary'
-    const prefix = `${source === 'replica' ? 'replica:' : ''}${options.kind ?? 'count'}:`
+    const kind = options.kind ?? 'count'
+    const prefix = `${source === 'replica' ? 'replica:' : ''}${kind}:`
     const settled = source === 'primary' || began - (this.startedAt.get(orgId) ?? this.since) >= this.replicaLagMs
     return {
       read: (statement) => {
-        if (options.fresh) return undefined
+        if (options.fresh) return void this.observe(kind, 'fresh')
         const entry = this.entries.get(orgId)?.get(prefix + statement)
-        if (entry === undefined || entry.generation !== this.generation(orgId) || this.now() - entry.at > COUNT_TTL_MS) return undefined
-        return entry.value as T
+        const hit = entry !== undefined && entry.generation === this.generation(orgId) && this.now() - entry.at <= COUNT_TTL_MS
+        this.observe(kind, hit ? 'hit' : 'miss')
+        return hit ? entry.value as T : undefined
       },
       write: (statement, value, weight = 1) => {
         // A write committed while the result was taken: it may predate it, keep nothing.

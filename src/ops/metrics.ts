@@ -62,6 +62,11 @@ function create() {
       labelNames: ['outcome'] as const,
     }),
     rateLimited: new Counter({ name: 'kbis_rate_limited_total', help: 'Requests refused with 429 rate_limit_exceeded' }),
+    resultCache: new Counter({
+      name: 'kbis_result_cache_reads_total',
+      help: 'Remembered results asked for (filtered counts, analytics answers), by kind and outcome: hit, miss, or fresh (Cache-Control: no-cache)',
+      labelNames: ['kind', 'outcome'] as const,
+    }),
     /** Adds a pool whose connections the gauge reports; returns the function that removes it. */
     watchPool(source: () => { total: number; idle: number; waiting: number }): () => void {
       poolSources.add(source)

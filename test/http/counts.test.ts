@@ -4,6 +4,7 @@ import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { ACME } from '../helpers/fixtures.js'
 import { bulkCreateAssets, bulkCreateRelationships } from '../helpers/seed.js'
+import { metrics } from '../../src/ops/metrics.js'
 
 /**
  * CONTRACT §1, the `total_items` rule: exact up to 10,000 matches, capped beyond
@@ -293,12 +294,18 @@ for (const store of STORES) {
         expect(res.status).toBe(200)
         return res.body.data.map((row: { group: Record<string, string>; measures: { count: number } }) => [row.group['properties.environment'], row.measures.count])
       }
+      // kbis_result_cache_reads_total{kind="analytics"} by outcome.
+      const reads = async () => Object.fromEntries(((await metrics.resultCache.get()).values)
+        .filter((v) => v.labels.kind === 'analytics').map((v) => [String(v.labels.outcome), v.value]))
+      const before = await reads()
       try {
         expect(await groups()).toEqual([['dev', 1], ['prod', 1]])
         expect(await groups()).toEqual([['dev', 1], ['prod', 1]])
         expect(aggregates).toBe(1)
         expect(await groups({ 'cache-control': 'no-cache' })).toEqual([['dev', 1], ['prod', 1]])
         expect(aggregates).toBe(2)
+        const after = await reads()
+        expect(['miss', 'hit', 'fresh'].map((o) => (after[o] ?? 0) - (before[o] ?? 0))).toEqual([1, 1, 1])
         expect((await t.request('POST', '/api/v1/assets', { body: server('an-3', 'prod') })).status).toBe(201)
         expect(await groups()).toEqual([['dev', 1], ['prod', 2]])
         expect(aggregates).toBe(3)

@@ -104,6 +104,7 @@ for (const kind of STORES) {
       expect(text).toMatch(/^http_request_duration_seconds_count\{method="GET",route="\/api\/v1\/assets",status_code="429"\} [3-9]/m)
       expect(text).toMatch(/^kbis_events_pending 0$/m)
       expect(text).toMatch(/^kbis_db_pool_connections\{state="total"\} \d+$/m)
+      expect(text).toContain('# TYPE kbis_result_cache_reads_total counter')
       // Concrete paths never become labels.
       expect(text).not.toContain('0190f3a0-0000-7000-8000-000000000000')
     })

@@ -105,13 +105,15 @@ describe('the count cache', () => {
     cache.close()
   })
 
-  it('keeps each kind of result apart; a fresh memo reads nothing and still remembers', () => {
-    const cache = new ResultCache(10)
+  it('keeps each kind of result apart; a fresh memo reads nothing and still remembers; every read is told', () => {
+    const reads: string[] = []
+    const cache = new ResultCache(10, Date.now, 0, (kind, outcome) => reads.push(`${kind} ${outcome}`))
     cache.memo(org).write('q', 7)
     expect(cache.memo(org, { kind: 'analytics' }).read('q')).toBeUndefined()
     expect(cache.memo(org, { fresh: true }).read('q')).toBeUndefined()
     cache.memo(org, { fresh: true }).write('q', 8)
     expect(cache.memo(org).read('q')).toBe(8)
+    expect(reads).toEqual(['analytics miss', 'count fresh', 'count hit'])
     cache.close()
   })
 
