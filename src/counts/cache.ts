@@ -124,7 +124,10 @@ export class ResultCache {
     const settled = source === 'primary' || began - (this.startedAt.get(orgId) ?? this.since) >= this.replicaLagMs
     return {
       read: (statement) => {
-        if (options.fresh) return void this.observe(kind, 'fresh')
+        if (options.fresh) {
+          this.observe(kind, 'fresh')
+          return undefined
+        }
         const entry = this.entries.get(orgId)?.get(prefix + statement)
         const hit = entry !== undefined && entry.generation === this.generation(orgId) && this.now() - entry.at <= COUNT_TTL_MS
         this.observe(kind, hit ? 'hit' : 'miss')
