@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { analyticsBody, analyticsResponse } from './schemas.js'
-import { commonErrorResponses } from '../core/schemas.js'
+import { commonErrorResponses, REMEMBERED_RESULTS } from '../core/schemas.js'
 import { runAnalytics } from './service.js'
 
 /**
@@ -11,7 +11,7 @@ export async function analyticsRoutes(app: FastifyInstance): Promise<void> {
   app.post('/analytics/assets', {
     attachValidation: true,
     schema: {
-      tags: ['analytics'], summary: 'Aggregate assets: count, count_distinct, sum, average, grouped and broken down',
+      tags: ['analytics'], summary: 'Aggregate assets: count, count_distinct, sum, average, grouped and broken down', description: REMEMBERED_RESULTS,
       body: analyticsBody, response: { 200: analyticsResponse, ...commonErrorResponses },
     },
   }, async (request) => runAnalytics(await app.requestContext(request), request.body))

@@ -7,6 +7,7 @@ import { dryRun, dryRunEnvelope, sendDryRun, upsertQuery, writeQuery } from '../
 import { listAssets } from './list.js'
 import type { AssetInput, AssetPatch } from './prepare.js'
 import { jsonDataBody, locationOf, pageLinks } from '../core/pagination.js'
+import { REMEMBERED_RESULTS } from '../core/schemas.js'
 import { includeRelationships } from '../relationships/include.js'
 
 const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
@@ -36,7 +37,7 @@ export async function assetRoutes(app: FastifyInstance): Promise<void> {
 
   app.get('/assets', {
     schema: {
-      tags, summary: 'List assets (equality filters, sort, pages, include)', querystring: assetListQuery,
+      tags, summary: 'List assets (equality filters, sort, pages, include)', description: REMEMBERED_RESULTS, querystring: assetListQuery,
       response: { 200: assetResponses.list, ...assetResponses.errors },
     },
   }, async (request, reply) => {

@@ -83,3 +83,7 @@ export const MAX_INDEXED_TEXT = 500
 export const ASSET_NAME_SCHEMA = { type: 'string', minLength: 1, maxLength: MAX_INDEXED_TEXT } as const
 
 export const KEY_SCHEMA = { type: 'string', pattern: '^[a-z][a-z0-9_]{0,62}$' } as const
+
+/** Route description of a read whose count or answer the server remembers (counts/cache.ts). */
+export const REMEMBERED_RESULTS = 'The server remembers `total_items` of a filtered list or search, and an analytics answer, until the '
+  + 'organization\'s assets or relationships change (at most 10 s); send `Cache-Control: no-cache` to compute them afresh.'

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { requirePermission } from '../core/auth/permissions.js'
 import { jsonDataBody, locationOf, pageLinks } from '../core/pagination.js'
+import { REMEMBERED_RESULTS } from '../core/schemas.js'
 import { relationshipCreateBody, relationshipGetQuery, relationshipIdParams, relationshipListQuery, relationshipResponses } from './schemas.js'
 import { createRelationship, deleteRelationship, getRelationship } from './service.js'
 import { listRelationships } from './list.js'
@@ -34,7 +35,7 @@ export async function relationshipRoutes(app: FastifyInstance): Promise<void> {
 
   app.get('/relationships', {
     schema: {
-      tags, summary: 'List relationships (equality filters, sort, pages, include)', querystring: relationshipListQuery,
+      tags, summary: 'List relationships (equality filters, sort, pages, include)', description: REMEMBERED_RESULTS, querystring: relationshipListQuery,
       response: { 200: relationshipResponses.list, ...relationshipResponses.errors },
     },
   }, async (request, reply) => {

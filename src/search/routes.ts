@@ -3,6 +3,7 @@ import { SEARCH_BODY_CODES, searchAssetsBody, searchRelationshipsBody, searchRes
 import { searchAssets } from './assets.js'
 import { searchRelationships } from './relationships.js'
 import { jsonDataBody } from '../core/pagination.js'
+import { REMEMBERED_RESULTS } from '../core/schemas.js'
 
 /**
  * POST /search/assets, POST /search/relationships (CONTRACT §4). Any key may search (Viewer and up); its roles scope the rows.
@@ -20,7 +21,7 @@ export async function searchRoutes(app: FastifyInstance): Promise<void> {
     config,
     preValidation,
     schema: {
-      tags, summary: 'Search assets: nested filters, sort, pages, include', body: searchAssetsBody,
+      tags, summary: 'Search assets: nested filters, sort, pages, include', description: REMEMBERED_RESULTS, body: searchAssetsBody,
       response: { 200: searchResponses.assets, ...searchResponses.errors },
     },
   }, async (request, reply) => {
@@ -32,7 +33,7 @@ export async function searchRoutes(app: FastifyInstance): Promise<void> {
     config,
     preValidation,
     schema: {
-      tags, summary: 'Search relationships, on their columns and on either end', body: searchRelationshipsBody,
+      tags, summary: 'Search relationships, on their columns and on either end', description: REMEMBERED_RESULTS, body: searchRelationshipsBody,
       response: { 200: searchResponses.relationships, ...searchResponses.errors },
     },
   }, async (request, reply) => {
