@@ -33,6 +33,7 @@ import { registerIdempotency } from './idempotency/hooks.js'
 import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.js'
 import { EventRelay } from './events/relay.js'
 import { registerEventSchemas } from './events/schemas.js'
+import { selectDataVersion } from './events/sql.js'
 import { INVALIDATE_CHANNEL } from './core/channels.js'
 import { ResultCache, DATA_CHANGED_CHANNEL } from './counts/cache.js'
 import { relationshipRoutes } from './relationships/routes.js'
@@ -138,6 +139,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const results = config.countCacheSize > 0
     ? new ResultCache(config.countCacheSize, Date.now, readRouting === null ? 0 : config.readAfterWriteMs, (kind, outcome) => metrics.resultCache.inc({ kind, outcome }))
     : null
+  // On PostgreSQL other processes write too: a remembered result is answered only for the data
+  // version it was taken at (asked of the request's store once, when a result is first wanted).
+  // PGlite belongs to this process, whose commits the cache hears of itself.
+  const versionOf = (store: Db, orgId: string) => (store.kind === 'postgres' ? { version: () => selectDataVersion(store, orgId) } : {})
   app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => {
     const store = await storeFor(request)
     const source = store === db ? 'primary' : 'replica'
@@ -150,8 +155,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
       requestId: request.id,
       ...(results ? {
-        counts: results.memo(request.auth.orgId, { source, fresh }),
-        analytics: results.memo<AggregateRows>(request.auth.orgId, { source, kind: 'analytics', fresh }),
+        counts: results.memo(request.auth.orgId, { source, fresh, ...versionOf(store, request.auth.orgId) }),
+        analytics: results.memo<AggregateRows>(request.auth.orgId, { source, kind: 'analytics', fresh, ...versionOf(store, request.auth.orgId) }),
       } : {}),
     }
   })

@@ -42,7 +42,7 @@ export async function runAnalytics(ctx: RequestContext, body: unknown): Promise<
  */
 async function aggregate(ctx: RequestContext, compiled: CompiledAnalytics): Promise<AggregateRows> {
   const key = JSON.stringify([compiled.groups, compiled.breakdown])
-  const remembered = ctx.analytics?.read(key)
+  const remembered = await ctx.analytics?.read(key)
   if (remembered !== undefined) return remembered
   const run = async (s: Statement): Promise<Row[]> => (await ctx.db.query<Row>(s.text, s.values)).rows
   const [groups, breakdown] = await Promise.all([run(compiled.groups), compiled.breakdown === null ? null : run(compiled.breakdown)])

@@ -31,6 +31,8 @@ export const COUNT_TTL_MS = 10_000
 
 interface Entry {
   generation: number
+  /** The store's data version the result was taken at (MemoOptions.version); undefined without one. */
+  version: string | undefined
   value: unknown
   weight: number
   at: number
@@ -61,6 +63,13 @@ export interface MemoOptions {
   kind?: string
   /** The client asked for a fresh answer (`Cache-Control: no-cache`): nothing is read, results are still remembered. */
   fresh?: boolean
+  /**
+   * The organization's data version on the request's store (PostgreSQL: events/sql.ts
+   * selectDataVersion), asked once, before the first read: a result is answered only for the
+   * version it was taken at, so a write committed by another process is never missed, notified
+   * or not; null (writes still being stamped) reads and remembers nothing.
+   */
+  version?: () => Promise<string | null>
 }
 
 export class ResultCache {
@@ -122,20 +131,27 @@ export class ResultCache {
     const kind = options.kind ?? 'count'
     const prefix = `${source === 'replica' ? 'replica:' : ''}${kind}:`
     const settled = source === 'primary' || began - (this.startedAt.get(orgId) ?? this.since) >= this.replicaLagMs
+    let asked: Promise<string | null> | undefined
+    /** The version read before the result was taken (undefined: no version source). */
+    let version: string | null | undefined
     return {
-      read: (statement) => {
+      read: async (statement) => {
+        if (options.version) version = await (asked ??= options.version())
         if (options.fresh) {
           this.observe(kind, 'fresh')
           return undefined
         }
         const entry = this.entries.get(orgId)?.get(prefix + statement)
-        const hit = entry !== undefined && entry.generation === this.generation(orgId) && this.now() - entry.at <= COUNT_TTL_MS
+        const hit = entry !== undefined && version !== null && entry.version === version
+          && entry.generation === this.generation(orgId) && this.now() - entry.at <= COUNT_TTL_MS
         this.observe(kind, hit ? 'hit' : 'miss')
         return hit ? entry.value as T : undefined
       },
       write: (statement, value, weight = 1) => {
         // A write committed while the result was taken: it may predate it, keep nothing.
         if (this.capacity <= 0 || (weight > 1 && weight > this.capacity / 4) || generation !== this.generation(orgId) || !settled) return
+        // Writes being stamped when it was read, or never read: no version to keep it for.
+        if (version === null || (options.version && version === undefined)) return
         let byStatement = this.entries.get(orgId)
         if (byStatement === undefined) this.entries.set(orgId, (byStatement = new Map()))
         const previous = byStatement.get(prefix + statement)
@@ -143,7 +159,7 @@ export class ResultCache {
           byStatement.delete(prefix + statement)
           this.size -= previous.weight
         }
-        byStatement.set(prefix + statement, { generation, value, weight, at: this.now() })
+        byStatement.set(prefix + statement, { generation, version: version ?? undefined, value, weight, at: this.now() })
         this.size += weight
         this.evict()
       },

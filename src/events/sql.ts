@@ -54,6 +54,23 @@ export async function selectFeed(db: Queryable, auth: AuthContext, q: FeedQuery)
 }
 
 /** The highest position retention purged in this organization (0: none). */
+/**
+ * The organization's data version on this store: the last position stamped, or null while events
+ * of committed writes still wait for theirs. Every write of assets or relationships writes its
+ * events in its own transaction, and positions are given in commit order after it, so two reads
+ * answering the same version saw the same committed data, whichever process wrote it. On
+ * PostgreSQL (counts/cache.ts: remembered results are answered for the version they were taken at).
+ */
+export async function selectDataVersion(db: Queryable, orgId: string): Promise<string | null> {
+  const result = await db.query<{ v: string | null; pending: boolean }>(
+    `SELECT (SELECT max(sequence) FROM events WHERE org_id = $1 AND sequence IS NOT NULL)::text AS v,
+            EXISTS (SELECT 1 FROM events WHERE org_id = $1 AND sequence IS NULL) AS pending`,
+    [orgId],
+  )
+  const row = result.rows[0]!
+  return row.pending ? null : (row.v ?? '0')
+}
+
 export async function selectPurgedThrough(db: Queryable, orgId: string): Promise<number> {
   const result = await db.query<{ purged_through: number }>('SELECT purged_through FROM event_retention WHERE org_id = $1', [orgId])
   return Number(result.rows[0]?.purged_through ?? 0)

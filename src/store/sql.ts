@@ -118,7 +118,7 @@ export interface PageQuery {
 
 /** Results one request may read and remember (kept by counts/cache.ts), by statement and parameters. */
 export interface ResultMemo<T> {
-  read(statement: string): T | undefined
+  read(statement: string): Promise<T | undefined>
   /** `weight`: the rows the result holds (1 for a count). */
   write(statement: string, value: T, weight?: number): void
 }
@@ -202,7 +202,7 @@ export async function selectPage<R>(
   const countSql = `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${from} WHERE ${q.where}${cap}) c`
   // Remembered by what is counted: the live counters' answer for these conditions, or the statement.
   const statement = count.memo === undefined ? '' : `${count.live !== undefined ? `live counters: ${q.where}` : countSql}\n${JSON.stringify(q.params.values)}`
-  let n = count.memo?.read(statement)
+  let n = await count.memo?.read(statement)
   if (n === undefined) {
     n = count.live !== undefined ? await count.live(db) : (await db.query<{ n: number }>(countSql, q.params.values)).rows[0]?.n ?? 0
     count.memo?.write(statement, n)
