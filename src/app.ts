@@ -33,7 +33,7 @@ import { registerIdempotency } from './idempotency/hooks.js'
 import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.js'
 import { EventRelay } from './events/relay.js'
 import { registerEventSchemas } from './events/schemas.js'
-import { selectDataVersion } from './events/sql.js'
+import { dataVersionSql, selectDataVersion } from './events/sql.js'
 import { INVALIDATE_CHANNEL } from './core/channels.js'
 import { ResultCache, DATA_CHANGED_CHANNEL } from './counts/cache.js'
 import { relationshipRoutes } from './relationships/routes.js'
@@ -140,9 +140,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     ? new ResultCache(config.countCacheSize, Date.now, readRouting === null ? 0 : config.readAfterWriteMs, (kind, outcome) => metrics.resultCache.inc({ kind, outcome }))
     : null
   // On PostgreSQL other processes write too: a remembered result is answered only for the data
-  // version it was taken at (asked of the request's store once, when a result is first wanted).
-  // PGlite belongs to this process, whose commits the cache hears of itself.
-  const versionOf = (store: Db, orgId: string) => (store.kind === 'postgres' ? { version: () => selectDataVersion(store, orgId) } : {})
+  // version it was taken at (read with the request's page, or asked of its store once, when a
+  // result is first wanted). PGlite belongs to this process, whose commits the cache hears of itself.
+  const versionOf = (store: Db, orgId: string) => (store.kind === 'postgres' ? { version: { ask: () => selectDataVersion(store, orgId), sql: dataVersionSql } } : {})
   app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => {
     const store = await storeFor(request)
     const source = store === db ? 'primary' : 'replica'

@@ -65,11 +65,19 @@ export interface MemoOptions {
   fresh?: boolean
   /**
    * The organization's data version on the request's store (PostgreSQL: events/sql.ts
-   * selectDataVersion), asked once, before the first read: a result is answered only for the
-   * version it was taken at, so a write committed by another process is never missed, notified
-   * or not; null (writes still being stamped) reads and remembers nothing.
+   * selectDataVersion): a result is answered only for the version it was taken at, so a write
+   * committed by another process is never missed, notified or not; null (writes still being
+   * stamped) reads and remembers nothing.
    */
-  version?: () => Promise<string | null>
+  version?: DataVersion
+}
+
+/** How a memo learns the store's data version (MemoOptions.version). */
+export interface DataVersion {
+  /** Asks the store, once, before the first read, unless a statement of the request read it already. */
+  ask(): Promise<string | null>
+  /** The same as a scalar subquery, the organization bound to `org` (ResultMemo.version). */
+  sql(org: string): string
 }
 
 export class ResultCache {
@@ -134,9 +142,11 @@ export class ResultCache {
     let asked: Promise<string | null> | undefined
     /** The version read before the result was taken (undefined: no version source). */
     let version: string | null | undefined
+    const versionSource = options.version
     return {
+      ...(versionSource ? { version: { orgId, sql: versionSource.sql, heard: (v: string | null) => void (asked ??= Promise.resolve(v)) } } : {}),
       read: async (statement) => {
-        if (options.version) version = await (asked ??= options.version())
+        if (versionSource) version = await (asked ??= versionSource.ask())
         if (options.fresh) {
           this.observe(kind, 'fresh')
           return undefined

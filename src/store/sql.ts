@@ -121,6 +121,14 @@ export interface ResultMemo<T> {
   read(statement: string): Promise<T | undefined>
   /** `weight`: the rows the result holds (1 for a count). */
   write(statement: string, value: T, weight?: number): void
+  /**
+   * When results are answered by the store's data version (PostgreSQL): the version as a scalar
+   * subquery (`sql`, the organization `orgId` bound to the placeholder given), which a statement
+   * the request runs anyway may select and hand over (`heard`) before the first read, instead of
+   * the memo asking with a statement of its own. Read in the same statement as a page, or before
+   * its count: a result is never older than the version it is remembered for.
+   */
+  readonly version?: { readonly orgId: string; sql(org: string): string; heard(version: string | null): void }
 }
 
 /** Counts one request may read and remember. */
@@ -182,14 +190,18 @@ export async function selectPage<R>(
   // Near the start the rows skipped are few: reading them whole costs less than a second pass
   // over the page's keys (decision 0011: page 1 paid 100 primary-key probes more than the limit).
   const deferred = source.key !== undefined && q.offset >= DEFERRED_JOIN_FROM_OFFSET
+  // The data version the count's memo needs, read with the page: one round trip less (ResultMemo.version).
+  const version = count.memo?.version
+  const select = version === undefined ? source.select : `${source.select}, (${version.sql(pageParams.add(version.orgId))}) AS kbis_version`
   const text = !deferred
-    ? `SELECT ${source.select} FROM ${source.from} WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}`
-    : `SELECT ${source.select} FROM ${source.from}
+    ? `SELECT ${select} FROM ${source.from} WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}`
+    : `SELECT ${select} FROM ${source.from}
        JOIN (SELECT ${source.key}.org_id AS k_org, ${source.key}.id AS k_id FROM ${source.countFrom ?? source.from}
              WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}) k
          ON ${source.key}.org_id = k.k_org AND ${source.key}.id = k.k_id
        ORDER BY ${q.orderBy}`
   const read = (await db.query<R>(text, pageParams.values, { jsonRows: source.jsonRows, docRows: source.docRows })).rows
+  if (version !== undefined && read.length > 0) version.heard((read[0] as { kbis_version?: string | null }).kbis_version ?? null)
   const more = read.length > q.limit
   const rows = more ? read.slice(0, q.limit) : read
   const page = { number: 1, size: q.limit, ...(count.exact === true ? { count: 'exact' as const } : {}) }

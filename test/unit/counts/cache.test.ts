@@ -121,7 +121,7 @@ describe('the count cache', () => {
     const cache = new ResultCache(10)
     let current: string | null = '7'
     let asked = 0
-    const memo = () => cache.memo(org, { version: async () => { asked++; return current } })
+    const memo = () => cache.memo(org, { version: { ask: async () => { asked++; return current }, sql: (o) => `version of ${o}` } })
     const first = memo()
     expect(await first.read('q')).toBeUndefined()
     first.write('q', 1)
@@ -140,6 +140,40 @@ describe('the count cache', () => {
     await after.read('q')
     after.write('q', 3)
     expect(await memo().read('q')).toBe(3)
+    cache.close()
+  })
+
+  it('takes the data version a statement of the request read along with its page, and asks for it only without one', async () => {
+    const cache = new ResultCache(10)
+    let asked = 0
+    const memo = () => cache.memo(org, { version: { ask: async () => { asked++; return '7' }, sql: (o) => `SELECT v FROM versions WHERE org = ${o}` } })
+    const first = memo()
+    expect(first.version?.orgId).toBe(org)
+    expect(first.version?.sql('$4')).toBe('SELECT v FROM versions WHERE org = $4')
+    first.version?.heard('7')
+    expect(await first.read('q')).toBeUndefined()
+    first.write('q', 1)
+    expect(asked).toBe(0)
+    // The version heard decides: the same one answers, another does not, null (being stamped) neither.
+    const same = memo()
+    same.version?.heard('7')
+    expect(await same.read('q')).toBe(1)
+    const newer = memo()
+    newer.version?.heard('8')
+    expect(await newer.read('q')).toBeUndefined()
+    const stamping = memo()
+    stamping.version?.heard(null)
+    expect(await stamping.read('q')).toBeUndefined()
+    stamping.write('q', 2)
+    expect(asked).toBe(0)
+    // Heard after the first read: the version asked before it stays (the result is taken after it).
+    const late = memo()
+    expect(await late.read('q')).toBe(1)
+    late.version?.heard('8')
+    expect(await late.read('q')).toBe(1)
+    expect(asked).toBe(1)
+    // Without a version source the memo offers none.
+    expect(cache.memo(org).version).toBeUndefined()
     cache.close()
   })
 
