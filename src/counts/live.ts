@@ -1,7 +1,6 @@
 import type { AuthContext } from '../core/auth/context.js'
 import type { FilterNode } from '../query/ast.js'
-import type { Queryable } from '../store/db.js'
-import type { CountMemo, CountOptions } from '../store/sql.js'
+import type { CountMemo, CountOptions, Params } from '../store/sql.js'
 
 /**
  * When an asset list may be counted from the live counters of migration 0008 (CONTRACT §1):
@@ -43,13 +42,13 @@ export function scopeSeesAll(auth: AuthContext, types: readonly string[]): boole
 export function assetCountOptions(auth: AuthContext, filter: FilterNode | null, exact: boolean, memo?: CountMemo): CountOptions {
   const types = typesOnly(filter)
   if (types === null || !scopeSeesAll(auth, types)) return { exact, memo }
-  return { exact, memo, live: (db) => liveAssetCount(db, auth.orgId, types) }
+  return { exact, memo, live: (params) => liveAssetCountSql(params, auth.orgId, types) }
 }
 
-/** Live assets of the organization (of these types when given), from the counters: one index read. */
-export async function liveAssetCount(db: Queryable, orgId: string, types: readonly string[]): Promise<number> {
-  const result = types.length === 0
-    ? await db.query<{ n: number }>('SELECT coalesce(sum(live), 0)::int AS n FROM asset_counts WHERE org_id = $1', [orgId])
-    : await db.query<{ n: number }>('SELECT coalesce(sum(live), 0)::int AS n FROM asset_counts WHERE org_id = $1 AND asset_type_key = ANY($2::text[])', [orgId, types])
-  return result.rows[0]?.n ?? 0
+/** Live assets of the organization (of these types when given), from the counters: one index read, as a scalar subquery. */
+export function liveAssetCountSql(params: Params, orgId: string, types: readonly string[]): string {
+  const org = params.add(orgId)
+  return types.length === 0
+    ? `SELECT coalesce(sum(live), 0)::int FROM asset_counts WHERE org_id = ${org}`
+    : `SELECT coalesce(sum(live), 0)::int FROM asset_counts WHERE org_id = ${org} AND asset_type_key = ANY(${params.add(types)}::text[])`
 }

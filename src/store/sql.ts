@@ -140,9 +140,10 @@ export interface CountOptions {
   exact?: boolean
   /**
    * An O(1) count of every row `where` matches (the live asset counters), given by a caller that
-   * knows its conditions are org, liveness and asset type only.
+   * knows its conditions are org, liveness and asset type only: a scalar subquery whose values
+   * it adds to `params`.
    */
-  live?: (db: Queryable) => Promise<number>
+  live?: (params: Params) => string
   /** Counts of this organization's current data generation (counts/cache.ts): a count taken before is not taken again. */
   memo?: CountMemo | undefined
 }
@@ -171,7 +172,10 @@ export const DEFERRED_JOIN_FROM_OFFSET = 1_000
  *
  * The count, only when the page cannot tell it (a full page, or a page past the end): the
  * live counters when the caller gives them, else `count(*)` over at most COUNT_CAP + 1 matches,
- * or over all of them when the exact figure was asked for.
+ * or over all of them when the exact figure was asked for. A count the request's memo remembers
+ * is not taken again. On PostgreSQL, what the count needs is selected with the page's rows (one
+ * round trip, the same snapshot): the live counters themselves, exact every time and cheaper than
+ * a remembered figure's check, or the data version a remembered count is answered for.
  *
  * @example selectPage(db, {select: 'a.id, a.name', from: 'assets a', key: 'a'}, {where: 'a.org_id = $1', orderBy: 'a.id', limit: 50, offset: 0, params})
  *   // SELECT a.id, a.name FROM assets a JOIN (SELECT a.org_id AS k_org, a.id AS k_id FROM assets a
@@ -190,9 +194,13 @@ export async function selectPage<R>(
   // Near the start the rows skipped are few: reading them whole costs less than a second pass
   // over the page's keys (decision 0011: page 1 paid 100 primary-key probes more than the limit).
   const deferred = source.key !== undefined && q.offset >= DEFERRED_JOIN_FROM_OFFSET
-  // The data version the count's memo needs, read with the page: one round trip less (ResultMemo.version).
-  const version = count.memo?.version
-  const select = version === undefined ? source.select : `${source.select}, (${version.sql(pageParams.add(version.orgId))}) AS kbis_version`
+  // PostgreSQL: the live counters, or the data version the count's memo needs (ResultMemo.version),
+  // are read with the page, one round trip less. PGlite answers a remembered count with no statement.
+  const live = db.kind === 'postgres' ? count.live : undefined
+  const version = live === undefined ? count.memo?.version : undefined
+  const select = live !== undefined ? `${source.select}, (${live(pageParams)}) AS kbis_live`
+    : version !== undefined ? `${source.select}, (${version.sql(pageParams.add(version.orgId))}) AS kbis_version`
+    : source.select
   const text = !deferred
     ? `SELECT ${select} FROM ${source.from} WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}`
     : `SELECT ${select} FROM ${source.from}
@@ -209,6 +217,10 @@ export async function selectPage<R>(
   // nothing). A full page is counted even when it is the last, so that the statements a list
   // issues do not depend on how many rows it finds (test/http/include.test.ts guards that).
   if (!more && rows.length < q.limit && (rows.length > 0 || q.offset === 0)) return { rows, ...capCount(page, q.offset + rows.length, false) }
+  if (live !== undefined) {
+    const n = read.length > 0 ? (read[0] as { kbis_live: number }).kbis_live : await liveCount(db, live)
+    return { rows, ...capCount(page, n, more) }
+  }
   const from = source.countFrom ?? source.from
   const cap = count.exact === true ? '' : ` LIMIT ${COUNT_CAP + 1}`
   const countSql = `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${from} WHERE ${q.where}${cap}) c`
@@ -216,8 +228,14 @@ export async function selectPage<R>(
   const statement = count.memo === undefined ? '' : `${count.live !== undefined ? `live counters: ${q.where}` : countSql}\n${JSON.stringify(q.params.values)}`
   let n = await count.memo?.read(statement)
   if (n === undefined) {
-    n = count.live !== undefined ? await count.live(db) : (await db.query<{ n: number }>(countSql, q.params.values)).rows[0]?.n ?? 0
+    n = count.live !== undefined ? await liveCount(db, count.live) : (await db.query<{ n: number }>(countSql, q.params.values)).rows[0]?.n ?? 0
     count.memo?.write(statement, n)
   }
   return { rows, ...capCount(page, n, more) }
+}
+
+/** CountOptions.live as a statement of its own. */
+async function liveCount(db: Queryable, live: NonNullable<CountOptions['live']>): Promise<number> {
+  const params = new Params()
+  return (await db.query<{ n: number }>(`SELECT (${live(params)}) AS n`, params.values)).rows[0]?.n ?? 0
 }

@@ -213,6 +213,28 @@ for (const store of STORES) {
       expect(await total('/assets?filter[asset_type_key]=application&page[size]=1&page[count]=exact')).toBe(live)
       expect(await total('/assets?filter[asset_type_key]=server&page[size]=1&page[number]=2')).toBe(0)
     })
+
+    it('are read with the page on PostgreSQL, and remembered on PGlite', async () => {
+      // A write: nothing remembered from the test before.
+      expect((await t.request('POST', '/api/v1/assets', { body: app('counted-with-the-page') })).status).toBe(201)
+      await t.settled()
+      const statements: string[] = []
+      t.store.db.onQuery = (sql) => void (/asset_counts|FROM assets a\b/.test(sql) && statements.push(/FROM assets a\b/.test(sql) ? 'page' : 'counters'))
+      try {
+        const first = await total('/assets?filter[asset_type_key]=application&page[size]=1')
+        const again = await total('/assets?filter[asset_type_key]=application&page[size]=1')
+        expect(again).toBe(first)
+        // The page reads the counters itself: exact, whatever another process wrote meanwhile.
+        // PGlite's memo answers the second request with no statement besides its page.
+        expect(statements).toEqual(t.store.db.kind === 'postgres' ? ['page', 'page'] : ['page', 'counters', 'page'])
+        statements.length = 0
+        // Past the end the page brings no row: PostgreSQL reads the counters on their own.
+        expect(await total(`/assets?filter[asset_type_key]=application&page[size]=100&page[number]=${Math.ceil(first / 100) + 1}`)).toBe(first)
+        expect(statements).toEqual(t.store.db.kind === 'postgres' ? ['page', 'counters'] : ['page'])
+      } finally {
+        t.store.db.onQuery = null
+      }
+    })
   })
 
   describe(`${store}: remembered counts follow every write (counts/cache.ts)`, () => {
