@@ -2,14 +2,11 @@
 -- asked by reads on PostgreSQL before they answer a remembered count): one probe of this index.
 -- `events_unstamped (id)` serves the relay's walk in id order over every organization; over it,
 -- without statistics on events, the planner intersected the organization's whole primary key
--- range with the unstamped rows.
+-- range with the unstamped rows. On PGlite events are stamped as they are written (decision
+-- 0018): the index stays empty there.
 --
--- A hash index, not a B-tree: stamping an event leaves its entry dead here until VACUUM. A B-tree
--- puts every new entry of an organization after all the dead ones (same key, later heap
--- position), so "none waiting" walked every event stamped since the last VACUUM: 142 pages and
--- 0.7 ms after 200,000 events. A hash index keeps an organization's entries in one bucket, and an
--- insert clears the dead entries of the bucket pages it passes: the walk stays the size of one
--- burst of writes (26 pages, 0.14 ms, after the same 200,000 in bursts of 10,000; measured on
--- PostgreSQL 15, docs/decisions/0012-count-cache.md). On PGlite events are stamped as they are
--- written (decision 0018): the index stays empty there.
-CREATE INDEX events_unstamped_org ON events USING hash (org_id) WHERE sequence IS NULL;
+-- A B-tree. Stamping leaves an entry dead here until VACUUM, and "none waiting" walks them (0.7 ms
+-- after 200,000 events stamped since the last VACUUM). A hash index, whose inserts clear the dead
+-- entries they pass, kept that walk short but made every insert walk the organization's one
+-- bucket: bulk writes with their events took up to twice as long (docs/decisions/0012-count-cache.md).
+CREATE INDEX events_unstamped_org ON events (org_id) WHERE sequence IS NULL;
