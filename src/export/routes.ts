@@ -16,7 +16,9 @@ export async function exportRoutes(app: FastifyInstance): Promise<void> {
   }, async (request, reply) => {
     const query = request.query as Record<string, unknown>
     const format = query.format as ExportFormat
-    const plan = planExport(await app.requestContext(request), query, format)
+    // Whether the compression hook will compress the stream (app.ts: gzip, br, deflate; a q of 0 refuses one).
+    const compressed = /\b(?:gzip|br|deflate)\b(?!\s*;\s*q=0(?:\.0+)?\b)/i.test(String(request.headers['accept-encoding'] ?? ''))
+    const plan = planExport(await app.requestContext(request), query, format, { compressed })
     return reply.type(CONTENT_TYPES[format]).send(Readable.from(plan.chunks(), { objectMode: false, highWaterMark: 1 }))
   })
 }

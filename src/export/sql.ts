@@ -7,11 +7,29 @@ export interface ExportQuery {
   params: Params
 }
 
-/** What follows the keyset condition of a batch: the rows after `afterId` in id order, at most `size`. */
-function batchOf(query: ExportQuery, afterId: string | null, size: number): { params: Params; from: string } {
+/**
+ * What follows the keyset condition of a batch: the rows after `afterId` in id order, at most
+ * `size`; or, with `throughId`, every row up to and including it (a range whose end was found
+ * ahead, {@link selectBatchEnd}).
+ */
+function batchOf(query: ExportQuery, afterId: string | null, size: number, throughId: string | null = null): { params: Params; from: string } {
   const params = new Params(query.params.values)
   const after = afterId === null ? '' : ` AND a.id > ${params.add(afterId)}::uuid`
+  if (throughId !== null) return { params, from: `FROM assets a WHERE ${query.where}${after} AND a.id <= ${params.add(throughId)}::uuid ORDER BY a.id` }
   return { params, from: `FROM assets a WHERE ${query.where}${after} ORDER BY a.id LIMIT ${params.add(size)}` }
+}
+
+/**
+ * The id of the `size`-th row after `afterId` in id order, or null when fewer follow: the end of
+ * the next batch, found before the batch is read (a walk of `size` keys on the primary key), so
+ * that batches after it can be read at the same time.
+ */
+export async function selectBatchEnd(db: Queryable, query: ExportQuery, afterId: string | null, size: number): Promise<string | null> {
+  const params = new Params(query.params.values)
+  const after = afterId === null ? '' : ` AND a.id > ${params.add(afterId)}::uuid`
+  const result = await db.query<{ id: string }>(
+    `SELECT a.id FROM assets a WHERE ${query.where}${after} ORDER BY a.id OFFSET ${params.add(size - 1)} LIMIT 1`, params.values)
+  return result.rows[0]?.id ?? null
 }
 
 /**
@@ -36,15 +54,15 @@ export interface NdjsonBatch {
 }
 
 /**
- * One keyset batch of an NDJSON export (as selectExportBatch) as its text: the store writes each
+ * One keyset batch of an NDJSON export (as selectExportBatch, or the range up to `throughId`) as its text: the store writes each
  * line, the process passes the text on (parsing every row and writing it again was most of an
  * export's CPU time). On PostgreSQL the lines come by COPY, as bytes this process never decodes
  * (decision 0014); on PGlite as one aggregated text (PGlite copies every field of a result into
  * a buffer of its own, and its memory grows to the largest result it ever held: keep batches
  * small there).
  */
-export async function selectNdjsonBatch(db: Db, query: ExportQuery, afterId: string | null, size: number): Promise<NdjsonBatch> {
-  const batch = batchOf(query, afterId, size)
+export async function selectNdjsonBatch(db: Db, query: ExportQuery, afterId: string | null, size: number, throughId: string | null = null): Promise<NdjsonBatch> {
+  const batch = batchOf(query, afterId, size, throughId)
   if (db.copyLines) return linesBatch(await db.copyLines(`SELECT ${ASSET_RECORD_JSON} ${batch.from}`, batch.params.values))
   const result = await db.query<{ text: string | null; last_id: string | null; n: number }>(
     `SELECT string_agg(line, E'\\n' ORDER BY id) || E'\\n' AS text, (array_agg(id ORDER BY id DESC))[1] AS last_id, count(*)::int AS n
