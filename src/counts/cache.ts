@@ -161,7 +161,7 @@ export class ResultCache {
         // A write committed while the result was taken: it may predate it, keep nothing.
         if (this.capacity <= 0 || (weight > 1 && weight > this.capacity / 4) || generation !== this.generation(orgId) || !settled) return
         // Writes being stamped when it was read, or never read: no version to keep it for.
-        if (version === null || (options.version && version === undefined)) return
+        if (version === null || (versionSource && version === undefined)) return
         let byStatement = this.entries.get(orgId)
         if (byStatement === undefined) this.entries.set(orgId, (byStatement = new Map()))
         const previous = byStatement.get(prefix + statement)
@@ -169,7 +169,7 @@ export class ResultCache {
           byStatement.delete(prefix + statement)
           this.size -= previous.weight
         }
-        byStatement.set(prefix + statement, { generation, version: version ?? undefined, value, weight, at: this.now() })
+        byStatement.set(prefix + statement, { generation, version, value, weight, at: this.now() })
         this.size += weight
         this.evict()
       },

@@ -13,10 +13,15 @@ export interface ExportQuery {
  * ahead, {@link selectBatchEnd}).
  */
 function batchOf(query: ExportQuery, afterId: string | null, size: number, throughId: string | null = null): { params: Params; from: string } {
+  const { params, where } = rowsAfter(query, afterId)
+  if (throughId !== null) return { params, from: `FROM assets a WHERE ${where} AND a.id <= ${params.add(throughId)}::uuid ORDER BY a.id` }
+  return { params, from: `FROM assets a WHERE ${where} ORDER BY a.id LIMIT ${params.add(size)}` }
+}
+
+/** The export's conditions and, past the first batch, the keyset's: rows after `afterId`. */
+function rowsAfter(query: ExportQuery, afterId: string | null): { params: Params; where: string } {
   const params = new Params(query.params.values)
-  const after = afterId === null ? '' : ` AND a.id > ${params.add(afterId)}::uuid`
-  if (throughId !== null) return { params, from: `FROM assets a WHERE ${query.where}${after} AND a.id <= ${params.add(throughId)}::uuid ORDER BY a.id` }
-  return { params, from: `FROM assets a WHERE ${query.where}${after} ORDER BY a.id LIMIT ${params.add(size)}` }
+  return { params, where: afterId === null ? query.where : `${query.where} AND a.id > ${params.add(afterId)}::uuid` }
 }
 
 /**
@@ -25,10 +30,8 @@ function batchOf(query: ExportQuery, afterId: string | null, size: number, throu
  * that batches after it can be read at the same time.
  */
 export async function selectBatchEnd(db: Queryable, query: ExportQuery, afterId: string | null, size: number): Promise<string | null> {
-  const params = new Params(query.params.values)
-  const after = afterId === null ? '' : ` AND a.id > ${params.add(afterId)}::uuid`
-  const result = await db.query<{ id: string }>(
-    `SELECT a.id FROM assets a WHERE ${query.where}${after} ORDER BY a.id OFFSET ${params.add(size - 1)} LIMIT 1`, params.values)
+  const { params, where } = rowsAfter(query, afterId)
+  const result = await db.query<{ id: string }>(`SELECT a.id FROM assets a WHERE ${where} ORDER BY a.id OFFSET ${params.add(size - 1)} LIMIT 1`, params.values)
   return result.rows[0]?.id ?? null
 }
 
@@ -54,9 +57,9 @@ export interface NdjsonBatch {
 }
 
 /**
- * One keyset batch of an NDJSON export (as selectExportBatch, or the range up to `throughId`) as its text: the store writes each
- * line, the process passes the text on (parsing every row and writing it again was most of an
- * export's CPU time). On PostgreSQL the lines come by COPY, as bytes this process never decodes
+ * One keyset batch of an NDJSON export (as selectExportBatch, or the range up to `throughId`) as
+ * its text: the store writes each line, the process passes the text on (parsing every row and
+ * writing it again was most of an export's CPU time). On PostgreSQL the lines come by COPY, as bytes this process never decodes
  * (decision 0014); on PGlite as one aggregated text (PGlite copies every field of a result into
  * a buffer of its own, and its memory grows to the largest result it ever held: keep batches
  * small there).
