@@ -7,7 +7,8 @@ import { compositeKey } from '../refs/resolve.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { ItemFailures, type BulkItem } from '../core/items.js'
 import { checkDomain, prepareNewAsset, preparePropertiesPatch } from './prepare.js'
-import { insertAssets, selectAssetsByKeys, updateAssets, type AssetChange, type NewAssetRow } from './sql.js'
+import { insertAssets, selectAssetsByKeys, selectReplaced, updateAssets, type AssetChange, type NewAssetRow, type ReplacedAsset } from './sql.js'
+import { jsonbDigest } from '../store/jsonb-text.js'
 import { inUniqueOrder } from './create.js'
 import type { AssetRow } from './mapper.js'
 import { originOf } from '../outbox/write.js'
@@ -148,14 +149,20 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
   return plan
 }
 
+/** Whether a stored asset holds a replacement's values already: name, access domain, and properties by digest. */
+function holdsAlready(stored: ReplacedAsset, change: AssetChange): boolean {
+  return stored.name === change.name && stored.access_domain_key === change.access_domain_key && stored.digest === jsonbDigest(change.props)
+}
+
 /**
  * PUT /bulk/assets, and PUT /assets/{composite key} as an upsert of one (`single`: a path that
  * is no composite key is 404). Per item: create the asset its key names, or replace (`merge`:
  * merge into) the stored one. One transaction of a handful of statements whatever the count:
- * one look-up of every key (locked with `merge`, whose new values depend on the stored ones),
+ * one look-up of every key (locked with `merge`, whose new values depend on the stored ones;
+ * replacing, with what tells the assets that hold their new values already, selectReplaced),
  * one INSERT of the new assets, one UPDATE of the others that skips, in SQL, every asset whose
  * values would stay as they are: an unchanged asset is not written (no `updated_at` change, no
- * event) and costs only its reads. All or nothing, every failing item listed (CONTRACT §16).
+ * event) and costs only its read. All or nothing, every failing item listed (CONTRACT §16).
  */
 export async function upsertAssets(
   ctx: RequestContext,
@@ -172,7 +179,9 @@ export async function upsertAssets(
   }
   return ctx.db.transaction(async (tx) => {
     const named = keys.filter((k): k is Key => k !== null).map((k) => ({ asset_type_key: k.asset_type_key, unique_value: k.unique_value }))
-    const rows = named.length === 0 ? [] : await selectAssetRefs(tx, ctx.auth.orgId, named, merge)
+    // Merging, the look-up locks the rows (the new values depend on the stored ones); replacing,
+    // it answers what tells the assets that hold their new values already (below).
+    const rows: AssetReference[] = merge ? await selectAssetRefs(tx, ctx.auth.orgId, named, true) : await selectReplaced(tx, ctx.auth.orgId, named)
     const stored = new Map(rows.map((row) => [compositeKey(row.asset_type_key, row.unique_value), row]))
     const plan = planItems(ctx, items, keys, stored, merge, failures)
     const created = new Map((await insertAssets(tx, originOf(ctx), inUniqueOrder(plan.creates.map((c) => c.row)))).map((row) => [row.id, row]))
@@ -184,7 +193,11 @@ export async function upsertAssets(
     }
     failures.throwIfAny()
     // A bulk answers ids and results; PUT /assets/{key} its record.
-    const changed = await updateAssets(tx, originOf(ctx), plan.changes.map((c) => c.change), { skipUnchanged: true, answer: options.single === true ? 'rows' : 'ids' })
+    // Replacing, an asset whose name, access domain and properties' digest equal the new values'
+    // is unchanged: left out of the UPDATE, which compares the others in SQL.
+    const replaced = merge ? null : new Map((rows as ReplacedAsset[]).map((row) => [row.id, row]))
+    const changes = plan.changes.map((c) => c.change).filter((change) => !replaced || !holdsAlready(replaced.get(change.id)!, change))
+    const changed = await updateAssets(tx, originOf(ctx), changes, { skipUnchanged: true, answer: options.single === true ? 'rows' : 'ids' })
     const updated = new Map<string, AssetRow | { id: string }>(changed.map((row) => [row.id, row]))
     const syncs = items.flatMap((item, i) => {
       const key = keys[i]!

@@ -102,6 +102,48 @@ for (const store of STORES) {
       expect(await count('relationships WHERE source_asset_id = $1 AND target_asset_id = $2', [app.id, same.id])).toBe(1)
     })
 
+    it('an unchanged re-run is told by its look-up alone (no UPDATE); values whose text JS cannot tell fall back on SQL', async () => {
+      const items = [
+        // Every kind of property value, keys in an order jsonb does not keep, escapes and non-ASCII text.
+        { id: 'server:hostname:u-1', name: 'u-1 ✓', access_domain_key: 'it', properties: { summary: 'quote " backslash \\ tab \t newline \n \u0001 ünï 🚀', tags: ['pci', 'gdpr'], cost: 800.5, managed: false, uptime: 99.95, purchased_on: '2024-02-29', environment: 'prod', cpu_count: 12 } },
+        { id: 'server:hostname:u-2', name: 'u-2', properties: {} },
+        // JS writes 1e-7 and 1e21 with an exponent; the stored numeric prints them in full.
+        { id: 'server:hostname:u-3', name: 'u-3', properties: { memory_gb: 1e-7, cost: 1e21 } },
+      ]
+      const put = async () => {
+        const res = await t.request('PUT', '/api/v1/bulk/assets', { body: items })
+        expect(res.status).toBe(200)
+        return res.body.data.map((d: { result: string }) => d.result)
+      }
+      expect(await put()).toEqual(['created', 'created', 'created'])
+      const ids = await Promise.all(items.map(async (item) => (await get(item.id)).id))
+      for (const id of ids) await age(id)
+      const statements: string[] = []
+      t.store.db.onQuery = (sql) => { statements.push(sql) }
+      try {
+        expect(await put()).toEqual(['unchanged', 'unchanged', 'unchanged'])
+        // u-1 and u-2 were told unchanged by the look-up; only u-3 went to the UPDATE, which
+        // compared it in SQL and wrote nothing.
+        const updates = statements.filter((sql) => /^WITH upd AS \(\s*UPDATE assets/.test(sql))
+        expect(updates).toHaveLength(1)
+        statements.length = 0
+        expect(await put()).toEqual(['unchanged', 'unchanged', 'unchanged'])
+        items.pop()
+        statements.length = 0
+        expect(await put()).toEqual(['unchanged', 'unchanged'])
+        expect(statements.filter((sql) => /UPDATE assets/.test(sql))).toEqual([])
+        // A change the look-up must see: name, access domain, one property value.
+        for (const change of [{ name: 'u-1 renamed' }, { access_domain_key: null }, { properties: { ...items[0]!.properties, cpu_count: 13 } }]) {
+          Object.assign(items[0]!, change)
+          expect(await put()).toEqual(['updated', 'unchanged'])
+        }
+      } finally {
+        t.store.db.onQuery = null
+      }
+      for (const id of ids.slice(1)) expect((await get(id)).updated_at).toBe(PAST)
+      expect(await get(ids[0]!)).toMatchObject({ name: 'u-1 renamed', access_domain_key: null, properties: { ...items[0]!.properties, hostname: 'u-1' } })
+    })
+
     it('PUT /bulk/assets is all or nothing and lists every failing item', async () => {
       const res = await t.request('PUT', '/api/v1/bulk/assets', {
         body: [
