@@ -1,7 +1,7 @@
 import type { Queryable, Tx } from '../store/db.js'
 import { INSERT_OUTCOME, ORG_ROW, Params, RECORD_JSON_ROWS, insertOutcome, pageReads, selectPage, type CountOptions, type DocRow, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
 import type { AssetKey } from '../metamodel/refs.js'
-import { keysCondition, type AssetReference } from '../refs/sql.js'
+import { keysCondition, selectAssetRefs, type AssetReference } from '../refs/sql.js'
 import { ASSET_COLUMNS, ASSET_RECORD_JSON, type AssetRow } from './mapper.js'
 import { noteDataWrite } from '../counts/cache.js'
 import { eventIdsByRow, eventOriginParams, type EventOrigin } from '../outbox/write.js'
@@ -175,8 +175,8 @@ export interface ReplacedAsset extends AssetReference {
 }
 
 /**
- * The look-up of an upsert that replaces: selectAssetRefs' statement (the same plan: one probe
- * of the unique index per key), also answering each asset's name and the digest of its
+ * The look-up of an upsert that replaces: selectAssetRefs (the same statement and plan: one
+ * probe of the unique index per key), also answering each asset's name and the digest of its
  * properties, so that the caller tells the assets that hold their new values already and leaves
  * them out of the UPDATE: a re-run of 10,000 unchanged assets sends no property document to SQL.
  * A digest that differs only means "let the UPDATE compare" (updateAssets' skipUnchanged).
@@ -184,17 +184,7 @@ export interface ReplacedAsset extends AssetReference {
  * stale statistics as a walk of all the type's assets per key: 40 s for 10,000.)
  */
 export async function selectReplaced(db: Queryable, orgId: string, keys: readonly AssetKey[]): Promise<ReplacedAsset[]> {
-  const params = new Params([orgId])
-  const cond = keysCondition(keys, params)
-  if (cond === null) return []
-  const result = await db.query<ReplacedAsset>(
-    `SELECT a.id, a.asset_type_key, a.access_domain_key, a.unique_value, a.name,
-            encode(sha256(convert_to(a.properties::text, 'UTF8')), 'hex') AS digest
-     FROM assets a
-     WHERE a.org_id = $1 AND a.archived_at IS NULL AND ${cond}`,
-    params.values,
-  )
-  return result.rows
+  return selectAssetRefs<ReplacedAsset>(db, orgId, keys, false, `a.name, encode(sha256(convert_to(a.properties::text, 'UTF8')), 'hex') AS digest`)
 }
 
 /** THE archive of asset rows (DELETE /assets/{id}); returns the rows archived, as they were. */

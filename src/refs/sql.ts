@@ -36,14 +36,15 @@ export function keysCondition(keys: readonly AssetKey[], params: Params): string
  * assets queue instead of deadlocking. The lock is FOR NO KEY UPDATE, what an UPDATE of the row
  * takes anyway: it queues other writers of the same assets but not the FOR KEY SHARE locks of
  * foreign-key checks, so relationships being created to or from these assets meanwhile neither
- * wait for the writer nor can deadlock with it.
+ * wait for the writer nor can deadlock with it. `more`: columns of `a` to answer besides (the
+ * upsert's look-up, assets/sql.ts selectReplaced).
  */
-export async function selectAssetRefs(db: Queryable, orgId: string, keys: readonly AssetKey[], lock = false): Promise<AssetReference[]> {
+export async function selectAssetRefs<R extends AssetReference = AssetReference>(db: Queryable, orgId: string, keys: readonly AssetKey[], lock = false, more = ''): Promise<R[]> {
   const params = new Params([orgId])
   const cond = keysCondition(keys, params)
   if (cond === null) return []
-  const result = await db.query<AssetReference>(
-    `SELECT a.id, a.asset_type_key, a.access_domain_key, a.unique_value FROM assets a
+  const result = await db.query<R>(
+    `SELECT a.id, a.asset_type_key, a.access_domain_key, a.unique_value${more && `, ${more}`} FROM assets a
      WHERE a.org_id = $1 AND a.archived_at IS NULL AND ${cond}
      ORDER BY a.id${lock ? ' FOR NO KEY UPDATE' : ''}`,
     params.values,
