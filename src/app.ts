@@ -318,6 +318,7 @@ async function openReadRoutingFor(db: Db, config: Config, app: FastifyInstance):
     redisUrl: config.redisUrl,
     poolSize: config.poolSize,
     statementTimeoutMs: config.statementTimeoutMs,
+    parallelSetupCost: config.pgParallelSetupCost,
     onReplicaDown: (err) => app.log.warn({ err }, 'read replica unavailable; reading from the primary for a while'),
   })
 }

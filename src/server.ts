@@ -19,7 +19,8 @@ export interface RunningServer {
 }
 
 export async function openStore(config: Config): Promise<Db> {
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize, statementTimeoutMs: config.statementTimeoutMs })
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
+    statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost })
   await migrate(db)
   return db
 }

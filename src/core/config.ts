@@ -2,7 +2,7 @@
  * Service configuration: environment variables, overridden by CLI flags. Documented in
  * docs/configuration.md and the README; every variable here is listed there.
  */
-import { DEFAULT_PGLITE_SHARED_BUFFERS_MB } from '../store/db.js'
+import { DEFAULT_PG_PARALLEL_SETUP_COST, DEFAULT_PGLITE_SHARED_BUFFERS_MB } from '../store/db.js'
 
 export interface Config {
   host: string
@@ -38,6 +38,11 @@ export interface Config {
   metricsPort: number | undefined
   /** PostgreSQL `statement_timeout` of every pooled connection, in ms (0 = none); past it → 503 query_timeout. */
   statementTimeoutMs: number
+  /**
+   * PostgreSQL `parallel_setup_cost` of every pooled connection (`KBIS_PG_PARALLEL_SETUP_COST`);
+   * undefined (`server`): the server's own setting. Decision 0019.
+   */
+  pgParallelSetupCost: number | undefined
   /** Requests of one organization served at once by one process; more wait (see core/org-concurrency.ts). 0 = half the pool. */
   orgConcurrency: number
   /** Rows of results (filtered counts, analytics answers) remembered until the organization's data changes (counts/cache.ts); 0 = none. */
@@ -100,6 +105,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     shutdownTimeoutSeconds: intFrom('KBIS_SHUTDOWN_TIMEOUT', env.KBIS_SHUTDOWN_TIMEOUT, 30, 0, 3600),
     metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
     statementTimeoutMs: intFrom('KBIS_STATEMENT_TIMEOUT_MS', env.KBIS_STATEMENT_TIMEOUT_MS, 10_000, 0, 3_600_000),
+    pgParallelSetupCost: env.KBIS_PG_PARALLEL_SETUP_COST === 'server'
+      ? undefined
+      : intFrom('KBIS_PG_PARALLEL_SETUP_COST', env.KBIS_PG_PARALLEL_SETUP_COST, DEFAULT_PG_PARALLEL_SETUP_COST, 0, 1_000_000_000),
     orgConcurrency: intFrom('KBIS_ORG_CONCURRENCY', env.KBIS_ORG_CONCURRENCY, 0, 0, 10_000),
     countCacheSize: intFrom('KBIS_COUNT_CACHE_SIZE', env.KBIS_COUNT_CACHE_SIZE, 1000, 0, 1_000_000),
     consoleIdleMinutes: intFrom('KBIS_CONSOLE_IDLE_MINUTES', env.KBIS_CONSOLE_IDLE_MINUTES, 30, 1, 7 * 24 * 60),

@@ -137,6 +137,7 @@ export interface ReadRoutingOptions {
   redisUrl?: string | undefined
   poolSize: number
   statementTimeoutMs?: number | undefined
+  parallelSetupCost?: number | undefined
   /** PostgreSQL schema, as for the primary (tests). */
   schema?: string | undefined
   onReplicaDown(err: unknown): void
@@ -173,7 +174,8 @@ export class ReadRouting {
 }
 
 export async function openReadRouting(primary: Db, options: ReadRoutingOptions): Promise<ReadRouting> {
-  const replica = await openDb({ databaseUrl: options.readUrl, poolSize: options.poolSize, schema: options.schema, connectTimeoutMs: 1_000, statementTimeoutMs: options.statementTimeoutMs })
+  const replica = await openDb({ databaseUrl: options.readUrl, poolSize: options.poolSize, schema: options.schema, connectTimeoutMs: 1_000,
+    statementTimeoutMs: options.statementTimeoutMs, parallelSetupCost: options.parallelSetupCost })
   const marks: WriteMarks = options.redisUrl
     ? new RedisMarks(options.redisUrl, options.readAfterWriteMs)
     : new PrimaryMarks(primary, options.readAfterWriteMs)
