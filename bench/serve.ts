@@ -18,10 +18,14 @@ import { applyHeapPolicy } from '../src/ops/heap.js'
 
 const env = process.env
 // As `kbis serve` does before it opens its store (KBIS_OPTIMIZE_FOR_SIZE, by default on with PGlite only).
-applyHeapPolicy({ optimizeForSize: loadConfig(env).optimizeForSize, databaseUrl: env.BENCH_STORE === 'pglite' ? undefined : env.BENCH_DATABASE_URL })
+const serveConfig = loadConfig(env)
+applyHeapPolicy({ optimizeForSize: serveConfig.optimizeForSize, databaseUrl: env.BENCH_STORE === 'pglite' ? undefined : env.BENCH_DATABASE_URL })
+// As `kbis serve` opens its store (openStore), the planner's price of parallel workers
+// (KBIS_PG_PARALLEL_SETUP_COST, decision 0019) on every pooled connection. (Not its statement
+// timeout: the 1,000,000-asset run's statements may pass 10 s on a slow day.)
 const db = env.BENCH_STORE === 'pglite'
   ? await openDb({ dataDir: env.BENCH_PGLITE_DIR || 'memory://' })
-  : await openDb({ databaseUrl: env.BENCH_DATABASE_URL, schema: env.BENCH_SCHEMA, poolSize: 10 })
+  : await openDb({ databaseUrl: env.BENCH_DATABASE_URL, schema: env.BENCH_SCHEMA, poolSize: 10, parallelSetupCost: serveConfig.pgParallelSetupCost })
 await migrate(db)
 
 const orgs: Record<string, { id: string; secret: string }> = {}
@@ -36,9 +40,13 @@ for (const setup of JSON.parse(readFileSync(env.BENCH_SETUPS!, 'utf8')) as (Setu
 const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'warn', poolSize: 10, webhookAllowPrivate: true })
 const app = await buildApp({ db, config, logger: { level: 'warn' } })
 const url = await app.listen({ host: '127.0.0.1', port: 0 })
-const raw = env.BENCH_RAW === '1' ? await startRawRoutes(db) : null
+// The limit's raw routes: on PostgreSQL a pool of their own with the server's settings (the raw
+// side is what plain SQL gets); PGlite has one store per process.
+const rawDb = env.BENCH_RAW !== '1' ? null
+  : env.BENCH_STORE === 'pglite' ? db : await openDb({ databaseUrl: env.BENCH_DATABASE_URL, schema: env.BENCH_SCHEMA, poolSize: 10 })
+const raw = rawDb === null ? null : await startRawRoutes(rawDb)
 process.stdout.write(`${JSON.stringify({ bench: 'ready', url, rawUrl: raw?.url ?? null, orgs })}\n`)
 
 process.on('SIGTERM', () => {
-  void app.close().then(() => raw?.close()).then(() => db.close()).finally(() => process.exit(0))
+  void app.close().then(() => raw?.close()).then(() => (rawDb !== null && rawDb !== db ? rawDb.close() : undefined)).then(() => db.close()).finally(() => process.exit(0))
 })
