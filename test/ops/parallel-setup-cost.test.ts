@@ -58,8 +58,18 @@ describe.runIf(STORES.includes('postgres'))('postgres: parallel_setup_cost of th
     })))
     expect(new Set(seen.map((r) => r.pid)).size).toBe(3)
     for (const row of seen) expect(row).toMatchObject({ cost: '6500', path: pg.schema })
-    // A store opened without it keeps the server's.
-    expect((await server.query<{ c: string }>("SELECT current_setting('parallel_setup_cost') AS c")).rows[0]!.c).toBe(serverCost)
+  })
+
+  it('keeps the server\'s own setting with KBIS_PG_PARALLEL_SETUP_COST=server', async () => {
+    const kept = await openStore(loadConfig({ DATABASE_URL: pg.url, KBIS_POOL_SIZE: '1', KBIS_PG_PARALLEL_SETUP_COST: 'server' }))
+    try {
+      const { rows: [row] } = await kept.query<{ cost: string; configured: string }>(
+        "SELECT current_setting('parallel_setup_cost') AS cost, (SELECT reset_val FROM pg_settings WHERE name = 'parallel_setup_cost') AS configured")
+      expect(row!.cost).toBe(row!.configured)
+      expect(row!.cost).toBe(serverCost)
+    } finally {
+      await kept.close()
+    }
   })
 
   it('plans a group-by over 200,000 rows without workers, where PostgreSQL\'s default cost launches them', async () => {
