@@ -64,6 +64,7 @@ function forbiddenChange(ctx: RequestContext, current: AssetReference, domain: s
 
 interface Plan {
   creates: { index: number; row: NewAssetRow }[]
+  /** The assets to UPDATE: replacing, not those whose look-up shows the new values already. */
   changes: { index: number; change: AssetChange }[]
   /** The asset id per item (created ones once their rows are prepared). */
   ids: (string | null)[]
@@ -140,8 +141,11 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
       forbidden.push(denied)
       return
     }
-    plan.changes.push({ index: i, change })
     plan.ids[i] = current.id
+    // Replacing, the look-up answered each asset's name and properties' digest (selectReplaced):
+    // an asset that holds the new values already is unchanged, left out of the UPDATE.
+    if (!merge && holdsAlready(current as ReplacedAsset, change)) return
+    plan.changes.push({ index: i, change })
   })
   failures.add(Errors.VALIDATION_FAILED, invalid)
   failures.add(Errors.FORBIDDEN, forbidden)
@@ -192,12 +196,9 @@ export async function upsertAssets(
       })))
     }
     failures.throwIfAny()
-    // A bulk answers ids and results; PUT /assets/{key} its record.
-    // Replacing, an asset whose name, access domain and properties' digest equal the new values'
-    // is unchanged: left out of the UPDATE, which compares the others in SQL.
-    const replaced = merge ? null : new Map((rows as ReplacedAsset[]).map((row) => [row.id, row]))
-    const changes = plan.changes.map((c) => c.change).filter((change) => !replaced || !holdsAlready(replaced.get(change.id)!, change))
-    const changed = await updateAssets(tx, originOf(ctx), changes, { skipUnchanged: true, answer: options.single === true ? 'rows' : 'ids' })
+    // A bulk answers ids and results; PUT /assets/{key} its record. The UPDATE compares the
+    // changes left in SQL too (a digest that differs only means "compare").
+    const changed = await updateAssets(tx, originOf(ctx), plan.changes.map((c) => c.change), { skipUnchanged: true, answer: options.single === true ? 'rows' : 'ids' })
     const updated = new Map<string, AssetRow | { id: string }>(changed.map((row) => [row.id, row]))
     const syncs = items.flatMap((item, i) => {
       const key = keys[i]!
