@@ -33,6 +33,41 @@ for (const store of STORES) {
       if (store === 'pglite') expect(allVisible.rows[0]!.pages).toBeGreaterThan(0)
       else expect(allVisible.rows[0]!.pages).toBe(0)
     })
+
+    if (store === 'pglite') {
+      it('vacuums and analyzes table by table what was written, every column but the JSON documents', async () => {
+        const projection = (await t.store.db.query<{ table_name: string }>('SELECT table_name FROM asset_projections WHERE org_id = $1', [t.orgId])).rows[0]!.table_name
+        const written = ['assets', 'events', projection]
+        // Each table's counters as PGlite's statistics hold them now (the flush is forced: at most once a second otherwise).
+        const counters = async () => {
+          await t.store.db.query('SELECT pg_stat_force_next_flush()')
+          return (await t.store.db.query<{ relname: string; vacuumed: boolean; left: number }>(
+            `SELECT relname, last_vacuum IS NOT NULL AS vacuumed, (n_dead_tup + n_ins_since_vacuum)::int AS left
+             FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = ANY($1) ORDER BY relname`, [written])).rows
+        }
+        const columnsWithStatistics = async (table: string) =>
+          (await t.store.db.query<{ attname: string }>('SELECT attname FROM pg_stats WHERE schemaname = current_schema() AND tablename = $1 ORDER BY attname', [table])).rows.map((r) => r.attname)
+        // An update of every note: dead row versions in assets and its projection, and more events.
+        const ids = (await t.store.db.query<{ id: string }>("SELECT id FROM assets WHERE org_id = $1 AND asset_type_key = 'note'", [t.orgId])).rows.map((r) => r.id)
+        expect(ids).toHaveLength(ANALYZE_AFTER_ROWS)
+        const patched = await t.request('PATCH', '/api/v1/bulk/assets', { body: ids.map((id: string) => ({ id, properties: { body: 'y' } })) })
+        expect(patched.status).toBe(200)
+        expect((await counters()).every((c) => c.left > 0)).toBe(true)
+        const deadline = Date.now() + 30_000
+        while ((await columnsWithStatistics('events')).length === 0 || (await counters()).some((c) => c.left > 0)) {
+          if (Date.now() > deadline) throw new Error(`not vacuumed and analyzed: ${JSON.stringify(await counters())}`)
+          await new Promise((r) => setTimeout(r, 200))
+        }
+        expect(await counters()).toEqual(written.sort().map((relname) => ({ relname, vacuumed: true, left: 0 })))
+        const assets = await columnsWithStatistics('assets')
+        expect(assets).toEqual(expect.arrayContaining(['asset_type_key', 'name', 'org_id', 'unique_value']))
+        expect(assets).not.toContain('properties')
+        const events = await columnsWithStatistics('events')
+        expect(events).toEqual(expect.arrayContaining(['org_id', 'sequence', 'type']))
+        expect(events).not.toContain('data')
+        expect((await columnsWithStatistics(projection)).length).toBeGreaterThan(0)
+      })
+    }
   })
 
   describe(`${store}: what is not a write for the statistics`, () => {
