@@ -137,8 +137,8 @@ export class StatisticsKeeper {
     await this.db.query(`${BACKGROUND_SQL}SELECT pg_stat_force_next_flush()`)
     const tables = (await this.db.query<{ name: string; vacuum: boolean; changed: number; columns: string | null }>(UPKEEP_TABLES)).rows
     // An ANALYZE of some columns leaves the table's count of changes as it was: the count it left
-    // is remembered, and the table analyzed again only once it has grown.
-    const analyze = tables.filter((t) => t.changed > (this.analyzedAt.get(t.name) ?? 0))
+    // is remembered, and the table analyzed again once that count has moved.
+    const analyze = tables.filter((t) => t.changed !== (this.analyzedAt.get(t.name) ?? 0))
     for (const t of analyze) if (t.columns !== null) this.analyzedAt.set(t.name, t.changed)
     const steps = [
       ...tables.filter((t) => t.vacuum).map((t) => `VACUUM ${t.name}`),
