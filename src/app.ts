@@ -185,7 +185,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     })
     app.addHook('onClose', async () => results.close())
   }
-  registerStatistics(app, db)
+  registerStatistics(app, db, (kind, seconds) => metrics.storeUpkeep.observe({ kind }, seconds))
   registerEvents(app, db, config)
   // last_used_at shows within a few seconds of use (CONTRACT §9): one batched statement a second at most.
   const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), LAST_USED_FLUSH_MS)

@@ -67,6 +67,12 @@ function create() {
       help: 'Remembered results asked for (filtered counts, analytics answers), by kind and outcome: hit, miss, or fresh (Cache-Control: no-cache)',
       labelNames: ['kind', 'outcome'] as const,
     }),
+    storeUpkeep: new Histogram({
+      name: 'kbis_store_upkeep_seconds',
+      help: 'Statements of the upkeep the server runs itself after large writes (ANALYZE; on PGlite VACUUM too, one table each, each holding the store while it runs), by kind',
+      labelNames: ['kind'] as const,
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    }),
     /** Adds a pool whose connections the gauge reports; returns the function that removes it. */
     watchPool(source: () => { total: number; idle: number; waiting: number }): () => void {
       poolSources.add(source)

@@ -58,6 +58,15 @@ const UPKEEP_TABLES = `${BACKGROUND_SQL}SELECT format('%I.%I', s.schemaname, s.r
   WHERE s.schemaname = current_schema() AND (s.n_dead_tup > 0 OR s.n_ins_since_vacuum > 0 OR s.n_mod_since_analyze > 0)
   ORDER BY s.relname`
 
+export type UpkeepKind = 'vacuum' | 'analyze'
+
+export interface UpkeepHooks {
+  /** An upkeep that failed (it is tried again after the next writes). */
+  onError?: (err: unknown) => void
+  /** Each statement of the upkeep, done: its kind and how long it took (the metrics). */
+  onStatement?: (kind: UpkeepKind, seconds: number) => void
+}
+
 export class StatisticsKeeper {
   private written = 0
   /** Rows of `assets` at the last ANALYZE (the planner's own figure). */
@@ -70,7 +79,7 @@ export class StatisticsKeeper {
   private readonly analyzedAt = new Map<string, number>()
   private readonly schedule: NodeJS.Timeout
 
-  constructor(private readonly db: Db, private readonly onError: (err: unknown) => void = () => undefined) {
+  constructor(private readonly db: Db, private readonly hooks: UpkeepHooks = {}) {
     this.schedule = setInterval(() => { if (this.written > 0) this.analyzeSoon(0) }, ANALYZE_EVERY_MS)
     this.schedule.unref()
   }
@@ -98,7 +107,7 @@ export class StatisticsKeeper {
       this.written = 0
       const orgs = [...this.orgs]
       this.orgs.clear()
-      await this.analyzeTables(orgs).catch(this.onError)
+      await this.analyzeTables(orgs).catch((err: unknown) => this.hooks.onError?.(err))
       const rows = await this.db.query<{ n: number }>(`${BACKGROUND_SQL}SELECT greatest(reltuples, 0)::float8 AS n FROM pg_class WHERE oid = 'assets'::regclass`).catch(() => null)
       this.tableRows = Number(rows?.rows[0]?.n ?? 0)
     })
@@ -114,7 +123,14 @@ export class StatisticsKeeper {
     // liveness and order columns, and sampling the jsonb documents is most of an ANALYZE's cost.
     // (Autovacuum, when on, still analyzes every column.) The projections hold the typed values
     // that search selectivity rests on: whole.
-    await this.db.query(`${BACKGROUND_SQL}ANALYZE assets (${ANALYZED_ASSET_COLUMNS.join(', ')}), relationships${projections.map((p) => `, ${ident(p.table_name)}`).join('')}`)
+    await this.run('analyze', `ANALYZE assets (${ANALYZED_ASSET_COLUMNS.join(', ')}), relationships${projections.map((p) => `, ${ident(p.table_name)}`).join('')}`)
+  }
+
+  /** One statement of the upkeep, timed for `hooks.onStatement`. */
+  private async run(kind: UpkeepKind, statement: string): Promise<void> {
+    const started = performance.now()
+    await this.db.query(`${BACKGROUND_SQL}${statement}`)
+    this.hooks.onStatement?.(kind, (performance.now() - started) / 1000)
   }
 
   /**
@@ -140,13 +156,13 @@ export class StatisticsKeeper {
     // is remembered, and the table analyzed again once that count has moved.
     const analyze = tables.filter((t) => t.changed !== (this.analyzedAt.get(t.name) ?? 0))
     for (const t of analyze) if (t.columns !== null) this.analyzedAt.set(t.name, t.changed)
-    const steps = [
-      ...tables.filter((t) => t.vacuum).map((t) => `VACUUM ${t.name}`),
-      ...analyze.map((t) => `ANALYZE ${t.name}${t.columns === null ? '' : ` (${t.columns})`}`),
+    const steps: [UpkeepKind, string][] = [
+      ...tables.filter((t) => t.vacuum).map((t): [UpkeepKind, string] => ['vacuum', `VACUUM ${t.name}`]),
+      ...analyze.map((t): [UpkeepKind, string] => ['analyze', `ANALYZE ${t.name}${t.columns === null ? '' : ` (${t.columns})`}`]),
     ]
-    for (const step of steps) {
+    for (const [kind, statement] of steps) {
       if (this.closing) return
-      await this.db.query(`${BACKGROUND_SQL}${step}`)
+      await this.run(kind, statement)
       await new Promise((resolve) => setTimeout(resolve, UPKEEP_PAUSE_MS))
     }
   }
@@ -164,8 +180,8 @@ export class StatisticsKeeper {
  * a {@link StatisticsKeeper}. Single writes count one row each, so a steady trickle of writes is
  * analyzed too. Registered once on the root instance.
  */
-export function registerStatistics(app: FastifyInstance, db: Db): StatisticsKeeper {
-  const keeper = new StatisticsKeeper(db, (err) => app.log.warn({ err }, 'ANALYZE failed'))
+export function registerStatistics(app: FastifyInstance, db: Db, onStatement?: UpkeepHooks['onStatement']): StatisticsKeeper {
+  const keeper = new StatisticsKeeper(db, { onError: (err) => app.log.warn({ err }, 'statistics upkeep (ANALYZE, VACUUM) failed'), ...(onStatement ? { onStatement } : {}) })
   app.addHook('onResponse', async (request, reply) => {
     if (reply.statusCode >= 300 || request.method === 'GET' || request.method === 'HEAD') return
     if (request.routeOptions.url?.includes('/search/') || request.routeOptions.url?.includes('/analytics/')) return

@@ -3,6 +3,7 @@ import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { bulkCreateAssets } from '../helpers/seed.js'
 import { ANALYZE_AFTER_ROWS, ANALYZE_DEBOUNCE_MS } from '../../src/store/statistics.js'
+import { metrics } from '../../src/ops/metrics.js'
 
 // PGlite has no autovacuum, and PostgreSQL's may be off or a minute behind: the server gathers
 // planner statistics itself after large writes (docs/decisions/0002-pglite-statistics.md).
@@ -21,6 +22,13 @@ for (const store of STORES) {
     }
 
     it('runs ANALYZE shortly after a bulk of 1,000 rows, so the planner knows the table and the projection', async () => {
+      // kbis_store_upkeep_seconds: one observation per statement of the upkeep, by kind.
+      const statements = async () => {
+        const { values } = await metrics.storeUpkeep.get()
+        const count = (kind: string) => values.find((v) => v.metricName === 'kbis_store_upkeep_seconds_count' && v.labels.kind === kind)?.value ?? 0
+        return { vacuum: count('vacuum'), analyze: count('analyze') }
+      }
+      const before = await statements()
       await bulkCreateAssets(t, 'note', Array.from({ length: ANALYZE_AFTER_ROWS }, (_, i) => ({ name: `n-${i}`, properties: { body: 'x' } })))
       const known = { assets: ANALYZE_AFTER_ROWS, projection: ANALYZE_AFTER_ROWS }
       expect(await reltuples()).not.toEqual(known)
@@ -32,6 +40,17 @@ for (const store of STORES) {
       const allVisible = await t.store.db.query<{ pages: number }>("SELECT relallvisible::int AS pages FROM pg_class WHERE oid = 'assets'::regclass")
       if (store === 'pglite') expect(allVisible.rows[0]!.pages).toBeGreaterThan(0)
       else expect(allVisible.rows[0]!.pages).toBe(0)
+      // PGlite: a VACUUM and an ANALYZE per table written (assets, its projection, events, …);
+      // PostgreSQL: one ANALYZE of assets, relationships and the projection, and no VACUUM.
+      const enough = (n: { vacuum: number; analyze: number }) => store === 'pglite' ? n.vacuum - before.vacuum >= 3 && n.analyze - before.analyze >= 3 : n.analyze > before.analyze
+      while (!enough(await statements()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
+      const after = await statements()
+      if (store === 'pglite') {
+        expect(after.vacuum - before.vacuum).toBeGreaterThanOrEqual(3)
+        expect(after.analyze - before.analyze).toBeGreaterThanOrEqual(3)
+      } else {
+        expect(after).toEqual({ vacuum: before.vacuum, analyze: before.analyze + 1 })
+      }
     })
 
     if (store === 'pglite') {

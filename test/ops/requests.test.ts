@@ -105,6 +105,7 @@ for (const kind of STORES) {
       expect(text).toMatch(/^kbis_events_pending 0$/m)
       expect(text).toMatch(/^kbis_db_pool_connections\{state="total"\} \d+$/m)
       expect(text).toContain('# TYPE kbis_result_cache_reads_total counter')
+      expect(text).toContain('# TYPE kbis_store_upkeep_seconds histogram')
       // Concrete paths never become labels.
       expect(text).not.toContain('0190f3a0-0000-7000-8000-000000000000')
     })
