@@ -103,7 +103,8 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
     if (given !== undefined && given !== key.unique_value) {
       issues.push({ detail: `${key.unique_property_key} must be ${key.unique_value}, the value of the key`, pointer: `/${i}/properties/${key.unique_property_key}` })
     }
-    const withKey = { ...properties, [key.unique_property_key]: key.unique_value }
+    // The key's value stands in the properties (as a re-sent record has it), or is added to a copy.
+    const withKey = given === key.unique_value ? properties : { ...properties, [key.unique_property_key]: key.unique_value }
     const current = stored.get(named)
     if (!current || !hasLevel(ctx.auth, current, 'view')) {
       // Created; an asset the key cannot see holding this key makes the insert clash (409).
