@@ -330,6 +330,8 @@ async function plans(t: Target): Promise<string> {
     expectStatus(await client.send(method, url, body), 200, `${method} ${url}`)
     const { statements } = await post('/capture/stop')
     const reads = statements.filter((s) => /^\s*(SELECT|WITH)\b/i.test(s.sql) && /\bassets\b|assets_typed_/.test(s.sql) && !/\b(INSERT|UPDATE|DELETE)\b/i.test(s.sql))
+    // Every read runs its page statement: none captured means the capture hooks the wrong store.
+    if (reads.length === 0) throw new Error(`bench: no statement of the service was captured for ${method} ${url} on ${t.store.label} (${statements.length} in all)`)
     out.push(`\n#### ${label}: \`${method} ${url}\`\n`)
     for (const s of [...reads, { ...raw, sql: `-- limit (bench_lean_assets)\n${raw.sql}` }]) {
       const plan = await t.store.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, COSTS OFF) ${s.sql.replace(/^--.*\n/, '')}`, s.params ?? [])

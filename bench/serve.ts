@@ -44,7 +44,7 @@ const url = await app.listen({ host: '127.0.0.1', port: 0 })
 // side is what plain SQL gets); PGlite has one store per process.
 const rawDb = env.BENCH_RAW !== '1' ? null
   : env.BENCH_STORE === 'pglite' ? db : await openDb({ databaseUrl: env.BENCH_DATABASE_URL, schema: env.BENCH_SCHEMA, poolSize: 10 })
-const raw = rawDb === null ? null : await startRawRoutes(rawDb)
+const raw = rawDb === null ? null : await startRawRoutes(rawDb, db)
 process.stdout.write(`${JSON.stringify({ bench: 'ready', url, rawUrl: raw?.url ?? null, orgs })}\n`)
 
 process.on('SIGTERM', () => {

@@ -11,6 +11,9 @@
  * POST /raw/:name {sql, params}    registers a read; GET /raw/:name runs it ({data: rows})
  * POST /capture/start, /capture/stop → {statements: [{sql, params}]} every statement of the
  *                                    service's store between the two (the service's own SQL)
+ *
+ * On PostgreSQL the routes run on a pool of their own (`db`, the server's settings) while the
+ * capture records the service's (`serviceDb`); on PGlite both are the process's one store.
  */
 import { performance } from 'node:perf_hooks'
 import Fastify from 'fastify'
@@ -37,10 +40,10 @@ function capturing(db: Db): { start(): void; stop(): Statement[] } {
   }
 }
 
-export async function startRawRoutes(db: Db): Promise<{ url: string; close(): Promise<void> }> {
+export async function startRawRoutes(db: Db, serviceDb: Db): Promise<{ url: string; close(): Promise<void> }> {
   // The unwrapped query: what these routes run is never recorded.
   const query = db.query.bind(db)
-  const capture = capturing(db)
+  const capture = capturing(serviceDb)
   const reads = new Map<string, Statement>()
   const app = Fastify({ logger: false, bodyLimit: 200 * 1024 * 1024 })
   app.post('/sql', async (request) => {
