@@ -158,8 +158,8 @@ PostgreSQL ${machine.postgres}. Load average before / after the run: ${load(mach
   on the same store (no authentication, no envelope work). Rows named \`PostgreSQL · …\` and
   \`PGlite · …\` are the same workload on each store (PGlite embedded, on a data directory).
 - The service runs in a process of its own on the built code (dist/, what \`kbis serve\` runs),
-  without a TypeScript loader; its peak RSS is the largest over its first bulk create, PATCH and
-  relationships, before any of the limit's statements (on PGlite they run in the same process,
+  without a TypeScript loader; its peak RSS is the largest over its own bulk creates, PATCHes and
+  relationships, run before any of the limit's statements (on PGlite they run in the same process,
   and the WebAssembly memory a 10,000-row VALUES statement takes stays resident: runs before
   2026-11-27 05:00 UTC counted ≈ 67 MB of it). Runs before 2026-11-26 ran the service under tsx
   (≈ 50 MB more RSS) and took one peak over the whole bulk phase.
