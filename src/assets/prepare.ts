@@ -51,6 +51,12 @@ export function checkDomain(metamodel: LoadedMetamodel, domain: string | null, p
  * returned (not only the first) so that bulk requests can list all of them.
  */
 export function prepareNewAsset(metamodel: LoadedMetamodel, input: AssetInput, base = ''): { row: NewAssetRow; issues: Issue[] } {
+  const { values, issues } = prepareAssetValues(metamodel, input, base)
+  return { row: { id: newId(), ...values }, issues }
+}
+
+/** prepareNewAsset's checks and values without a new id: what replacing a stored asset writes. */
+export function prepareAssetValues(metamodel: LoadedMetamodel, input: AssetInput, base = ''): { values: Omit<NewAssetRow, 'id'>; issues: Issue[] } {
   const properties = withoutNulls(input.properties ?? {})
   const domain = input.access_domain_key ?? null
   const issues: Issue[] = []
@@ -59,8 +65,7 @@ export function prepareNewAsset(metamodel: LoadedMetamodel, input: AssetInput, b
   else issues.push(...metamodel.validator(type.key)(properties, `${base}/properties`))
   issues.push(...checkDomain(metamodel, domain, `${base}/access_domain_key`))
   return {
-    row: {
-      id: newId(),
+    values: {
       asset_type_key: input.asset_type_key,
       name: input.name,
       access_domain_key: domain,

@@ -6,6 +6,7 @@ import { ASSET_COLUMNS, ASSET_RECORD_JSON, type AssetRow } from './mapper.js'
 import { noteDataWrite } from '../counts/cache.js'
 import { eventIdsByRow, eventOriginParams, type EventOrigin } from '../outbox/write.js'
 import { assetCreatedEventsSql, assetUpdatedEventsSql, writeAssetEvents } from './events.js'
+import { jsonbFingerprintSql } from '../store/jsonb-text.js'
 
 /*
  * The write paths of asset rows: insertAssets, updateAssets and archiveAssets are the only
@@ -170,21 +171,22 @@ export async function updateAssets<A extends UpdateAnswer = 'rows'>(
 /** A live asset as an upsert that replaces finds it (selectReplaced). */
 export interface ReplacedAsset extends AssetReference {
   name: string
-  /** SHA-256 (hex) of its properties' jsonb text: jsonbDigest (store/jsonb-text.ts) of equal values. */
-  digest: string
+  /** Its properties' fingerprint (store/jsonb-text.ts jsonbFingerprintSql): jsonbMatches tells equal values. */
+  fingerprint: string
 }
 
 /**
  * The look-up of an upsert that replaces: selectAssetRefs (the same statement and plan: one
- * probe of the unique index per key), also answering each asset's name and the digest of its
- * properties, so that the caller tells the assets that hold their new values already and leaves
- * them out of the UPDATE: a re-run of 10,000 unchanged assets sends no property document to SQL.
- * A digest that differs only means "let the UPDATE compare" (updateAssets' skipUnchanged).
+ * probe of the unique index per key), also answering each asset's name and the fingerprint of
+ * its properties (their text, or the digest of a large document), so that the caller tells the
+ * assets that hold their new values already and leaves them out of the UPDATE: a re-run of
+ * 10,000 unchanged assets sends no property document to SQL. A fingerprint that does not match
+ * only means "let the UPDATE compare" (updateAssets' skipUnchanged).
  * (A look-up that compared in SQL, the items joined laterally through a fence, was planned with
  * stale statistics as a walk of all the type's assets per key: 40 s for 10,000.)
  */
 export async function selectReplaced(db: Queryable, orgId: string, keys: readonly AssetKey[]): Promise<ReplacedAsset[]> {
-  return selectAssetRefs<ReplacedAsset>(db, orgId, keys, false, `a.name, encode(sha256(convert_to(a.properties::text, 'UTF8')), 'hex') AS digest`)
+  return selectAssetRefs<ReplacedAsset>(db, orgId, keys, false, `a.name, ${jsonbFingerprintSql('a.properties')} AS fingerprint`)
 }
 
 /** THE archive of asset rows (DELETE /assets/{id}); returns the rows archived, as they were. */

@@ -6,9 +6,9 @@ import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
 import { compositeKey } from '../refs/resolve.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { ItemFailures, type BulkItem } from '../core/items.js'
-import { checkDomain, prepareNewAsset, preparePropertiesPatch } from './prepare.js'
+import { checkDomain, prepareAssetValues, prepareNewAsset, preparePropertiesPatch } from './prepare.js'
 import { insertAssets, selectAssetsByKeys, selectReplaced, updateAssets, type AssetChange, type NewAssetRow, type ReplacedAsset } from './sql.js'
-import { jsonbDigest } from '../store/jsonb-text.js'
+import { jsonbMatches } from '../store/jsonb-text.js'
 import { inUniqueOrder } from './create.js'
 import type { AssetRow } from './mapper.js'
 import { originOf } from '../outbox/write.js'
@@ -130,10 +130,10 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
       change = { id: current.id, name: item.name, set_domain: true, access_domain_key: domain, replace: false, props: patch.set, cleared: patch.clear, set_unique: false, unique_value: null }
     } else {
       // Replace: what is not sent is cleared, as if the asset were created anew.
-      const prepared = prepareNewAsset(ctx.metamodel, { asset_type_key: key.asset_type_key, name: item.name, access_domain_key: item.access_domain_key ?? null, properties: withKey }, `/${i}`)
+      const prepared = prepareAssetValues(ctx.metamodel, { asset_type_key: key.asset_type_key, name: item.name, access_domain_key: item.access_domain_key ?? null, properties: withKey }, `/${i}`)
       issues.push(...prepared.issues)
-      const { row } = prepared
-      change = { id: current.id, name: row.name, set_domain: true, access_domain_key: row.access_domain_key, replace: true, props: row.properties, cleared: [], set_unique: false, unique_value: null }
+      const { values } = prepared
+      change = { id: current.id, name: values.name, set_domain: true, access_domain_key: values.access_domain_key, replace: true, props: values.properties, cleared: [], set_unique: false, unique_value: null }
     }
     invalid.push(...issues)
     if (issues.length > 0) return
@@ -143,7 +143,7 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
       return
     }
     plan.ids[i] = current.id
-    // Replacing, the look-up answered each asset's name and properties' digest (selectReplaced):
+    // Replacing, the look-up answered each asset's name and properties' fingerprint (selectReplaced):
     // an asset that holds the new values already is unchanged, left out of the UPDATE.
     if (!merge && holdsAlready(current as ReplacedAsset, change)) return
     plan.changes.push({ index: i, change })
@@ -154,9 +154,9 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
   return plan
 }
 
-/** Whether a stored asset holds a replacement's values already: name, access domain, and properties by digest. */
+/** Whether a stored asset holds a replacement's values already: name, access domain, and properties by fingerprint. */
 function holdsAlready(stored: ReplacedAsset, change: AssetChange): boolean {
-  return stored.name === change.name && stored.access_domain_key === change.access_domain_key && stored.digest === jsonbDigest(change.props)
+  return stored.name === change.name && stored.access_domain_key === change.access_domain_key && jsonbMatches(stored.fingerprint, change.props)
 }
 
 /**
@@ -198,7 +198,7 @@ export async function upsertAssets(
     }
     failures.throwIfAny()
     // A bulk answers ids and results; PUT /assets/{key} its record. The UPDATE compares the
-    // changes left in SQL too (a digest that differs only means "compare").
+    // changes left in SQL too (a fingerprint that does not match only means "compare").
     const changed = await updateAssets(tx, originOf(ctx), plan.changes.map((c) => c.change), { skipUnchanged: true, answer: options.single === true ? 'rows' : 'ids' })
     const updated = new Map<string, AssetRow | { id: string }>(changed.map((row) => [row.id, row]))
     const syncs = items.flatMap((item, i) => {

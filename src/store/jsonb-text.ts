@@ -35,13 +35,12 @@ export function jsonbText(value: unknown): string | null {
         return `${text}]`
       }
       const record = value as Record<string, unknown>
-      const keys = Object.keys(record)
-      keys.sort(NON_ASCII.test(keys.join('')) ? jsonbKeyOrder : asciiKeyOrder)
+      const { order, heads } = shapeOf(Object.keys(record))
       text = '{'
-      for (let i = 0; i < keys.length; i++) {
-        const member = jsonbText(record[keys[i]!])
+      for (let i = 0; i < order.length; i++) {
+        const member = jsonbText(record[order[i]!])
         if (member === null) return null
-        text += (i > 0 ? ', ' : '') + JSON.stringify(keys[i]) + ': ' + member
+        text += heads[i]! + member
       }
       return `${text}}`
     }
@@ -51,17 +50,64 @@ export function jsonbText(value: unknown): string | null {
   }
 }
 
+/** Stored documents up to this size (bytes, uncompressed) are fingerprinted by their text. */
+const TEXT_FINGERPRINT_BYTES = 2048
+const DIGEST = 'sha256:'
+
 /**
- * The SHA-256 (hex) of jsonbText(value) in UTF-8, what
- * `encode(sha256(convert_to(doc::text, 'UTF8')), 'hex')` gives for the stored document; null as
- * jsonbText.
+ * SQL: a fingerprint of the jsonb document `expr`, to tell in the service whether a value is
+ * that document (jsonbMatches). A small document (at most TEXT_FINGERPRINT_BYTES stored and not
+ * compressed, so its text stays small) is its text: cheaper to send than to hash on both sides.
+ * A larger one is `sha256:` and the SHA-256 (hex) of its text, so that a look-up of 10,000 large
+ * documents answers 10,000 short strings. No jsonb text starts with `s`.
  */
-export function jsonbDigest(value: unknown): string | null {
+export function jsonbFingerprintSql(expr: string): string {
+  return `CASE WHEN pg_column_size(${expr}) <= ${TEXT_FINGERPRINT_BYTES} AND pg_column_compression(${expr}) IS NULL THEN ${expr}::text ` +
+    `ELSE '${DIGEST}' || encode(sha256(convert_to(${expr}::text, 'UTF8')), 'hex') END`
+}
+
+/**
+ * Whether `value` (as JSON.parse gave it) is the stored document `fingerprint` was taken of
+ * (jsonbFingerprintSql). False also when that cannot be told here (a number JS writes with an
+ * exponent): the caller then lets SQL compare. SHA-256, not a shorter hash: a collision would
+ * leave a changed document as it was.
+ */
+export function jsonbMatches(fingerprint: string, value: unknown): boolean {
   const text = jsonbText(value)
-  return text === null ? null : hash('sha256', text, 'hex')
+  if (text === null) return false
+  return fingerprint.startsWith(DIGEST) ? fingerprint.slice(DIGEST.length) === hash('sha256', text, 'hex') : fingerprint === text
 }
 
 const NON_ASCII = /[^\x00-\x7f]/
+
+/**
+ * An object's keys as jsonb orders them, each with what precedes its value in the text
+ * (`, "key": `), for the keys in the order Object.keys gives them. Documents of one asset type
+ * mostly share their keys, so the order is worked out once per set of keys and remembered
+ * (at most SHAPES_KEPT sets: beyond, the memory starts again).
+ */
+interface Shape {
+  keys: readonly string[]
+  order: readonly string[]
+  heads: readonly string[]
+}
+
+const SHAPES_KEPT = 512
+const shapes = new Map<string, Shape>()
+
+function shapeOf(keys: string[]): Shape {
+  const id = keys.join('\0')
+  const known = shapes.get(id)
+  // Keys holding the separator could join to the same text as other keys: the arrays decide.
+  if (known && known.keys.length === keys.length && known.keys.every((key, i) => key === keys[i])) return known
+  const order = [...keys].sort(NON_ASCII.test(id) ? jsonbKeyOrder : asciiKeyOrder)
+  const shape = { keys, order, heads: order.map((key, i) => `${i > 0 ? ', ' : ''}${JSON.stringify(key)}: `) }
+  if (!known) {
+    if (shapes.size >= SHAPES_KEPT) shapes.clear()
+    shapes.set(id, shape)
+  }
+  return shape
+}
 
 /** jsonb's order of ASCII keys: one byte per character, so lengths and code units compare as bytes do. */
 function asciiKeyOrder(a: string, b: string): number {

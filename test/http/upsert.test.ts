@@ -107,6 +107,8 @@ for (const store of STORES) {
         // Every kind of property value, keys in an order jsonb does not keep, escapes and non-ASCII text.
         { id: 'server:hostname:u-1', name: 'u-1 ✓', access_domain_key: 'it', properties: { summary: 'quote " backslash \\ tab \t newline \n \u0001 ünï 🚀', tags: ['pci', 'gdpr'], cost: 800.5, managed: false, uptime: 99.95, purchased_on: '2024-02-29', environment: 'prod', cpu_count: 12 } },
         { id: 'server:hostname:u-2', name: 'u-2', properties: {} },
+        // Large enough to be told by the digest of its text rather than by its text (store/jsonb-text.ts).
+        { id: 'server:hostname:u-4', name: 'u-4', properties: { summary: Array.from({ length: 400 }, (_, i) => `line ${i} ✓ ${(i * 7919) % 1000}`).join('\n') } },
         // JS writes 1e-7 and 1e21 with an exponent; the stored numeric prints them in full.
         { id: 'server:hostname:u-3', name: 'u-3', properties: { memory_gb: 1e-7, cost: 1e21 } },
       ]
@@ -115,32 +117,35 @@ for (const store of STORES) {
         expect(res.status).toBe(200)
         return res.body.data.map((d: { result: string }) => d.result)
       }
-      expect(await put()).toEqual(['created', 'created', 'created'])
+      expect(await put()).toEqual(['created', 'created', 'created', 'created'])
       const ids = await Promise.all(items.map(async (item) => (await get(item.id)).id))
       for (const id of ids) await age(id)
       const statements: string[] = []
       t.store.db.onQuery = (sql) => { statements.push(sql) }
       try {
-        expect(await put()).toEqual(['unchanged', 'unchanged', 'unchanged'])
-        // u-1 and u-2 were told unchanged by the look-up; only u-3 went to the UPDATE, which
+        expect(await put()).toEqual(['unchanged', 'unchanged', 'unchanged', 'unchanged'])
+        // u-1, u-2 and u-4 were told unchanged by the look-up; only u-3 went to the UPDATE, which
         // compared it in SQL and wrote nothing.
         const updates = statements.filter((sql) => /^WITH upd AS \(\s*UPDATE assets/.test(sql))
         expect(updates).toHaveLength(1)
         statements.length = 0
-        expect(await put()).toEqual(['unchanged', 'unchanged', 'unchanged'])
+        expect(await put()).toEqual(['unchanged', 'unchanged', 'unchanged', 'unchanged'])
         items.pop()
         statements.length = 0
-        expect(await put()).toEqual(['unchanged', 'unchanged'])
+        expect(await put()).toEqual(['unchanged', 'unchanged', 'unchanged'])
         expect(statements.filter((sql) => /UPDATE assets/.test(sql))).toEqual([])
         // A change the look-up must see: name, access domain, one property value.
         for (const change of [{ name: 'u-1 renamed' }, { access_domain_key: null }, { properties: { ...items[0]!.properties, cpu_count: 13 } }]) {
           Object.assign(items[0]!, change)
-          expect(await put()).toEqual(['updated', 'unchanged'])
+          expect(await put()).toEqual(['updated', 'unchanged', 'unchanged'])
         }
+        // One character of the large document.
+        items[2]!.properties = { summary: `${items[2]!.properties.summary as string}.` }
+        expect(await put()).toEqual(['unchanged', 'unchanged', 'updated'])
       } finally {
         t.store.db.onQuery = null
       }
-      for (const id of ids.slice(1)) expect((await get(id)).updated_at).toBe(PAST)
+      for (const id of [ids[1]!, ids[3]!]) expect((await get(id)).updated_at).toBe(PAST)
       expect(await get(ids[0]!)).toMatchObject({ name: 'u-1 renamed', access_domain_key: null, properties: { ...items[0]!.properties, hostname: 'u-1' } })
     })
 

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
-import { jsonbDigest, jsonbText } from '../../src/store/jsonb-text.js'
+import { jsonbFingerprintSql, jsonbMatches, jsonbText } from '../../src/store/jsonb-text.js'
 
 /**
  * jsonbText (store/jsonb-text.ts) must print what the store prints for the same document, byte
- * for byte, or say it cannot (null): an upsert takes equal digests for unchanged values.
+ * for byte, or say it cannot (null): an upsert takes a matching fingerprint for unchanged values.
  */
 const DOCUMENTS: unknown[] = [
   {},
@@ -31,23 +31,60 @@ describe.each(STORES)('%s: jsonbText is the store\'s jsonb text', (kind) => {
   })
   afterAll(async () => store?.drop())
 
-  const stored = async (doc: unknown) => (await store.db.query<{ text: string; digest: string }>(
-    `SELECT d::text AS text, encode(sha256(convert_to(d::text, 'UTF8')), 'hex') AS digest FROM (SELECT $1::jsonb AS d) x`, [JSON.stringify(doc)])).rows[0]!
+  const stored = async (doc: unknown) => (await store.db.query<{ text: string; fingerprint: string }>(
+    `SELECT d::text AS text, ${jsonbFingerprintSql('d')} AS fingerprint FROM (SELECT $1::jsonb AS d) x`, [JSON.stringify(doc)])).rows[0]!
+  /** The fingerprint of a document as stored in a table (compressed when the row is large). */
+  const storedInTable = async (doc: unknown): Promise<string> => {
+    await store.db.query('CREATE TEMP TABLE IF NOT EXISTS fingerprinted (d jsonb)')
+    await store.db.query('TRUNCATE fingerprinted')
+    await store.db.query('INSERT INTO fingerprinted VALUES ($1::jsonb)', [JSON.stringify(doc)])
+    return (await store.db.query<{ f: string }>(`SELECT ${jsonbFingerprintSql('d')} AS f FROM fingerprinted`)).rows[0]!.f
+  }
 
-  it('prints every document as the store does, and digests it as SQL does', async () => {
+  it('prints every document as the store does, and its fingerprint matches the document alone', async () => {
     for (const doc of DOCUMENTS) {
-      const { text, digest } = await stored(doc)
+      const { text, fingerprint } = await stored(doc)
       expect(jsonbText(doc), JSON.stringify(doc)).toBe(text)
-      expect(jsonbDigest(doc)).toBe(digest)
+      expect(fingerprint).toBe(text)
+      expect(jsonbMatches(fingerprint, doc)).toBe(true)
     }
+    const { fingerprint } = await stored({ hostname: 'web-01', memory_gb: 16 })
+    for (const other of [{ hostname: 'web-01', memory_gb: 17 }, { hostname: 'web-01' }, { hostname: 'web-01', memory_gb: 16, x: null }, { memory_gb: 16, hostname: 'web-02' }]) {
+      expect(jsonbMatches(fingerprint, other)).toBe(false)
+    }
+    expect(jsonbMatches(fingerprint, { memory_gb: 16, hostname: 'web-01' })).toBe(true)
+  })
+
+  it('fingerprints a large or compressed document by the SHA-256 of its text', async () => {
+    const large = { notes: Array.from({ length: 300 }, (_, i) => `note ${i} ✓ "${i * 7}"`), n: 1.5 }
+    const compressed = { notes: 'x'.repeat(100_000) }
+    for (const doc of [large, compressed]) {
+      const fingerprint = await storedInTable(doc)
+      expect(fingerprint).toMatch(/^sha256:[0-9a-f]{64}$/)
+      expect(jsonbMatches(fingerprint, doc)).toBe(true)
+      expect(jsonbMatches(fingerprint, { ...doc, n: 2 })).toBe(false)
+    }
+    // Small, in a table: its text.
+    expect(await storedInTable({ a: 1 })).toBe('{"a": 1}')
   })
 
   it('has no text for a number JS writes with an exponent (the store prints it otherwise)', async () => {
     for (const n of EXPONENTS) {
-      const { text } = await stored({ n })
+      const { text, fingerprint } = await stored({ n })
       expect(text).not.toBe(`{"n": ${JSON.stringify(n)}}`)
       expect(jsonbText({ n })).toBeNull()
-      expect(jsonbDigest([n])).toBeNull()
+      expect(jsonbMatches(fingerprint, { n })).toBe(false)
     }
+  })
+})
+
+describe('jsonbText remembers key orders by their key sets', () => {
+  it('keeps documents apart whose keys join to the same text', () => {
+    expect(jsonbText({ b: 2, a: 1 })).toBe('{"a": 1, "b": 2}')
+    expect(jsonbText({ a: 1, b: 2 })).toBe('{"a": 1, "b": 2}')
+    // Keys holding the separator the memory joins keys with.
+    expect(jsonbText({ 'a\u0000b': 1 })).toBe('{"a\\u0000b": 1}')
+    expect(jsonbText({ a: 1, b: 2 })).toBe('{"a": 1, "b": 2}')
+    expect(jsonbText({ a: { c: 1, bb: 2 }, b: [] })).toBe('{"a": {"c": 1, "bb": 2}, "b": []}')
   })
 })
