@@ -154,17 +154,21 @@ export class StatisticsKeeper {
     const tables = (await this.db.query<{ name: string; vacuum: boolean; changed: number; columns: string | null }>(UPKEEP_TABLES)).rows
     // An ANALYZE of some columns leaves the table's count of changes as it was: the count it left
     // is remembered, and the table analyzed again once that count has moved.
+    // (A count is remembered once its ANALYZE has run: a failed one is tried again next time.)
     const analyze = tables.filter((t) => t.changed !== (this.analyzedAt.get(t.name) ?? 0))
-    for (const t of analyze) if (t.columns !== null) this.analyzedAt.set(t.name, t.changed)
-    const steps: [UpkeepKind, string][] = [
-      ...tables.filter((t) => t.vacuum).map((t): [UpkeepKind, string] => ['vacuum', `VACUUM ${t.name}`]),
-      ...analyze.map((t): [UpkeepKind, string] => ['analyze', `ANALYZE ${t.name}${t.columns === null ? '' : ` (${t.columns})`}`]),
+    const steps: { kind: UpkeepKind; statement: string; done?: () => void }[] = [
+      ...tables.filter((t) => t.vacuum).map((t) => ({ kind: 'vacuum' as const, statement: `VACUUM ${t.name}` })),
+      ...analyze.map((t) => ({
+        kind: 'analyze' as const,
+        statement: `ANALYZE ${t.name}${t.columns === null ? '' : ` (${t.columns})`}`,
+        done: () => { if (t.columns !== null) this.analyzedAt.set(t.name, t.changed) },
+      })),
     ]
-    for (const [kind, statement] of steps) {
+    for (const [i, step] of steps.entries()) {
+      if (i > 0) await new Promise((resolve) => setTimeout(resolve, UPKEEP_PAUSE_MS))
       if (this.closing) return
       // A table dropped since the list (a projection, by a metamodel change) fails its own step only.
-      await this.run(kind, statement).catch((err: unknown) => this.hooks.onError?.(err))
-      await new Promise((resolve) => setTimeout(resolve, UPKEEP_PAUSE_MS))
+      await this.run(step.kind, step.statement).then(step.done, (err: unknown) => this.hooks.onError?.(err))
     }
   }
 
