@@ -77,9 +77,54 @@ export function jsonbFingerprintSql(expr: string): string {
  * leave a changed document as it was.
  */
 export function jsonbMatches(fingerprint: string, value: unknown): boolean {
+  if (!fingerprint.startsWith(DIGEST)) return textFrom(fingerprint, 0, value) === fingerprint.length
   const text = jsonbText(value)
-  if (text === null) return false
-  return fingerprint.startsWith(DIGEST) ? fingerprint.slice(DIGEST.length) === hash('sha256', text, 'hex') : fingerprint === text
+  return text !== null && fingerprint.slice(DIGEST.length) === hash('sha256', text, 'hex')
+}
+
+// A string that JSON.stringify writes as `"` + itself + `"` has none of these.
+const ESCAPED = /["\\\u0000-\u001f]/
+
+/**
+ * Where jsonbText(value) ends in `text` if `text` holds it at `at`, else -1: the same pieces as
+ * jsonbText, each compared in place, so that no text is built for a document that is stored
+ * already (≈ 5 times faster than building and comparing it).
+ */
+function textFrom(text: string, at: number, value: unknown): number {
+  switch (typeof value) {
+    case 'string': {
+      if (ESCAPED.test(value)) return piece(text, at, JSON.stringify(value))
+      const end = at + 1 + value.length
+      return text.charCodeAt(at) === 34 && text.startsWith(value, at + 1) && text.charCodeAt(end) === 34 ? end + 1 : -1
+    }
+    case 'boolean':
+      return piece(text, at, value ? 'true' : 'false')
+    case 'number': {
+      if (!Number.isFinite(value)) return -1
+      const number = String(value)
+      return number.includes('e') ? -1 : piece(text, at, number)
+    }
+    case 'object': {
+      if (value === null) return piece(text, at, 'null')
+      if (Array.isArray(value)) {
+        if (text.charCodeAt(at++) !== 91) return -1
+        for (let i = 0; i < value.length && at >= 0; i++) at = textFrom(text, i > 0 ? piece(text, at, ', ') : at, value[i])
+        return at >= 0 && text.charCodeAt(at) === 93 ? at + 1 : -1
+      }
+      const record = value as Record<string, unknown>
+      const { order, heads } = shapeOf(Object.keys(record))
+      if (text.charCodeAt(at++) !== 123) return -1
+      for (let i = 0; i < order.length && at >= 0; i++) at = textFrom(text, piece(text, at, heads[i]!), record[order[i]!])
+      return at >= 0 && text.charCodeAt(at) === 125 ? at + 1 : -1
+    }
+    default:
+      return -1
+  }
+}
+
+/** Where `expected` ends in `text` if `text` holds it at `at`, else -1 (and -1 stays -1). */
+function piece(text: string, at: number, expected: string): number {
+  return at >= 0 && text.startsWith(expected, at) ? at + expected.length : -1
 }
 
 const NON_ASCII = /[^\x00-\x7f]/
@@ -99,11 +144,26 @@ interface Shape {
 const SHAPES_KEPT = 512
 const shapes = new Map<string, Shape>()
 
+let lastShape: Shape | null = null
+
 function shapeOf(keys: string[]): Shape {
+  // The documents of a bulk mostly have the keys of the one before: no join, no look-up.
+  const last = lastShape
+  if (last && sameKeys(last.keys, keys)) return last
+  return (lastShape = knownShape(keys))
+}
+
+function sameKeys(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+function knownShape(keys: string[]): Shape {
   const id = keys.join('\0')
   const known = shapes.get(id)
   // Keys holding the separator could join to the same text as other keys: the arrays decide.
-  if (known && known.keys.length === keys.length && known.keys.every((key, i) => key === keys[i])) return known
+  if (known && sameKeys(known.keys, keys)) return known
   const order = [...keys].sort(NON_ASCII.test(id) ? jsonbKeyOrder : asciiKeyOrder)
   const shape = { keys, order, heads: order.map((key, i) => `${i > 0 ? ', ' : ''}${JSON.stringify(key)}: `) }
   if (!known) {

@@ -78,6 +78,35 @@ describe.each(STORES)('%s: jsonbText is the store\'s jsonb text', (kind) => {
   })
 })
 
+describe('jsonbMatches compares a value with a stored text in place', () => {
+  it('matches only the value the text was printed from', () => {
+    const pairs: [unknown, unknown][] = [
+      [{ n: 12 }, { n: 1 }],
+      [{ n: 1 }, { n: 12 }],
+      [{ s: 'ab' }, { s: 'a' }],
+      [{ s: 'a"b' }, { s: 'a\\"b' }],
+      [{ s: 'line\nbreak' }, { s: 'line\\nbreak' }],
+      [{ a: [1, 2] }, { a: [1, 2, 3] }],
+      [{ a: [1, 2, 3] }, { a: [1, 2] }],
+      [{ a: [[]] }, { a: [] }],
+      [{ o: { x: 1 } }, { o: { x: 1, y: 2 } }],
+      [{ o: { x: 1, y: 2 } }, { o: { y: 2 } }],
+      [{ b: true }, { b: 'true' }],
+      [{ z: null }, { z: 'null' }],
+      [{ k: 1 }, { K: 1 }],
+      [{}, []],
+      ['x', { x: 1 }],
+    ]
+    for (const [stored, other] of pairs) {
+      const text = jsonbText(stored)!
+      expect(jsonbMatches(text, stored), text).toBe(true)
+      expect(jsonbMatches(text, other), `${text} against ${JSON.stringify(other)}`).toBe(false)
+      // A text with more after it is another document.
+      expect(jsonbMatches(`${text} `, stored)).toBe(false)
+    }
+  })
+})
+
 describe('jsonbText remembers key orders by their key sets', () => {
   it('keeps documents apart whose keys join to the same text', () => {
     expect(jsonbText({ b: 2, a: 1 })).toBe('{"a": 1, "b": 2}')
