@@ -88,7 +88,8 @@ const ESCAPED = /["\\\u0000-\u001f]/
 /**
  * Where jsonbText(value) ends in `text` if `text` holds it at `at`, else -1: the same pieces as
  * jsonbText, each compared in place, so that no text is built for a document that is stored
- * already (≈ 5 times faster than building and comparing it).
+ * already (10,000 servers: 8 ms, against 12 to build their texts and compare them). A piece that
+ * does not match gives -1, which every later piece keeps.
  */
 function textFrom(text: string, at: number, value: unknown): number {
   switch (typeof value) {
