@@ -61,14 +61,14 @@ export async function selectFeed(db: Queryable, auth: AuthContext, q: FeedQuery)
  * PostgreSQL (counts/cache.ts: remembered results are answered for the version they were taken at).
  *
  * A scalar subquery, the organization bound to `org`, so that a statement the request runs anyway
- * can select it (store/sql.ts selectPage). Each condition is one partial index's exactly
- * (`events_unstamped_org`, `events_feed`): without statistics on events the planner otherwise
- * intersected the organization's whole primary key range with the unstamped rows (2 ms at 20,000
- * events, and growing with them).
+ * can select it (store/sql.ts selectPage): a call of `kbis_data_version` (migration 0017), a
+ * PL/pgSQL function whose two statements are planned once per connection, not with every page.
+ * Each of its conditions is one partial index's exactly (`events_unstamped_org`, `events_feed`):
+ * without statistics on events the planner otherwise intersected the organization's whole
+ * primary key range with the unstamped rows (2 ms at 20,000 events, and growing with them).
  */
 export function dataVersionSql(org: string): string {
-  return `SELECT CASE WHEN EXISTS (SELECT 1 FROM events WHERE org_id = ${org} AND sequence IS NULL) THEN NULL
-            ELSE coalesce((SELECT max(sequence) FROM events WHERE org_id = ${org} AND sequence IS NOT NULL), 0)::text END`
+  return `SELECT kbis_data_version(${org})`
 }
 
 /** {@link dataVersionSql} as a statement of its own. */
