@@ -108,8 +108,8 @@ async function importRows(ctx: BenchContext): Promise<Row[]> {
     const copyFile = path.join(dir, 'servers.tsv')
     writeFileSync(copyFile, `${copy.join('\n')}\n`)
     const ours = await timed(async () => {
-      // The CLI as users run it (bin/kbis.js over dist/), a separate process talking HTTP to the service.
-      const res = await exec(process.execPath, ['bin/kbis.js', 'import', csv, '--type', 'server'], { KBIS_URL: ctx.service.url, KBIS_API_KEY: org.secret })
+      // The CLI as users run it (bin/kbis over dist/), a separate process talking HTTP to the service.
+      const res = await exec('bin/kbis', ['import', csv, '--type', 'server'], { KBIS_URL: ctx.service.url, KBIS_API_KEY: org.secret })
       if (res.code !== 0) throw new Error(`bench: kbis import failed: ${res.stderr.slice(0, 500)}`)
     })
     const raw = await timed(async () => {
@@ -120,7 +120,7 @@ async function importRows(ctx: BenchContext): Promise<Row[]> {
     ctx.log(`  import: ${perSecond(ours.ms)} rows/s (raw COPY ${perSecond(raw.ms)} rows/s)`)
     return [{
       metric: `kbis import of a ${IMPORT_ROWS}-row CSV, end to end`, ours: ours.ms / 1000, raw: raw.ms / 1000, unit: 's',
-      note: `${perSecond(ours.ms)} rows/s (file read, conversion, chunks of 10,000 over HTTP, validation, one transaction a chunk) against ${perSecond(raw.ms)} rows/s for psql COPY FROM STDIN of the same rows, which checks nothing. Includes the CLI's start (bin/kbis.js).`,
+      note: `${perSecond(ours.ms)} rows/s (file read, conversion, chunks of 10,000 over HTTP, validation, one transaction a chunk) against ${perSecond(raw.ms)} rows/s for psql COPY FROM STDIN of the same rows, which checks nothing. Includes the CLI's start (bin/kbis).`,
     }]
   } finally {
     rmSync(dir, { recursive: true, force: true })

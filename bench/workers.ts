@@ -31,10 +31,10 @@ const REPLICA_ASSETS = Number(process.env.BENCH_REPLICA_ASSETS || (QUICK ? 5_000
 const ASSETS = Number(process.env.BENCH_WORKERS_ASSETS || SIZE)
 const SEARCH = JSON.stringify({ filter: { field: 'properties.environment', operator: 'equals', value: 'prod' }, sort: [{ field: 'name' }], page: { size: 50 } })
 
-/** `kbis serve` (from source) in a child process; resolves once it prints that it listens. */
+/** `kbis serve` (bin/kbis over dist/) in a child process; resolves once it prints that it listens. */
 async function serve(args: string[], env: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }> {
   const port = await freePort()
-  const child = spawn(process.execPath, ['bin/kbis.js', 'serve', '--port', String(port), ...args], {
+  const child = spawn('bin/kbis', ['serve', '--port', String(port), ...args], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'production', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   })

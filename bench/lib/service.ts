@@ -4,6 +4,7 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
+import { ALLOCATOR_TUNABLES } from '../../src/ops/heap.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const SRC = path.join(ROOT, 'src')
@@ -88,7 +89,8 @@ export async function startService(script: string, env: Record<string, string>, 
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
   const child = spawn(process.execPath, [...profile, await builtScript(script)], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'production', ...env },
+    // What bin/kbis gives a `kbis` process (decision 0020), unless the run sets its own.
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'production', GLIBC_TUNABLES: process.env.GLIBC_TUNABLES ?? ALLOCATOR_TUNABLES, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   running.add(child)

@@ -26,3 +26,12 @@ export function optimizesForSize(config: Pick<Config, 'optimizeForSize' | 'datab
 export function applyHeapPolicy(config: Pick<Config, 'optimizeForSize' | 'databaseUrl'>): void {
   if (optimizesForSize(config)) v8.setFlagsFromString('--optimize-for-size')
 }
+
+/**
+ * The glibc allocator setting `bin/kbis` gives every `kbis` process unless GLIBC_TUNABLES is set
+ * already (decision 0020): a fixed trim threshold of 1 MB. glibc's default threshold rises to
+ * twice the largest block handed back to the system, so each thread's arena kept up to tens of
+ * MB of freed memory resident. It must be in the environment when the process starts, hence the
+ * launcher; the benchmark gives its service processes the same (bench/lib/service.ts).
+ */
+export const ALLOCATOR_TUNABLES = 'glibc.malloc.trim_threshold=1048576'

@@ -15,7 +15,7 @@ interface Run {
 
 function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [KBIS_BIN, ...args], { env: { ...process.env, DATABASE_URL: '', ...env } })
+    const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', ...env } })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
@@ -27,7 +27,7 @@ function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
 /** Starts `kbis serve` and resolves once it prints its address (and the key, on a new store). */
 function serve(dataDir: string): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [KBIS_BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
+    const child = spawn(KBIS_BIN, ['serve', '--port', '0', '--data-dir', dataDir], {
       env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' },
     })
     let out = ''

@@ -16,7 +16,7 @@ interface Run {
 
 function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [KBIS_BIN, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } })
+    const child = spawn(KBIS_BIN, args, { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))

@@ -10,7 +10,7 @@ import { templateDataDir } from '../helpers/pglite-template.js'
 /** Runs the CLI with `input` on its standard input. */
 function kbis(args: string[], input: string): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [KBIS_BIN, ...args], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' } })
+    const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' } })
     let out = ''
     child.stdout.on('data', (d: Buffer) => (out += d.toString()))
     child.stderr.on('data', (d: Buffer) => (out += d.toString()))

@@ -6,11 +6,13 @@ import { createInterface } from 'node:readline'
 import { openDb } from '../../src/store/db.js'
 
 /**
- * The CLI as users run it: bin/kbis.js over dist/. The run's global setup rebuilds dist/ first
- * when a source is newer than the last build (scripts/build-if-stale.mjs), so a test never runs
- * stale code; a process then starts in about half the time `tsx` from source takes.
+ * The CLI as users run it: the `kbis` command (bin/kbis, which runs bin/kbis.js with node) over
+ * dist/. The run's global setup rebuilds dist/ first when a source is newer than the last build
+ * (scripts/build-if-stale.mjs), so a test never runs stale code; a process then starts in about
+ * half the time `tsx` from source takes. The launcher execs node, so the child's pid is the
+ * server's.
  */
-export const KBIS_BIN = path.resolve('bin/kbis.js')
+export const KBIS_BIN = path.resolve('bin/kbis')
 
 export interface CliProcess {
   child: ChildProcess
@@ -21,9 +23,9 @@ export interface CliProcess {
   exited: Promise<number | null>
 }
 
-/** Runs the `kbis` CLI (bin/kbis.js) in its own process (`kbis serve`, `kbis apply`, …). */
+/** Runs the `kbis` CLI (bin/kbis) in its own process (`kbis serve`, `kbis apply`, …). */
 export function runCli(args: string[], env: Record<string, string | undefined> = {}): CliProcess {
-  const child = spawn(process.execPath, [KBIS_BIN, ...args], {
+  const child = spawn(KBIS_BIN, args, {
     env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: '', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
