@@ -1,6 +1,6 @@
 import type { Queryable, Tx } from '../store/db.js'
-import { isoSecondSql } from '../store/sql.js'
-import { eventsWritten, inEventIdOrder, inIdOrder, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
+import { inIdOrder, isoSecondSql } from '../store/sql.js'
+import { eventsWritten, inEventIdOrder, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
 import type { EventType } from '../outbox/cloud-event.js'
 import { toAssetRecord, type AssetRow } from './mapper.js'
 

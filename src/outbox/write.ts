@@ -1,6 +1,6 @@
 import type { Queryable, StoreKind, Tx } from '../store/db.js'
 import { noteDataWrite } from '../counts/cache.js'
-import { ORG_ROW } from '../store/sql.js'
+import { ORG_ROW, inIdOrder } from '../store/sql.js'
 import { newId } from '../core/time.js'
 import type { EventActor, EventData, EventType } from './cloud-event.js'
 
@@ -168,11 +168,6 @@ export function eventOriginParams(origin: EventOrigin): [string | null, string |
  */
 export function eventIdsByRow(rows: readonly { id: string }[]): Map<string, string> {
   return new Map(inIdOrder(rows).map((row) => [row.id, newId()]))
-}
-
-/** By asset id: ids are UUIDv7 made in item order, so a bulk's events follow its items. */
-export function inIdOrder<T extends { id: string }>(rows: readonly T[]): T[] {
-  return [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
 }
 
 /** Deep equality of JSON values (jsonb normalizes object key order; arrays keep theirs). */

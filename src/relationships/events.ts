@@ -1,6 +1,6 @@
 import type { Queryable, Tx } from '../store/db.js'
-import { ORG_ROW, isoSecondSql } from '../store/sql.js'
-import { eventsWritten, inEventIdOrder, inIdOrder, writeEvents, type EventOrigin } from '../outbox/write.js'
+import { ORG_ROW, inIdOrder, isoSecondSql } from '../store/sql.js'
+import { eventsWritten, inEventIdOrder, writeEvents, type EventOrigin } from '../outbox/write.js'
 import { toRelationshipRecord, type RelationshipRow } from './mapper.js'
 
 /**

@@ -1,7 +1,7 @@
 import type { Queryable, Tx } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
-import { INSERT_OUTCOME, ORG_ROW, Params, insertOutcome, pageReads, selectPage, type CountOptions, type DocRow, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
+import { INSERT_OUTCOME, ORG_ROW, Params, inStatementSlices, insertOutcome, pageReads, selectPage, type CountOptions, type DocRow, type InsertOutcome, type PageQuery, type PageRows } from '../store/sql.js'
 import { RELATIONSHIP_COLUMNS, RELATIONSHIP_RECORD_JSON, type RelatedAssetRow, type RelationshipRow } from './mapper.js'
 import { eventIdsByRow, eventOriginParams, originOf, type EventOrigin, type WriteContext } from '../outbox/write.js'
 import { noteDataWrite } from '../counts/cache.js'
@@ -27,7 +27,7 @@ export const RELATIONSHIP_INSERT_ORDER = 'ORDER BY u.source_asset_id, u.relation
 
 /**
  * THE insert of relationship rows (docs/architecture.md, "Write paths"), one statement whatever
- * their number, rows as ONE json parameter read by `json_to_recordset` (one native stringify
+ * their number (on PGlite one per slice: inStatementSlices), rows as ONE json parameter read by `json_to_recordset` (one native stringify
  * here, one parse in PostgreSQL: faster than one array literal per column). A (type, source,
  * target) that exists already, or repeats an earlier row, is skipped (ON CONFLICT DO NOTHING),
  * never raised: the rows missing from the answer are the duplicates.
@@ -49,6 +49,20 @@ export async function insertRelationships(
   options: { check?: boolean } = {},
 ): Promise<RelationshipRow[]> {
   if (rows.length === 0) return []
+  return inStatementSlices(tx, rows, (slice) => insertRelationshipSlice(tx, ctx, slice, options))
+}
+
+/**
+ * insertRelationships' statement for some of the rows (all of them on PostgreSQL; PGlite, which
+ * runs one transaction at a time, takes them in slices in item order, so an earlier item still
+ * wins over an equal later one).
+ */
+async function insertRelationshipSlice(
+  tx: Tx,
+  ctx: WriteContext & { auth: AuthContext },
+  rows: readonly NewRelationshipRow[],
+  options: { check?: boolean },
+): Promise<RelationshipRow[]> {
   const auth = ctx.auth
   const origin = originOf(ctx)
   // The `relationship.created` events are written by the same statement, from the rows it

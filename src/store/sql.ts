@@ -1,4 +1,4 @@
-import type { Queryable, QueryOptions } from './db.js'
+import type { Queryable, QueryOptions, StoreKind } from './db.js'
 
 /**
  * Positional parameters for one SQL statement. Values enter SQL only through `add`, which returns
@@ -58,6 +58,43 @@ export function pageReads(columns: string, recordJson: string) {
     rows: { select: columns, jsonRows: RECORD_JSON_ROWS },
     json: { select: `${recordJson} AS doc`, docRows: true },
   } as const
+}
+
+/**
+ * The most rows one write statement takes on PGlite. PostgreSQL runs a statement in its own
+ * process, PGlite in the server's: its WebAssembly memory grows to what the largest statement
+ * needed and never shrinks. A 10,000-row bulk insert in one statement grew it from 128 to 154 MB;
+ * in slices of 5,000 or fewer it did not grow (decision 0015, addendum 2026-11-27).
+ */
+export const PGLITE_STATEMENT_ROWS = 2_500
+
+/** By id: ids are UUIDv7 made in item order, so rows (and the events made for them) follow their items. */
+export function inIdOrder<T extends { id: string }>(rows: readonly T[]): T[] {
+  return [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+}
+
+/**
+ * Runs one write statement over `rows` (`write`: the statement for some of them, answering one
+ * row per row written, with its id): once on PostgreSQL, on PGlite in slices of
+ * {@link PGLITE_STATEMENT_ROWS} in the caller's transaction. The slices are taken in id order,
+ * the order in which one statement gives its events their ids and, on PGlite, their positions
+ * (outbox/write.ts eventIdsByRow): the events of the slices follow one another as those of one
+ * statement would. PGlite runs one transaction at a time, so the global orders that keep
+ * concurrent PostgreSQL writers from deadlocking (a statement's own ORDER BY) are not needed
+ * across slices. The answers come back in the order of `rows`.
+ */
+export async function inStatementSlices<T extends { id: string }, R extends { id: string }>(
+  db: { readonly kind: StoreKind },
+  rows: readonly T[],
+  write: (slice: readonly T[]) => Promise<R[]>,
+): Promise<R[]> {
+  if (db.kind !== 'pglite' || rows.length <= PGLITE_STATEMENT_ROWS) return write(rows)
+  const ordered = inIdOrder(rows)
+  const answers = new Map<string, R>()
+  for (let at = 0; at < ordered.length; at += PGLITE_STATEMENT_ROWS) {
+    for (const answer of await write(ordered.slice(at, at + PGLITE_STATEMENT_ROWS))) answers.set(answer.id, answer)
+  }
+  return rows.flatMap((row) => answers.get(row.id) ?? [])
 }
 
 /** What a multi-row insert whose rows' ids the caller made tells it: the rows it skipped, and the timestamps it gave. */
