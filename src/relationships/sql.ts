@@ -27,8 +27,9 @@ export const RELATIONSHIP_INSERT_ORDER = 'ORDER BY u.source_asset_id, u.relation
 
 /**
  * THE insert of relationship rows (docs/architecture.md, "Write paths"), one statement whatever
- * their number (on PGlite one per slice: inStatementSlices), rows as ONE json parameter read by `json_to_recordset` (one native stringify
- * here, one parse in PostgreSQL: faster than one array literal per column). A (type, source,
+ * their number (on PGlite one per slice: inStatementSlices), rows as ONE json parameter read by
+ * `json_to_recordset` (one native stringify here, one parse in PostgreSQL: faster than one array
+ * literal per column). A (type, source,
  * target) that exists already, or repeats an earlier row, is skipped (ON CONFLICT DO NOTHING),
  * never raised: the rows missing from the answer are the duplicates.
  *
@@ -53,9 +54,9 @@ export async function insertRelationships(
 }
 
 /**
- * insertRelationships' statement for some of the rows (all of them on PostgreSQL; PGlite, which
- * runs one transaction at a time, takes them in slices in item order, so an earlier item still
- * wins over an equal later one).
+ * insertRelationships' statement for some of the rows (all of them on PostgreSQL). PGlite's
+ * slices go in id order, which is item order (UUIDv7 made per item), so of two equal items the
+ * earlier is still the one written.
  */
 async function insertRelationshipSlice(
   tx: Tx,
