@@ -121,3 +121,19 @@ export async function createNoteAssets(t: TestApp, prefix: string, n: number): P
   if (res.status !== 201) throw new Error(`POST /bulk/assets: ${res.status} ${JSON.stringify(res.body)}`)
   return res.body.data.map((d: { id: string }) => d.id)
 }
+
+/**
+ * Every event of the feed after `cursor` (from the oldest kept when null), following `next_cursor`
+ * to the end, 1,000 at a time; `query` is appended to each page's URL, `key` reads as that key.
+ */
+export async function readFeed(t: TestApp, cursor: string | null, query = '', key?: string): Promise<{ events: any[]; cursor: string }> {
+  const events: any[] = []
+  for (;;) {
+    const after = cursor === null ? '' : `after=${cursor}&`
+    const res = await t.request('GET', `/api/v1/events?${after}page[size]=1000${query}`, key ? { key } : {})
+    if (res.status !== 200) throw new Error(`GET /events: ${res.status} ${JSON.stringify(res.body)}`)
+    events.push(...res.body.data)
+    cursor = res.body.meta.next_cursor
+    if (!res.body.meta.has_more) return { events, cursor: cursor! }
+  }
+}

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
-import { createTestApp, type TestApp } from '../helpers/app.js'
+import { createTestApp, readFeed, type TestApp } from '../helpers/app.js'
 import { ACME } from '../helpers/fixtures.js'
 import { applySetup } from '../../src/setup/apply.js'
 import type { SetupFile } from '../../src/setup/schema.js'
@@ -21,18 +21,7 @@ for (const store of STORES) {
     })
     afterAll(async () => t.close())
 
-    /** Every event after `cursor`, following next_cursor to the end. */
-    async function feed(cursor: string | null, query = '', key?: string): Promise<{ events: any[]; cursor: string }> {
-      const events: any[] = []
-      for (;;) {
-        const after = cursor === null ? '' : `after=${cursor}&`
-        const res = await t.request('GET', `/api/v1/events?${after}page[size]=1000${query}`, key ? { key } : {})
-        expect(res.status).toBe(200)
-        events.push(...res.body.data)
-        cursor = res.body.meta.next_cursor
-        if (!res.body.meta.has_more) return { events, cursor: cursor! }
-      }
-    }
+    const feed = (cursor: string | null, query = '', key?: string) => readFeed(t, cursor, query, key)
     async function tail(): Promise<string> {
       return (await feed(null)).cursor
     }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
-import { createTestApp, type TestApp } from '../helpers/app.js'
+import { createTestApp, readFeed, type TestApp } from '../helpers/app.js'
 import { PGLITE_STATEMENT_ROWS } from '../../src/store/sql.js'
 
 /*
@@ -30,17 +30,7 @@ for (const store of STORES) {
     })
     afterAll(async () => t.close())
 
-    /** Every event after `cursor`, following next_cursor to the end. */
-    async function feed(cursor: string | null): Promise<{ events: any[]; cursor: string }> {
-      const events: any[] = []
-      for (;;) {
-        const res = await t.request('GET', `/api/v1/events?${cursor === null ? '' : `after=${cursor}&`}page[size]=1000`)
-        expect(res.status).toBe(200)
-        events.push(...res.body.data)
-        cursor = res.body.meta.next_cursor
-        if (!res.body.meta.has_more) return { events, cursor: cursor! }
-      }
-    }
+    const feed = (cursor: string | null) => readFeed(t, cursor)
 
     /** The request's answer, and how many statements wrote assets or relationships for it. */
     async function counted(method: string, url: string, body: unknown) {
