@@ -111,6 +111,8 @@ interface BulkFigures {
   update: { ours: number[]; raw: number[] }
   relationships: { ours: number[]; raw: number[] }
   rssMb: number
+  /** The service's RSS when its first bulk began: what the peak window starts from. */
+  rssBeforeMb: number
 }
 
 async function bulks(ctx: BenchContext, t: Target): Promise<BulkFigures> {
@@ -146,6 +148,7 @@ async function bulks(ctx: BenchContext, t: Target): Promise<BulkFigures> {
   // process, the store being in it, and the WebAssembly memory a 10,000-row VALUES statement takes
   // stays resident for good: 221 MB after one, 154 MB after the service's own bulks (128 at start).
   let rssMb = 0
+  const rssBeforeMb = t.service.rssMb()
   const own = async (request: () => Promise<number>): Promise<void> => {
     t.service.resetPeakRss()
     await request()
@@ -177,8 +180,8 @@ async function bulks(ctx: BenchContext, t: Target): Promise<BulkFigures> {
   await rawRel(BULK_RUNS)
   const relationships = await alternate(BULK_RUNS, oursRel, rawRel)
   const ms = (xs: number[]) => xs.map((m) => m.toFixed(0)).join(', ')
-  ctx.log(`  ${t.store.label} bulk create ours ${ms(create.ours)} | INSERT ${ms(create.raw)} | COPY ${ms(copy)}; update ours ${ms(update.ours)} | raw ${ms(update.raw)}; relationships ours ${ms(relationships.ours)} | raw ${ms(relationships.raw)}; peak RSS ${rssMb.toFixed(0)} MB`)
-  return { create: { ours: create.ours, insert: create.raw, copy }, update, relationships, rssMb }
+  ctx.log(`  ${t.store.label} bulk create ours ${ms(create.ours)} | INSERT ${ms(create.raw)} | COPY ${ms(copy)}; update ours ${ms(update.ours)} | raw ${ms(update.raw)}; relationships ours ${ms(relationships.ours)} | raw ${ms(relationships.raw)}; peak RSS ${rssMb.toFixed(0)} MB (${rssBeforeMb.toFixed(0)} MB when the bulks began)`)
+  return { create: { ours: create.ours, insert: create.raw, copy }, update, relationships, rssMb, rssBeforeMb }
 }
 
 function bulkRows(t: Target, f: BulkFigures): Row[] {
@@ -193,7 +196,7 @@ function bulkRows(t: Target, f: BulkFigures): Row[] {
     { metric: pfx(t, `bulk relationships ${bulkSize} vs lean INSERT (${n})`), ours: median(f.relationships.ours), raw: median(f.relationships.raw), unit: 'ms',
       target: { on: 'ratio', op: '<=', value: 1.5 }, note: 'POST /api/v1/bulk/relationships (both ends by UUID); limit: one INSERT … VALUES into bench_lean_relationships (one unique index, no foreign key).' },
     { metric: pfx(t, `peak RSS of the service during the ${bulkSize}-item bulks`), ours: f.rssMb, raw: null, unit: 'MB', target: { on: 'ours', op: '<', value: 300 },
-      note: 'the largest VmHWM of the service process (its own child process, running the built code, as kbis serve does) over its own bulk creates, PATCHes and relationships (as many of each as the timed runs), reset before each, before any of the limit\'s statements: on PGlite those run in the same process, and the WebAssembly memory of a 10,000-row VALUES statement stays resident (≈ 67 MB more than the service\'s own bulks take).' },
+      note: `the largest VmHWM of the service process (its own child process, running the built code, as kbis serve does) over its own bulk creates, PATCHes and relationships (as many of each as the timed runs), reset before each, before any of the limit's statements: on PGlite those run in the same process, and the WebAssembly memory of a 10,000-row VALUES statement stays resident (≈ 67 MB more than the service's own bulks take). Its RSS when the first of them began: ${f.rssBeforeMb.toFixed(0)} MB.` },
   ]
 }
 

@@ -59,6 +59,8 @@ export interface Service {
   pid: number
   /** What the child printed when ready (seeded organizations and keys). */
   ready: Record<string, any>
+  /** Resident set size now, in MB (Linux VmRSS). */
+  rssMb(): number
   /** Peak resident set size since start or the last reset, in MB (Linux VmHWM). */
   peakRssMb(): number
   /** Starts a new peak-RSS window (Linux clear_refs 5). */
@@ -112,6 +114,7 @@ export async function startService(script: string, env: Record<string, string>, 
     url: ready.url as string,
     pid,
     ready,
+    rssMb: () => statusField(pid, 'VmRSS'),
     peakRssMb: () => statusField(pid, 'VmHWM'),
     resetPeakRss: () => writeFileSync(`/proc/${pid}/clear_refs`, '5'),
     async stop() {
