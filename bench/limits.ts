@@ -146,7 +146,8 @@ async function bulks(ctx: BenchContext, t: Target): Promise<BulkFigures> {
   // to them, as many of each as the timed runs, before any of the limit's statements has run
   // (they are also each kind's warm-up). On PGlite the limit's statements run in the service's
   // process, the store being in it, and the WebAssembly memory a 10,000-row VALUES statement takes
-  // stays resident for good: 221 MB after one, 154 MB after the service's own bulks (128 at start).
+  // stays resident for good: 221 MB after one; the service's own bulks leave it at the 128 MB it
+  // starts with (decision 0015).
   let rssMb = 0
   const rssBeforeMb = t.service.rssMb()
   const own = async (request: () => Promise<number>): Promise<void> => {

@@ -101,7 +101,7 @@ for (const store of STORES) {
     })
 
     if (store === 'pglite') {
-      it('leaves PGlite\'s WebAssembly memory as it was over bulks of 10,000', async () => {
+      it('leaves PGlite\'s WebAssembly memory as it was over bulks of 10,000 and the ANALYZE of their events', async () => {
         const before = wasmMemory(t)
         const created = await t.request('POST', '/api/v1/bulk/assets', { body: Array.from({ length: 10_000 }, (_, i) => server(`wm-${i}`, { properties: { hostname: `wm-${i}`, environment: 'prod', owner: 'team-a', notes: 'x'.repeat(200) } })) })
         expect(created.status).toBe(201)
