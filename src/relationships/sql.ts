@@ -29,9 +29,9 @@ export const RELATIONSHIP_INSERT_ORDER = 'ORDER BY u.source_asset_id, u.relation
  * THE insert of relationship rows (docs/architecture.md, "Write paths"), one statement whatever
  * their number (on PGlite one per slice: inStatementSlices), rows as ONE json parameter read by
  * `json_to_recordset` (one native stringify here, one parse in PostgreSQL: faster than one array
- * literal per column). A (type, source,
- * target) that exists already, or repeats an earlier row, is skipped (ON CONFLICT DO NOTHING),
- * never raised: the rows missing from the answer are the duplicates.
+ * literal per column). A (type, source, target) that exists already, or repeats an earlier row,
+ * is skipped (ON CONFLICT DO NOTHING), never raised: the rows missing from the answer are the
+ * duplicates.
  *
  * With `check` (a whole valid POST /bulk/relationships in ONE statement), each row is written
  * only when its ends are live assets of types the relationship type allows, the key may edit its
