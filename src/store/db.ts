@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import pg from 'pg'
 import type { PGlite } from '@electric-sql/pglite'
 import { copyLines } from './copy.js'
@@ -16,8 +17,14 @@ export interface QueryOptions {
    * Name of a prepared statement, for hot statements whose text never changes: PostgreSQL parses
    * it once per connection and, after a few runs, reuses a generic plan instead of planning every
    * execution over every index of the table. PGlite runs the text as usual.
+   *
+   * `true`: a statement generated per request whose text repeats (a list's or a search's page):
+   * prepared under a name derived from its text, so that each connection parses and analyses it
+   * once (decision 0021: the documents a page's statement builds took longer to parse than to
+   * read). PostgreSQL still plans it with each request's values. Its result columns must not
+   * depend on the tables' columns (no `*`). At most {@link PREPARED_PER_CONNECTION} per connection.
    */
-  prepare?: string
+  prepare?: string | true
   /**
    * A read (a SELECT, nothing else) whose rows the store may hand over as one JSON document,
    * with the names of its timestamptz columns (JSON carries them as text; they come back as the
@@ -117,6 +124,24 @@ pg.types.setTypeParser(1700, (v) => Number(v))
 // timestamptz: Dates that keep their ISO second text (store/timestamps.ts); PGlite below too.
 pg.types.setTypeParser(1184, parseTimestamptz)
 
+/**
+ * Statements one PostgreSQL connection keeps prepared (QueryOptions.prepare = true). Past it the
+ * connection forgets them all (`DEALLOCATE ALL`) and starts again: the shapes of filters a
+ * client can send are many, a server's memory per statement is not nothing (≈ 50 kB each), and
+ * the hot ones come back at once.
+ */
+export const PREPARED_PER_CONNECTION = 100
+
+/** The name a generated statement is prepared under: its text's digest (no two texts share one). */
+function statementName(sql: string): string {
+  return `kbis_q_${createHash('sha256').update(sql).digest('base64url').slice(0, 32)}`
+}
+
+/** The names pg has prepared on a connection (pg keeps them on the connection, not in its API). */
+function preparedOn(client: pg.PoolClient): Record<string, string> | undefined {
+  return (client as unknown as { connection?: { parsedStatements?: Record<string, string> } }).connection?.parsedStatements
+}
+
 class PostgresDb implements Db {
   readonly kind = 'postgres' as const
   onQuery: QueryHook | null = null
@@ -127,10 +152,41 @@ class PostgresDb implements Db {
 
   async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
     if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
+    if (options.prepare === true) return this.queryPrepared<R>(sql, params)
     const res = options.prepare
       ? await this.pool.query({ name: options.prepare, text: sql, values: params as unknown[] })
       : await this.pool.query(sql, params as unknown[])
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
+  }
+
+  /** QueryOptions.prepare = true: under the text's name, within PREPARED_PER_CONNECTION. */
+  private async queryPrepared<R>(sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
+    const name = statementName(sql)
+    const client = await this.pool.connect()
+    let failure: Error | undefined
+    try {
+      const held = preparedOn(client)
+      if (held !== undefined && held[name] === undefined && Object.keys(held).length >= PREPARED_PER_CONNECTION) {
+        await client.query('DEALLOCATE ALL')
+        for (const key of Object.keys(held)) delete held[key]
+      }
+      const query = { name, text: sql, values: params as unknown[] }
+      const res = await client.query(query).catch(async (err: unknown) => {
+        // A statement prepared before a table it reads changed the type of a column it returns
+        // fails on every run ("cached plan must not change result type"): prepared again.
+        if (!(err instanceof pg.DatabaseError) || err.code !== '0A000' || held?.[name] === undefined) throw err
+        await client.query(`DEALLOCATE "${name}"`)
+        delete held[name]
+        return client.query(query)
+      })
+      return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
+    } catch (err) {
+      // As pool.query does, less a statement's own error: the connection itself is sound.
+      if (!(err instanceof pg.DatabaseError)) failure = err as Error
+      throw err
+    } finally {
+      client.release(failure)
+    }
   }
 
   async copyLines(select: string, params: readonly unknown[]): Promise<Buffer[]> {

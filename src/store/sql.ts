@@ -212,7 +212,8 @@ export const DEFERRED_JOIN_FROM_OFFSET = 1_000
  * or over all of them when the exact figure was asked for. A count the request's memo remembers
  * is not taken again. On PostgreSQL, what the count needs is selected with the page's rows (one
  * round trip, the same snapshot): the live counters themselves, exact every time and cheaper than
- * a remembered figure's check, or the data version a remembered count is answered for.
+ * a remembered figure's check, or the data version a remembered count is answered for. Page and
+ * count run as prepared statements on PostgreSQL, parsed once per connection (decision 0021).
  *
  * @example selectPage(db, {select: 'a.id, a.name', from: 'assets a', key: 'a'}, {where: 'a.org_id = $1', orderBy: 'a.id', limit: 50, offset: 0, params})
  *   // SELECT a.id, a.name FROM assets a JOIN (SELECT a.org_id AS k_org, a.id AS k_id FROM assets a
@@ -245,7 +246,7 @@ export async function selectPage<R>(
              WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}) k
          ON ${source.key}.org_id = k.k_org AND ${source.key}.id = k.k_id
        ORDER BY ${q.orderBy}`
-  const read = (await db.query<R>(text, pageParams.values, { jsonRows: source.jsonRows, docRows: source.docRows })).rows
+  const read = (await db.query<R>(text, pageParams.values, { jsonRows: source.jsonRows, docRows: source.docRows, prepare: true })).rows
   if (version !== undefined && read.length > 0) version.heard((read[0] as { kbis_version?: string | null }).kbis_version ?? null)
   const more = read.length > q.limit
   const rows = more ? read.slice(0, q.limit) : read
@@ -265,7 +266,7 @@ export async function selectPage<R>(
   const statement = count.memo === undefined ? '' : `${count.live !== undefined ? `live counters: ${q.where}` : countSql}\n${JSON.stringify(q.params.values)}`
   let n = await count.memo?.read(statement)
   if (n === undefined) {
-    n = count.live !== undefined ? await liveCount(db, count.live) : (await db.query<{ n: number }>(countSql, q.params.values)).rows[0]?.n ?? 0
+    n = count.live !== undefined ? await liveCount(db, count.live) : (await db.query<{ n: number }>(countSql, q.params.values, { prepare: true })).rows[0]?.n ?? 0
     count.memo?.write(statement, n)
   }
   return { rows, ...capCount(page, n, more) }
