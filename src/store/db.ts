@@ -172,10 +172,16 @@ class PostgresDb implements Db {
       }
       const query = { name, text: sql, values: params as unknown[] }
       const res = await client.query(query).catch(async (err: unknown) => {
-        // A statement prepared before a table it reads changed the type of a column it returns
-        // fails on every run ("cached plan must not change result type"): prepared again.
-        if (!(err instanceof pg.DatabaseError) || err.code !== '0A000' || held?.[name] === undefined) throw err
-        await client.query(`DEALLOCATE "${name}"`)
+        if (!(err instanceof pg.DatabaseError) || held?.[name] === undefined) throw err
+        if (err.code === '0A000') {
+          // Prepared before a table it reads changed the type of a column it returns, it fails on
+          // every run ("cached plan must not change result type"): prepared again.
+          await client.query(`DEALLOCATE "${name}"`)
+        } else if (err.code !== '26000') {
+          throw err
+        }
+        // 26000: the server no longer has it (a `DISCARD ALL` or `DEALLOCATE` by someone else on
+        // this connection, e.g. a pooler handing it over): prepared again.
         delete held[name]
         return client.query(query)
       })

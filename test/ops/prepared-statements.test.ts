@@ -67,6 +67,15 @@ describe.runIf(STORES.includes('postgres'))('postgres: generated statements prep
     expect((await db.query<{ n: unknown }>(sql, [5], { prepare: true })).rows).toEqual([{ n: '50' }])
   })
 
+  it('prepares a statement again when the server forgot it behind the driver’s back (DISCARD ALL, a pooler)', async () => {
+    const sql = 'SELECT id FROM things WHERE id = $1'
+    expect((await db.query<{ id: number }>(sql, [6], { prepare: true })).rows).toEqual([{ id: 6 }])
+    await db.query('DISCARD ALL')
+    expect(await held()).toEqual([])
+    expect((await db.query<{ id: number }>(sql, [8], { prepare: true })).rows).toEqual([{ id: 8 }])
+    expect((await held()).map((s) => s.statement)).toEqual([sql])
+  })
+
   it('reports a statement’s own error and keeps the connection', async () => {
     await expect(db.query('SELECT 1 / $1::int AS q FROM things WHERE id = 1', [0], { prepare: true })).rejects.toMatchObject({ code: '22012' })
     expect((await db.query<{ q: number }>('SELECT 10 / $1::int AS q FROM things WHERE id = 1', [5], { prepare: true })).rows).toEqual([{ q: 2 }])
