@@ -20,9 +20,11 @@ export interface QueryOptions {
    *
    * `true`: a statement generated per request whose text repeats (a list's or a search's page):
    * prepared under a name derived from its text, so that each connection parses and analyses it
-   * once (decision 0021: the documents a page's statement builds took longer to parse than to
-   * read). PostgreSQL still plans it with each request's values. Its result columns must not
-   * depend on the tables' columns (no `*`). At most {@link PREPARED_PER_CONNECTION} per connection.
+   * once (decision 0021: parsing the documents a page's statement builds was ≈ 15 % of its
+   * server time). PostgreSQL still plans it with each request's values.
+   *
+   * Either way: its result columns must not depend on the tables' columns (no `*`), and a
+   * connection holds at most {@link PREPARED_PER_CONNECTION} prepared statements.
    */
   prepare?: string | true
   /**
@@ -125,9 +127,9 @@ pg.types.setTypeParser(1700, (v) => Number(v))
 pg.types.setTypeParser(1184, parseTimestamptz)
 
 /**
- * Statements one PostgreSQL connection keeps prepared (QueryOptions.prepare = true). Past it the
+ * Statements one PostgreSQL connection keeps prepared (QueryOptions.prepare). Past it the
  * connection forgets them all (`DEALLOCATE ALL`) and starts again: the shapes of filters a
- * client can send are many, a server's memory per statement is not nothing (≈ 50 kB each), and
+ * client can send are many, a server's memory per statement is not nothing (≈ 32 kB each), and
  * the hot ones come back at once.
  */
 export const PREPARED_PER_CONNECTION = 100
@@ -152,16 +154,13 @@ class PostgresDb implements Db {
 
   async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
     if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
-    if (options.prepare === true) return this.queryPrepared<R>(sql, params)
-    const res = options.prepare
-      ? await this.pool.query({ name: options.prepare, text: sql, values: params as unknown[] })
-      : await this.pool.query(sql, params as unknown[])
+    if (options.prepare !== undefined) return this.queryPrepared<R>(options.prepare === true ? statementName(sql) : options.prepare, sql, params)
+    const res = await this.pool.query(sql, params as unknown[])
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
   }
 
-  /** QueryOptions.prepare = true: under the text's name, within PREPARED_PER_CONNECTION. */
-  private async queryPrepared<R>(sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
-    const name = statementName(sql)
+  /** QueryOptions.prepare: the statement under `name`, within PREPARED_PER_CONNECTION. */
+  private async queryPrepared<R>(name: string, sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
     const client = await this.pool.connect()
     let failure: Error | undefined
     try {

@@ -70,10 +70,13 @@ describe.runIf(STORES.includes('postgres'))('postgres: generated statements prep
   it('prepares a statement again when the server forgot it behind the driver’s back (DISCARD ALL, a pooler)', async () => {
     const sql = 'SELECT id FROM things WHERE id = $1'
     expect((await db.query<{ id: number }>(sql, [6], { prepare: true })).rows).toEqual([{ id: 6 }])
+    expect((await db.query<{ id: number }>(sql, [7], { prepare: 'kbis_fixed_id' })).rows).toEqual([{ id: 7 }])
     await db.query('DISCARD ALL')
     expect(await held()).toEqual([])
     expect((await db.query<{ id: number }>(sql, [8], { prepare: true })).rows).toEqual([{ id: 8 }])
     expect((await held()).map((s) => s.statement)).toEqual([sql])
+    // A fixed name takes the same path.
+    expect((await db.query<{ id: number }>(sql, [9], { prepare: 'kbis_fixed_id' })).rows).toEqual([{ id: 9 }])
   })
 
   it('reports a statement’s own error and keeps the connection', async () => {
