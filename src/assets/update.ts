@@ -7,7 +7,7 @@ import { updateAssets, type AssetChange } from './sql.js'
 import type { AssetRow } from './mapper.js'
 import { parseAssetRef, type AssetKey } from '../metamodel/refs.js'
 import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
-import { compositeKey } from '../refs/resolve.js'
+import { CompositeKeyMap } from '../refs/resolve.js'
 import { syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
 import { originOf } from '../outbox/write.js'
@@ -40,11 +40,11 @@ async function lockTargets(ctx: RequestContext, tx: Tx, items: readonly BulkAsse
   const keys = items.map((item, i) => (malformed.has(i) ? null : parseAssetRef(item.id, ctx.metamodel)))
   const rows = await selectAssetRefs(tx, ctx.auth.orgId, keys.filter((k): k is AssetKey => k !== null), true)
   const byId = new Map(rows.map((r) => [r.id, r]))
-  const byComposite = new Map(rows.flatMap((r) => (r.unique_value === null ? [] : [[compositeKey(r.asset_type_key, r.unique_value), r] as const])))
+  const byComposite = CompositeKeyMap.of(rows)
   const plan: Plan = { ids: [], current: new Map(), original: new Map(), patches: new Map(), uniqueSetBy: new Map() }
   const missing: Issue[] = []
   keys.forEach((key, i) => {
-    const row = key === null ? undefined : 'id' in key ? byId.get(key.id) : byComposite.get(compositeKey(key.asset_type_key, key.unique_value))
+    const row = key === null ? undefined : 'id' in key ? byId.get(key.id) : byComposite.get(key)
     if (!row || !hasLevel(ctx.auth, row, 'view')) {
       // PATCH /assets/{id} names its asset in the path: a missing one is 404, not a body error.
       if (single) throw new AppError(Errors.NOT_FOUND, `asset ${items[i]!.id} not found`)

@@ -149,6 +149,25 @@ for (const store of STORES) {
       expect(await get(ids[0]!)).toMatchObject({ name: 'u-1 renamed', access_domain_key: null, properties: { ...items[0]!.properties, hostname: 'u-1' } })
     })
 
+    it('an item equal to the stored asset still needs edit on it; one that differs only by a property sent as null is unchanged', async () => {
+      const item = { id: 'server:hostname:eq-1', client_ref: 'e0', name: 'eq-1', access_domain_key: 'finance', properties: { environment: 'prod', tags: ['pci'] } }
+      expect((await t.request('PUT', '/api/v1/bulk/assets', { body: [item] })).body.data[0].result).toBe('created')
+      const id = (await get(item.id)).id
+      await age(id)
+      // The IT editor sees finance servers but may not change them, even to the values they hold.
+      const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
+      const denied = await t.request('PUT', '/api/v1/bulk/assets', { key: editor, body: [item] })
+      expect(denied.status).toBe(403)
+      expect(denied.body.errors).toEqual([
+        { status: '403', code: 'forbidden', detail: "the key's roles do not allow to change server assets in access domain finance", source: { pointer: '/0' }, meta: { index: 0, client_ref: 'e0' } },
+      ])
+      const withNull = { ...item, properties: { ...item.properties, owner: null } }
+      const res = await t.request('PUT', '/api/v1/bulk/assets', { body: [withNull] })
+      expect(res.status).toBe(200)
+      expect(res.body.data).toEqual([{ id, client_ref: 'e0', result: 'unchanged' }])
+      expect(await get(id)).toMatchObject({ updated_at: PAST, properties: { hostname: 'eq-1', environment: 'prod', tags: ['pci'] } })
+    })
+
     it('PUT /bulk/assets is all or nothing and lists every failing item', async () => {
       const res = await t.request('PUT', '/api/v1/bulk/assets', {
         body: [
