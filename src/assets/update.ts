@@ -160,6 +160,8 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan, failur
   // The live assets holding any claimed value: one look-up by composite key.
   const keys = claims.map((c) => ({ asset_type_key: c.asset_type_key, unique_value: c.unique_value }))
   const holders = await selectAssetRefs(tx, ctx.auth.orgId, keys)
+  // In id order, so that the clashes are listed the same way every time.
+  holders.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   for (const holder of holders) {
     // A holder that gives its value up in this request is no clash.
     if ((plan.current.get(holder.id)?.unique_value ?? holder.unique_value) !== holder.unique_value) continue

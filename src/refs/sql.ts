@@ -36,8 +36,9 @@ export function keysCondition(keys: readonly AssetKey[], params: Params): string
  * assets queue instead of deadlocking. The lock is FOR NO KEY UPDATE, what an UPDATE of the row
  * takes anyway: it queues other writers of the same assets but not the FOR KEY SHARE locks of
  * foreign-key checks, so relationships being created to or from these assets meanwhile neither
- * wait for the writer nor can deadlock with it. `more`: columns of `a` to answer besides (the
- * upsert's look-up, assets/sql.ts selectReplaced).
+ * wait for the writer nor can deadlock with it. Without a lock the rows come in no particular
+ * order (sorting 10,000 of them by id was a third of an upsert's look-up). `more`: columns of `a`
+ * to answer besides (the upsert's look-up, assets/sql.ts selectReplaced).
  */
 export async function selectAssetRefs<R extends AssetReference = AssetReference>(db: Queryable, orgId: string, keys: readonly AssetKey[], lock = false, more = ''): Promise<R[]> {
   const params = new Params([orgId])
@@ -45,8 +46,7 @@ export async function selectAssetRefs<R extends AssetReference = AssetReference>
   if (cond === null) return []
   const result = await db.query<R>(
     `SELECT a.id, a.asset_type_key, a.access_domain_key, a.unique_value${more && `, ${more}`} FROM assets a
-     WHERE a.org_id = $1 AND a.archived_at IS NULL AND ${cond}
-     ORDER BY a.id${lock ? ' FOR NO KEY UPDATE' : ''}`,
+     WHERE a.org_id = $1 AND a.archived_at IS NULL AND ${cond}${lock ? ' ORDER BY a.id FOR NO KEY UPDATE' : ''}`,
     params.values,
   )
   return result.rows
