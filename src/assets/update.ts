@@ -150,12 +150,11 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan, failur
     pointer: pointer(claim),
   }))
   // Claims by value, so each holder finds its claimants without a scan of every claim.
-  const claimsOf = new Map<string, UniqueClaim[]>()
+  const claimsOf = new CompositeKeyMap<UniqueClaim[]>()
   for (const claim of claims) {
-    const key = `${claim.asset_type_key}\u0000${claim.unique_value}`
-    const list = claimsOf.get(key)
+    const list = claimsOf.get(claim)
     if (list) list.push(claim)
-    else claimsOf.set(key, [claim])
+    else claimsOf.set(claim.asset_type_key, claim.unique_value, [claim])
   }
   // The live assets holding any claimed value: one look-up by composite key.
   const keys = claims.map((c) => ({ asset_type_key: c.asset_type_key, unique_value: c.unique_value }))
@@ -165,7 +164,7 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan, failur
   for (const holder of holders) {
     // A holder that gives its value up in this request is no clash.
     if ((plan.current.get(holder.id)?.unique_value ?? holder.unique_value) !== holder.unique_value) continue
-    for (const claim of claimsOf.get(`${holder.asset_type_key}\u0000${holder.unique_value}`) ?? []) {
+    for (const claim of claimsOf.get(holder) ?? []) {
       if (plan.ids[claim.index] === holder.id) continue
       issues.push({ detail: `${claim.asset_type_key} ${claim.unique_value}: the unique value is already taken by another asset of this type`, pointer: pointer(claim) })
     }

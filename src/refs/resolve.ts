@@ -18,8 +18,9 @@ export class CompositeKeyMap<V> {
     return map
   }
 
-  get(key: { asset_type_key: string; unique_value: string }): V | undefined {
-    return this.byType.get(key.asset_type_key)?.get(key.unique_value)
+  /** The value of a key; a row without a unique value is named by none (undefined). */
+  get(key: { asset_type_key: string; unique_value: string | null }): V | undefined {
+    return key.unique_value === null ? undefined : this.byType.get(key.asset_type_key)?.get(key.unique_value)
   }
 
   set(typeKey: string, uniqueValue: string, value: V): void {
