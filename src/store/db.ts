@@ -161,7 +161,7 @@ class PostgresDb implements Db {
 
   /** QueryOptions.prepare: the statement under `name`, within PREPARED_PER_CONNECTION. */
   private async queryPrepared<R>(name: string, sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
-    const client = await this.pool.connect()
+    const { client, release } = await this.checkout()
     let failure: Error | undefined
     try {
       const held = preparedOn(client)
@@ -190,13 +190,34 @@ class PostgresDb implements Db {
       if (!(err instanceof pg.DatabaseError)) failure = err as Error
       throw err
     } finally {
-      client.release(failure)
+      release(failure)
+    }
+  }
+
+  /**
+   * A pooled connection for the caller's statements, and how to give it back. While a connection
+   * is checked out pg-pool hears none of its errors: one that drops then (PostgreSQL restarting,
+   * a network cut) emits an 'error' nobody listens to, which ends the process. Here the error is
+   * heard; the statement in flight, or the next one, fails with it anyway, and the connection is
+   * given back as broken, so the pool drops it instead of handing it out again.
+   */
+  private async checkout(): Promise<{ client: pg.PoolClient; release: (failure?: Error) => void }> {
+    const client = await this.pool.connect()
+    let lost: Error | undefined
+    const onError = (err: Error) => { lost = err }
+    client.on('error', onError)
+    return {
+      client,
+      release: (failure) => {
+        client.removeListener('error', onError)
+        client.release(failure ?? lost)
+      },
     }
   }
 
   async copyLines(select: string, params: readonly unknown[]): Promise<Buffer[]> {
     this.onQuery?.(select)
-    const client = await this.pool.connect()
+    const { client, release } = await this.checkout()
     let failure: Error | undefined
     try {
       return await copyLines(client, select, params)
@@ -205,7 +226,7 @@ class PostgresDb implements Db {
       if (!(err instanceof pg.DatabaseError)) failure = err as Error
       throw err
     } finally {
-      client.release(failure)
+      release(failure)
     }
   }
 
@@ -222,7 +243,7 @@ class PostgresDb implements Db {
   }
 
   private async transactionOnce<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect()
+    const { client, release } = await this.checkout()
     const committed: (() => void)[] = []
     const tx: Tx = {
       kind: this.kind,
@@ -243,7 +264,7 @@ class PostgresDb implements Db {
       await client.query('ROLLBACK').catch(() => undefined)
       throw err
     } finally {
-      client.release()
+      release()
     }
   }
 
