@@ -153,9 +153,9 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
       return
     }
     plan.ids[i] = current.id
-    // One whose values match only once validated (a property sent as null is no value) is
-    // unchanged too, left out of the UPDATE.
-    if (!merge && holdsAlready(current as ReplacedAsset, change.name, change.access_domain_key, change.props)) return
+    // One that matches only once its nulls are dropped (a property sent as null is no value) is
+    // unchanged too, left out of the UPDATE; without nulls the properties are the ones compared above.
+    if (!merge && change.props !== withKey && holdsAlready(current as ReplacedAsset, change.name, change.access_domain_key, change.props)) return
     plan.changes.push({ index: i, change })
   })
   failures.add(Errors.VALIDATION_FAILED, invalid)
