@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -44,11 +47,6 @@ for (const store of STORES) {
       const p = path.join(dir, name)
       writeFileSync(p, text)
       return p
-    }
-    /** Whether this server has an endpoint (an empty bulk request writes nothing either way). */
-    const serverHas = async (method: string, url: string): Promise<boolean> => {
-      const res = await t.request(method, url, { body: [] })
-      return url.includes('dry_run') ? res.status === 200 && res.body?.meta?.dry_run === true : res.status !== 404
     }
     const asset = async (ref: string) => (await t.request('GET', `/api/v1/assets/${ref}`)).body.data
     const count = async (pattern: string): Promise<number> =>
@@ -97,38 +95,63 @@ for (const store of STORES) {
       expect(await count('cli-cell-%')).toBe(0)
     })
 
-    it('--dry-run checks the whole file and writes nothing (and refuses to run on a server without dry runs)', async () => {
+    it('numbers the lines of a Windows file with multi-line cells, lists every failure of a row with a bad cell, and names a duplicate\'s other row by its line', async () => {
+      const csv = file('windows.csv', [
+        'name,hostname,environment,cpu_count,purchased_on',
+        '"cli-win-1\r\nsecond line",cli-win-1,prod,4,2024-01-31',
+        'cli-win-2,cli-win-2,moon,eight,2024-02-30',
+        '"cli-win-3\r\n\r\nthird line",cli-win-3,dev,2,',
+        'cli-win-4,cli-win-1,dev,2,',
+      ].join('\r\n') + '\r\n')
+      const errors = path.join(dir, 'windows-errors.csv')
+      const run = await kbis(['import', csv, '--type', 'server', '--errors', errors], env)
+      expect(run).toEqual({ code: 1, stdout: '4 rows read; 2 refused; 0 created; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-8: 4 rows, 2 refused, nothing written\n' })
+      expect(readFileSync(errors, 'utf8')).toBe([
+        'line,field,message',
+        '4,cpu_count,"cpu_count must be a number, not ""eight"""',
+        '4,environment,"environment must be one of dev, staging, prod"',
+        '4,purchased_on,purchased_on must be a date YYYY-MM-DD: 2024-02-30 is not a calendar date',
+        '8,hostname,server cli-win-1: the same unique value is given by line 2',
+      ].join('\n') + '\n')
+      expect(await count('cli-win-%')).toBe(0)
+    })
+
+    it('--dry-run checks the whole file and writes nothing, and sends nothing to a server without dry runs', async () => {
       const csv = file('dry.csv', 'name,hostname\ncli-dry-1,cli-dry-1\ncli-dry-2,cli-dry-2\n')
       const ok = await kbis(['import', csv, '--type', 'server', '--dry-run'], env)
-      const taken = file('dry-taken.csv', 'name,hostname\ncli-taken,cli-web-01\n')
+      expect((await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'dry-holder', properties: { hostname: 'dry-holder' } } })).status).toBe(201)
+      const taken = file('dry-taken.csv', 'name,hostname\ncli-taken,dry-holder\n')
       const errors = path.join(dir, 'dry-errors.csv')
       const refused = await kbis(['import', taken, '--type', 'server', '--dry-run', '--errors', errors], env)
-      // `?dry_run=true` comes with the upsert work (CONTRACT §16); until this server has it the CLI must not send anything.
-      if (await serverHas('POST', '/api/v1/bulk/assets?dry_run=true')) {
-        expect(ok).toEqual({ code: 0, stdout: '2 rows read; 0 refused; dry run, nothing written\n', stderr: 'lines 2-3: 2 rows, all valid, nothing written\n' })
-        expect(refused.code).toBe(1)
-        expect(readFileSync(errors, 'utf8')).toMatch(/^line,field,message\n2,hostname,.+\n$/)
-      } else {
-        const message = 'kbis: the server does not support dry runs (?dry_run=true on POST /api/v1/bulk/assets); nothing was sent\n'
-        expect(ok).toEqual({ code: 1, stdout: '', stderr: message })
-        expect(refused).toEqual({ code: 1, stdout: '', stderr: message })
-      }
+      expect(ok).toEqual({ code: 0, stdout: '2 rows read; 0 refused; dry run, nothing written\n', stderr: 'lines 2-3: 2 rows, all valid, nothing written\n' })
+      expect(refused).toEqual({ code: 1, stdout: '1 rows read; 1 refused; dry run, nothing written; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-2: 1 rows, 1 refused, nothing written\n' })
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n2,hostname,server dry-holder: the unique value is already taken by another asset of this type\n')
       expect(await count('cli-dry-%')).toBe(0)
       expect(await count('cli-taken')).toBe(0)
+      // A server that does not answer `?dry_run=true` (an older kbis) gets nothing, not a real write.
+      const older = createServer((req, res) => {
+        const type = req.method === 'GET' && req.url === '/api/v1/metamodel/asset-types/server'
+        res.writeHead(type ? 200 : 201, { 'content-type': 'application/json' })
+        res.end(JSON.stringify(type ? { data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } } : { data: [] }))
+      })
+      older.listen(0, '127.0.0.1')
+      await once(older, 'listening')
+      try {
+        const url = `http://127.0.0.1:${(older.address() as AddressInfo).port}`
+        expect(await kbis(['import', csv, '--type', 'server', '--dry-run'], { ...env, KBIS_URL: url })).toEqual({
+          code: 1, stdout: '', stderr: 'kbis: the server does not support dry runs (?dry_run=true on POST /api/v1/bulk/assets); nothing was sent\n',
+        })
+      } finally {
+        older.close()
+      }
     })
 
     it('--upsert names each asset by its unique-key column (PUT /bulk/assets)', async () => {
       const csv = file('upsert.csv', 'name,hostname,environment\ncli-up-1,cli-up-1,dev\nrenamed web,cli-web-01,prod\n')
       const run = await kbis(['import', csv, '--type', 'server', '--upsert'], env)
-      if (await serverHas('PUT', '/api/v1/bulk/assets')) {
-        expect(run).toEqual({ code: 0, stdout: '2 rows read; 0 refused; 1 created, 1 updated, 0 unchanged\n', stderr: 'lines 2-3: 2 rows, 1 created, 1 updated, 0 unchanged\n' })
-        expect((await asset('server:hostname:cli-web-01')).name).toBe('renamed web')
-        expect((await kbis(['import', csv, '--type', 'server', '--upsert'], env)).stdout).toBe('2 rows read; 0 refused; 0 created, 0 updated, 2 unchanged\n')
-      } else {
-        // PUT /bulk/assets is another developer's work (CONTRACT §16); without it the CLI stops at the first chunk.
-        expect(run).toEqual({ code: 1, stdout: '', stderr: 'kbis: the server refused the import: no route PUT /api/v1/bulk/assets\n' })
-        expect(await count('cli-up-1')).toBe(0)
-      }
+      expect(run).toEqual({ code: 0, stdout: '2 rows read; 0 refused; 1 created, 1 updated, 0 unchanged\n', stderr: 'lines 2-3: 2 rows, 1 created, 1 updated, 0 unchanged\n' })
+      expect((await asset('server:hostname:cli-web-01')).name).toBe('renamed web')
+      expect((await kbis(['import', csv, '--type', 'server', '--upsert'], env)).stdout).toBe('2 rows read; 0 refused; 0 created, 0 updated, 2 unchanged\n')
     })
 
     it('sends chunks of 10,000 rows with client_ref = line number and prints plain progress lines off a terminal', async () => {

@@ -56,10 +56,13 @@ export interface ItemFields {
   properties: Record<string, unknown>
 }
 
-/** A CSV record (column → cell) as the fields of a bulk item; throws CellError for a bad cell. */
-export function csvItem(type: AssetTypeInfo, record: Record<string, string>): ItemFields {
+/**
+ * A CSV record (column → cell) as the fields of a bulk item, and the cells that do not fit their
+ * property's type (left out of the item, so that the rest of the row can still be checked).
+ */
+export function csvItem(type: AssetTypeInfo, record: Record<string, string>): { item: ItemFields; issues: CellError[] } {
   const properties: Record<string, unknown> = {}
-  const errors: CellError[] = []
+  const issues: CellError[] = []
   for (const property of type.properties) {
     const cell = record[property.key]
     if (cell === undefined) continue
@@ -67,14 +70,13 @@ export function csvItem(type: AssetTypeInfo, record: Record<string, string>): It
       const value = convertCell(property, cell)
       if (value !== undefined) properties[property.key] = value
     } catch (err) {
-      if (err instanceof CellError) errors.push(err)
+      if (err instanceof CellError) issues.push(err)
       else throw err
     }
   }
-  if (errors.length > 0) throw new AggregateError(errors)
   const item: ItemFields = { name: record.name ?? '', properties }
   if (record.access_domain_key !== undefined && record.access_domain_key !== '') item.access_domain_key = record.access_domain_key
-  return item
+  return { item, issues }
 }
 
 /** An NDJSON record (as `kbis export` writes it) as the fields of a bulk item. */

@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import { randomUUID } from 'node:crypto'
 import { stringify } from 'csv-stringify/sync'
 import { errorsOf, type ApiError, type ServerClient } from './client.js'
-import { compositeKey, type AssetTypeInfo } from './convert.js'
+import { compositeKey, type AssetTypeInfo, type CellError } from './convert.js'
 import { csvRows, ndjsonRows, type FileRow, type ReadProgress } from './rows.js'
 import { createProgress, type Progress } from './progress.js'
 
@@ -87,20 +87,21 @@ async function probeDryRun(client: ServerClient, method: string): Promise<boolea
 /**
  * Sends one chunk as one bulk request (atomic on the server). Rows refused here already (a cell
  * that is not a number, …) keep the chunk from being written; it is then sent as a dry run, so
- * that the report also lists what the server would refuse.
+ * that the report also lists what the server would refuse, those rows included (with the cells
+ * that converted).
  */
 async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: number): Promise<{ refusals: Refusal[]; failed: boolean; results: ImportSummary['results']; note: string }> {
   const results = { created: 0, updated: 0, unchanged: 0 }
-  const refusals: Refusal[] = rows.flatMap((r) => (r.issues ?? []).map((i) => ({ line: r.line, ...i })))
+  const refusals: Refusal[] = rows.flatMap((r) => r.issues.map((i) => ({ line: r.line, ...i })))
   const items: Record<string, unknown>[] = []
   for (const row of rows) {
-    if (!row.item) continue
+    if (row.item === null) continue
     const item: Record<string, unknown> = { client_ref: String(row.line), ...row.item }
     if (ctx.options.upsert) {
       try {
         item.id = compositeKey(ctx.type, row.item.properties)
       } catch (err) {
-        for (const e of (err as AggregateError).errors) refusals.push({ line: row.line, field: (e as { field: string }).field, message: (e as Error).message })
+        for (const e of (err as AggregateError).errors as CellError[]) refusals.push({ line: row.line, field: e.field, message: e.message })
         continue
       }
     } else item.asset_type_key = ctx.type.key
@@ -114,8 +115,12 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: number): Pro
     if (res.status === 401 || res.status === 403 || res.status === 404 || res.status === 405) {
       throw new Error(`the server refused the import: ${errorsOf(res.body)[0]?.detail ?? `HTTP ${res.status}`}`)
     }
-    if (res.status >= 300) refusals.push(...refusalsOf(errorsOf(res.body), rows, res.status))
-    else if (!dryRun) countResults(res.body, ctx.options.upsert, items.length, results)
+    if (res.status >= 300) {
+      // A cell refused here was left out of its item: the server's word on that field (required, …) would repeat it.
+      const local = new Map<number, Set<string>>()
+      for (const r of refusals) local.set(r.line, (local.get(r.line) ?? new Set()).add(r.field))
+      refusals.push(...refusalsOf(errorsOf(res.body), rows, items, res.status).filter((r) => !local.get(r.line)?.has(r.field)))
+    } else if (!dryRun) countResults(res.body, ctx.options.upsert, items.length, results)
   }
   const failed = refusals.length > 0
   const written = failed || ctx.options.dryRun ? 'nothing written' : `${results.created} created, ${results.updated} updated, ${results.unchanged} unchanged`
@@ -123,10 +128,15 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: number): Pro
   return { refusals, failed, results, note }
 }
 
-/** Item errors name their row by client_ref (= line); an error of the whole request refuses every row. */
-function refusalsOf(errors: ApiError[], rows: FileRow[], status: number): Refusal[] {
+/**
+ * Item errors name their row by client_ref (= line), and another item of the request by its
+ * index (a clash's "… is given by item 3"), which is told as that item's line; an error of the whole
+ * request refuses every row.
+ */
+function refusalsOf(errors: ApiError[], rows: FileRow[], items: readonly Record<string, unknown>[], status: number): Refusal[] {
   const itemErrors = errors.filter((e) => e.meta?.client_ref)
-  if (itemErrors.length > 0) return itemErrors.map((e) => ({ line: Number(e.meta!.client_ref), field: fieldOf(e.source?.pointer), message: e.detail }))
+  const lineOf = (detail: string) => detail.replace(/ given by item (\d+)$/, (text, i: string) => (items[Number(i)] === undefined ? text : ` given by line ${items[Number(i)]!.client_ref as string}`))
+  if (itemErrors.length > 0) return itemErrors.map((e) => ({ line: Number(e.meta!.client_ref), field: fieldOf(e.source?.pointer), message: lineOf(e.detail) }))
   const message = errors[0]?.detail ?? `HTTP ${status}`
   return rows.map((r) => ({ line: r.line, field: '', message }))
 }

@@ -1,14 +1,27 @@
 import { createReadStream } from 'node:fs'
 import { createInterface } from 'node:readline'
+import type { Readable } from 'node:stream'
 import { parse } from 'csv-parse'
 import { CellError, checkColumns, csvItem, ndjsonItem, type AssetTypeInfo, type ItemFields } from './convert.js'
 
-/** One data row of the file: its line number (the header is line 1) and its item, or why not. */
-export type FileRow =
-  | { line: number; item: ItemFields; issues?: undefined }
-  | { line: number; item?: undefined; issues: { field: string; message: string }[] }
+export interface Issue {
+  field: string
+  message: string
+}
 
-function issuesOf(err: unknown): { field: string; message: string }[] {
+/**
+ * One data row of the file: its line number (the header is line 1), the item to send (null when
+ * the row cannot be sent: not JSON, not an object, another asset type) and what is wrong with it
+ * already. A CSV row with a cell that does not convert keeps its other cells in `item`, so that
+ * the server's dry run can list the rest of what is wrong with it.
+ */
+export interface FileRow {
+  line: number
+  item: ItemFields | null
+  issues: Issue[]
+}
+
+function issuesOf(err: unknown): Issue[] {
   const list = err instanceof AggregateError ? err.errors : [err]
   return list.map((e) => (e instanceof CellError ? { field: e.field, message: e.message } : { field: '', message: String((e as Error).message ?? e) }))
 }
@@ -19,18 +32,44 @@ export interface ReadProgress {
 }
 
 /**
+ * Counts the lines of a CSV file record by record, from each record's raw text as csv-parse gives
+ * it: the empty lines it skipped before the record (one character each: it keeps the first
+ * character of their line break), the record's cells, then the first character of the record's
+ * own line break (none at the end of the file). Line breaks inside quoted cells count once each,
+ * CRLF, LF or CR. (csv-parse's own `info.lines` counts the CR and the LF of a quoted CRLF as two
+ * lines, so every record after a multi-line cell of a Windows file would be numbered too far.)
+ */
+export class LineCounter {
+  private next = 1
+
+  /** The line where the record of this raw text starts. */
+  start(raw: string): number {
+    const skipped = /^[\r\n]*/.exec(raw)![0].length
+    const cells = raw.slice(skipped).replace(/[\r\n]$/, '')
+    const start = this.next + skipped
+    this.next = start + (cells.match(/\r\n|\r|\n/g)?.length ?? 0) + 1
+    return start
+  }
+}
+
+/** The records of a CSV stream with the line where each starts; the first is the header. */
+export async function* csvRecords(input: Readable): AsyncGenerator<{ line: number; record: string[] }> {
+  const parser = input.pipe(parse({ bom: true, raw: true, skip_empty_lines: true, relax_column_count: false }))
+  const lines = new LineCounter()
+  for await (const { record, raw } of parser as AsyncIterable<{ record: string[]; raw: string }>) {
+    yield { line: lines.start(raw), record }
+  }
+}
+
+/**
  * Reads a CSV file streaming with csv-parse: the first line names the columns (property keys,
  * `name`, `access_domain_key`); each record's line is where it starts (a quoted cell may span lines).
  */
 export async function* csvRows(file: string, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
   const input = createReadStream(file)
   input.on('data', (chunk) => { progress.bytes += chunk.length })
-  const parser = input.pipe(parse({ bom: true, raw: true, info: true, skip_empty_lines: true, relax_column_count: false }))
   let columns: string[] | null = null
-  for await (const entry of parser as AsyncIterable<{ record: string[]; raw: string; info: { lines: number } }>) {
-    const { record, raw, info } = entry
-    // info.lines is where the record ends; its raw text (less skipped blank lines before it) says how many lines it spans.
-    const line = info.lines - (raw.replace(/^(\r?\n)+/, '').replace(/\r?\n$/, '').match(/\n/g) ?? []).length
+  for await (const { line, record } of csvRecords(input)) {
     if (columns === null) {
       columns = record.map((c) => c.trim())
       checkColumns(type, columns)
@@ -38,11 +77,8 @@ export async function* csvRows(file: string, type: AssetTypeInfo, progress: Read
     }
     const cells: Record<string, string> = {}
     columns.forEach((c, i) => { cells[c] = record[i] ?? '' })
-    try {
-      yield { line, item: csvItem(type, cells) }
-    } catch (err) {
-      yield { line, issues: issuesOf(err) }
-    }
+    const { item, issues } = csvItem(type, cells)
+    yield { line, item, issues: issues.map(({ field, message }) => ({ field, message })) }
   }
 }
 
@@ -58,13 +94,13 @@ export async function* ndjsonRows(file: string, type: AssetTypeInfo, progress: R
     try {
       record = JSON.parse(text)
     } catch {
-      yield { line, issues: [{ field: '', message: 'the line is not valid JSON' }] }
+      yield { line, item: null, issues: [{ field: '', message: 'the line is not valid JSON' }] }
       continue
     }
     try {
-      yield { line, item: ndjsonItem(type, record) }
+      yield { line, item: ndjsonItem(type, record), issues: [] }
     } catch (err) {
-      yield { line, issues: issuesOf(err) }
+      yield { line, item: null, issues: issuesOf(err) }
     }
   }
 }

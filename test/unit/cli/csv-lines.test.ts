@@ -1,0 +1,40 @@
+import { Readable } from 'node:stream'
+import { describe, expect, it } from 'vitest'
+import { csvRecords } from '../../../src/cli/sync/rows.js'
+
+/** Each record's first cell and the line it starts on, as `kbis import` numbers them. */
+async function starts(text: string, chunkSize = text.length): Promise<string[]> {
+  const chunks: string[] = []
+  for (let i = 0; i < text.length; i += chunkSize) chunks.push(text.slice(i, i + chunkSize))
+  const out: string[] = []
+  for await (const { line, record } of csvRecords(Readable.from(chunks.map((c) => Buffer.from(c))))) out.push(`${line}:${record[0]}`)
+  return out
+}
+
+describe('kbis import: the line where each CSV record starts', () => {
+  it('counts LF, CRLF and CR line breaks once each', async () => {
+    expect(await starts('h,v\na,1\nb,2\n')).toEqual(['1:h', '2:a', '3:b'])
+    expect(await starts('h,v\r\na,1\r\nb,2\r\n')).toEqual(['1:h', '2:a', '3:b'])
+    expect(await starts('h,v\ra,1\rb,2\r')).toEqual(['1:h', '2:a', '3:b'])
+    expect(await starts('\ufeffh,v\r\na,1\r\nb,2')).toEqual(['1:h', '2:a', '3:b'])
+  })
+
+  it('counts a line break inside a quoted cell once, CRLF included, for the records after it too', async () => {
+    expect(await starts('h,v\r\n"a\r\nstill a",1\r\nb,2\r\n"c\r\n\r\nstill c",3\r\nd,4\r\n')).toEqual(['1:h', '2:a\r\nstill a', '4:b', '5:c\r\n\r\nstill c', '8:d'])
+    expect(await starts('h,v\n"a\nstill a",1\nb,2\n')).toEqual(['1:h', '2:a\nstill a', '4:b'])
+    expect(await starts('h,v\r"a\rstill a",1\rb,2\r')).toEqual(['1:h', '2:a\rstill a', '4:b'])
+    // A Unix file with a cell pasted from Windows.
+    expect(await starts('h,v\n"a\r\nstill a",1\nb,2\n')).toEqual(['1:h', '2:a\r\nstill a', '4:b'])
+  })
+
+  it('counts the empty lines it skips', async () => {
+    expect(await starts('\n\nh,v\n\na,1\n\n\nb,2\n')).toEqual(['3:h', '5:a', '8:b'])
+    expect(await starts('h,v\r\n\r\na,1\r\n\r\n\r\nb,2\r\n')).toEqual(['1:h', '3:a', '6:b'])
+    expect(await starts('h,v\r\n"a\r\n\r\nstill a",1\r\n\r\nb,2\r\n')).toEqual(['1:h', '2:a\r\n\r\nstill a', '6:b'])
+  })
+
+  it('numbers the same whatever the chunks the file is read in', async () => {
+    const text = 'h,v\r\n"a\r\nstill a",1\r\n\r\nb,2\r\n"c\r\nstill c",3\r\nd,4'
+    for (const size of [1, 2, 3, 7]) expect(await starts(text, size), `chunks of ${size}`).toEqual(['1:h', '2:a\r\nstill a', '5:b', '6:c\r\nstill c', '8:d'])
+  })
+})
