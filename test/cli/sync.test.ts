@@ -201,6 +201,23 @@ for (const store of STORES) {
       expect(run).toEqual({ code: 1, stdout: '', stderr: 'kbis: unknown column(s) colour: asset type note has properties body\n' })
       const upsert = await kbis(['import', odd, '--type', 'note', '--upsert'], env)
       expect(upsert.stderr).toBe('kbis: asset type note has no unique_key property: --upsert needs one to name each asset\n')
+      const twice = file('twice.csv', 'name,hostname,environment,hostname\ncli-twice,a,dev,b\n')
+      expect(await kbis(['import', twice, '--type', 'server'], env)).toEqual({ code: 1, stdout: '', stderr: 'kbis: column(s) hostname given more than once in the header\n' })
+      const semicolons = file('semicolons.csv', 'name;hostname\ncli-semi;cli-semi\n')
+      expect((await kbis(['import', semicolons, '--type', 'note'], env)).stderr).toBe('kbis: unknown column(s) name;hostname: asset type note has properties body; columns are separated by commas\n')
+      expect(await count('cli-twice')).toBe(0)
+      expect(await count('cli-semi')).toBe(0)
+    })
+
+    it('refuses a row with more or fewer cells than the header and skips rows of blank cells', async () => {
+      const csv = file('ragged.csv', 'name,hostname,environment\ncli-rag-1,cli-rag-1,dev\ncli-rag-2,cli-rag-2,dev,extra\n,,\n  , ,\ncli-rag-3\ncli-rag-4,cli-rag-4,prod\n')
+      const errors = path.join(dir, 'ragged-errors.csv')
+      const run = await kbis(['import', csv, '--type', 'server', '--errors', errors], env)
+      expect(run).toEqual({ code: 1, stdout: '4 rows read; 2 refused; 0 created; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-7: 4 rows, 2 refused, nothing written\n' })
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n3,,the row has 4 cells; the header has 3 columns\n6,,the row has 1 cell; the header has 3 columns\n')
+      const fixed = file('ragged-fixed.csv', 'name,hostname,environment\ncli-rag-1,cli-rag-1,dev\n,,\ncli-rag-4,cli-rag-4,prod\n')
+      expect(await kbis(['import', fixed, '--type', 'server'], env)).toEqual({ code: 0, stdout: '2 rows read; 0 refused; 2 created\n', stderr: 'lines 2-4: 2 rows, 2 created, 0 updated, 0 unchanged\n' })
+      expect(await count('cli-rag-%')).toBe(2)
     })
   })
 }

@@ -42,11 +42,20 @@ export function convertCell(property: PropertyInfo, cell: string): unknown {
 // Columns an export writes that an import does not send (the server assigns them).
 const IGNORED_COLUMNS = new Set(['id', 'created_at', 'updated_at'])
 
-/** Checks a CSV header against the type: every column is a field or one of its property keys. */
+/**
+ * Checks a CSV header against the type: every column is a field or one of its property keys, and
+ * names one cell (a column given twice would leave it unclear which cell counts).
+ */
 export function checkColumns(type: AssetTypeInfo, columns: string[]): void {
   const known = new Set(['name', 'access_domain_key', ...IGNORED_COLUMNS, ...type.properties.map((p) => p.key)])
   const unknown = columns.filter((c) => !known.has(c))
-  if (unknown.length > 0) throw new Error(`unknown column(s) ${unknown.join(', ')}: asset type ${type.key} has properties ${type.properties.map((p) => p.key).join(', ')}`)
+  if (unknown.length > 0) {
+    // One column whose name holds a semicolon or a tab: most likely a file with another separator.
+    const separator = columns.length === 1 && /[;\t]/.test(columns[0]!) ? '; columns are separated by commas' : ''
+    throw new Error(`unknown column(s) ${unknown.join(', ')}: asset type ${type.key} has properties ${type.properties.map((p) => p.key).join(', ')}${separator}`)
+  }
+  const twice = [...new Set(columns.filter((c, i) => columns.indexOf(c) !== i))]
+  if (twice.length > 0) throw new Error(`column(s) ${twice.join(', ')} given more than once in the header`)
   if (!columns.includes('name')) throw new Error('the file has no name column')
 }
 

@@ -54,7 +54,8 @@ export class LineCounter {
 
 /** The records of a CSV stream with the line where each starts; the first is the header. */
 export async function* csvRecords(input: Readable): AsyncGenerator<{ line: number; record: string[] }> {
-  const parser = input.pipe(parse({ bom: true, raw: true, skip_empty_lines: true, relax_column_count: false }))
+  // Records of any length: a row with more or fewer cells than the header is refused by its reader, not the whole file.
+  const parser = input.pipe(parse({ bom: true, raw: true, skip_empty_lines: true, relax_column_count: true }))
   const lines = new LineCounter()
   for await (const { record, raw } of parser as AsyncIterable<{ record: string[]; raw: string }>) {
     yield { line: lines.start(raw), record }
@@ -64,6 +65,8 @@ export async function* csvRecords(input: Readable): AsyncGenerator<{ line: numbe
 /**
  * Reads a CSV file streaming with csv-parse: the first line names the columns (property keys,
  * `name`, `access_domain_key`); each record's line is where it starts (a quoted cell may span lines).
+ * A row of blank cells only (`,,,` as spreadsheets write empty rows) is an empty line, skipped; a
+ * row with more or fewer cells than the header is refused.
  */
 export async function* csvRows(file: string, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
   const input = createReadStream(file)
@@ -75,8 +78,13 @@ export async function* csvRows(file: string, type: AssetTypeInfo, progress: Read
       checkColumns(type, columns)
       continue
     }
+    if (record.every((cell) => cell.trim() === '')) continue
+    if (record.length !== columns.length) {
+      yield { line, item: null, issues: [{ field: '', message: `the row has ${record.length} cell${record.length === 1 ? '' : 's'}; the header has ${columns.length} columns` }] }
+      continue
+    }
     const cells: Record<string, string> = {}
-    columns.forEach((c, i) => { cells[c] = record[i] ?? '' })
+    columns.forEach((c, i) => { cells[c] = record[i]! })
     const { item, issues } = csvItem(type, cells)
     yield { line, item, issues: issues.map(({ field, message }) => ({ field, message })) }
   }
