@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { createServer } from 'node:http'
+import { createServer, type RequestListener } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -47,6 +47,18 @@ for (const store of STORES) {
       const p = path.join(dir, name)
       writeFileSync(p, text)
       return p
+    }
+    /** A bare HTTP server standing in for kbis (an older one, one that fails), for the length of `use`. */
+    const withStubServer = async (handler: RequestListener, use: (url: string) => Promise<void>) => {
+      const stub = createServer(handler)
+      stub.listen(0, '127.0.0.1')
+      await once(stub, 'listening')
+      try {
+        await use(`http://127.0.0.1:${(stub.address() as AddressInfo).port}`)
+      } finally {
+        stub.closeAllConnections()
+        stub.close()
+      }
     }
     const asset = async (ref: string) => (await t.request('GET', `/api/v1/assets/${ref}`)).body.data
     const count = async (pattern: string): Promise<number> =>
@@ -129,21 +141,15 @@ for (const store of STORES) {
       expect(await count('cli-dry-%')).toBe(0)
       expect(await count('cli-taken')).toBe(0)
       // A server that does not answer `?dry_run=true` (an older kbis) gets nothing, not a real write.
-      const older = createServer((req, res) => {
+      await withStubServer((req, res) => {
         const type = req.method === 'GET' && req.url === '/api/v1/metamodel/asset-types/server'
         res.writeHead(type ? 200 : 201, { 'content-type': 'application/json' })
         res.end(JSON.stringify(type ? { data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } } : { data: [] }))
-      })
-      older.listen(0, '127.0.0.1')
-      await once(older, 'listening')
-      try {
-        const url = `http://127.0.0.1:${(older.address() as AddressInfo).port}`
+      }, async (url) => {
         expect(await kbis(['import', csv, '--type', 'server', '--dry-run'], { ...env, KBIS_URL: url })).toEqual({
           code: 1, stdout: '', stderr: 'kbis: the server does not support dry runs (?dry_run=true on POST /api/v1/bulk/assets); nothing was sent\n',
         })
-      } finally {
-        older.close()
-      }
+      })
     })
 
     it('--upsert names each asset by its unique-key column (PUT /bulk/assets)', async () => {
@@ -175,6 +181,24 @@ for (const store of STORES) {
       const ndjson = await kbis(['export', '--type', 'application', '--format', 'ndjson'], env)
       const apiNd = await t.app.inject({ method: 'GET', url: '/api/v1/export/assets?format=ndjson&filter[asset_type_key]=application', headers: { authorization: `Bearer ${t.adminKey}` } })
       expect(ndjson).toEqual({ code: 0, stdout: apiNd.body, stderr: '' })
+    })
+
+    it('leaves --output as it was when the answer is cut short, and says so', async () => {
+      const output = path.join(dir, 'kept.csv')
+      writeFileSync(output, 'last night\n')
+      await withStubServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/csv' })
+        res.write('id,name\n1,a\n')
+        setTimeout(() => res.destroy(), 50)
+      }, async (url) => {
+        expect(await kbis(['export', '--type', 'server', '--format', 'csv', '--output', output], { ...env, KBIS_URL: url })).toEqual({
+          code: 1, stdout: '', stderr: 'kbis: export failed: the answer ended after 12 bytes, before it was complete (other side closed); kept.csv was left as it was\n'.replace('kept.csv', output),
+        })
+        const toStdout = await kbis(['export', '--type', 'server', '--format', 'csv'], { ...env, KBIS_URL: url })
+        expect(toStdout).toEqual({ code: 1, stdout: 'id,name\n1,a\n', stderr: 'kbis: export failed: the answer ended after 12 bytes, before it was complete (other side closed); what was written to stdout is incomplete\n' })
+      })
+      expect(readFileSync(output, 'utf8')).toBe('last night\n')
+      expect(readdirSync(dir).filter((f) => f.includes('partial'))).toEqual([])
     })
 
     it('imports NDJSON as kbis export writes it (ids and timestamps are the server\'s)', async () => {

@@ -1,5 +1,7 @@
 import { createWriteStream } from 'node:fs'
-import { Readable } from 'node:stream'
+import { rename, rm } from 'node:fs/promises'
+import path from 'node:path'
+import { Readable, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { ReadableStream } from 'node:stream/web'
 import { errorsOf, type ServerClient } from './client.js'
@@ -10,7 +12,12 @@ export interface ExportOptions {
   output?: string | undefined
 }
 
-/** `kbis export`: writes what GET /export/assets returns, streaming, to a file or stdout. */
+/**
+ * `kbis export`: writes what GET /export/assets returns, streaming, to a file or stdout. A file is
+ * written under a temporary name beside it and renamed once the answer is complete: an export
+ * cut short (the server stopped, the connection dropped) leaves the file as it was, never a
+ * shorter one that looks whole.
+ */
 export async function runExport(client: ServerClient, options: ExportOptions): Promise<void> {
   const query = new URLSearchParams({ format: options.format, 'filter[asset_type_key]': options.type })
   const res = await client.stream(`/api/v1/export/assets?${query.toString()}`)
@@ -25,5 +32,28 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
     throw new Error(`export failed: ${detail}`)
   }
   const body = Readable.fromWeb(res.body as ReadableStream<Uint8Array>)
-  await pipeline(body, options.output ? createWriteStream(options.output) : process.stdout)
+  if (!options.output) {
+    await copy(body, process.stdout, 'what was written to stdout is incomplete')
+    return
+  }
+  const partial = path.join(path.dirname(options.output), `.${path.basename(options.output)}.${process.pid}.partial`)
+  try {
+    await copy(body, createWriteStream(partial), `${options.output} was left as it was`)
+    await rename(partial, options.output)
+  } finally {
+    await rm(partial, { force: true })
+  }
+}
+
+/** The answer's bytes into `out`; an answer that ends early is an error that says so. */
+async function copy(body: Readable, out: Writable, consequence: string): Promise<void> {
+  let bytes = 0
+  body.on('data', (chunk: Buffer) => { bytes += chunk.length })
+  try {
+    await pipeline(body, out)
+  } catch (err) {
+    // undici reports a body cut short as `terminated`, its cause the socket's error.
+    const cause = (err as Error & { cause?: Error }).cause?.message ?? (err as Error).message
+    throw new Error(`export failed: the answer ended after ${bytes} bytes, before it was complete (${cause}); ${consequence}`)
+  }
 }
