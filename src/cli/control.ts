@@ -5,13 +5,13 @@ import os from 'node:os'
 import path from 'node:path'
 import type { Db } from '../store/db.js'
 import { applySetup } from '../setup/apply.js'
-import { createKeyFromCli, CommandError, type CliKeyRequest } from '../keys/cli.js'
+import { createKeyFromCli, CommandError, listKeysFromCli, revokeKeyFromCli, type CliKeyRequest } from '../keys/cli.js'
 import type { SetupFile } from '../setup/schema.js'
 import { setPasswordFromCli, type CliPasswordRequest } from '../console/cli.js'
 
 /**
  * PGlite lets one process own a data directory. While `kbis serve` runs on one, the other CLI
- * commands (`apply`, `keys create`) hand their work to it through this Unix socket instead of
+ * commands (`apply`, `keys create|list|revoke`, `users set-password`) hand their work to it through this Unix socket instead of
  * opening the directory a second time.
  */
 export function controlSocketPath(dataDir: string): string {
@@ -19,6 +19,9 @@ export function controlSocketPath(dataDir: string): string {
   const id = createHash('sha256').update(realpathSync(dataDir)).digest('hex').slice(0, 16)
   return path.join(os.tmpdir(), `kbis-${id}.sock`)
 }
+
+/** What a running server does for the other commands, by path on its socket. */
+export type ControlCommand = 'apply' | 'keys' | 'keys/list' | 'keys/revoke' | 'users/set-password'
 
 export interface ControlSocket {
   close(): Promise<void>
@@ -42,6 +45,8 @@ export async function startControlSocket(dataDir: string, db: Db): Promise<Contr
       .then(async (body) => {
         if (request.url === '/apply') return reply(200, await applySetup(db, body as SetupFile))
         if (request.url === '/keys') return reply(200, await createKeyFromCli(db, body as CliKeyRequest))
+        if (request.url === '/keys/list') return reply(200, await listKeysFromCli(db, body as { org: string }))
+        if (request.url === '/keys/revoke') return reply(200, await revokeKeyFromCli(db, body as { org: string; key: string }))
         if (request.url === '/users/set-password') return reply(200, await setPasswordFromCli(db, body as CliPasswordRequest))
         return reply(404, { error: `unknown command ${request.url}` })
       })
@@ -61,7 +66,7 @@ export async function startControlSocket(dataDir: string, db: Db): Promise<Contr
 }
 
 /** Sends a command to a running server; null when none runs on this data directory. */
-export async function sendToServer(dataDir: string, command: 'apply' | 'keys' | 'users/set-password', body: unknown): Promise<unknown | null> {
+export async function sendToServer(dataDir: string, command: ControlCommand, body: unknown): Promise<unknown | null> {
   const socketPath = controlSocketPath(dataDir)
   if (!existsSync(socketPath)) return null
   return new Promise((resolve, reject) => {
@@ -71,6 +76,8 @@ export async function sendToServer(dataDir: string, command: 'apply' | 'keys' | 
       response.on('end', () => {
         const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: string }
         if (response.statusCode === 200) resolve(parsed)
+        // A server started before this version knows fewer commands.
+        else if (response.statusCode === 404) reject(new CommandError(`the kbis serve running on ${dataDir} is an older version without \`${command.replace('/', ' ')}\`; restart it with this one`))
         else reject(new CommandError(parsed.error ?? 'the running server refused the command'))
       })
     })

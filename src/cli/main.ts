@@ -3,8 +3,8 @@ import { loadConfig, type Config } from '../core/config.js'
 import { startServer, openStore } from '../server.js'
 import { loadSetupFile } from '../setup/load.js'
 import { applySetup, type ApplyReport } from '../setup/apply.js'
-import { createKeyFromCli, type CliKeyRequest } from '../keys/cli.js'
-import { sendToServer } from './control.js'
+import { createKeyFromCli, listKeysFromCli, revokeKeyFromCli, type CliKeyRecord, type CliKeyRequest } from '../keys/cli.js'
+import { sendToServer, type ControlCommand } from './control.js'
 import { isWorker, runPrimary, startWorker, workersArg } from './workers.js'
 import { registerSyncCommands } from './sync/commands.js'
 import { readPasswordFromStdin, setPasswordFromCli } from '../console/cli.js'
@@ -32,7 +32,7 @@ function configFrom(flags: StoreFlags & { port?: number; host?: string }): Confi
 }
 
 /** Runs a store command here, or hands it to the server that owns the PGlite directory. */
-async function withStore<T>(config: Config, command: 'apply' | 'keys' | 'users/set-password', body: unknown, local: (db: Awaited<ReturnType<typeof openStore>>) => Promise<T>): Promise<T> {
+async function withStore<T>(config: Config, command: ControlCommand, body: unknown, local: (db: Awaited<ReturnType<typeof openStore>>) => Promise<T>): Promise<T> {
   if (!config.databaseUrl) {
     const remote = await sendToServer(config.dataDir, command, body)
     if (remote !== null) return remote as T
@@ -112,6 +112,30 @@ export async function main(argv: string[]): Promise<void> {
       }
     })
 
+  keys
+    .command('list')
+    .description("List an organization's API keys (never their secrets), oldest first")
+    .requiredOption('--org <key>', 'organization key')
+    .option('--json', 'print the keys as a JSON array (the records of GET /api-keys, plus owner_email)')
+    .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
+    .action(async (flags: { org: string; json?: boolean; dataDir?: string }) => {
+      const request = { org: flags.org }
+      const list = await withStore(configFrom(flags), 'keys/list', request, (db) => listKeysFromCli(db, request))
+      if (flags.json) out(JSON.stringify(list))
+      else for (const line of keyTable(list)) out(line)
+    })
+  keys
+    .command('revoke')
+    .description('Delete an API key for good; it stops working at once in every server')
+    .argument('<key>', "the key's id, or the start of its token (kbis_3f9a0c1d2e4b), or a whole leaked token")
+    .requiredOption('--org <key>', 'organization key')
+    .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
+    .action(async (key: string, flags: { org: string; dataDir?: string }) => {
+      const request = { org: flags.org, key }
+      const revoked = await withStore(configFrom(flags), 'keys/revoke', request, (db) => revokeKeyFromCli(db, request))
+      out(`API key ${revoked.id} (${revoked.secret_prefix}, ${JSON.stringify(revoked.name)}) revoked`)
+    })
+
   const users = program.command('users').description('Manage users of the console')
   users
     .command('set-password')
@@ -130,4 +154,12 @@ export async function main(argv: string[]): Promise<void> {
 
   registerSyncCommands(program)
   await program.parseAsync(argv)
+}
+
+/** `kbis keys list` without --json: one aligned line a key under a header. */
+function keyTable(keys: readonly CliKeyRecord[]): string[] {
+  const rows = [['ID', 'PREFIX', 'TYPE', 'OWNER', 'ROLES', 'LAST USED', 'NAME'],
+    ...keys.map((k) => [k.id, k.secret_prefix, k.permission_type, k.owner_email, k.role_keys.join(','), k.last_used_at ?? 'never', k.name])]
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '))
 }

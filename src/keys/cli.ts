@@ -3,8 +3,11 @@ import { AppError } from '../core/errors.js'
 import { storeNewKey } from './create.js'
 import { operatorOrigin } from '../outbox/write.js'
 import { checkRoles } from './service.js'
-import { selectKeyOwner, selectOrgIdByKey } from './sql.js'
+import { deleteApiKey, selectApiKey, selectApiKeyByPrefix, selectKeyOwner, selectKeysWithOwners, selectOrgIdByKey } from './sql.js'
+import { toApiKeyRecord, type ApiKeyRecord } from './mapper.js'
 import { INVALIDATE_CHANNEL } from '../core/channels.js'
+import { isUuid } from '../core/time.js'
+import type { Queryable } from '../store/db.js'
 
 export class CommandError extends Error {}
 
@@ -45,4 +48,41 @@ export async function createKeyFromCli(db: Db, req: CliKeyRequest): Promise<{ id
   })
   await db.notify(INVALIDATE_CHANNEL, result.orgId)
   return { id: result.id, secret: result.secret }
+}
+
+async function orgIdOf(db: Queryable, org: string): Promise<string> {
+  const orgId = await selectOrgIdByKey(db, org)
+  if (orgId === null) throw new CommandError(`--org: no organization ${org}`)
+  return orgId
+}
+
+/** A key as `kbis keys list` shows it: the API's record and its owner's email. */
+export type CliKeyRecord = ApiKeyRecord & { owner_email: string }
+
+/** `kbis keys list`: every key of the organization, oldest first, as GET /api-keys shows them to an Admin. */
+export async function listKeysFromCli(db: Db, req: { org: string }): Promise<CliKeyRecord[]> {
+  const rows = await selectKeysWithOwners(db, await orgIdOf(db, req.org))
+  return rows.map((row) => ({ ...toApiKeyRecord(row), owner_email: row.owner_email }))
+}
+
+// A key's id, or its public prefix as the token begins (`kbis_3f9a0c1d2e4b`), the whole token too.
+const PREFIX_RE = /^kbis_([0-9a-f]{12})(?:_[A-Za-z0-9_-]*)?$/
+
+/**
+ * `kbis keys revoke`: deletes a key for good, as DELETE /api-keys/{id} does (event `api_key.deleted`,
+ * every server drops its cached copy at once). Named by its id or by the start of its token, which
+ * is what an operator holds when a token has leaked.
+ */
+export async function revokeKeyFromCli(db: Db, req: { org: string; key: string }): Promise<{ id: string; name: string; secret_prefix: string }> {
+  const prefix = PREFIX_RE.exec(req.key)?.[1]
+  if (prefix === undefined && !isUuid(req.key)) throw new CommandError(`<key>: give the key's id or the start of its token (kbis_ and 12 hex digits), not "${req.key.slice(0, 40)}"`)
+  const result = await db.transaction(async (tx) => {
+    const orgId = await orgIdOf(tx, req.org)
+    const row = prefix !== undefined ? await selectApiKeyByPrefix(tx, orgId, prefix) : await selectApiKey(tx, orgId, req.key, true)
+    if (row === null) throw new CommandError(`<key>: no API key ${prefix !== undefined ? `kbis_${prefix}` : req.key} in organization ${req.org}`)
+    await deleteApiKey(tx, operatorOrigin(orgId), row.id)
+    return { orgId, record: toApiKeyRecord(row) }
+  })
+  await db.notify(INVALIDATE_CHANNEL, result.orgId)
+  return { id: result.record.id, name: result.record.name, secret_prefix: result.record.secret_prefix }
 }

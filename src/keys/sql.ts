@@ -55,6 +55,21 @@ export async function selectApiKeyPage(
   })
 }
 
+/** Every key of the organization with its owner's email, oldest first (`kbis keys list`). */
+export async function selectKeysWithOwners(db: Queryable, orgId: string): Promise<(ApiKeyRow & { owner_email: string })[]> {
+  const columns = API_KEY_COLUMNS.split(', ').map((c) => `k.${c}`).join(', ')
+  const result = await db.query<ApiKeyRow & { owner_email: string }>(
+    `SELECT ${columns}, u.email AS owner_email FROM api_keys k JOIN users u ON u.org_id = k.org_id AND u.id = k.owner_user_id
+     WHERE k.org_id = $1 ORDER BY k.created_at, k.id`, [orgId])
+  return result.rows
+}
+
+/** The key of the organization whose token starts `kbis_<prefix>`, locked (`kbis keys revoke`). */
+export async function selectApiKeyByPrefix(tx: Queryable, orgId: string, prefix: string): Promise<ApiKeyRow | null> {
+  const result = await tx.query<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE org_id = $1 AND secret_prefix = $2 FOR UPDATE`, [orgId, prefix])
+  return result.rows[0] ?? null
+}
+
 /** One key of the organization; `forUpdate` locks it for the rest of the transaction. */
 export async function selectApiKey(db: Queryable, orgId: string, id: string, forUpdate = false): Promise<ApiKeyRow | null> {
   const lock = forUpdate ? ' FOR UPDATE' : ''

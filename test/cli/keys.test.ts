@@ -1,0 +1,92 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { STORES } from '../helpers/stores.js'
+import { ACME_YAML, cli, postgresSchema, runCli } from '../helpers/cli-server.js'
+import { templateDataDir } from '../helpers/pglite-template.js'
+
+/** Runs a CLI command to its end: exit code and every line it wrote (stdout and stderr). */
+async function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; lines: string[] }> {
+  const process = runCli(args, env)
+  const code = await process.exited
+  await new Promise((resolve) => setImmediate(resolve))
+  return { code, lines: process.lines }
+}
+
+const createKey = async (name: string, env: Record<string, string>): Promise<{ id: string; secret: string }> =>
+  JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', name, '--type', 'Editor', '--roles', 'all', '--json'], env)).at(-1)!) as { id: string; secret: string }
+
+const status = async (url: string, secret: string): Promise<number> =>
+  (await fetch(`${url}/api/v1/assets`, { headers: { authorization: `Bearer ${secret}` } })).status
+
+for (const kind of STORES) {
+  describe(`${kind}: kbis keys list / kbis keys revoke`, { timeout: 300_000 }, () => {
+    let dir: string
+    let env: Record<string, string>
+    let dropSchema = async () => undefined as void
+
+    beforeAll(async () => {
+      dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-keys-'))
+      writeFileSync(path.join(dir, 'acme.yaml'), ACME_YAML.replace('RATE', '100000'))
+      if (kind === 'postgres') {
+        const pg = await postgresSchema()
+        env = { DATABASE_URL: pg.url }
+        dropSchema = pg.drop
+      } else {
+        env = { KBIS_DATA_DIR: await templateDataDir(path.join(dir, 'data')) }
+      }
+      await cli(['apply', path.join(dir, 'acme.yaml')], env)
+    })
+    afterAll(async () => {
+      rmSync(dir, { recursive: true, force: true })
+      await dropSchema()
+    })
+
+    it('lists the keys without their secrets and revokes one by id with the store closed', async () => {
+      const first = await createKey('nightly sync', env)
+      const second = await createKey('console export', env)
+      const listed = JSON.parse((await cli(['keys', 'list', '--org', 'acme', '--json'], env)).at(-1)!) as Record<string, unknown>[]
+      expect(listed.map((k) => [k.id, k.name, k.permission_type, k.role_keys, k.owner_email, k.secret_prefix, k.last_used_at])).toEqual([
+        [first.id, 'nightly sync', 'Editor', ['all'], 'owner@acme.test', first.secret.slice(0, 17), null],
+        [second.id, 'console export', 'Editor', ['all'], 'owner@acme.test', second.secret.slice(0, 17), null],
+      ])
+      expect(JSON.stringify(listed)).not.toContain(first.secret.slice(18))
+      const table = await cli(['keys', 'list', '--org', 'acme'], env)
+      expect(table[0]).toMatch(/^ID +PREFIX +TYPE +OWNER +ROLES +LAST USED +NAME$/)
+      expect(table.slice(1)).toEqual([
+        `${first.id}  ${first.secret.slice(0, 17)}  Editor  owner@acme.test  all    never      nightly sync`,
+        `${second.id}  ${second.secret.slice(0, 17)}  Editor  owner@acme.test  all    never      console export`,
+      ])
+
+      expect(await run(['keys', 'revoke', first.id, '--org', 'acme'], env)).toEqual({ code: 0, lines: [`API key ${first.id} (${first.secret.slice(0, 17)}, "nightly sync") revoked`] })
+      const left = JSON.parse((await cli(['keys', 'list', '--org', 'acme', '--json'], env)).at(-1)!) as { id: string }[]
+      expect(left.map((k) => k.id)).toEqual([second.id])
+      expect(await run(['keys', 'revoke', first.id, '--org', 'acme'], env)).toEqual({ code: 1, lines: [`kbis: <key>: no API key ${first.id} in organization acme`] })
+      expect(await run(['keys', 'revoke', 'web-01', '--org', 'acme'], env)).toEqual({
+        code: 1, lines: ['kbis: <key>: give the key\'s id or the start of its token (kbis_ and 12 hex digits), not "web-01"'],
+      })
+      expect(await run(['keys', 'list', '--org', 'nope'], env)).toEqual({ code: 1, lines: ['kbis: --org: no organization nope'] })
+    })
+
+    it('revokes a key by its token while a server runs: the server refuses it at once', async () => {
+      const server = runCli(['serve', '--port', '0'], env)
+      onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
+      const url = (await server.waitFor(/kbis listening on (\S+)/, 200_000))[1]!
+      const leaked = await createKey('leaked', env)
+      const kept = await createKey('kept', env)
+      // Both keys are in the server's cache now.
+      expect([await status(url, leaked.secret), await status(url, kept.secret)]).toEqual([200, 200])
+      const listed = JSON.parse((await cli(['keys', 'list', '--org', 'acme', '--json'], env)).at(-1)!) as { id: string }[]
+      expect(listed.map((k) => k.id).slice(-2)).toEqual([leaked.id, kept.id])
+
+      // The whole leaked token names the key; the prefix alone would too.
+      expect(await run(['keys', 'revoke', leaked.secret, '--org', 'acme'], env)).toEqual({ code: 0, lines: [`API key ${leaked.id} (${leaked.secret.slice(0, 17)}, "leaked") revoked`] })
+      expect([await status(url, leaked.secret), await status(url, kept.secret)]).toEqual([401, 200])
+      expect(await run(['keys', 'revoke', leaked.secret.slice(0, 17), '--org', 'acme'], env)).toEqual({ code: 1, lines: [`kbis: <key>: no API key ${leaked.secret.slice(0, 17)} in organization acme`] })
+
+      server.child.kill('SIGTERM')
+      expect(await server.exited).toBe(0)
+    })
+  })
+}
