@@ -1,10 +1,6 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { STORES } from '../helpers/stores.js'
-import { ACME_YAML, cli, postgresSchema, runCli } from '../helpers/cli-server.js'
-import { templateDataDir } from '../helpers/pglite-template.js'
+import { cli, cliStore, runCli } from '../helpers/cli-server.js'
 
 /** Runs a CLI command to its end: exit code and every line it wrote (stdout and stderr). */
 async function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; lines: string[] }> {
@@ -22,26 +18,15 @@ const status = async (url: string, secret: string): Promise<number> =>
 
 for (const kind of STORES) {
   describe(`${kind}: kbis keys list / kbis keys revoke`, { timeout: 300_000 }, () => {
-    let dir: string
     let env: Record<string, string>
-    let dropSchema = async () => undefined as void
+    let drop = async () => undefined as void
 
     beforeAll(async () => {
-      dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-keys-'))
-      writeFileSync(path.join(dir, 'acme.yaml'), ACME_YAML.replace('RATE', '100000'))
-      if (kind === 'postgres') {
-        const pg = await postgresSchema()
-        env = { DATABASE_URL: pg.url }
-        dropSchema = pg.drop
-      } else {
-        env = { KBIS_DATA_DIR: await templateDataDir(path.join(dir, 'data')) }
-      }
-      await cli(['apply', path.join(dir, 'acme.yaml')], env)
+      const store = await cliStore(kind)
+      ;({ env, drop } = store)
+      await cli(['apply', store.yaml], env)
     })
-    afterAll(async () => {
-      rmSync(dir, { recursive: true, force: true })
-      await dropSchema()
-    })
+    afterAll(async () => drop())
 
     it('lists the keys without their secrets and revokes one by id with the store closed', async () => {
       const first = await createKey('nightly sync', env)

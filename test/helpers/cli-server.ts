@@ -3,7 +3,10 @@ import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
-import { openDb } from '../../src/store/db.js'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import { openDb, type StoreKind } from '../../src/store/db.js'
+import { templateDataDir } from './pglite-template.js'
 
 /**
  * The CLI as users run it: the `kbis` command (bin/kbis, which runs bin/kbis.js with node) over
@@ -95,6 +98,28 @@ export async function postgresSchema(): Promise<{ url: string; schema: string; d
       const cleanup = await openDb({ databaseUrl: base, poolSize: 1 })
       await cleanup.query(`DROP SCHEMA ${schema} CASCADE`)
       await cleanup.close()
+    },
+  }
+}
+
+/**
+ * A fresh store of `kind` for CLI processes, and a temporary directory holding `acme.yaml`
+ * (ACME_YAML, rate limit `rate`): `env` names the store to them, a new schema on the test
+ * PostgreSQL (DATABASE_URL) or a PGlite data directory in `dir` copied from the migrated template
+ * (KBIS_DATA_DIR). `drop` removes both.
+ */
+export async function cliStore(kind: StoreKind, rate = 100_000): Promise<{ dir: string; yaml: string; env: Record<string, string>; drop(): Promise<void> }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-cli-'))
+  const yaml = path.join(dir, 'acme.yaml')
+  writeFileSync(yaml, ACME_YAML.replace('RATE', String(rate)))
+  const pg = kind === 'postgres' ? await postgresSchema() : null
+  return {
+    dir,
+    yaml,
+    env: pg ? { DATABASE_URL: pg.url } : { KBIS_DATA_DIR: await templateDataDir(path.join(dir, 'data')) },
+    async drop() {
+      rmSync(dir, { recursive: true, force: true })
+      await pg?.drop()
     },
   }
 }

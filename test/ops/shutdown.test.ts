@@ -1,12 +1,8 @@
 import http from 'node:http'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { openDb } from '../../src/store/db.js'
 import { STORES } from '../helpers/stores.js'
-import { templateDataDir } from '../helpers/pglite-template.js'
-import { ACME_YAML, cli, postgresSchema, runCli } from '../helpers/cli-server.js'
+import { cli, cliStore, runCli } from '../helpers/cli-server.js'
 
 const ITEMS = 3000
 
@@ -32,37 +28,23 @@ function post(url: string, key: string, body: unknown, beforeLastByte: () => Pro
 
 for (const kind of STORES) {
   describe(`${kind}: SIGTERM drains`, { timeout: 180_000 }, () => {
-    let dir: string
+    let yaml: string
     let env: Record<string, string>
-    let dropSchema = async () => undefined as void
+    let drop = async () => undefined as void
     let countAssets: () => Promise<number>
 
     beforeAll(async () => {
-      dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-ops-'))
-      writeFileSync(path.join(dir, 'acme.yaml'), ACME_YAML.replace('RATE', '100000'))
-      if (kind === 'postgres') {
-        const pg = await postgresSchema()
-        env = { DATABASE_URL: pg.url }
-        dropSchema = pg.drop
-        countAssets = async () => {
-          const db = await openDb({ databaseUrl: pg.url, poolSize: 1 })
-          try { return (await db.query<{ n: number }>('SELECT count(*) AS n FROM assets')).rows[0]!.n } finally { await db.close() }
-        }
-      } else {
-        env = { KBIS_DATA_DIR: await templateDataDir(path.join(dir, 'data')) }
-        countAssets = async () => {
-          const db = await openDb({ dataDir: env.KBIS_DATA_DIR })
-          try { return (await db.query<{ n: number }>('SELECT count(*) AS n FROM assets')).rows[0]!.n } finally { await db.close() }
-        }
+      const store = await cliStore(kind)
+      ;({ yaml, env, drop } = store)
+      countAssets = async () => {
+        const db = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1 } : { dataDir: env.KBIS_DATA_DIR! })
+        try { return (await db.query<{ n: number }>('SELECT count(*) AS n FROM assets')).rows[0]!.n } finally { await db.close() }
       }
     })
-    afterAll(async () => {
-      rmSync(dir, { recursive: true, force: true })
-      await dropSchema()
-    })
+    afterAll(async () => drop())
 
     it('finishes a bulk request in flight (201), stops listening, closes the store and exits 0', async () => {
-      await cli(['apply', path.join(dir, 'acme.yaml')], env)
+      await cli(['apply', yaml], env)
       const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
       const server = runCli(['serve', '--port', '0'], env)
       // A failing assertion must not leave the server running over a data directory removed under it.
