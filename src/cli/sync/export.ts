@@ -48,12 +48,16 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
 /** The answer's bytes into `out`; an answer that ends early is an error that says so. */
 async function copy(body: Readable, out: Writable, consequence: string): Promise<void> {
   let bytes = 0
+  let cut: Error | null = null
   body.on('data', (chunk: Buffer) => { bytes += chunk.length })
+  body.once('error', (err: Error) => { cut = err })
   try {
     await pipeline(body, out)
   } catch (err) {
+    // Only the answer's side: a reader of stdout that stops early (`| head`) is its own error.
+    if (cut === null) throw err
     // undici reports a body cut short as `terminated`, its cause the socket's error.
-    const cause = (err as Error & { cause?: Error }).cause?.message ?? (err as Error).message
-    throw new Error(`export failed: the answer ended after ${bytes} bytes, before it was complete (${cause}); ${consequence}`)
+    const { cause, message } = cut as Error & { cause?: Error }
+    throw new Error(`export failed: the answer ended after ${bytes} bytes, before it was complete (${cause?.message ?? message}); ${consequence}`)
   }
 }
