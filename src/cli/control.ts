@@ -8,10 +8,11 @@ import { applySetup } from '../setup/apply.js'
 import { createKeyFromCli, CommandError, listKeysFromCli, revokeKeyFromCli, type CliKeyRequest } from '../keys/cli.js'
 import type { SetupFile } from '../setup/schema.js'
 import { setPasswordFromCli, type CliPasswordRequest } from '../console/cli.js'
+import { backupStore } from '../store/backup.js'
 
 /**
  * PGlite lets one process own a data directory. While `kbis serve` runs on one, the other CLI
- * commands (`apply`, `keys create|list|revoke`, `users set-password`) hand their work to it through this Unix socket instead of
+ * commands (`apply`, `keys create|list|revoke`, `users set-password`, `backup`) hand their work to it through this Unix socket instead of
  * opening the directory a second time.
  */
 export function controlSocketPath(dataDir: string): string {
@@ -21,7 +22,7 @@ export function controlSocketPath(dataDir: string): string {
 }
 
 /** What a running server does for the other commands, by path on its socket. */
-export type ControlCommand = 'apply' | 'keys' | 'keys/list' | 'keys/revoke' | 'users/set-password'
+export type ControlCommand = 'apply' | 'keys' | 'keys/list' | 'keys/revoke' | 'users/set-password' | 'backup'
 
 export interface ControlSocket {
   close(): Promise<void>
@@ -48,9 +49,10 @@ export async function startControlSocket(dataDir: string, db: Db): Promise<Contr
         if (request.url === '/keys/list') return reply(200, await listKeysFromCli(db, body as { org: string }))
         if (request.url === '/keys/revoke') return reply(200, await revokeKeyFromCli(db, body as { org: string; key: string }))
         if (request.url === '/users/set-password') return reply(200, await setPasswordFromCli(db, body as CliPasswordRequest))
+        if (request.url === '/backup') return reply(200, await backupStore(db, body as { file: string }))
         return reply(404, { error: `unknown command ${request.url}` })
       })
-      .catch((err: unknown) => reply(err instanceof CommandError || (err as Error).name === 'SetupError' ? 400 : 500, { error: (err as Error).message }))
+      .catch((err: unknown) => reply(err instanceof CommandError || ['SetupError', 'BackupError'].includes((err as Error).name) ? 400 : 500, { error: (err as Error).message }))
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)

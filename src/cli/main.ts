@@ -10,6 +10,9 @@ import { registerSyncCommands } from './sync/commands.js'
 import { readPasswordFromStdin, setPasswordFromCli } from '../console/cli.js'
 import { hashPassword, passwordProblem } from '../console/passwords.js'
 import { CommandError } from '../keys/cli.js'
+import { writeDataDirArchive, type BackupReport } from '../store/backup.js'
+import { existsSync } from 'node:fs'
+import path from 'node:path'
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
 
@@ -150,6 +153,24 @@ export async function main(argv: string[]): Promise<void> {
       const request = { org: flags.org, email: flags.email, hash: await hashPassword(password) }
       await withStore(configFrom(flags), 'users/set-password', request, (db) => setPasswordFromCli(db, request))
       out(`password set for ${flags.email} in organization ${flags.org}`)
+    })
+
+  program
+    .command('backup')
+    .description('Copy the embedded (PGlite) data directory to a tar archive, while the server runs or not (gzip when <file> ends in .gz or .tgz)')
+    .argument('<file>', 'the archive to write (replaced when complete)')
+    .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
+    .action(async (file: string, flags: { dataDir?: string }) => {
+      const config = configFrom(flags)
+      if (config.databaseUrl) throw new CommandError('kbis backup copies an embedded (PGlite) data directory; DATABASE_URL is set: back up PostgreSQL with pg_dump or your PostgreSQL backups')
+      if (!existsSync(path.join(config.dataDir, 'PG_VERSION'))) throw new CommandError(`${config.dataDir} is not a data directory of kbis (it has no PG_VERSION)`)
+      // The server that owns the directory may run elsewhere (another working directory): an absolute path.
+      const request = { file: path.resolve(file) }
+      const started = performance.now()
+      // With no server on it nothing writes to the directory: its files are copied as they are,
+      // without opening the store (which would migrate an older one before copying it).
+      const report = (await sendToServer(config.dataDir, 'backup', request) as BackupReport | null) ?? await writeDataDirArchive(config.dataDir, request.file)
+      out(`backup of ${config.dataDir} written to ${report.file} (${report.bytes} bytes, ${((performance.now() - started) / 1000).toFixed(1)} s)`)
     })
 
   registerSyncCommands(program)

@@ -3,6 +3,7 @@ import pg from 'pg'
 import type { PGlite } from '@electric-sql/pglite'
 import { copyLines } from './copy.js'
 import { initPgliteDataDir } from './pglite-init.js'
+import { writeDataDirArchive, type BackupReport } from './backup.js'
 import { retryTransient } from './retry.js'
 import { parseJsonTimestamptz, parseTimestamptz } from './timestamps.js'
 
@@ -108,6 +109,12 @@ export interface Db extends Queryable {
    * on (the NDJSON export).
    */
   copyLines?(select: string, params: readonly unknown[]): Promise<Buffer[]>
+  /**
+   * PGlite on a data directory only (`kbis backup`): a copy of the directory as a tar archive,
+   * taken while the store runs (store/backup.ts). PostgreSQL has its own backups (pg_dump,
+   * pg_basebackup); an in-memory store has no directory.
+   */
+  backup?(file: string): Promise<BackupReport>
 }
 
 export interface ListenEvents {
@@ -389,7 +396,25 @@ class PgliteDb implements Db {
   onQuery: QueryHook | null = null
   private readonly handlers = new Map<string, ((payload: string) => void)[]>()
 
-  constructor(private readonly pglite: PGlite) {}
+  readonly backup: ((file: string) => Promise<BackupReport>) | undefined
+
+  /** `dir`: the data directory, null for an in-memory store. */
+  constructor(private readonly pglite: PGlite, dir: string | null) {
+    this.backup = dir === null ? undefined : (file) => this.backupDataDir(dir, file)
+  }
+
+  /**
+   * A checkpoint first (every change so far in the table files, so that opening the copy has
+   * little write-ahead log to replay), then the files copied while PGlite's lock is held: no
+   * statement runs meanwhile (requests wait, as they do for any long statement), so the copy is
+   * the directory at one moment between two statements, what a crash then would leave. A
+   * transaction open at that moment (between its statements) is rolled back when the copy is
+   * opened, as after a crash.
+   */
+  private async backupDataDir(dir: string, file: string): Promise<BackupReport> {
+    await this.pglite.query('CHECKPOINT')
+    return this.pglite.runExclusive(() => writeDataDirArchive(dir, file))
+  }
 
   async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
     return runPglite(this.pglite, this.onQuery, sql, params, options)
@@ -505,10 +530,10 @@ export async function openDb(options: StoreOptions): Promise<Db> {
   if (dir === 'memory://' && options.loadDataDir) {
     const copy = new PGlite({ ...settings, loadDataDir: options.loadDataDir })
     await copy.waitReady
-    return new PgliteDb(copy)
+    return new PgliteDb(copy, null)
   }
   if (dir !== 'memory://') await initPgliteDataDir(dir)
   const pglite = dir === 'memory://' ? new PGlite(settings) : new PGlite(dir, settings)
   await pglite.waitReady
-  return new PgliteDb(pglite)
+  return new PgliteDb(pglite, dir === 'memory://' ? null : dir)
 }

@@ -1,0 +1,54 @@
+import { createWriteStream } from 'node:fs'
+import { rename, rm, stat } from 'node:fs/promises'
+import path from 'node:path'
+import { pipeline } from 'node:stream/promises'
+import { create } from 'tar'
+import type { Db } from './db.js'
+
+/** What `kbis backup` wrote. */
+export interface BackupReport {
+  file: string
+  bytes: number
+}
+
+// Files of a data directory that belong to the process running it, not to the data (as
+// pg_basebackup leaves them out).
+const NOT_DATA = new Set(['postmaster.pid', 'postmaster.opts'])
+
+/**
+ * Writes a tar archive of the PGlite data directory `dir` to `file` (gzip-compressed when the name
+ * ends in `.gz` or `.tgz`), streaming: memory does not grow with the directory. The archive is
+ * written under a temporary name beside `file` and renamed when complete, so a failed backup never
+ * leaves a partial archive under the name. The caller guarantees that nothing writes to `dir`
+ * meanwhile (PgliteDb.backup holds the store's lock); what it holds is then what a crash at that
+ * moment would leave, which PostgreSQL recovers from its write-ahead log when the copy is opened.
+ */
+export async function writeDataDirArchive(dir: string, file: string): Promise<BackupReport> {
+  const source = path.resolve(dir)
+  const target = path.resolve(file)
+  if (target === source || target.startsWith(`${source}${path.sep}`)) {
+    throw new BackupError(`${file} is inside the data directory ${dir}: write the backup somewhere else`)
+  }
+  const partial = path.join(path.dirname(target), `.${path.basename(target)}.${process.pid}.partial`)
+  try {
+    await pipeline(
+      create({ cwd: source, gzip: /\.(t?gz)$/i.test(target), portable: true, filter: (entry) => !NOT_DATA.has(entry.replace(/^\.\//, '')) }, ['.']),
+      createWriteStream(partial),
+    )
+    await rename(partial, target)
+  } finally {
+    await rm(partial, { force: true })
+  }
+  return { file: target, bytes: (await stat(target)).size }
+}
+
+/** `kbis backup` in the server that owns the data directory (asked through its socket, cli/control.ts). */
+export async function backupStore(db: Db, req: { file: string }): Promise<BackupReport> {
+  if (!db.backup) throw new BackupError('this store has no data directory to back up (kbis backup copies an embedded PGlite directory)')
+  return db.backup(req.file)
+}
+
+/** A backup that cannot be made as asked (a message for the operator, not a fault). */
+export class BackupError extends Error {
+  override name = 'BackupError'
+}
