@@ -33,10 +33,9 @@ export interface ReadProgress {
 
 /**
  * Counts the lines of a CSV file record by record, from each record's raw text as csv-parse gives
- * it: the empty lines it skipped before the record (one character each: it keeps the first
- * character of their line break), the record's cells, then the first character of the record's
- * own line break (none at the end of the file). Line breaks inside quoted cells count once each,
- * CRLF, LF or CR. (csv-parse's own `info.lines` counts the CR and the LF of a quoted CRLF as two
+ * it: the empty lines it skipped before the record (of each line break it keeps the first
+ * character), the record's cells, then the record's own line break, or its first character (none
+ * at the end of the file). Every line break counts once, CRLF, LF or CR, inside quoted cells too. (csv-parse's own `info.lines` counts the CR and the LF of a quoted CRLF as two
  * lines, so every record after a multi-line cell of a Windows file would be numbered too far.)
  */
 export class LineCounter {
@@ -44,12 +43,17 @@ export class LineCounter {
 
   /** The line where the record of this raw text starts. */
   start(raw: string): number {
-    const skipped = /^[\r\n]*/.exec(raw)![0].length
-    const cells = raw.slice(skipped).replace(/[\r\n]$/, '')
-    const start = this.next + skipped
-    this.next = start + (cells.match(/\r\n|\r|\n/g)?.length ?? 0) + 1
+    const skipped = /^[\r\n]*/.exec(raw)![0]
+    const cells = raw.slice(skipped.length).replace(/(?:\r\n|\r|\n)$/, '')
+    const start = this.next + breaks(skipped)
+    this.next = start + breaks(cells) + 1
     return start
   }
+}
+
+/** Line breaks in `text`: CRLF, LF or CR, once each. */
+function breaks(text: string): number {
+  return text.match(/\r\n|\r|\n/g)?.length ?? 0
 }
 
 /** The records of a CSV stream with the line where each starts; the first is the header. */

@@ -17,6 +17,8 @@ describe('kbis import: the line where each CSV record starts', () => {
     expect(await starts('h,v\r\na,1\r\nb,2\r\n')).toEqual(['1:h', '2:a', '3:b'])
     expect(await starts('h,v\ra,1\rb,2\r')).toEqual(['1:h', '2:a', '3:b'])
     expect(await starts('\ufeffh,v\r\na,1\r\nb,2')).toEqual(['1:h', '2:a', '3:b'])
+    // Line breaks of both kinds in one file (the first line's says which one ends a record).
+    expect(await starts('h,v\na,1\r\nb,2\nc,3\r\n')).toEqual(['1:h', '2:a', '3:b', '4:c'])
   })
 
   it('counts a line break inside a quoted cell once, CRLF included, for the records after it too', async () => {
