@@ -17,9 +17,11 @@ interface Run {
   stderr: string
 }
 
-function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
+/** Runs the CLI to its end; `input`, when given, is its standard input. */
+function kbis(args: string[], env: Record<string, string> = {}, input?: string): Promise<Run> {
   return new Promise((resolve) => {
     const child = spawn(KBIS_BIN, args, { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } })
+    if (input !== undefined) child.stdin.end(input)
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
@@ -213,6 +215,22 @@ for (const store of STORES) {
       const notes = (await t.request('GET', '/api/v1/assets?filter[asset_type_key]=note&page[size]=100')).body.data
       expect(notes.map((n: { name: string; access_domain_key: string | null; properties: object }) => [n.name, n.access_domain_key, n.properties]).sort())
         .toEqual([['cli-note-1', null, { body: 'a' }], ['cli-note-1', null, { body: 'a' }], ['cli-note-2', 'it', {}], ['cli-note-2', 'it', {}]])
+    })
+
+    it('reads standard input for - (CSV, or NDJSON with --format ndjson), numbering its lines as a file\'s', async () => {
+      const csv = 'name,hostname,environment\ncli-stdin-1,cli-stdin-1,prod\ncli-stdin-2,cli-stdin-2,moon\n'
+      const errors = path.join(dir, 'stdin-errors.csv')
+      expect(await kbis(['import', '-', '--type', 'server', '--errors', errors], env, csv)).toEqual({
+        code: 1, stdout: '2 rows read; 1 refused; 0 created; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-3: 2 rows, 1 refused, nothing written\n',
+      })
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n3,environment,"environment must be one of dev, staging, prod"\n')
+      const ndjson = [{ name: 'cli-stdin-3', properties: { hostname: 'cli-stdin-3' } }, { name: 'cli-stdin-4', properties: { hostname: 'cli-stdin-4', environment: 'dev' } }]
+        .map((r) => JSON.stringify(r)).join('\n') + '\n'
+      expect(await kbis(['import', '-', '--type', 'server', '--format', 'ndjson'], env, ndjson)).toEqual({
+        code: 0, stdout: '2 rows read; 0 refused; 2 created\n', stderr: 'lines 1-2: 2 rows, 2 created, 0 updated, 0 unchanged\n',
+      })
+      expect((await asset('server:hostname:cli-stdin-4')).properties).toEqual({ hostname: 'cli-stdin-4', environment: 'dev' })
+      expect(await count('cli-stdin-%')).toBe(2)
     })
 
     it('fails with one line and exit 1 without a server, a key, a known type or known columns', async () => {

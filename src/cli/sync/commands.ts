@@ -16,13 +16,14 @@ export function registerSyncCommands(program: Command): void {
   serverOptions(program
     .command('import')
     .description('Import assets of one type from a CSV or NDJSON file into a running server, in chunks of 10,000')
-    .argument('<file>', 'file.csv (header = property keys, name, access_domain_key) or file.ndjson')
+    .argument('<file>', 'file.csv (header = property keys, name, access_domain_key), file.ndjson, or - for standard input')
     .requiredOption('--type <asset type>', 'asset type of every row')
+    .addOption(new Option('--format <format>', "the file's format (default: by its extension; CSV for -)").choices(['csv', 'ndjson']))
     .option('--upsert', 'create or update, naming each asset by its unique-key column (PUT /bulk/assets)')
     .option('--dry-run', 'check the whole file and write nothing')
     .option('--errors <out.csv>', 'write every refused row as CSV: line,field,message'))
-    .action(async (file: string, flags: { type: string; upsert?: boolean; dryRun?: boolean; errors?: string; url?: string; key?: string }) => {
-      const summary = await runImport(new ServerClient(flags), { file, type: flags.type, upsert: !!flags.upsert, dryRun: !!flags.dryRun, errors: flags.errors })
+    .action(async (file: string, flags: { type: string; format?: 'csv' | 'ndjson'; upsert?: boolean; dryRun?: boolean; errors?: string; url?: string; key?: string }) => {
+      const summary = await runImport(new ServerClient(flags), { file, format: flags.format, type: flags.type, upsert: !!flags.upsert, dryRun: !!flags.dryRun, errors: flags.errors })
       const r = summary.results
       const done = flags.dryRun ? 'dry run, nothing written' : flags.upsert ? `${r.created} created, ${r.updated} updated, ${r.unchanged} unchanged` : `${r.created} created`
       out(`${summary.rows} rows read; ${summary.refused} refused; ${done}${summary.failedChunks > 0 ? `; ${summary.failedChunks} chunk(s) failed and wrote nothing` : ''}`)

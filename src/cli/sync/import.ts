@@ -1,4 +1,4 @@
-import { createWriteStream, statSync, type WriteStream } from 'node:fs'
+import { createReadStream, createWriteStream, statSync, type WriteStream } from 'node:fs'
 import { once } from 'node:events'
 import { randomUUID } from 'node:crypto'
 import { stringify } from 'csv-stringify/sync'
@@ -10,7 +10,10 @@ import { createProgress, type Progress } from './progress.js'
 export const CHUNK_SIZE = 10_000
 
 export interface ImportOptions {
+  /** A path, or `-` for standard input. */
   file: string
+  /** By the file's extension when absent (`.ndjson`, `.jsonl`, `.json`: NDJSON; else CSV). */
+  format?: 'csv' | 'ndjson' | undefined
   type: string
   upsert: boolean
   dryRun: boolean
@@ -159,10 +162,12 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   if (options.dryRun && !(await dryRun())) {
     throw new Error(`the server does not support dry runs (?dry_run=true on ${method} /api/v1/bulk/assets); nothing was sent`)
   }
-  const ndjson = /\.(nd)?jsonl?$/i.test(options.file)
+  const stdin = options.file === '-'
+  const ndjson = (options.format ?? (/\.(nd)?jsonl?$/i.test(options.file) ? 'ndjson' : 'csv')) === 'ndjson'
   const read: ReadProgress = { bytes: 0 }
   const report = await ErrorReport.open(options.errors)
-  const bar = progress ?? createProgress(statSync(options.file).size)
+  // Standard input has no size: the bar shows items and their rate, without a share or an ETA.
+  const bar = progress ?? createProgress(stdin ? null : statSync(options.file).size)
   const ctx: ChunkContext = { client, type, options, runId: randomUUID(), dryRun }
   const summary: ImportSummary = { rows: 0, refused: 0, failedChunks: 0, results: { created: 0, updated: 0, unchanged: 0 } }
   let chunk: FileRow[] = []
@@ -179,7 +184,8 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
     chunk = []
   }
   try {
-    for await (const row of (ndjson ? ndjsonRows : csvRows)(options.file, type, read)) {
+    const input = stdin ? process.stdin : createReadStream(options.file)
+    for await (const row of (ndjson ? ndjsonRows : csvRows)(input, type, read)) {
       chunk.push(row)
       if (chunk.length === CHUNK_SIZE) await flush()
       else if (chunk.length % 500 === 0) bar.update(read.bytes, summary.rows + chunk.length)

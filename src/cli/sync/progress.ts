@@ -7,7 +7,8 @@ export interface Progress {
   stop(): void
 }
 
-export function createProgress(totalBytes: number, stream: NodeJS.WriteStream = process.stderr): Progress {
+/** `totalBytes`: the file's size, which drives the bar and its ETA; null when unknown (standard input). */
+export function createProgress(totalBytes: number | null, stream: NodeJS.WriteStream = process.stderr): Progress {
   const started = Date.now()
   const rate = (items: number) => Math.round(items / Math.max(0.001, (Date.now() - started) / 1000))
   if (!stream.isTTY) {
@@ -20,13 +21,14 @@ export function createProgress(totalBytes: number, stream: NodeJS.WriteStream = 
   // The file's bytes drive the bar and its ETA (the row count is unknown until the end).
   const bar = new cliProgress.SingleBar({
     stream,
-    format: 'importing [{bar}] {percentage}% | {items} items | {speed} items/s | ETA {eta_formatted}',
+    format: totalBytes === null ? 'importing | {items} items | {speed} items/s' : 'importing [{bar}] {percentage}% | {items} items | {speed} items/s | ETA {eta_formatted}',
     hideCursor: true,
     etaBuffer: 50,
   }, cliProgress.Presets.shades_classic)
-  bar.start(Math.max(1, totalBytes), 0, { items: 0, speed: 0 })
+  const total = Math.max(1, totalBytes ?? 1)
+  bar.start(total, 0, { items: 0, speed: 0 })
   return {
-    update: (bytes, items) => bar.update(Math.min(bytes, totalBytes), { items, speed: rate(items) }),
+    update: (bytes, items) => bar.update(totalBytes === null ? 0 : Math.min(bytes, total), { items, speed: rate(items) }),
     // Above the bar: clear its line, print, and let the next update draw it again.
     chunk: (text) => {
       stream.write(`\r\x1b[K${text}\n`)

@@ -1,4 +1,3 @@
-import { createReadStream } from 'node:fs'
 import { createInterface } from 'node:readline'
 import type { Readable } from 'node:stream'
 import { parse } from 'csv-parse'
@@ -67,14 +66,13 @@ export async function* csvRecords(input: Readable): AsyncGenerator<{ line: numbe
 }
 
 /**
- * Reads a CSV file streaming with csv-parse: the first line names the columns (property keys,
- * `name`, `access_domain_key`); each record's line is where it starts (a quoted cell may span lines).
+ * Reads a CSV stream with csv-parse: the first line names the columns (property keys, `name`,
+ * `access_domain_key`); each record's line is where it starts (a quoted cell may span lines).
  * A row of blank cells only (`,,,` as spreadsheets write empty rows) is an empty line, skipped; a
  * row with more or fewer cells than the header is refused.
  */
-export async function* csvRows(file: string, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
-  const input = createReadStream(file)
-  input.on('data', (chunk) => { progress.bytes += chunk.length })
+export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
+  input.on('data', (chunk: Buffer) => { progress.bytes += chunk.length })
   let columns: string[] | null = null
   for await (const { line, record } of csvRecords(input)) {
     if (columns === null) {
@@ -94,10 +92,9 @@ export async function* csvRows(file: string, type: AssetTypeInfo, progress: Read
   }
 }
 
-/** Reads an NDJSON file line by line: each non-empty line one record (as `kbis export` writes them). */
-export async function* ndjsonRows(file: string, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
-  const input = createReadStream(file, { encoding: 'utf8' })
-  input.on('data', (chunk) => { progress.bytes += Buffer.byteLength(chunk) })
+/** Reads an NDJSON stream line by line: each non-empty line one record (as `kbis export` writes them). */
+export async function* ndjsonRows(input: Readable, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
+  input.on('data', (chunk: Buffer) => { progress.bytes += chunk.length })
   let line = 0
   for await (const text of createInterface({ input, crlfDelay: Infinity })) {
     line++
