@@ -251,6 +251,16 @@ for (const store of STORES) {
       expect(await count('cli-semi')).toBe(0)
     })
 
+    it('takes an asset_type_key column that names --type and refuses a row that names another', async () => {
+      const csv = file('typed.csv', 'asset_type_key,name,hostname\nserver,cli-typed-1,cli-typed-1\n,cli-typed-2,cli-typed-2\nnote,cli-typed-3,cli-typed-3\n')
+      const errors = path.join(dir, 'typed-errors.csv')
+      expect((await kbis(['import', csv, '--type', 'server', '--errors', errors], env)).code).toBe(1)
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n4,asset_type_key,"asset_type_key is ""note"", not server (--type)"\n')
+      const fixed = file('typed-fixed.csv', 'asset_type_key,name,hostname\nserver,cli-typed-1,cli-typed-1\n,cli-typed-2,cli-typed-2\n')
+      expect((await kbis(['import', fixed, '--type', 'server'], env)).stdout).toBe('2 rows read; 0 refused; 2 created\n')
+      expect(await count('cli-typed-%')).toBe(2)
+    })
+
     it('refuses a row with more or fewer cells than the header and skips rows of blank cells', async () => {
       const csv = file('ragged.csv', 'name,hostname,environment\ncli-rag-1,cli-rag-1,dev\ncli-rag-2,cli-rag-2,dev,extra\n,,\n  , ,\ncli-rag-3\ncli-rag-4,cli-rag-4,prod\n')
       const errors = path.join(dir, 'ragged-errors.csv')

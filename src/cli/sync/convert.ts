@@ -47,7 +47,7 @@ const IGNORED_COLUMNS = new Set(['id', 'created_at', 'updated_at'])
  * names one cell (a column given twice would leave it unclear which cell counts).
  */
 export function checkColumns(type: AssetTypeInfo, columns: string[]): void {
-  const known = new Set(['name', 'access_domain_key', ...IGNORED_COLUMNS, ...type.properties.map((p) => p.key)])
+  const known = new Set(['name', 'access_domain_key', 'asset_type_key', ...IGNORED_COLUMNS, ...type.properties.map((p) => p.key)])
   const unknown = columns.filter((c) => !known.has(c))
   if (unknown.length > 0) {
     // One column whose name holds a semicolon or a tab: most likely a file with another separator.
@@ -83,6 +83,9 @@ export function csvItem(type: AssetTypeInfo, record: Record<string, string>): { 
       else throw err
     }
   }
+  // An asset_type_key column (files made by other tools) must name --type, as in NDJSON.
+  const typeKey = record.asset_type_key ?? ''
+  if (typeKey !== '' && typeKey !== type.key) issues.push(new CellError('asset_type_key', `asset_type_key is ${JSON.stringify(typeKey)}, not ${type.key} (--type)`))
   const item: ItemFields = { name: record.name ?? '', properties }
   if (record.access_domain_key !== undefined && record.access_domain_key !== '') item.access_domain_key = record.access_domain_key
   return { item, issues }
