@@ -51,6 +51,12 @@ async function withStore<T>(config: Config, command: ControlCommand, body: unkno
 export async function main(argv: string[]): Promise<void> {
   const program = new Command()
   program.name('kbis').description('Knowledge-base inventory service').showHelpAfterError()
+  // A reader that stops early (`kbis keys list | head -1`) closes standard output under a command:
+  // its work is done, so it stops quietly, as Unix tools do, instead of dying on EPIPE with a
+  // stack trace. Not the server, whose end would look like a normal stop to its supervisor.
+  program.hook('preAction', (_program, command) => {
+    if (command.name() !== 'serve') process.stdout.on('error', quietOnClosedOutput)
+  })
 
   program
     .command('serve')
@@ -183,4 +189,10 @@ function keyTable(keys: readonly CliKeyRecord[]): string[] {
     ...keys.map((k) => [k.id, k.secret_prefix, k.permission_type, k.owner_email, k.role_keys.join(','), k.last_used_at ?? 'never', k.name])]
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '))
+}
+
+function quietOnClosedOutput(err: NodeJS.ErrnoException): void {
+  if (err.code === 'EPIPE') process.exit(0)
+  process.stderr.write(`kbis: standard output: ${err.message}\n`)
+  process.exit(1)
 }

@@ -147,4 +147,16 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect(type.code).toBe(1)
     expect(type.stderr).toBe('kbis: --type: must be one of Viewer, Editor, Admin, got "Root"\n')
   })
+
+  it('stops quietly when its standard output is closed (kbis apply … | head -1), its work done', async () => {
+    const data = await templateDataDir(path.join(dir, 'data6'))
+    const child = spawn(KBIS_BIN, ['apply', path.join(dir, 'acme.yaml'), '--data-dir', data], { env: { ...process.env, DATABASE_URL: '' } })
+    // Closed before the command writes anything: its first line meets a closed pipe (EPIPE).
+    child.stdout.destroy()
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' })
+    expect((await kbis(['apply', path.join(dir, 'acme.yaml'), '--data-dir', data])).stdout).toBe('organization acme: updated; no changes\n')
+  })
 })
