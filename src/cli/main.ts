@@ -10,7 +10,7 @@ import { registerSyncCommands } from './sync/commands.js'
 import { readPasswordFromStdin, setPasswordFromCli } from '../console/cli.js'
 import { hashPassword, passwordProblem } from '../console/passwords.js'
 import { CommandError } from '../keys/cli.js'
-import { writeDataDirArchive, type BackupReport } from '../store/backup.js'
+import { backupClosedDataDir, type BackupReport } from '../store/backup.js'
 import { existsSync } from 'node:fs'
 import path from 'node:path'
 
@@ -173,9 +173,9 @@ export async function main(argv: string[]): Promise<void> {
       // The server that owns the directory may run elsewhere (another working directory): an absolute path.
       const request = { file: path.resolve(file) }
       const started = performance.now()
-      // With no server on it nothing writes to the directory: its files are copied as they are,
-      // without opening the store (which would migrate an older one before copying it).
-      const report = (await sendToServer(config.dataDir, 'backup', request) as BackupReport | null) ?? await writeDataDirArchive(config.dataDir, request.file)
+      // With no server on it nothing writes to the directory: its files are copied as they are
+      // (locked meanwhile), without opening the store (which would migrate an older one first).
+      const report = (await sendToServer(config.dataDir, 'backup', request) as BackupReport | null) ?? await backupClosedDataDir(config.dataDir, request.file)
       out(`backup of ${config.dataDir} written to ${report.file} (${report.bytes} bytes, ${((performance.now() - started) / 1000).toFixed(1)} s)`)
     })
 

@@ -4,6 +4,7 @@ import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { create } from 'tar'
 import type { Db } from './db.js'
+import { LOCK_FILE, lockDataDir } from './pglite-lock.js'
 
 /** What `kbis backup` wrote. */
 export interface BackupReport {
@@ -12,8 +13,8 @@ export interface BackupReport {
 }
 
 // Files of a data directory that belong to the process running it, not to the data (as
-// pg_basebackup leaves them out).
-const NOT_DATA = new Set(['postmaster.pid', 'postmaster.opts'])
+// pg_basebackup leaves them out), kbis's own lock among them (store/pglite-lock.ts).
+const NOT_DATA = new Set(['postmaster.pid', 'postmaster.opts', LOCK_FILE])
 
 /**
  * Writes a tar archive of the PGlite data directory `dir` to `file` (gzip-compressed when the name
@@ -40,6 +41,20 @@ export async function writeDataDirArchive(dir: string, file: string): Promise<Ba
     await rm(partial, { force: true })
   }
   return { file: target, bytes: (await stat(target)).size }
+}
+
+/**
+ * `kbis backup` with no server on the directory: its files as they are, the directory locked
+ * meanwhile (store/pglite-lock.ts), so that no server opens it during the copy and none that
+ * could not be reached through its socket is running.
+ */
+export async function backupClosedDataDir(dir: string, file: string): Promise<BackupReport> {
+  const lock = lockDataDir(dir)
+  try {
+    return await writeDataDirArchive(dir, file)
+  } finally {
+    lock.release()
+  }
 }
 
 /** `kbis backup` in the server that owns the data directory (asked through its socket, cli/control.ts). */

@@ -4,6 +4,7 @@ import type { PGlite } from '@electric-sql/pglite'
 import { copyLines } from './copy.js'
 import { initPgliteDataDir } from './pglite-init.js'
 import { writeDataDirArchive, type BackupReport } from './backup.js'
+import { lockDataDir, type DataDirLock } from './pglite-lock.js'
 import { retryTransient } from './retry.js'
 import { parseJsonTimestamptz, parseTimestamptz } from './timestamps.js'
 
@@ -398,8 +399,8 @@ class PgliteDb implements Db {
 
   readonly backup: ((file: string) => Promise<BackupReport>) | undefined
 
-  /** `dir`: the data directory, null for an in-memory store. */
-  constructor(private readonly pglite: PGlite, dir: string | null) {
+  /** `dir`: the data directory and `lock` the process's hold on it (store/pglite-lock.ts); null for an in-memory store. */
+  constructor(private readonly pglite: PGlite, dir: string | null, private readonly lock: DataDirLock | null) {
     this.backup = dir === null ? undefined : (file) => this.backupDataDir(dir, file)
   }
 
@@ -446,7 +447,11 @@ class PgliteDb implements Db {
   }
 
   async close(): Promise<void> {
-    await this.pglite.close()
+    try {
+      await this.pglite.close()
+    } finally {
+      this.lock?.release()
+    }
   }
 }
 
@@ -530,10 +535,22 @@ export async function openDb(options: StoreOptions): Promise<Db> {
   if (dir === 'memory://' && options.loadDataDir) {
     const copy = new PGlite({ ...settings, loadDataDir: options.loadDataDir })
     await copy.waitReady
-    return new PgliteDb(copy, null)
+    return new PgliteDb(copy, null, null)
   }
-  if (dir !== 'memory://') await initPgliteDataDir(dir)
-  const pglite = dir === 'memory://' ? new PGlite(settings) : new PGlite(dir, settings)
-  await pglite.waitReady
-  return new PgliteDb(pglite, dir === 'memory://' ? null : dir)
+  if (dir === 'memory://') {
+    const pglite = new PGlite(settings)
+    await pglite.waitReady
+    return new PgliteDb(pglite, null, null)
+  }
+  // Held from before initdb to after close: no second process opens (or initializes) the directory.
+  const lock = lockDataDir(dir)
+  try {
+    await initPgliteDataDir(dir)
+    const pglite = new PGlite(dir, settings)
+    await pglite.waitReady
+    return new PgliteDb(pglite, dir, lock)
+  } catch (err) {
+    lock.release()
+    throw err
+  }
 }

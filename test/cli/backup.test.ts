@@ -66,7 +66,7 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
 
     const listing = execFileSync('tar', ['-tzf', archive], { encoding: 'utf8' }).split('\n')
     expect(listing).toContain('./PG_VERSION')
-    expect(listing.filter((f) => f.includes('postmaster'))).toEqual([])
+    expect(listing.filter((f) => f.includes('postmaster') || f.includes('kbis.lock'))).toEqual([])
     const copy = await serve(restore(archive, path.join(store.dir, 'restored-running')))
     const total = (await api(copy.url, 'GET', '/assets?page[size]=1&page[count]=exact')).body.meta.page.total_items
     expect([3, 2003]).toContain(total)

@@ -1,3 +1,4 @@
+import { once } from 'node:events'
 import { createWriteStream } from 'node:fs'
 import { rename, rm } from 'node:fs/promises'
 import path from 'node:path'
@@ -45,19 +46,28 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
   }
 }
 
-/** The answer's bytes into `out`; an answer that ends early is an error that says so. */
+/**
+ * The answer's bytes into `out`; an answer that ends early is an error that says so. Standard
+ * output is written to, never ended nor destroyed with the answer's error (a pipeline would pass
+ * it on as stdout's own); its own errors are the CLI's (cli/main.ts: a closed pipe ends quietly).
+ */
 async function copy(body: Readable, out: Writable, consequence: string): Promise<void> {
   let bytes = 0
-  let cut: Error | null = null
-  body.on('data', (chunk: Buffer) => { bytes += chunk.length })
-  body.once('error', (err: Error) => { cut = err })
   try {
-    await pipeline(body, out)
+    if (out === process.stdout) {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        bytes += chunk.length
+        if (!out.write(chunk)) await once(out, 'drain')
+      }
+    } else {
+      body.on('data', (chunk: Buffer) => { bytes += chunk.length })
+      await pipeline(body, out)
+    }
   } catch (err) {
-    // Only the answer's side: a reader of stdout that stops early (`| head`) is its own error.
-    if (cut === null) throw err
+    // Only the answer's side: the file's own errors (a full disk, …) are reported as they are.
+    if (!body.errored) throw err
     // undici reports a body cut short as `terminated`, its cause the socket's error.
-    const { cause, message } = cut as Error & { cause?: Error }
+    const { cause, message } = body.errored as Error & { cause?: Error }
     throw new Error(`export failed: the answer ended after ${bytes} bytes, before it was complete (${cause?.message ?? message}); ${consequence}`)
   }
 }

@@ -1,0 +1,81 @@
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { DataDirInUseError, LOCK_FILE, lockDataDir } from '../../src/store/pglite-lock.js'
+import { openDb } from '../../src/store/db.js'
+import { runCli } from '../helpers/cli-server.js'
+import { templateDataDir } from '../helpers/pglite-template.js'
+
+/** A process that holds the lock of `dir` until it is killed; resolves once it holds it. */
+async function holder(dir: string): Promise<{ pid: number; kill(): Promise<void> }> {
+  const script = `const { lockDataDir } = await import(${JSON.stringify(path.resolve('src/store/pglite-lock.ts'))}); lockDataDir(process.argv[1]); console.log('held'); setInterval(() => {}, 1000)`
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, dir], { stdio: ['ignore', 'pipe', 'inherit'] })
+  onTestFinished(() => void child.kill('SIGKILL'))
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => d.toString().includes('held') && resolve())
+    child.once('exit', (code) => reject(new Error(`the holder exited ${code}`)))
+  })
+  return { pid: child.pid!, kill: () => new Promise((resolve) => { child.once('exit', () => resolve()); child.kill('SIGKILL') }) }
+}
+
+describe('one process at a time opens a PGlite data directory (kbis.lock)', { timeout: 300_000 }, () => {
+  let dir: string
+  beforeAll(() => { dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-lock-')) })
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+  const fresh = (name: string) => path.join(dir, name)
+
+  it('refuses a directory another live process holds, naming it, and takes it over once that process is gone', async () => {
+    const data = fresh('a')
+    const other = await holder(data)
+    const held = JSON.parse(readFileSync(path.join(data, LOCK_FILE), 'utf8')) as { pid: number; host: string }
+    expect(held).toMatchObject({ pid: other.pid, host: os.hostname() })
+    expect(() => lockDataDir(data)).toThrow(DataDirInUseError)
+    expect(() => lockDataDir(data)).toThrow(`the data directory ${data} is in use by another process (pid ${other.pid} on ${os.hostname()}, since `)
+    await other.kill()
+    // Killed (SIGKILL): its lock is left behind, naming a pid that is gone.
+    expect(existsSync(path.join(data, LOCK_FILE))).toBe(true)
+    const mine = lockDataDir(data)
+    expect(JSON.parse(readFileSync(path.join(data, LOCK_FILE), 'utf8'))).toMatchObject({ pid: process.pid })
+    // This process holds it now: a second store in the same process is refused too.
+    expect(() => lockDataDir(data)).toThrow(`the data directory ${data} is open in this process already`)
+    mine.release()
+    expect(existsSync(path.join(data, LOCK_FILE))).toBe(false)
+  })
+
+  it('refuses a lock of another host, which it cannot check, and takes over an unreadable one or its own pid\'s', () => {
+    const data = fresh('b')
+    lockDataDir(data).release()
+    const file = path.join(data, LOCK_FILE)
+    writeFileSync(file, JSON.stringify({ pid: 1, host: 'elsewhere', since: '2026-11-27T00:00:00.000Z' }))
+    expect(() => lockDataDir(data)).toThrow(`(pid 1 on elsewhere, since 2026-11-27T00:00:00.000Z): one process at a time may open a PGlite directory (CLI commands reach a running kbis serve through its socket; several processes need PostgreSQL). If no kbis runs there, remove ${file}`)
+    for (const left of ['{"pid":', JSON.stringify({ pid: process.pid, host: os.hostname(), since: 'before a restart' })]) {
+      writeFileSync(file, left)
+      const lock = lockDataDir(data)
+      expect(JSON.parse(readFileSync(file, 'utf8')).since).not.toBe('before a restart')
+      lock.release()
+    }
+  })
+
+  it('openDb holds the lock from before initdb until close; a second kbis serve on the directory stops with one line', async () => {
+    const data = await templateDataDir(fresh('c'))
+    const db = await openDb({ dataDir: data })
+    expect(JSON.parse(readFileSync(path.join(data, LOCK_FILE), 'utf8'))).toMatchObject({ pid: process.pid })
+    await expect(openDb({ dataDir: data })).rejects.toThrow('is open in this process already')
+    const second = runCli(['serve', '--port', '0', '--data-dir', data])
+    onTestFinished(() => void (second.child.exitCode === null && second.child.kill('SIGKILL')))
+    expect(await second.exited).toBe(1)
+    expect(second.lines).toEqual([
+      `kbis: the data directory ${data} is in use by another process (pid ${process.pid} on ${os.hostname()}, since ${JSON.parse(readFileSync(path.join(data, LOCK_FILE), 'utf8')).since}): `
+      + `one process at a time may open a PGlite directory (CLI commands reach a running kbis serve through its socket; several processes need PostgreSQL). If no kbis runs there, remove ${path.join(data, LOCK_FILE)}`,
+    ])
+    await db.close()
+    expect(existsSync(path.join(data, LOCK_FILE))).toBe(false)
+    // A new directory: the lock is taken before the child process initializes it.
+    const created = await openDb({ dataDir: fresh('d') })
+    expect(existsSync(path.join(fresh('d'), 'PG_VERSION'))).toBe(true)
+    await created.close()
+    expect(existsSync(path.join(fresh('d'), LOCK_FILE))).toBe(false)
+  })
+})
