@@ -88,7 +88,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   return {
     host: env.HOST || '127.0.0.1',
     port: intFrom('PORT', env.PORT, 8080, 0, 65535),
-    databaseUrl: env.DATABASE_URL || undefined,
+    databaseUrl: postgresUrlFrom('DATABASE_URL', env.DATABASE_URL),
     dataDir: env.KBIS_DATA_DIR || './data',
     optimizeForSize: env.KBIS_OPTIMIZE_FOR_SIZE === undefined || env.KBIS_OPTIMIZE_FOR_SIZE === '' ? undefined : booleanFrom('KBIS_OPTIMIZE_FOR_SIZE', env.KBIS_OPTIMIZE_FOR_SIZE),
     pgliteSharedBuffersMb: intFrom('KBIS_PGLITE_SHARED_BUFFERS_MB', env.KBIS_PGLITE_SHARED_BUFFERS_MB, DEFAULT_PGLITE_SHARED_BUFFERS_MB, 16, 1024),
@@ -100,7 +100,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     bulkBodyLimit: intFrom('KBIS_BULK_BODY_LIMIT', env.KBIS_BULK_BODY_LIMIT, 8 * 1024 * 1024, 1024, 1024 ** 3),
     logLevel: env.LOG_LEVEL || 'info',
     poolSize: intFrom('KBIS_POOL_SIZE', env.KBIS_POOL_SIZE, 10, 1, 1000),
-    databaseReadUrl: env.DATABASE_READ_URL || undefined,
+    databaseReadUrl: postgresUrlFrom('DATABASE_READ_URL', env.DATABASE_READ_URL),
     readAfterWriteMs: intFrom('KBIS_READ_AFTER_WRITE_MS', env.KBIS_READ_AFTER_WRITE_MS, 2000, 0, 3_600_000),
     shutdownTimeoutSeconds: intFrom('KBIS_SHUTDOWN_TIMEOUT', env.KBIS_SHUTDOWN_TIMEOUT, 30, 0, 3600),
     metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
@@ -145,6 +145,38 @@ function booleanFrom(name: string, raw: string | undefined): boolean {
   if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return false
   if (raw === 'true' || raw === '1') return true
   throw new ConfigError(`${name}: must be true or false, got "${raw}"`)
+}
+
+/**
+ * A PostgreSQL connection string as node-postgres reads it: a `postgres://` or `postgresql://`
+ * URL, `socket:/path?db=…`, or a Unix socket directory (`/run/postgresql db`). Anything else was
+ * passed on and failed far from its cause (`not a url` → "getaddrinfo ENOTFOUND base"). The
+ * value is never echoed: it may hold a password.
+ */
+function postgresUrlFrom(name: string, raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined
+  if (raw.startsWith('/')) return raw
+  let protocol: string
+  try {
+    protocol = new URL(raw).protocol
+  } catch {
+    throw new ConfigError(`${name}: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)`)
+  }
+  if (!['postgres:', 'postgresql:', 'socket:'].includes(protocol)) {
+    throw new ConfigError(`${name}: must be a PostgreSQL URL such as postgres://user:password@host:5432/database, not a ${protocol}// URL`)
+  }
+  return raw
+}
+
+/** Where a PostgreSQL URL points, for messages: host, port and database, never the credentials. */
+export function postgresTarget(raw: string): string {
+  try {
+    const url = new URL(raw)
+    if (url.protocol === 'socket:') return `the socket ${url.pathname}`
+    return `${url.hostname || 'localhost'}:${url.port || '5432'}${url.pathname.length > 1 ? url.pathname : ''}`
+  } catch {
+    return `the socket ${raw.split(' ')[0]}`
+  }
 }
 
 function publicUrlFrom(raw: string | undefined): string | undefined {

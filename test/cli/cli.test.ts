@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { KBIS_BIN } from '../helpers/cli-server.js'
+import { freePort, KBIS_BIN } from '../helpers/cli-server.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 
 
@@ -146,6 +146,14 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     const type = await kbis(['keys', 'create', '--org', 'acme', '--user', 'x@y', '--name', 'n', '--type', 'Root', '--roles', 'all', '--data-dir', path.join(dir, 'data4')])
     expect(type.code).toBe(1)
     expect(type.stderr).toBe('kbis: --type: must be one of Viewer, Editor, Admin, got "Root"\n')
+  })
+
+  it('says which PostgreSQL it cannot use, without the credentials, and refuses a DATABASE_URL that is not a PostgreSQL URL', async () => {
+    const port = await freePort()
+    const unreachable = await kbis(['keys', 'list', '--org', 'acme'], { DATABASE_URL: `postgres://kbis:hunter2@127.0.0.1:${port}/inventory` })
+    expect(unreachable).toEqual({ code: 1, stdout: '', stderr: `kbis: cannot use PostgreSQL at 127.0.0.1:${port}/inventory (DATABASE_URL): connect ECONNREFUSED 127.0.0.1:${port}\n` })
+    const typo = await kbis(['serve', '--port', '0'], { DATABASE_URL: 'postgress//kbis:hunter2@db/inventory' })
+    expect(typo).toEqual({ code: 1, stdout: '', stderr: 'kbis: DATABASE_URL: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)\n' })
   })
 
   it('stops quietly when its standard output is closed (kbis apply … | head -1), its work done', async () => {

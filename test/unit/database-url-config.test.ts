@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest'
+import { ConfigError, loadConfig, postgresTarget } from '../../src/core/config.js'
+
+describe('DATABASE_URL and DATABASE_READ_URL', () => {
+  it('take the connection strings node-postgres reads', () => {
+    for (const url of ['postgres://u:p@db.example:5433/kb', 'postgresql://u@localhost/kb?sslmode=require', 'socket:/var/run/postgresql?db=kb', '/var/run/postgresql kb']) {
+      expect(loadConfig({ DATABASE_URL: url, DATABASE_READ_URL: url }), url).toMatchObject({ databaseUrl: url, databaseReadUrl: url })
+    }
+    expect(loadConfig({ DATABASE_URL: '' }).databaseUrl).toBeUndefined()
+  })
+
+  it('refuse anything else, without echoing the value (it may hold a password)', () => {
+    const notUrl = 'host=db password=hunter2'
+    expect(() => loadConfig({ DATABASE_URL: notUrl })).toThrow(ConfigError)
+    expect(() => loadConfig({ DATABASE_URL: notUrl })).toThrow('DATABASE_URL: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)')
+    expect(() => loadConfig({ DATABASE_READ_URL: 'mysql://u:hunter2@db/kb' })).toThrow('DATABASE_READ_URL: must be a PostgreSQL URL such as postgres://user:password@host:5432/database, not a mysql:// URL')
+    for (const bad of [notUrl, 'mysql://u:hunter2@db/kb']) {
+      try {
+        loadConfig({ DATABASE_URL: bad })
+      } catch (err) {
+        expect((err as Error).message).not.toContain('hunter2')
+      }
+    }
+  })
+
+  it('name where a URL points without its credentials', () => {
+    expect(postgresTarget('postgres://u:secret@db.example:5433/kb?sslmode=require')).toBe('db.example:5433/kb')
+    expect(postgresTarget('postgresql://u@localhost')).toBe('localhost:5432')
+    expect(postgresTarget('socket:/var/run/postgresql?db=kb')).toBe('the socket /var/run/postgresql')
+    expect(postgresTarget('/var/run/postgresql kb')).toBe('the socket /var/run/postgresql')
+  })
+})
