@@ -532,13 +532,8 @@ export async function openDb(options: StoreOptions): Promise<Db> {
     parsers: PGLITE_PARSERS,
     startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${options.sharedBuffersMb ?? DEFAULT_PGLITE_SHARED_BUFFERS_MB}MB`],
   }
-  if (dir === 'memory://' && options.loadDataDir) {
-    const copy = new PGlite({ ...settings, loadDataDir: options.loadDataDir })
-    await copy.waitReady
-    return new PgliteDb(copy, null, null)
-  }
   if (dir === 'memory://') {
-    const pglite = new PGlite(settings)
+    const pglite = new PGlite(options.loadDataDir ? { ...settings, loadDataDir: options.loadDataDir } : settings)
     await pglite.waitReady
     return new PgliteDb(pglite, null, null)
   }
