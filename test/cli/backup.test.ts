@@ -2,15 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
-import { cli, cliStore, runCli } from '../helpers/cli-server.js'
-
-/** Runs a CLI command to its end: exit code and every line it wrote (stdout and stderr). */
-async function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; lines: string[] }> {
-  const process = runCli(args, env)
-  const code = await process.exited
-  await new Promise((resolve) => setImmediate(resolve))
-  return { code, lines: process.lines }
-}
+import { cli, cliRun, cliStore, runCli } from '../helpers/cli-server.js'
 
 /** `kbis serve` on `dataDir` until the test ends; its base URL. */
 async function serve(dataDir: string): Promise<{ url: string; stop(): Promise<number | null> }> {
@@ -55,7 +47,7 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
     // checkpoint runs), or not at all, never in part.
     const bulk = api(server.url, 'POST', '/bulk/assets', servers('during', 2000))
     const archive = path.join(store.dir, 'running.tar.gz')
-    const backup = await run(['backup', archive, '--data-dir', dataDir], {})
+    const backup = await cliRun(['backup', archive, '--data-dir', dataDir], {})
     expect(backup.code).toBe(0)
     expect(backup.lines[0]).toMatch(new RegExp(`^backup of ${dataDir} written to ${archive} \\(\\d+ bytes, \\d+\\.\\d s\\)$`))
     expect((await bulk).status).toBe(201)
@@ -76,7 +68,7 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
 
   it('copies the directory as it is with no server on it; the copy holds the organization, its keys and its assets', async () => {
     const archive = path.join(store.dir, 'closed.tar')
-    expect((await run(['backup', archive, '--data-dir', dataDir], {})).code).toBe(0)
+    expect((await cliRun(['backup', archive, '--data-dir', dataDir], {})).code).toBe(0)
     const copyDir = restore(archive, path.join(store.dir, 'restored-closed'))
     const keys = JSON.parse((await cli(['keys', 'list', '--org', 'acme', '--json', '--data-dir', copyDir])).at(-1)!) as { name: string }[]
     expect(keys.map((k) => k.name)).toEqual(['backup'])
@@ -86,15 +78,15 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
   })
 
   it('refuses an archive inside the data directory, a directory that holds no store and a PostgreSQL store, with one line and exit 1, writing nothing', async () => {
-    expect(await run(['backup', path.join(dataDir, 'inside.tar'), '--data-dir', dataDir], {})).toEqual({
+    expect(await cliRun(['backup', path.join(dataDir, 'inside.tar'), '--data-dir', dataDir], {})).toEqual({
       code: 1, lines: [`kbis: ${path.join(dataDir, 'inside.tar')} is inside the data directory ${dataDir}: write the backup somewhere else`],
     })
     expect(existsSync(path.join(dataDir, 'inside.tar'))).toBe(false)
-    expect(await run(['backup', path.join(store.dir, 'pg.tar')], { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/none' })).toEqual({
+    expect(await cliRun(['backup', path.join(store.dir, 'pg.tar')], { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/none' })).toEqual({
       code: 1, lines: ['kbis: kbis backup copies an embedded (PGlite) data directory; DATABASE_URL is set: back up PostgreSQL with pg_dump or your PostgreSQL backups'],
     })
     const nowhere = path.join(store.dir, 'no-store-here')
-    expect(await run(['backup', path.join(store.dir, 'none.tar'), '--data-dir', nowhere], {})).toEqual({
+    expect(await cliRun(['backup', path.join(store.dir, 'none.tar'), '--data-dir', nowhere], {})).toEqual({
       code: 1, lines: [`kbis: ${nowhere} is not a data directory of kbis (it has no PG_VERSION)`],
     })
     expect(existsSync(nowhere)).toBe(false)

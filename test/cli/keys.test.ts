@@ -1,14 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { STORES } from '../helpers/stores.js'
-import { cli, cliStore, runCli } from '../helpers/cli-server.js'
-
-/** Runs a CLI command to its end: exit code and every line it wrote (stdout and stderr). */
-async function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; lines: string[] }> {
-  const process = runCli(args, env)
-  const code = await process.exited
-  await new Promise((resolve) => setImmediate(resolve))
-  return { code, lines: process.lines }
-}
+import { cli, cliRun, cliStore, runCli } from '../helpers/cli-server.js'
 
 const createKey = async (name: string, env: Record<string, string>): Promise<{ id: string; secret: string }> =>
   JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', name, '--type', 'Editor', '--roles', 'all', '--json'], env)).at(-1)!) as { id: string; secret: string }
@@ -44,14 +36,14 @@ for (const kind of STORES) {
         `${second.id}  ${second.secret.slice(0, 17)}  Editor  owner@acme.test  all    never      console export`,
       ])
 
-      expect(await run(['keys', 'revoke', first.id, '--org', 'acme'], env)).toEqual({ code: 0, lines: [`API key ${first.id} (${first.secret.slice(0, 17)}, "nightly sync") revoked`] })
+      expect(await cliRun(['keys', 'revoke', first.id, '--org', 'acme'], env)).toEqual({ code: 0, lines: [`API key ${first.id} (${first.secret.slice(0, 17)}, "nightly sync") revoked`] })
       const left = JSON.parse((await cli(['keys', 'list', '--org', 'acme', '--json'], env)).at(-1)!) as { id: string }[]
       expect(left.map((k) => k.id)).toEqual([second.id])
-      expect(await run(['keys', 'revoke', first.id, '--org', 'acme'], env)).toEqual({ code: 1, lines: [`kbis: <key>: no API key ${first.id} in organization acme`] })
-      expect(await run(['keys', 'revoke', 'web-01', '--org', 'acme'], env)).toEqual({
+      expect(await cliRun(['keys', 'revoke', first.id, '--org', 'acme'], env)).toEqual({ code: 1, lines: [`kbis: <key>: no API key ${first.id} in organization acme`] })
+      expect(await cliRun(['keys', 'revoke', 'web-01', '--org', 'acme'], env)).toEqual({
         code: 1, lines: ['kbis: <key>: give the key\'s id or the start of its token (kbis_ and 12 hex digits), not "web-01"'],
       })
-      expect(await run(['keys', 'list', '--org', 'nope'], env)).toEqual({ code: 1, lines: ['kbis: --org: no organization nope'] })
+      expect(await cliRun(['keys', 'list', '--org', 'nope'], env)).toEqual({ code: 1, lines: ['kbis: --org: no organization nope'] })
     })
 
     it('revokes a key by its token while a server runs: the server refuses it at once', async () => {
@@ -66,9 +58,9 @@ for (const kind of STORES) {
       expect(listed.map((k) => k.id).slice(-2)).toEqual([leaked.id, kept.id])
 
       // The whole leaked token names the key; the prefix alone would too.
-      expect(await run(['keys', 'revoke', leaked.secret, '--org', 'acme'], env)).toEqual({ code: 0, lines: [`API key ${leaked.id} (${leaked.secret.slice(0, 17)}, "leaked") revoked`] })
+      expect(await cliRun(['keys', 'revoke', leaked.secret, '--org', 'acme'], env)).toEqual({ code: 0, lines: [`API key ${leaked.id} (${leaked.secret.slice(0, 17)}, "leaked") revoked`] })
       expect([await status(url, leaked.secret), await status(url, kept.secret)]).toEqual([401, 200])
-      expect(await run(['keys', 'revoke', leaked.secret.slice(0, 17), '--org', 'acme'], env)).toEqual({ code: 1, lines: [`kbis: <key>: no API key ${leaked.secret.slice(0, 17)} in organization acme`] })
+      expect(await cliRun(['keys', 'revoke', leaked.secret.slice(0, 17), '--org', 'acme'], env)).toEqual({ code: 1, lines: [`kbis: <key>: no API key ${leaked.secret.slice(0, 17)} in organization acme`] })
 
       server.child.kill('SIGTERM')
       expect(await server.exited).toBe(0)

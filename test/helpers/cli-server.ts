@@ -61,13 +61,20 @@ export function runCli(args: string[], env: Record<string, string | undefined> =
   }
 }
 
-/** Runs a CLI command to its end; rejects unless it exits 0. */
-export async function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<string[]> {
+/** Runs a CLI command to its end: its exit code and every line it wrote (stdout and stderr). */
+export async function cliRun(args: string[], env: Record<string, string | undefined> = {}): Promise<{ code: number | null; lines: string[] }> {
   const run = runCli(args, env)
   const code = await run.exited
+  // The last lines' events come after the exit's.
   await new Promise((resolve) => setImmediate(resolve))
-  if (code !== 0) throw new Error(`kbis ${args.join(' ')} exited ${code}:\n${run.lines.join('\n')}`)
-  return run.lines
+  return { code, lines: run.lines }
+}
+
+/** Runs a CLI command to its end; rejects unless it exits 0. */
+export async function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<string[]> {
+  const { code, lines } = await cliRun(args, env)
+  if (code !== 0) throw new Error(`kbis ${args.join(' ')} exited ${code}:\n${lines.join('\n')}`)
+  return lines
 }
 
 /** A free TCP port on 127.0.0.1 (for servers that cannot report theirs, like a cluster). */
