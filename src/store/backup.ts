@@ -1,4 +1,4 @@
-import { createWriteStream } from 'node:fs'
+import { createWriteStream, existsSync } from 'node:fs'
 import { rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
@@ -30,6 +30,7 @@ export async function writeDataDirArchive(dir: string, file: string): Promise<Ba
   if (target === source || target.startsWith(`${source}${path.sep}`)) {
     throw new BackupError(`${file} is inside the data directory ${dir}: write the backup somewhere else`)
   }
+  if (!existsSync(path.dirname(target))) throw new BackupError(`the directory of ${file} does not exist`)
   const partial = path.join(path.dirname(target), `.${path.basename(target)}.${process.pid}.partial`)
   try {
     await pipeline(

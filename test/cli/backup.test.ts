@@ -85,6 +85,8 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
     expect(await cliRun(['backup', path.join(store.dir, 'pg.tar')], { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/none' })).toEqual({
       code: 1, lines: ['kbis: kbis backup copies an embedded (PGlite) data directory; DATABASE_URL is set: back up PostgreSQL with pg_dump or your PostgreSQL backups'],
     })
+    const missing = path.join(store.dir, 'no-such-dir', 'b.tar')
+    expect(await cliRun(['backup', missing, '--data-dir', dataDir], {})).toEqual({ code: 1, lines: [`kbis: the directory of ${missing} does not exist`] })
     const nowhere = path.join(store.dir, 'no-store-here')
     expect(await cliRun(['backup', path.join(store.dir, 'none.tar'), '--data-dir', nowhere], {})).toEqual({
       code: 1, lines: [`kbis: ${nowhere} is not a data directory of kbis (it has no PG_VERSION)`],

@@ -201,6 +201,8 @@ for (const store of STORES) {
       })
       expect(readFileSync(output, 'utf8')).toBe('last night\n')
       expect(readdirSync(dir).filter((f) => f.includes('partial'))).toEqual([])
+      const nowhere = path.join(dir, 'no-such-dir', 'servers.csv')
+      expect(await kbis(['export', '--type', 'server', '--output', nowhere], env)).toEqual({ code: 1, stdout: '', stderr: `kbis: export failed: the directory of --output ${nowhere} does not exist\n` })
     })
 
     it('imports NDJSON as kbis export writes it (ids and timestamps are the server\'s)', async () => {

@@ -1,5 +1,5 @@
 import { once } from 'node:events'
-import { createWriteStream } from 'node:fs'
+import { createWriteStream, existsSync } from 'node:fs'
 import { rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable, type Writable } from 'node:stream'
@@ -37,6 +37,7 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
     await copy(body, process.stdout, 'what was written to stdout is incomplete')
     return
   }
+  if (!existsSync(path.dirname(path.resolve(options.output)))) throw new Error(`export failed: the directory of --output ${options.output} does not exist`)
   const partial = path.join(path.dirname(options.output), `.${path.basename(options.output)}.${process.pid}.partial`)
   try {
     await copy(body, createWriteStream(partial), `${options.output} was left as it was`)
@@ -53,6 +54,10 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
  */
 async function copy(body: Readable, out: Writable, consequence: string): Promise<void> {
   let bytes = 0
+  // Which side failed first: a pipeline passes either side's error on to the other.
+  let first: 'answer' | 'output' | null = null
+  body.once('error', () => { first ??= 'answer' })
+  out.once('error', () => { first ??= 'output' })
   try {
     if (out === process.stdout) {
       for await (const chunk of body as AsyncIterable<Buffer>) {
@@ -65,7 +70,7 @@ async function copy(body: Readable, out: Writable, consequence: string): Promise
     }
   } catch (err) {
     // Only the answer's side: the file's own errors (a full disk, …) are reported as they are.
-    if (!body.errored) throw err
+    if (first !== 'answer' || !body.errored) throw err
     // undici reports a body cut short as `terminated`, its cause the socket's error.
     const { cause, message } = body.errored as Error & { cause?: Error }
     throw new Error(`export failed: the answer ended after ${bytes} bytes, before it was complete (${cause?.message ?? message}); ${consequence}`)
