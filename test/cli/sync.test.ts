@@ -240,6 +240,7 @@ for (const store of STORES) {
       expect(await kbis(['import', csv, '--type', 'server'], {})).toEqual({ code: 1, stdout: '', stderr: 'kbis: no server: pass --url or set KBIS_URL (e.g. http://127.0.0.1:8080)\n' })
       expect((await kbis(['import', csv, '--type', 'server', '--url', env.KBIS_URL!], {})).stderr).toBe('kbis: no API key: pass --key or set KBIS_API_KEY\n')
       expect((await kbis(['import', csv, '--type', 'printer'], env)).stderr).toBe('kbis: unknown asset type printer\n')
+      expect(await kbis(['import', path.join(dir, 'nope.csv'), '--type', 'server'], env)).toEqual({ code: 1, stdout: '', stderr: `kbis: no file ${path.join(dir, 'nope.csv')}\n` })
       const odd = file('odd.csv', 'name,colour\nx,red\n')
       const run = await kbis(['import', odd, '--type', 'note'], env)
       expect(run).toEqual({ code: 1, stdout: '', stderr: 'kbis: unknown column(s) colour: asset type note has properties body\n' })

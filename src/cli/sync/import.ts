@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, statSync, type WriteStream } from 'node:fs'
+import { createReadStream, createWriteStream, existsSync, statSync, type WriteStream } from 'node:fs'
 import { once } from 'node:events'
 import { randomUUID } from 'node:crypto'
 import { stringify } from 'csv-stringify/sync'
@@ -154,6 +154,7 @@ function countResults(body: unknown, upsert: boolean, count: number, results: Im
 
 /** `kbis import` (CONTRACT §16): streams the file, sends chunks of up to 10,000 rows, reports refusals. */
 export async function runImport(client: ServerClient, options: ImportOptions, progress?: Progress): Promise<ImportSummary> {
+  if (options.file !== '-' && !existsSync(options.file)) throw new Error(`no file ${options.file}`)
   const type = await loadType(client, options.type)
   if (options.upsert && !type.unique_property_key) throw new Error(`asset type ${type.key} has no unique_key property: --upsert needs one to name each asset`)
   const method = options.upsert ? 'PUT' : 'POST'
