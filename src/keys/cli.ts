@@ -7,6 +7,7 @@ import { deleteApiKey, selectApiKey, selectApiKeyByPrefix, selectKeyOwner, selec
 import { toApiKeyRecord, type ApiKeyRecord } from './mapper.js'
 import { INVALIDATE_CHANNEL } from '../core/channels.js'
 import { isUuid } from '../core/time.js'
+import { prefixOfTokenStart } from '../core/auth/tokens.js'
 import type { Queryable } from '../store/db.js'
 
 export class CommandError extends Error {}
@@ -28,8 +29,7 @@ export async function createKeyFromCli(db: Db, req: CliKeyRequest): Promise<{ id
   if (req.roles.length === 0) throw new CommandError('--roles: name at least one role')
   if (req.name.trim() === '') throw new CommandError('--name: must not be empty')
   const result = await db.transaction(async (tx) => {
-    const orgId = await selectOrgIdByKey(tx, req.org)
-    if (orgId === null) throw new CommandError(`--org: no organization ${req.org}`)
+    const orgId = await orgIdOf(tx, req.org)
     const user = await selectKeyOwner(tx, orgId, { email: req.user })
     if (!user) throw new CommandError(`--user: no user ${req.user} in organization ${req.org}`)
     // The same role rules as POST /api-keys (keys/service.ts); the operator has no calling key.
@@ -65,21 +65,18 @@ export async function listKeysFromCli(db: Db, req: { org: string }): Promise<Cli
   return rows.map((row) => ({ ...toApiKeyRecord(row), owner_email: row.owner_email }))
 }
 
-// A key's id, or its public prefix as the token begins (`kbis_3f9a0c1d2e4b`), the whole token too.
-const PREFIX_RE = /^kbis_([0-9a-f]{12})(?:_[A-Za-z0-9_-]*)?$/
-
 /**
  * `kbis keys revoke`: deletes a key for good, as DELETE /api-keys/{id} does (event `api_key.deleted`,
  * every server drops its cached copy at once). Named by its id or by the start of its token, which
  * is what an operator holds when a token has leaked.
  */
 export async function revokeKeyFromCli(db: Db, req: { org: string; key: string }): Promise<{ id: string; name: string; secret_prefix: string }> {
-  const prefix = PREFIX_RE.exec(req.key)?.[1]
-  if (prefix === undefined && !isUuid(req.key)) throw new CommandError(`<key>: give the key's id or the start of its token (kbis_ and 12 hex digits), not "${req.key.slice(0, 40)}"`)
+  const prefix = prefixOfTokenStart(req.key)
+  if (prefix === null && !isUuid(req.key)) throw new CommandError(`<key>: give the key's id or the start of its token (kbis_ and 12 hex digits), not "${req.key.slice(0, 40)}"`)
   const result = await db.transaction(async (tx) => {
     const orgId = await orgIdOf(tx, req.org)
-    const row = prefix !== undefined ? await selectApiKeyByPrefix(tx, orgId, prefix) : await selectApiKey(tx, orgId, req.key, true)
-    if (row === null) throw new CommandError(`<key>: no API key ${prefix !== undefined ? `kbis_${prefix}` : req.key} in organization ${req.org}`)
+    const row = prefix !== null ? await selectApiKeyByPrefix(tx, orgId, prefix) : await selectApiKey(tx, orgId, req.key, true)
+    if (row === null) throw new CommandError(`<key>: no API key ${prefix !== null ? `kbis_${prefix}` : req.key} in organization ${req.org}`)
     await deleteApiKey(tx, operatorOrigin(orgId), row.id)
     return { orgId, record: toApiKeyRecord(row) }
   })

@@ -1,9 +1,10 @@
 import { createWriteStream, existsSync } from 'node:fs'
-import { rename, rm, stat } from 'node:fs/promises'
+import { stat } from 'node:fs/promises'
 import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { create } from 'tar'
 import type { Db } from './db.js'
+import { writeWhole } from './write-whole.js'
 import { LOCK_FILE, lockDataDir } from './pglite-lock.js'
 
 /** What `kbis backup` wrote. */
@@ -19,10 +20,10 @@ const NOT_DATA = new Set(['postmaster.pid', 'postmaster.opts', LOCK_FILE])
 /**
  * Writes a tar archive of the PGlite data directory `dir` to `file` (gzip-compressed when the name
  * ends in `.gz` or `.tgz`), streaming: memory does not grow with the directory. The archive is
- * written under a temporary name beside `file` and renamed when complete, so a failed backup never
- * leaves a partial archive under the name. The caller guarantees that nothing writes to `dir`
- * meanwhile (PgliteDb.backup holds the store's lock); what it holds is then what a crash at that
- * moment would leave, which PostgreSQL recovers from its write-ahead log when the copy is opened.
+ * written whole or not at all (store/write-whole.ts). The caller guarantees that nothing
+ * writes to `dir` meanwhile (PgliteDb.backup holds the store's lock); what it holds is then what a
+ * crash at that moment would leave, which PostgreSQL recovers from its write-ahead log when the
+ * copy is opened.
  */
 export async function writeDataDirArchive(dir: string, file: string): Promise<BackupReport> {
   const source = path.resolve(dir)
@@ -31,16 +32,10 @@ export async function writeDataDirArchive(dir: string, file: string): Promise<Ba
     throw new BackupError(`${file} is inside the data directory ${dir}: write the backup somewhere else`)
   }
   if (!existsSync(path.dirname(target))) throw new BackupError(`the directory of ${file} does not exist`)
-  const partial = path.join(path.dirname(target), `.${path.basename(target)}.${process.pid}.partial`)
-  try {
-    await pipeline(
-      create({ cwd: source, gzip: /\.(t?gz)$/i.test(target), portable: true, filter: (entry) => !NOT_DATA.has(entry.replace(/^\.\//, '')) }, ['.']),
-      createWriteStream(partial),
-    )
-    await rename(partial, target)
-  } finally {
-    await rm(partial, { force: true })
-  }
+  await writeWhole(target, (partial) => pipeline(
+    create({ cwd: source, gzip: /\.(t?gz)$/i.test(target), portable: true, filter: (entry) => !NOT_DATA.has(entry.replace(/^\.\//, '')) }, ['.']),
+    createWriteStream(partial),
+  ))
   return { file: target, bytes: (await stat(target)).size }
 }
 

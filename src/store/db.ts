@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import pg from 'pg'
 import type { PGlite } from '@electric-sql/pglite'
 import { copyLines } from './copy.js'
-import { initPgliteDataDir } from './pglite-init.js'
+import { createDataDir, initPgliteDataDir } from './pglite-init.js'
 import { writeDataDirArchive, type BackupReport } from './backup.js'
 import { lockDataDir, type DataDirLock } from './pglite-lock.js'
 import { retryTransient } from './retry.js'
@@ -538,6 +538,7 @@ export async function openDb(options: StoreOptions): Promise<Db> {
     return new PgliteDb(pglite, null, null)
   }
   // Held from before initdb to after close: no second process opens (or initializes) the directory.
+  createDataDir(dir)
   const lock = lockDataDir(dir)
   try {
     await initPgliteDataDir(dir)

@@ -1,9 +1,22 @@
 import { execFile } from 'node:child_process'
-import { existsSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
 
 const require = createRequire(import.meta.url)
+
+/**
+ * The data directory, created if it does not exist yet (before its lock is taken and before
+ * initdb, store/db.ts); a path that is a file, or one that cannot be created, is refused by name.
+ */
+export function createDataDir(dir: string): void {
+  if (existsSync(dir) && !statSync(dir).isDirectory()) throw new Error(`the PGlite data directory ${dir} is not a directory`)
+  try {
+    mkdirSync(dir, { recursive: true })
+  } catch (err) {
+    throw new Error(`could not initialize the PGlite data directory ${dir}: ${(err as Error).message}`)
+  }
+}
 
 /** How long a new data directory may take to initialize (initdb takes 2–3 s on a slow machine). */
 const INIT_TIMEOUT_MS = 120_000
@@ -19,7 +32,6 @@ const INIT_TIMEOUT_MS = 120_000
  */
 export async function initPgliteDataDir(dir: string): Promise<void> {
   if (existsSync(path.join(dir, 'PG_VERSION'))) return
-  if (existsSync(dir) && !statSync(dir).isDirectory()) throw new Error(`the PGlite data directory ${dir} is not a directory`)
   const script = `const { PGlite } = require(${JSON.stringify(require.resolve('@electric-sql/pglite'))})
 PGlite.create(process.argv[1]).then((db) => db.close()).catch((err) => {
   process.stderr.write(String((err && (err.message || (err.errno !== undefined && err.name + ' ' + err.errno))) || err))

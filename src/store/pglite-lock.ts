@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
+import { readFileSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
@@ -33,13 +33,8 @@ export class DataDirInUseError extends Error {
 // container restarted as pid 1) unless the directory is in here.
 const held = new Set<string>()
 
+/** Locks the data directory `dir`, which exists (store/pglite-init.ts createDataDir). */
 export function lockDataDir(dir: string): DataDirLock {
-  if (existsSync(dir) && !statSync(dir).isDirectory()) throw new Error(`the PGlite data directory ${dir} is not a directory`)
-  try {
-    mkdirSync(dir, { recursive: true })
-  } catch (err) {
-    throw new Error(`could not initialize the PGlite data directory ${dir}: ${(err as Error).message}`)
-  }
   const file = path.join(dir, LOCK_FILE)
   const key = realpathSync(dir)
   if (held.has(key)) throw new DataDirInUseError(`the data directory ${dir} is open in this process already: one store at a time may open a PGlite directory`)

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
@@ -25,9 +25,14 @@ describe('one process at a time opens a PGlite data directory (kbis.lock)', { ti
   beforeAll(() => { dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-lock-')) })
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
   const fresh = (name: string) => path.join(dir, name)
+  /** A directory of its own for a test (lockDataDir takes an existing one, as openDb creates it first). */
+  const made = (name: string) => {
+    mkdirSync(fresh(name))
+    return fresh(name)
+  }
 
   it('refuses a directory another live process holds, naming it, and takes it over once that process is gone', async () => {
-    const data = fresh('a')
+    const data = made('a')
     const other = await holder(data)
     const held = JSON.parse(readFileSync(path.join(data, LOCK_FILE), 'utf8')) as { pid: number; host: string }
     expect(held).toMatchObject({ pid: other.pid, host: os.hostname() })
@@ -45,7 +50,7 @@ describe('one process at a time opens a PGlite data directory (kbis.lock)', { ti
   })
 
   it('refuses a lock of another host, which it cannot check, and takes over an unreadable one or its own pid\'s', () => {
-    const data = fresh('b')
+    const data = made('b')
     lockDataDir(data).release()
     const file = path.join(data, LOCK_FILE)
     writeFileSync(file, JSON.stringify({ pid: 1, host: 'elsewhere', since: '2026-11-27T00:00:00.000Z' }))

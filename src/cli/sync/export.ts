@@ -1,11 +1,11 @@
 import { once } from 'node:events'
 import { createWriteStream, existsSync } from 'node:fs'
-import { rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { ReadableStream } from 'node:stream/web'
 import { errorsOf, type ServerClient } from './client.js'
+import { writeWhole } from '../../store/write-whole.js'
 
 export interface ExportOptions {
   type: string
@@ -38,13 +38,7 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
     return
   }
   if (!existsSync(path.dirname(path.resolve(options.output)))) throw new Error(`export failed: the directory of --output ${options.output} does not exist`)
-  const partial = path.join(path.dirname(options.output), `.${path.basename(options.output)}.${process.pid}.partial`)
-  try {
-    await copy(body, createWriteStream(partial), `${options.output} was left as it was`)
-    await rename(partial, options.output)
-  } finally {
-    await rm(partial, { force: true })
-  }
+  await writeWhole(options.output, (partial) => copy(body, createWriteStream(partial), `${options.output} was left as it was`))
 }
 
 /**
@@ -70,7 +64,7 @@ async function copy(body: Readable, out: Writable, consequence: string): Promise
     }
   } catch (err) {
     // Only the answer's side: the file's own errors (a full disk, …) are reported as they are.
-    if (first !== 'answer' || !body.errored) throw err
+    if (first !== 'answer') throw err
     // undici reports a body cut short as `terminated`, its cause the socket's error.
     const { cause, message } = body.errored as Error & { cause?: Error }
     throw new Error(`export failed: the answer ended after ${bytes} bytes, before it was complete (${cause?.message ?? message}); ${consequence}`)

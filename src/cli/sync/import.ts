@@ -154,7 +154,8 @@ function countResults(body: unknown, upsert: boolean, count: number, results: Im
 
 /** `kbis import` (CONTRACT §16): streams the file, sends chunks of up to 10,000 rows, reports refusals. */
 export async function runImport(client: ServerClient, options: ImportOptions, progress?: Progress): Promise<ImportSummary> {
-  if (options.file !== '-' && !existsSync(options.file)) throw new Error(`no file ${options.file}`)
+  const stdin = options.file === '-'
+  if (!stdin && !existsSync(options.file)) throw new Error(`no file ${options.file}`)
   const type = await loadType(client, options.type)
   if (options.upsert && !type.unique_property_key) throw new Error(`asset type ${type.key} has no unique_key property: --upsert needs one to name each asset`)
   const method = options.upsert ? 'PUT' : 'POST'
@@ -163,7 +164,6 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   if (options.dryRun && !(await dryRun())) {
     throw new Error(`the server does not support dry runs (?dry_run=true on ${method} /api/v1/bulk/assets); nothing was sent`)
   }
-  const stdin = options.file === '-'
   const ndjson = (options.format ?? (/\.(nd)?jsonl?$/i.test(options.file) ? 'ndjson' : 'csv')) === 'ndjson'
   const read: ReadProgress = { bytes: 0 }
   const report = await ErrorReport.open(options.errors)

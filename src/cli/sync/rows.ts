@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream'
 import { parse } from 'csv-parse'
 import { CellError, checkColumns, csvItem, ndjsonItem, type AssetTypeInfo, type ItemFields } from './convert.js'
 
-export interface Issue {
+interface Issue {
   field: string
   message: string
 }
@@ -34,10 +34,11 @@ export interface ReadProgress {
  * Counts the lines of a CSV file record by record, from each record's raw text as csv-parse gives
  * it: the empty lines it skipped before the record (of each line break it keeps the first
  * character), the record's cells, then the record's own line break, or its first character (none
- * at the end of the file). Every line break counts once, CRLF, LF or CR, inside quoted cells too. (csv-parse's own `info.lines` counts the CR and the LF of a quoted CRLF as two
- * lines, so every record after a multi-line cell of a Windows file would be numbered too far.)
+ * at the end of the file). Every line break counts once, CRLF, LF or CR, inside quoted cells too.
+ * (csv-parse's own `info.lines` counts the CR and the LF of a quoted CRLF as two lines, so every
+ * record after a multi-line cell of a Windows file would be numbered too far.)
  */
-export class LineCounter {
+class LineCounter {
   private next = 1
 
   /** The line where the record of this raw text starts. */

@@ -31,6 +31,14 @@ export function tokenPrefix(token: string): string | null {
   return TOKEN_RE.exec(token)?.[1] ?? null
 }
 
+/**
+ * The key prefix of a token's public start as logs and key lists show it (`kbis_3f9a0c1d2e4b`),
+ * or of a whole token; null for anything else.
+ */
+export function prefixOfTokenStart(text: string): string | null {
+  return /^kbis_([0-9a-f]{12})(?:_[A-Za-z0-9_-]*)?$/.exec(text)?.[1] ?? null
+}
+
 /** Constant-time comparison of a presented token with the stored hash. */
 export function tokenMatches(token: string, storedHash: Uint8Array): boolean {
   const presented = hashToken(token)
