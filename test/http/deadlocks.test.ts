@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { STORES } from '../helpers/stores.js'
+import { createTestStore, STORES, type TestStore } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import type { Db } from '../../src/store/db.js'
 
@@ -56,16 +56,18 @@ for (const store of STORES) {
 }
 
 describe.runIf(STORES.includes('postgres'))('postgres: the transaction helper retries deadlocks', () => {
-  let t: TestApp
+  // A store without an app: the retry counter is the store's, and an app's background work (the
+  // event relay's transactions) would count there too.
+  let store: TestStore
   beforeAll(async () => {
-    t = await createTestApp('postgres')
-    await t.store.db.query('CREATE TABLE deadlock_probe (id int PRIMARY KEY, v int NOT NULL)')
-    await t.store.db.query('INSERT INTO deadlock_probe VALUES (1, 0), (2, 0)')
+    store = await createTestStore('postgres')
+    await store.db.query('CREATE TABLE deadlock_probe (id int PRIMARY KEY, v int NOT NULL)')
+    await store.db.query('INSERT INTO deadlock_probe VALUES (1, 0), (2, 0)')
   })
-  afterAll(async () => t.close())
+  afterAll(async () => store.drop())
 
   it('runs both parties of a real deadlock to completion: one is retried, both commit', async () => {
-    const db: Db & { transientRetries?: number } = t.store.db
+    const db: Db & { transientRetries?: number } = store.db
     const before = db.transientRetries ?? 0
     // A barrier both first attempts wait at, holding their first row lock: a certain deadlock.
     let arrived = 0
