@@ -73,12 +73,20 @@ describe('kbis serve on PGlite: memory of 10,000-item bulks', { timeout: 300_000
    * on PGlite sat at 270–300 MB after start, 200–260 MB with it (a directory with the bench's setup).
    */
   it('starts with the allocator setting of bin/kbis, keeps an operator\'s own, and holds less memory with it', async () => {
-    const trimmed = await afterStart({})
-    expect(trimmed.environ).toContain(`GLIBC_TUNABLES=${ALLOCATOR_TUNABLES}`)
-    const own = await afterStart({ GLIBC_TUNABLES: '' })
-    expect(own.environ).toContain('GLIBC_TUNABLES=')
-    expect(own.environ.filter((v) => v.startsWith('GLIBC_TUNABLES='))).toEqual(['GLIBC_TUNABLES='])
-    expect(trimmed.rss).toBeLessThan(own.rss)
+    // Two starts of each, taking turns; each setting's lower RSS: one start's RSS varies by tens of
+    // MB under the CI's load (a fresh-clone run once measured 268.4 MB with the setting and 267.6
+    // without it, against 200-260 and 270-300 usually).
+    const trimmed = [await afterStart({})]
+    const own = [await afterStart({ GLIBC_TUNABLES: '' })]
+    trimmed.push(await afterStart({}))
+    own.push(await afterStart({ GLIBC_TUNABLES: '' }))
+    for (const start of trimmed) expect(start.environ).toContain(`GLIBC_TUNABLES=${ALLOCATOR_TUNABLES}`)
+    for (const start of own) {
+      expect(start.environ).toContain('GLIBC_TUNABLES=')
+      expect(start.environ.filter((v) => v.startsWith('GLIBC_TUNABLES='))).toEqual(['GLIBC_TUNABLES='])
+    }
+    const lowest = (starts: { rss: number }[]) => Math.min(...starts.map((s) => s.rss))
+    expect(lowest(trimmed)).toBeLessThan(lowest(own))
   })
 
   /** After four bulk creates of 10,000 servers: the V8 heap (from /metrics) and the peak RSS, in bytes. */
