@@ -254,6 +254,62 @@ for (const store of STORES) {
       expect(await count('cli-semi')).toBe(0)
     })
 
+    it('names the address it cannot use: not a URL, nothing listening, not a kbis server; a connection lost later is retried', async () => {
+      const csv = file('reach.csv', 'name,hostname\ncli-reach,cli-reach\n')
+      const both = async (extra: string[], environment: NodeJS.ProcessEnv) =>
+        Promise.all([kbis(['import', csv, '--type', 'server', ...extra], environment), kbis(['export', '--type', 'server', ...extra], environment)])
+      const notUrl = 'kbis: --url must be the server\'s http:// or https:// address, e.g. http://127.0.0.1:8080\n'
+      expect(await both(['--url', 'localhost:8080'], env)).toEqual([{ code: 1, stdout: '', stderr: notUrl }, { code: 1, stdout: '', stderr: notUrl }])
+      expect((await kbis(['export', '--type', 'server'], { ...env, KBIS_URL: 'ftp://user:secret@example.test' })).stderr)
+        .toBe('kbis: KBIS_URL must be the server\'s http:// or https:// address, e.g. http://127.0.0.1:8080\n')
+      // A port nothing listens on: said at once with the cause, not "fetch failed".
+      const closed = createServer()
+      closed.listen(0, '127.0.0.1')
+      await once(closed, 'listening')
+      const port = (closed.address() as AddressInfo).port
+      closed.close()
+      await once(closed, 'close')
+      const refused = `kbis: cannot reach http://127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}\n`
+      expect(await both([], { ...env, KBIS_URL: `http://127.0.0.1:${port}` })).toEqual([{ code: 1, stdout: '', stderr: refused }, { code: 1, stdout: '', stderr: refused }])
+      // Another web server (here answering HTML to everything).
+      await withStubServer((_req, res) => {
+        res.writeHead(404, { 'content-type': 'text/html' })
+        res.end('<html>not here</html>')
+      }, async (url) => {
+        expect(await both([], { ...env, KBIS_URL: url })).toEqual([
+          { code: 1, stdout: '', stderr: `kbis: ${url} answered HTTP 404 with text/html, not the JSON of the kbis API: is it the kbis server's address?\n` },
+          { code: 1, stdout: '', stderr: `kbis: export failed: HTTP 404, not an answer of the kbis API: is ${url} the kbis server's address?\n` },
+        ])
+      })
+      await withStubServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/html' })
+        res.end('<html>a page</html>')
+      }, async (url) => {
+        expect(await kbis(['export', '--type', 'server', '--format', 'csv'], { ...env, KBIS_URL: url }))
+          .toEqual({ code: 1, stdout: '', stderr: `kbis: export failed: ${url} answered text/html, not text/csv: is it the kbis server's address?\n` })
+      })
+      // A server that answered once and then drops a connection (restarting): the chunk is sent again.
+      let posts = 0
+      await withStubServer((req, res) => {
+        if (req.method === 'GET') {
+          res.writeHead(200, { 'content-type': 'application/json' })
+          res.end(JSON.stringify({ data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } }))
+          return
+        }
+        if (++posts === 1) {
+          req.socket.destroy()
+          return
+        }
+        res.writeHead(201, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ data: [{ id: '01a21f8f-8a31-70d4-8529-9f7dfff8c851', client_ref: '2' }] }))
+      }, async (url) => {
+        expect(await kbis(['import', csv, '--type', 'server'], { ...env, KBIS_URL: url })).toEqual({
+          code: 0, stdout: '1 rows read; 0 refused; 1 created\n', stderr: 'lines 2-2: 1 rows, 1 created, 0 updated, 0 unchanged\n',
+        })
+      })
+      expect(posts).toBe(2)
+    })
+
     it('takes an asset_type_key column that names --type and refuses a row that names another', async () => {
       const csv = file('typed.csv', 'asset_type_key,name,hostname\nserver,cli-typed-1,cli-typed-1\n,cli-typed-2,cli-typed-2\nnote,cli-typed-3,cli-typed-3\n')
       const errors = path.join(dir, 'typed-errors.csv')

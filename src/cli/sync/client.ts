@@ -23,47 +23,107 @@ export interface ApiAnswer {
 export class ServerClient {
   readonly base: string
   private readonly key: string
+  /** Whether the server has answered once: a connection lost after that is retried. */
+  private reached = false
 
   constructor(flags: ServerFlags, env: NodeJS.ProcessEnv = process.env) {
     const url = flags.url ?? env.KBIS_URL
     const key = flags.key ?? env.KBIS_API_KEY
     if (!url) throw new Error('no server: pass --url or set KBIS_URL (e.g. http://127.0.0.1:8080)')
     if (!key) throw new Error('no API key: pass --key or set KBIS_API_KEY')
+    if (!isHttpUrl(url)) {
+      // Not echoed: a URL may carry a user and password.
+      throw new Error(`${flags.url !== undefined ? '--url' : 'KBIS_URL'} must be the server's http:// or https:// address, e.g. http://127.0.0.1:8080`)
+    }
     this.base = url.replace(/\/+$/, '')
     this.key = key
+  }
+
+  /**
+   * fetch at `path`; a failure to connect says which server and why ("fetch failed" alone names
+   * neither). `retry` tells whether the cause may pass (a refused or dropped connection: a server
+   * restarting) or not (a host that does not exist).
+   */
+  private async fetch(path: string, init: RequestInit): Promise<Response> {
+    try {
+      return await fetch(`${this.base}${path}`, init)
+    } catch (err) {
+      throw new ReachError(this.base, err)
+    }
   }
 
   headers(extra: Record<string, string> = {}): Record<string, string> {
     return { authorization: `Bearer ${this.key}`, ...extra }
   }
 
-  /** One JSON request, retried on a lost connection, 503 and 429 (after Retry-After) up to 5 times. */
+  /**
+   * One JSON request, retried up to 5 times on 503 and 429 (after Retry-After), and on a refused
+   * or dropped connection once the server has answered before.
+   */
   async json(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiAnswer> {
     for (let attempt = 1; ; attempt++) {
       let res: Response
       try {
-        res = await fetch(`${this.base}${path}`, {
+        res = await this.fetch(path, {
           method,
           headers: this.headers({ ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers }),
           ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
         })
       } catch (err) {
-        if (attempt >= 5) throw new Error(`cannot reach ${this.base}: ${(err as Error).message}`)
+        // Retried once the server has answered (it may be restarting mid-import); a wrong address
+        // fails at once.
+        if (attempt >= 5 || !this.reached || !(err as ReachError).passing) throw err
         await sleep(attempt * 1000)
         continue
       }
+      this.reached = true
       const text = await res.text()
       if ((res.status === 503 || res.status === 429 || isInUse(res.status, text)) && attempt < 5) {
         await sleep(Math.min(30, Number(res.headers.get('retry-after')) || attempt) * 1000)
         continue
       }
-      return { status: res.status, body: text === '' ? null : JSON.parse(text) }
+      return { status: res.status, body: text === '' ? null : parseAnswer(this.base, res, text) }
     }
   }
 
   /** A streamed GET; the caller reads the body. */
   async stream(path: string): Promise<Response> {
-    return fetch(`${this.base}${path}`, { headers: this.headers() })
+    return this.fetch(path, { headers: this.headers() })
+  }
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    const url = new URL(text)
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.search === '' && url.hash === ''
+  } catch {
+    return false
+  }
+}
+
+/** Connection failures that a server restarting or a network hiccup causes, worth a retry. */
+const PASSING = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'])
+
+/** "cannot reach <server>: <the cause's message>" from undici's `TypeError: fetch failed`. */
+export class ReachError extends Error {
+  readonly passing: boolean
+
+  constructor(base: string, err: unknown) {
+    const cause = (err as { cause?: { code?: string; message?: string; errors?: { message?: string }[] } }).cause
+    // A host with several addresses fails with an AggregateError whose own message is empty.
+    const reason = cause?.message || cause?.errors?.[0]?.message || cause?.code || (err as Error).message
+    super(`cannot reach ${base}: ${reason}`)
+    this.passing = cause?.code !== undefined && PASSING.has(cause.code)
+  }
+}
+
+/** The answer's JSON; anything else means `--url` names something other than a kbis server. */
+function parseAnswer(base: string, res: Response, text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    const type = res.headers.get('content-type')?.split(';')[0] ?? 'no content type'
+    throw new Error(`${base} answered HTTP ${res.status} with ${type}, not the JSON of the kbis API: is it the kbis server's address?`)
   }
 }
 

@@ -13,6 +13,9 @@ export interface ExportOptions {
   output?: string | undefined
 }
 
+/** What GET /export/assets answers for each format (CONTRACT §16). */
+const EXPORT_TYPES: Record<ExportOptions['format'], string> = { csv: 'text/csv', ndjson: 'application/x-ndjson' }
+
 /**
  * `kbis export`: writes what GET /export/assets returns, streaming, to a file or stdout. A file is
  * written under a temporary name beside it and renamed once the answer is complete: an export
@@ -24,13 +27,18 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
   const res = await client.stream(`/api/v1/export/assets?${query.toString()}`)
   if (res.status !== 200 || !res.body) {
     const text = await res.text()
-    let detail = `HTTP ${res.status}`
+    let detail = `HTTP ${res.status}, not an answer of the kbis API: is ${client.base} the kbis server's address?`
     try {
       detail = errorsOf(JSON.parse(text))[0]?.detail ?? detail
     } catch {
       // not the error envelope: keep the status
     }
     throw new Error(`export failed: ${detail}`)
+  }
+  const type = res.headers.get('content-type')?.split(';')[0]?.trim()
+  if (type !== EXPORT_TYPES[options.format]) {
+    await res.body.cancel()
+    throw new Error(`export failed: ${client.base} answered ${type ?? 'no content type'}, not ${EXPORT_TYPES[options.format]}: is it the kbis server's address?`)
   }
   const body = Readable.fromWeb(res.body as ReadableStream<Uint8Array>)
   if (!options.output) {
