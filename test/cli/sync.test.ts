@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer, type RequestListener } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -256,7 +256,7 @@ for (const store of STORES) {
 
     it('names the address it cannot use: not a URL, nothing listening, not a kbis server; a connection lost later is retried', async () => {
       const csv = file('reach.csv', 'name,hostname\ncli-reach,cli-reach\n')
-      const both = async (extra: string[], environment: NodeJS.ProcessEnv) =>
+      const both = async (extra: string[], environment: Record<string, string>) =>
         Promise.all([kbis(['import', csv, '--type', 'server', ...extra], environment), kbis(['export', '--type', 'server', ...extra], environment)])
       const notUrl = 'kbis: --url must be the server\'s http:// or https:// address, e.g. http://127.0.0.1:8080\n'
       expect(await both(['--url', 'localhost:8080'], env)).toEqual([{ code: 1, stdout: '', stderr: notUrl }, { code: 1, stdout: '', stderr: notUrl }])
@@ -308,6 +308,22 @@ for (const store of STORES) {
         })
       })
       expect(posts).toBe(2)
+    })
+
+    it('names a file it cannot read or write: a directory, a read error, a place where no file can be made', async () => {
+      const folder = path.join(dir, 'a-folder')
+      mkdirSync(folder, { recursive: true })
+      expect(await kbis(['import', folder, '--type', 'server'], env)).toEqual({ code: 1, stdout: '', stderr: `kbis: ${folder} is a directory, not a file\n` })
+      // A read that fails once the file is open (Linux: reading address 0 of this process).
+      for (const format of ['csv', 'ndjson']) {
+        expect(await kbis(['import', '/proc/self/mem', '--type', 'server', '--format', format], env))
+          .toEqual({ code: 1, stdout: '', stderr: 'kbis: cannot read /proc/self/mem: EIO: i/o error\n' })
+      }
+      expect(await kbis(['export', '--type', 'server', '--output', folder], env))
+        .toEqual({ code: 1, stdout: '', stderr: `kbis: export failed: --output ${folder} is a directory, not a file\n` })
+      expect(await kbis(['export', '--type', 'server', '--output', '/proc/kbis-export.csv'], env))
+        .toEqual({ code: 1, stdout: '', stderr: 'kbis: export failed: cannot write /proc/kbis-export.csv: ENOENT: no such file or directory\n' })
+      expect(readdirSync(folder)).toEqual([])
     })
 
     it('takes an asset_type_key column that names --type and refuses a row that names another', async () => {

@@ -1,11 +1,12 @@
 import { once } from 'node:events'
-import { createWriteStream, existsSync } from 'node:fs'
+import { createWriteStream, existsSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { Readable, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { ReadableStream } from 'node:stream/web'
 import { errorsOf, type ServerClient } from './client.js'
 import { writeWhole } from '../../store/write-whole.js'
+import { fsReason } from './files.js'
 
 export interface ExportOptions {
   type: string
@@ -23,6 +24,7 @@ const EXPORT_TYPES: Record<ExportOptions['format'], string> = { csv: 'text/csv',
  * shorter one that looks whole.
  */
 export async function runExport(client: ServerClient, options: ExportOptions): Promise<void> {
+  if (options.output) checkOutput(options.output)
   const query = new URLSearchParams({ format: options.format, 'filter[asset_type_key]': options.type })
   const res = await client.stream(`/api/v1/export/assets?${query.toString()}`)
   if (res.status !== 200 || !res.body) {
@@ -45,8 +47,20 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
     await copy(body, process.stdout, 'what was written to stdout is incomplete')
     return
   }
-  if (!existsSync(path.dirname(path.resolve(options.output)))) throw new Error(`export failed: the directory of --output ${options.output} does not exist`)
-  await writeWhole(options.output, (partial) => copy(body, createWriteStream(partial), `${options.output} was left as it was`))
+  const output = options.output
+  try {
+    await writeWhole(output, (partial) => copy(body, createWriteStream(partial), `${output} was left as it was`))
+  } catch (err) {
+    // The file's side (the answer's is said by copy): not the temporary file's name, which Node's message holds.
+    if ((err as NodeJS.ErrnoException).syscall !== undefined) throw new Error(`export failed: cannot write ${output}: ${fsReason(err as Error)}`)
+    throw err
+  }
+}
+
+/** Refuses an --output that cannot be a file before anything is asked of the server. */
+function checkOutput(output: string): void {
+  if (!existsSync(path.dirname(path.resolve(output)))) throw new Error(`export failed: the directory of --output ${output} does not exist`)
+  if (existsSync(output) && statSync(output).isDirectory()) throw new Error(`export failed: --output ${output} is a directory, not a file`)
 }
 
 /**

@@ -6,6 +6,7 @@ import { errorsOf, type ApiError, type ServerClient } from './client.js'
 import { compositeKey, type AssetTypeInfo, type CellError } from './convert.js'
 import { csvRows, ndjsonRows, type FileRow, type ReadProgress } from './rows.js'
 import { createProgress, type Progress } from './progress.js'
+import { fsReason, isReadError } from './files.js'
 
 export const CHUNK_SIZE = 10_000
 
@@ -156,6 +157,7 @@ function countResults(body: unknown, upsert: boolean, count: number, results: Im
 export async function runImport(client: ServerClient, options: ImportOptions, progress?: Progress): Promise<ImportSummary> {
   const stdin = options.file === '-'
   if (!stdin && !existsSync(options.file)) throw new Error(`no file ${options.file}`)
+  if (!stdin && statSync(options.file).isDirectory()) throw new Error(`${options.file} is a directory, not a file`)
   const type = await loadType(client, options.type)
   if (options.upsert && !type.unique_property_key) throw new Error(`asset type ${type.key} has no unique_key property: --upsert needs one to name each asset`)
   const method = options.upsert ? 'PUT' : 'POST'
@@ -192,6 +194,10 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
       else if (chunk.length % 500 === 0) bar.update(read.bytes, summary.rows + chunk.length)
     }
     if (chunk.length > 0) await flush()
+  } catch (err) {
+    // The file's own read errors (a stream's error, not one of a chunk's requests).
+    if (isReadError(err)) throw new Error(`cannot read ${stdin ? 'standard input' : options.file}: ${fsReason(err)}`)
+    throw err
   } finally {
     bar.stop()
     await report.close()

@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline'
-import type { Readable } from 'node:stream'
+import { pipeline, type Readable } from 'node:stream'
 import { parse } from 'csv-parse'
 import { CellError, checkColumns, csvItem, ndjsonItem, type AssetTypeInfo, type ItemFields } from './convert.js'
 
@@ -59,7 +59,9 @@ function breaks(text: string): number {
 /** The records of a CSV stream with the line where each starts; the first is the header. */
 export async function* csvRecords(input: Readable): AsyncGenerator<{ line: number; record: string[] }> {
   // Records of any length: a row with more or fewer cells than the header is refused by its reader, not the whole file.
-  const parser = input.pipe(parse({ bom: true, raw: true, skip_empty_lines: true, relax_column_count: true }))
+  // pipeline, not pipe: a read error of the input (EISDIR, EACCES, …) ends the records with it.
+  const parser = parse({ bom: true, raw: true, skip_empty_lines: true, relax_column_count: true })
+  pipeline(input, parser, () => {})
   const lines = new LineCounter()
   for await (const { record, raw } of parser as AsyncIterable<{ record: string[]; raw: string }>) {
     yield { line: lines.start(raw), record }
