@@ -1,10 +1,10 @@
-import { createWriteStream, existsSync } from 'node:fs'
+import { createWriteStream, existsSync, statSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { create } from 'tar'
 import type { Db } from './db.js'
-import { writeWhole } from './write-whole.js'
+import { FileWriteError, writeWhole } from './write-whole.js'
 import { LOCK_FILE, lockDataDir } from './pglite-lock.js'
 
 /** What `kbis backup` wrote. */
@@ -32,10 +32,16 @@ export async function writeDataDirArchive(dir: string, file: string): Promise<Ba
     throw new BackupError(`${file} is inside the data directory ${dir}: write the backup somewhere else`)
   }
   if (!existsSync(path.dirname(target))) throw new BackupError(`the directory of ${file} does not exist`)
-  await writeWhole(target, (partial) => pipeline(
-    create({ cwd: source, gzip: /\.(t?gz)$/i.test(target), portable: true, filter: (entry) => !NOT_DATA.has(entry.replace(/^\.\//, '')) }, ['.']),
-    createWriteStream(partial),
-  ))
+  if (existsSync(target) && statSync(target).isDirectory()) throw new BackupError(`${file} is a directory: name the archive, e.g. ${path.join(file, 'kbis-backup.tar.gz')}`)
+  try {
+    await writeWhole(target, (partial) => pipeline(
+      create({ cwd: source, gzip: /\.(t?gz)$/i.test(target), portable: true, filter: (entry) => !NOT_DATA.has(entry.replace(/^\.\//, '')) }, ['.']),
+      createWriteStream(partial),
+    ))
+  } catch (err) {
+    // Said to the operator as it is (through the server's socket too), not as a fault.
+    throw err instanceof FileWriteError ? new BackupError(err.message) : err
+  }
   return { file: target, bytes: (await stat(target)).size }
 }
 

@@ -7,6 +7,8 @@ import path from 'node:path'
  * (`.<name>.<pid>.partial`, on the same file system), which is renamed to `file` once `write`
  * completes and removed if it fails. A reader of `file` (a scheduled job, a restore) never sees
  * a shorter file that looks complete, and a failed attempt leaves an older `file` as it was.
+ * A file-system error (no space, no permission, …) is a {@link FileWriteError} naming `file`,
+ * not the temporary file; `write`'s other errors are passed on as they are.
  */
 export async function writeWhole<T>(file: string, write: (partial: string) => Promise<T>): Promise<T> {
   const partial = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.partial`)
@@ -14,7 +16,29 @@ export async function writeWhole<T>(file: string, write: (partial: string) => Pr
     const result = await write(partial)
     await rename(partial, file)
     return result
+  } catch (err) {
+    throw (err as NodeJS.ErrnoException).syscall !== undefined ? new FileWriteError(file, err as Error) : err
   } finally {
     await rm(partial, { force: true })
   }
+}
+
+/** "cannot write <file>: ENOSPC: no space left on device". */
+export class FileWriteError extends Error {
+  override name = 'FileWriteError'
+
+  constructor(file: string, cause: Error) {
+    super(`cannot write ${file}: ${fsReason(cause)}`, { cause })
+  }
+}
+
+/**
+ * A file-system error as one says it to a user: `EISDIR: illegal operation on a directory`
+ * from Node's `EISDIR: illegal operation on a directory, read` (the system call and the path,
+ * often a temporary one, left out: the caller names the file).
+ */
+export function fsReason(err: Error): string {
+  const { code, syscall } = err as NodeJS.ErrnoException
+  if (code === undefined || syscall === undefined) return err.message
+  return err.message.split(`, ${syscall}`)[0]!
 }

@@ -51,6 +51,9 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
     expect(backup.code).toBe(0)
     expect(backup.lines[0]).toMatch(new RegExp(`^backup of ${dataDir} written to ${archive} \\(\\d+ bytes, \\d+\\.\\d s\\)$`))
     expect((await bulk).status).toBe(201)
+    // An archive that cannot be written is said by the server as by the CLI (below), not as a fault.
+    expect(await cliRun(['backup', '/proc/kbis-backup.tar', '--data-dir', dataDir], {}))
+      .toEqual({ code: 1, lines: ['kbis: cannot write /proc/kbis-backup.tar: ENOENT: no such file or directory'] })
     // The server goes on serving and writing after the copy.
     expect((await api(server.url, 'POST', '/bulk/assets', servers('after', 2))).status).toBe(201)
     expect((await api(server.url, 'GET', '/assets?page[size]=1&page[count]=exact')).body.meta.page.total_items).toBe(2005)
@@ -77,7 +80,7 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
     expect(await copy.stop()).toBe(0)
   })
 
-  it('refuses an archive inside the data directory, a directory that holds no store and a PostgreSQL store, with one line and exit 1, writing nothing', async () => {
+  it('refuses an archive inside the data directory or that is a directory, a directory that holds no store and a PostgreSQL store, with one line and exit 1, writing nothing', async () => {
     expect(await cliRun(['backup', path.join(dataDir, 'inside.tar'), '--data-dir', dataDir], {})).toEqual({
       code: 1, lines: [`kbis: ${path.join(dataDir, 'inside.tar')} is inside the data directory ${dataDir}: write the backup somewhere else`],
     })
@@ -87,6 +90,14 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
     })
     const missing = path.join(store.dir, 'no-such-dir', 'b.tar')
     expect(await cliRun(['backup', missing, '--data-dir', dataDir], {})).toEqual({ code: 1, lines: [`kbis: the directory of ${missing} does not exist`] })
+    const folder = path.join(store.dir, 'a-folder')
+    mkdirSync(folder)
+    expect(await cliRun(['backup', folder, '--data-dir', dataDir], {})).toEqual({
+      code: 1, lines: [`kbis: ${folder} is a directory: name the archive, e.g. ${path.join(folder, 'kbis-backup.tar.gz')}`],
+    })
+    expect(readdirSync(folder)).toEqual([])
+    expect(await cliRun(['backup', '/proc/kbis-backup.tar', '--data-dir', dataDir], {}))
+      .toEqual({ code: 1, lines: ['kbis: cannot write /proc/kbis-backup.tar: ENOENT: no such file or directory'] })
     const nowhere = path.join(store.dir, 'no-store-here')
     expect(await cliRun(['backup', path.join(store.dir, 'none.tar'), '--data-dir', nowhere], {})).toEqual({
       code: 1, lines: [`kbis: ${nowhere} is not a data directory of kbis (it has no PG_VERSION)`],

@@ -5,8 +5,7 @@ import { Readable, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { ReadableStream } from 'node:stream/web'
 import { errorsOf, type ServerClient } from './client.js'
-import { writeWhole } from '../../store/write-whole.js'
-import { fsReason } from './files.js'
+import { FileWriteError, writeWhole } from '../../store/write-whole.js'
 
 export interface ExportOptions {
   type: string
@@ -51,8 +50,7 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
   try {
     await writeWhole(output, (partial) => copy(body, createWriteStream(partial), `${output} was left as it was`))
   } catch (err) {
-    // The file's side (the answer's is said by copy): not the temporary file's name, which Node's message holds.
-    if ((err as NodeJS.ErrnoException).syscall !== undefined) throw new Error(`export failed: cannot write ${output}: ${fsReason(err as Error)}`)
+    if (err instanceof FileWriteError) throw new Error(`export failed: ${err.message}`)
     throw err
   }
 }

@@ -6,7 +6,8 @@ import { errorsOf, type ApiError, type ServerClient } from './client.js'
 import { compositeKey, type AssetTypeInfo, type CellError } from './convert.js'
 import { csvRows, ndjsonRows, type FileRow, type ReadProgress } from './rows.js'
 import { createProgress, type Progress } from './progress.js'
-import { fsReason, isReadError } from './files.js'
+import { isReadError } from './files.js'
+import { fsReason } from '../../store/write-whole.js'
 
 export const CHUNK_SIZE = 10_000
 
