@@ -1,6 +1,6 @@
 import http from 'node:http'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, realpathSync, rmSync } from 'node:fs'
+import { existsSync, realpathSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { Db } from '../store/db.js'
@@ -9,6 +9,7 @@ import { createKeyFromCli, CommandError, listKeysFromCli, revokeKeyFromCli, type
 import type { SetupFile } from '../setup/schema.js'
 import { setPasswordFromCli, type CliPasswordRequest } from '../console/cli.js'
 import { backupStore } from '../store/backup.js'
+import { makeDirectory } from '../store/pglite-init.js'
 
 /**
  * PGlite lets one process own a data directory. While `kbis serve` runs on one, the other CLI
@@ -16,7 +17,7 @@ import { backupStore } from '../store/backup.js'
  * opening the directory a second time.
  */
 export function controlSocketPath(dataDir: string): string {
-  mkdirSync(dataDir, { recursive: true })
+  makeDirectory(dataDir)
   const id = createHash('sha256').update(realpathSync(dataDir)).digest('hex').slice(0, 16)
   return path.join(os.tmpdir(), `kbis-${id}.sock`)
 }

@@ -12,9 +12,27 @@ const require = createRequire(import.meta.url)
 export function createDataDir(dir: string): void {
   if (existsSync(dir) && !statSync(dir).isDirectory()) throw new Error(`the PGlite data directory ${dir} is not a directory`)
   try {
-    mkdirSync(dir, { recursive: true })
+    makeDirectory(dir)
   } catch (err) {
     throw new Error(`could not initialize the PGlite data directory ${dir}: ${(err as Error).message}`)
+  }
+}
+
+/**
+ * `mkdir -p`: the missing directories of `dir`, outermost first. Not `mkdirSync(dir, {recursive:
+ * true})`: Node 20's loops for ever, at full CPU, when creating a directory fails with ENOENT
+ * although its parent exists (a path under /proc, some network and pseudo file systems).
+ */
+export function makeDirectory(dir: string): void {
+  const missing: string[] = []
+  for (let d = path.resolve(dir); !existsSync(d); d = path.dirname(d)) missing.unshift(d)
+  for (const d of missing) {
+    try {
+      mkdirSync(d)
+    } catch (err) {
+      // Made by another process meanwhile.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || !statSync(d).isDirectory()) throw err
+    }
   }
 }
 

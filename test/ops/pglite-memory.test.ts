@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig } from '../../src/core/config.js'
 import { openStore } from '../../src/server.js'
 import { DEFAULT_PGLITE_SHARED_BUFFERS_MB, openDb } from '../../src/store/db.js'
+import { makeDirectory } from '../../src/store/pglite-init.js'
 
 const run = promisify(execFile)
 const MB = 1024 * 1024
@@ -57,6 +58,18 @@ describe('pglite: a new data directory', { timeout: 180_000 }, () => {
     const file = path.join(root, 'a-file')
     writeFileSync(file, 'not a directory')
     await expect(openDb({ dataDir: file })).rejects.toThrow(`the PGlite data directory ${file} is not a directory`)
+  })
+
+  it('creates every missing directory of the path, and stops with the reason where one cannot be made', async () => {
+    const nested = path.join(root, 'a', 'b', 'c')
+    makeDirectory(nested)
+    makeDirectory(nested)
+    expect(readdirSync(path.join(root, 'a', 'b'))).toEqual(['c'])
+    // Creating /proc/<name> fails with ENOENT although /proc exists: Node 20's recursive mkdir
+    // then never returns (full CPU). In a process of its own, so that such a loop fails the test.
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '-e',
+      `import('./src/store/pglite-init.ts').then((m) => m.createDataDir('/proc/kbis-test-data')).catch((e) => console.log(e.message))`], { timeout: 60_000 })
+    expect(stdout).toBe("could not initialize the PGlite data directory /proc/kbis-test-data: ENOENT: no such file or directory, mkdir '/proc/kbis-test-data'\n")
   })
 
   it('reports why a directory could not be initialized', async () => {
