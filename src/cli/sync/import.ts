@@ -6,7 +6,6 @@ import { errorsOf, type ApiError, type ServerClient } from './client.js'
 import { compositeKey, type AssetTypeInfo, type CellError } from './convert.js'
 import { csvRows, ndjsonRows, type FileRow, type ReadProgress } from './rows.js'
 import { createProgress, type Progress } from './progress.js'
-import { isReadError } from './files.js'
 import { fsReason } from '../../store/write-whole.js'
 
 export const CHUNK_SIZE = 10_000
@@ -152,6 +151,12 @@ function countResults(body: unknown, upsert: boolean, count: number, results: Im
     return
   }
   for (const entry of (body as { data: { result: 'created' | 'updated' | 'unchanged' }[] }).data) results[entry.result]++
+}
+
+/** Whether `err` is an error of reading a file or stream (opening it included). */
+function isReadError(err: unknown): err is NodeJS.ErrnoException {
+  const { code, syscall } = err as NodeJS.ErrnoException
+  return code !== undefined && (syscall === 'read' || syscall === 'open')
 }
 
 /** `kbis import` (CONTRACT §16): streams the file, sends chunks of up to 10,000 rows, reports refusals. */
