@@ -7,8 +7,8 @@ import path from 'node:path'
  * (`.<name>.<pid>.partial`, on the same file system), which is renamed to `file` once `write`
  * completes and removed if it fails. A reader of `file` (a scheduled job, a restore) never sees
  * a shorter file that looks complete, and a failed attempt leaves an older `file` as it was.
- * A file-system error (no space, no permission, …) is a {@link FileWriteError} naming `file`,
- * not the temporary file; `write`'s other errors are passed on as they are.
+ * An error of the file itself (no space, no permission, …) is a {@link FileWriteError} naming
+ * `file`, not the temporary file; `write`'s other errors are passed on as they are.
  */
 export async function writeWhole<T>(file: string, write: (partial: string) => Promise<T>): Promise<T> {
   const partial = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.partial`)
@@ -17,10 +17,19 @@ export async function writeWhole<T>(file: string, write: (partial: string) => Pr
     await rename(partial, file)
     return result
   } catch (err) {
-    throw (err as NodeJS.ErrnoException).syscall !== undefined ? new FileWriteError(file, err as Error) : err
+    throw isTargetError(err, partial) ? new FileWriteError(file, err as Error) : err
   } finally {
     await rm(partial, { force: true })
   }
+}
+
+/**
+ * An error of the file being written: opening, writing, closing or renaming the temporary file.
+ * Not what `write` reads (the data directory a backup archives), whose own path is in its error.
+ */
+function isTargetError(err: unknown, partial: string): boolean {
+  const { syscall, path: where } = err as NodeJS.ErrnoException
+  return syscall !== undefined && syscall !== 'read' && (where === undefined || where === partial)
 }
 
 /** "cannot write <file>: ENOSPC: no space left on device". */

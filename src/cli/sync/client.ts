@@ -40,9 +40,8 @@ export class ServerClient {
   }
 
   /**
-   * fetch at `path`; a failure to connect says which server and why ("fetch failed" alone names
-   * neither). `retry` tells whether the cause may pass (a refused or dropped connection: a server
-   * restarting) or not (a host that does not exist).
+   * fetch at `path`; a failure to connect is a {@link ReachError}, which says which server and why
+   * ("fetch failed" alone names neither) and whether the cause may pass.
    */
   private async fetch(path: string, init: RequestInit): Promise<Response> {
     try {
@@ -105,7 +104,8 @@ function isHttpUrl(text: string): boolean {
 const PASSING = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'])
 
 /** "cannot reach <server>: <the cause's message>" from undici's `TypeError: fetch failed`. */
-export class ReachError extends Error {
+class ReachError extends Error {
+  /** Whether the cause may pass (a refused or dropped connection: a server restarting), not a host that does not exist. */
   readonly passing: boolean
 
   constructor(base: string, err: unknown) {
