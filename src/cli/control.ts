@@ -9,7 +9,6 @@ import { createKeyFromCli, CommandError, listKeysFromCli, revokeKeyFromCli, type
 import type { SetupFile } from '../setup/schema.js'
 import { setPasswordFromCli, type CliPasswordRequest } from '../console/cli.js'
 import { backupStore } from '../store/backup.js'
-import { makeDirectory } from '../store/pglite-init.js'
 
 /**
  * PGlite lets one process own a data directory. While `kbis serve` runs on one, the other CLI
@@ -17,7 +16,6 @@ import { makeDirectory } from '../store/pglite-init.js'
  * opening the directory a second time.
  */
 export function controlSocketPath(dataDir: string): string {
-  makeDirectory(dataDir)
   const id = createHash('sha256').update(realpathSync(dataDir)).digest('hex').slice(0, 16)
   return path.join(os.tmpdir(), `kbis-${id}.sock`)
 }
@@ -70,6 +68,9 @@ export async function startControlSocket(dataDir: string, db: Db): Promise<Contr
 
 /** Sends a command to a running server; null when none runs on this data directory. */
 export async function sendToServer(dataDir: string, command: ControlCommand, body: unknown): Promise<unknown | null> {
+  // No directory, no server on it: the command opens the store itself, which creates the
+  // directory or says why it cannot.
+  if (!existsSync(dataDir)) return null
   const socketPath = controlSocketPath(dataDir)
   if (!existsSync(socketPath)) return null
   return new Promise((resolve, reject) => {

@@ -148,6 +148,16 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect(type.stderr).toBe('kbis: --type: must be one of Viewer, Editor, Admin, got "Root"\n')
   })
 
+  it('names a data directory that cannot be created, the same way for every command that opens the store', async () => {
+    // /proc refuses new directories (ENOENT although /proc exists). The look-up of a running
+    // server's socket must not try to create it first and fail with a bare mkdir message.
+    const reason = "kbis: could not initialize the PGlite data directory /proc/kbis: ENOENT: no such file or directory, mkdir '/proc/kbis'\n"
+    expect(await kbis(['keys', 'list', '--org', 'acme', '--data-dir', '/proc/kbis'])).toEqual({ code: 1, stdout: '', stderr: reason })
+    expect(await kbis(['keys', 'create', '--org', 'acme', '--user', 'x@y', '--name', 'n', '--type', 'Admin', '--roles', 'all', '--data-dir', '/proc/kbis']))
+      .toEqual({ code: 1, stdout: '', stderr: reason })
+    expect(await kbis(['apply', path.resolve('examples/acme.yaml'), '--data-dir', '/proc/kbis'])).toEqual({ code: 1, stdout: '', stderr: reason })
+  })
+
   it('says which PostgreSQL it cannot use, without the credentials, and refuses a DATABASE_URL that is not a PostgreSQL URL', async () => {
     const port = await freePort()
     const unreachable = await kbis(['keys', 'list', '--org', 'acme'], { DATABASE_URL: `postgres://kbis:hunter2@127.0.0.1:${port}/inventory` })
