@@ -9,6 +9,7 @@ import { createKeyFromCli, CommandError, listKeysFromCli, revokeKeyFromCli, type
 import type { SetupFile } from '../setup/schema.js'
 import { setPasswordFromCli, type CliPasswordRequest } from '../console/cli.js'
 import { backupStore } from '../store/backup.js'
+import { DataDirInUseError } from '../store/pglite-lock.js'
 
 /**
  * PGlite lets one process own a data directory. While `kbis serve` runs on one, the other CLI
@@ -94,4 +95,32 @@ export async function sendToServer(dataDir: string, command: ControlCommand, bod
     })
     request.end(JSON.stringify(body))
   })
+}
+
+/** How long a command waits for a process of this host that holds the data directory. */
+export const HOLDER_WAIT_MS = 60_000
+
+/**
+ * Runs a command on the server that owns the PGlite directory, or here (`here`, which opens it)
+ * when none does. While another process of this host holds the directory, it waits, up to
+ * HOLDER_WAIT_MS, for that process to answer on its socket (a `kbis serve` still starting: a new
+ * directory's initialization takes seconds, and a script runs `kbis serve &` then `kbis apply` at
+ * once) or to let go (another command finishing); it says so once on standard error. Then the
+ * holder's message stands.
+ */
+export async function onServerOrHere<T>(dataDir: string, command: ControlCommand, body: unknown, here: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + HOLDER_WAIT_MS
+  let told = false
+  for (;;) {
+    const remote = await sendToServer(dataDir, command, body)
+    if (remote !== null) return remote as T
+    try {
+      return await here()
+    } catch (err) {
+      if (!(err instanceof DataDirInUseError) || !err.holderRunning || Date.now() >= deadline) throw err
+      if (!told) process.stderr.write(`kbis: ${dataDir} is held by another process of this host (a kbis serve starting, or another command); waiting up to ${HOLDER_WAIT_MS / 1000} s\n`)
+      told = true
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
+  }
 }

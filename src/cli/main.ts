@@ -36,18 +36,18 @@ function configFrom(flags: StoreFlags & { port?: number; host?: string }): Confi
 
 /** Runs a store command here, or hands it to the server that owns the PGlite directory. */
 async function withStore<T>(config: Config, command: ControlCommand, body: unknown, local: (db: Db) => Promise<T>): Promise<T> {
-  if (!config.databaseUrl) {
-    const { sendToServer } = await import('./control.js')
-    const remote = await sendToServer(config.dataDir, command, body)
-    if (remote !== null) return remote as T
+  const here = async (): Promise<T> => {
+    const { openStore } = await import('../server.js')
+    const db = await openStore(config)
+    try {
+      return await local(db)
+    } finally {
+      await db.close()
+    }
   }
-  const { openStore } = await import('../server.js')
-  const db = await openStore(config)
-  try {
-    return await local(db)
-  } finally {
-    await db.close()
-  }
+  if (config.databaseUrl) return here()
+  const { onServerOrHere } = await import('./control.js')
+  return onServerOrHere(config.dataDir, command, body, here)
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -181,7 +181,7 @@ export async function main(argv: string[]): Promise<void> {
     .action(async (file: string, flags: { dataDir?: string }) => {
       const config = configFrom(flags)
       const { CommandError } = await import('../keys/cli.js')
-      const { sendToServer } = await import('./control.js')
+      const { onServerOrHere } = await import('./control.js')
       const { backupClosedDataDir } = await import('../store/backup.js')
       if (config.databaseUrl) throw new CommandError('kbis backup copies an embedded (PGlite) data directory; DATABASE_URL is set: back up PostgreSQL with pg_dump or your PostgreSQL backups')
       if (!existsSync(path.join(config.dataDir, 'PG_VERSION'))) throw new CommandError(`${config.dataDir} is not a data directory of kbis (it has no PG_VERSION)`)
@@ -190,7 +190,7 @@ export async function main(argv: string[]): Promise<void> {
       const started = performance.now()
       // With no server on it nothing writes to the directory: its files are copied as they are
       // (locked meanwhile), without opening the store (which would migrate an older one first).
-      const report = (await sendToServer(config.dataDir, 'backup', request) as BackupReport | null) ?? await backupClosedDataDir(config.dataDir, request.file)
+      const report = await onServerOrHere<BackupReport>(config.dataDir, 'backup', request, () => backupClosedDataDir(config.dataDir, request.file))
       out(`backup of ${config.dataDir} written to ${report.file} (${report.bytes} bytes, ${((performance.now() - started) / 1000).toFixed(1)} s)`)
     })
 

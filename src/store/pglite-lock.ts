@@ -24,9 +24,17 @@ export interface DataDirLock {
   release(): void
 }
 
-/** The directory is opened by another process (a message for the operator, not a fault). */
+/**
+ * The directory is opened by another process (a message for the operator, not a fault).
+ * `holderRunning`: that process runs on this host, so it may let go soon (a command finishing) or
+ * start answering on its control socket (a `kbis serve` still starting): worth waiting for.
+ */
 export class DataDirInUseError extends Error {
   override name = 'DataDirInUseError'
+
+  constructor(message: string, readonly holderRunning = false) {
+    super(message)
+  }
 }
 
 // The directories this process holds: its own pid in a lock file is a previous process's (a
@@ -63,7 +71,7 @@ export function lockDataDir(dir: string): DataDirLock {
     if (holder !== null && !(holder.host === mine.host && (holder.pid === mine.pid || !running(holder.pid)))) {
       throw new DataDirInUseError(`the data directory ${dir} is in use by another process (pid ${holder.pid} on ${holder.host}, since ${holder.since}): `
         + `one process at a time may open a PGlite directory (CLI commands reach a running kbis serve through its socket; several processes need PostgreSQL). `
-        + `If no kbis runs there, remove ${file}`)
+        + `If no kbis runs there, remove ${file}`, holder.host === mine.host)
     }
     // Gone (or unreadable: a file cut short by a crash while it was written): take it over.
     try {

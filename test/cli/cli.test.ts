@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -75,9 +75,17 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
   })
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-  it('serve creates organization default and prints one Admin key once; the key works', async () => {
+  it('serve creates organization default and prints one Admin key once; the key works; a command started meanwhile waits for it', async () => {
     const data = path.join(dir, 'data1')
-    const first = await serve(data)
+    const starting = serve(data)
+    // A script's `kbis serve & kbis apply …`: the command starts while the new directory is being
+    // initialized (the server holds it, its socket is not up yet) and waits for the server.
+    while (!existsSync(path.join(data, 'kbis.lock'))) await new Promise((resolve) => setTimeout(resolve, 20))
+    const applied = await kbis(['apply', path.join(dir, 'acme.yaml'), '--data-dir', data])
+    expect(applied).toMatchObject({ code: 0, stderr: `kbis: ${data} is held by another process of this host (a kbis serve starting, or another command); waiting up to 60 s\n` })
+    expect(applied.stdout.split('\n')[0]).toBe('organization acme: created; 5 change(s)')
+    const first = await starting
+    expect(first.output()).not.toContain('in use')
     const key = /Admin API key \(shown only this once\): (kbis_\S+)/.exec(first.output())?.[1]
     expect(key).toMatch(/^kbis_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$/)
     const res = await fetch(`${first.url}/api/v1/metamodel/asset-types`, { headers: { authorization: `Bearer ${key}` } })
