@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
-import { postgresTarget, type Config } from './core/config.js'
-import { openDb, type Db } from './store/db.js'
-import { migrate } from './store/migrate.js'
+import type { Config } from './core/config.js'
+import type { Db } from './store/db.js'
+import { openStore } from './open-store.js'
 import { ensureDefaultOrganization } from './setup/bootstrap.js'
 import { storeNewKey } from './keys/create.js'
 import { operatorOrigin } from './outbox/write.js'
@@ -18,26 +18,6 @@ export interface RunningServer {
   close(): Promise<void>
 }
 
-export async function openStore(config: Config): Promise<Db> {
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
-    statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost })
-  try {
-    await migrate(db)
-  } catch (err) {
-    await db.close().catch(() => undefined)
-    // The first statement is where an unreachable or refusing PostgreSQL shows: say which one.
-    if (config.databaseUrl && isConnectionError(err)) throw new Error(`cannot use PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL): ${(err as Error).message}`)
-    throw err
-  }
-  return db
-}
-
-/** Errors of reaching or logging in to PostgreSQL (socket errors, SQLSTATE classes 08 and 28, a missing database). */
-function isConnectionError(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code
-  if (typeof code !== 'string') return false
-  return code.startsWith('E') || code.startsWith('08') || code.startsWith('28') || code === '3D000'
-}
 
 /**
  * On an empty store: organization `default`, its Owner, role `all`, and one Admin key whose

@@ -2,7 +2,7 @@ import { Command, InvalidArgumentError } from 'commander'
 import { loadConfig, type Config } from '../core/config.js'
 import type { ApplyReport } from '../setup/apply.js'
 import type { CliKeyRecord, CliKeyRequest } from '../keys/cli.js'
-import type { ControlCommand } from './control.js'
+import type { ControlCommand } from './control-client.js'
 import { workersArg } from './workers-arg.js'
 import { registerSyncCommands } from './sync/commands.js'
 import type { BackupReport } from '../store/backup.js'
@@ -11,8 +11,9 @@ import { existsSync } from 'node:fs'
 import path from 'node:path'
 
 // The modules of each command are loaded by the command that needs them (`await import`): the
-// server and the store take ≈ 0.6 s to load, which `kbis import`, `kbis export` and `--help`
-// need not wait for.
+// server (the app and every route) takes ≈ 0.9 s to load and only `serve` needs it; `apply`,
+// `keys`, `users` and `backup` load the store (open-store.ts) and the commands' side of the
+// control socket (control-client.ts); `kbis import`, `kbis export` and `--help` neither.
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
 
@@ -37,7 +38,7 @@ function configFrom(flags: StoreFlags & { port?: number; host?: string }): Confi
 /** Runs a store command here, or hands it to the server that owns the PGlite directory. */
 async function withStore<T>(config: Config, command: ControlCommand, body: unknown, local: (db: Db) => Promise<T>): Promise<T> {
   const here = async (): Promise<T> => {
-    const { openStore } = await import('../server.js')
+    const { openStore } = await import('../open-store.js')
     const db = await openStore(config)
     try {
       return await local(db)
@@ -46,7 +47,7 @@ async function withStore<T>(config: Config, command: ControlCommand, body: unkno
     }
   }
   if (config.databaseUrl) return here()
-  const { onServerOrHere } = await import('./control.js')
+  const { onServerOrHere } = await import('./control-client.js')
   return onServerOrHere(config.dataDir, command, body, here)
 }
 
@@ -181,7 +182,7 @@ export async function main(argv: string[]): Promise<void> {
     .action(async (file: string, flags: { dataDir?: string }) => {
       const config = configFrom(flags)
       const { CommandError } = await import('../keys/cli.js')
-      const { onServerOrHere } = await import('./control.js')
+      const { onServerOrHere } = await import('./control-client.js')
       const { backupClosedDataDir } = await import('../store/backup.js')
       if (config.databaseUrl) throw new CommandError('kbis backup copies an embedded (PGlite) data directory; DATABASE_URL is set: back up PostgreSQL with pg_dump or your PostgreSQL backups')
       if (!existsSync(path.join(config.dataDir, 'PG_VERSION'))) throw new CommandError(`${config.dataDir} is not a data directory of kbis (it has no PG_VERSION)`)

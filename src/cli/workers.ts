@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster'
 import type { Config } from '../core/config.js'
-import { bootstrap, openStore, printAdminKey, startServer, type RunningServer } from '../server.js'
+import { bootstrap, printAdminKey, startServer, type RunningServer } from '../server.js'
+import { openStore } from '../open-store.js'
 import { startMetricsServer } from '../ops/metrics-server.js'
 
 

@@ -3,7 +3,7 @@ import { ConfigError, loadConfig } from '../../src/core/config.js'
 import { DEFAULT_PG_PARALLEL_SETUP_COST, openDb, type Db } from '../../src/store/db.js'
 import { STORES } from '../helpers/stores.js'
 import { postgresSchema } from '../helpers/cli-server.js'
-import { openStore } from '../../src/server.js'
+import { openStore } from '../../src/open-store.js'
 
 /**
  * The service's PostgreSQL connections tell the planner what a parallel plan costs to start

@@ -5,7 +5,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig } from '../../src/core/config.js'
-import { openStore } from '../../src/server.js'
+import { openStore } from '../../src/open-store.js'
 import { DEFAULT_PGLITE_SHARED_BUFFERS_MB, openDb } from '../../src/store/db.js'
 import { makeDirectory } from '../../src/store/pglite-init.js'
 

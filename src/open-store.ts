@@ -1,0 +1,31 @@
+import { postgresTarget, type Config } from './core/config.js'
+import { openDb, type Db } from './store/db.js'
+import { migrate } from './store/migrate.js'
+
+/*
+ * Opening the store as the commands do, in a module of its own: `kbis apply`, `keys` and `users`
+ * open the store without the server (loading server.ts, with the app and every route, took
+ * ≈ 0.9 s of each such command).
+ */
+
+/** Opens the configured store (PGlite or PostgreSQL) and migrates it. */
+export async function openStore(config: Config): Promise<Db> {
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
+    statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost })
+  try {
+    await migrate(db)
+  } catch (err) {
+    await db.close().catch(() => undefined)
+    // The first statement is where an unreachable or refusing PostgreSQL shows: say which one.
+    if (config.databaseUrl && isConnectionError(err)) throw new Error(`cannot use PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL): ${(err as Error).message}`)
+    throw err
+  }
+  return db
+}
+
+/** Errors of reaching or logging in to PostgreSQL (socket errors, SQLSTATE classes 08 and 28, a missing database). */
+function isConnectionError(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code
+  if (typeof code !== 'string') return false
+  return code.startsWith('E') || code.startsWith('08') || code.startsWith('28') || code === '3D000'
+}
