@@ -42,5 +42,15 @@ export function buildSerializer(externalSchemas?: unknown, options?: object): (r
     ? Object.fromEntries(Object.entries(externalSchemas).map(([id, s]) => [id, forSerializer(s)]))
     : externalSchemas
   const compile = SerializerSelector()(external, options)
-  return (route) => compile({ ...route, schema: forSerializer(route.schema) })
+  // One serializer per distinct schema: most routes answer the same error envelope under six or
+  // more statuses, and building each (fast-json-stringify checks the schema against the JSON
+  // Schema meta-schema, then generates and compiles code) was most of the server's start.
+  const built = new Map<string, ReturnType<typeof compile>>()
+  return (route) => {
+    const schema = forSerializer(route.schema)
+    const text = JSON.stringify(schema)
+    let serialize = built.get(text)
+    if (!serialize) built.set(text, (serialize = compile({ ...route, schema })))
+    return serialize
+  }
 }

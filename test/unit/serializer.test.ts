@@ -42,4 +42,15 @@ describe('response serializers', () => {
     expect(ours).toBe(theirs)
     expect(JSON.parse(ours)).toEqual(body)
   })
+
+  it('are built once per distinct schema: routes and statuses answering an equal schema share one', () => {
+    const build = buildSerializer({}, {})
+    const error = () => ({ type: 'object', properties: { error: { type: 'object', properties: { code: { type: 'string' } } } } })
+    const first = build({ method: 'GET', url: '/a', httpStatus: '404', schema: error() })
+    expect(build({ method: 'POST', url: '/b', httpStatus: '422', schema: error() })).toBe(first)
+    const other = build({ method: 'GET', url: '/a', httpStatus: '200', schema: { type: 'object', properties: { data: { type: 'string' } } } })
+    expect(other).not.toBe(first)
+    expect(first({ error: { code: 'not_found', extra: 1 } })).toBe('{"error":{"code":"not_found"}}')
+    expect(other({ data: 'x', error: 1 })).toBe('{"data":"x"}')
+  })
 })
