@@ -33,6 +33,8 @@ export function forSerializer(schema: unknown): unknown {
   return out
 }
 
+const serializers = new Map<string, (doc: unknown) => string>()
+
 /**
  * Fastify's serializer factory (fast-json-stringify, as by default) over schemas passed through
  * `forSerializer`: `Fastify({ schemaController: { compilersFactory: { buildSerializer } } })`.
@@ -42,15 +44,17 @@ export function buildSerializer(externalSchemas?: unknown, options?: object): (r
     ? Object.fromEntries(Object.entries(externalSchemas).map(([id, s]) => [id, forSerializer(s)]))
     : externalSchemas
   const compile = SerializerSelector()(external, options)
-  // One serializer per distinct schema: most routes answer the same error envelope under six or
-  // more statuses, and building each (fast-json-stringify checks the schema against the JSON
-  // Schema meta-schema, then generates and compiles code) was most of the server's start.
-  const built = new Map<string, ReturnType<typeof compile>>()
+  // One serializer per distinct schema (with the same shared schemas and options): most routes
+  // answer the same error envelope under six or more statuses, and building each
+  // (fast-json-stringify checks the schema against the JSON Schema meta-schema, then generates
+  // and compiles code) was most of the server's start. Kept for the process: a serializer is a
+  // pure function of its schema, and processes that build several apps (tests) build each once.
+  const scope = `${JSON.stringify(external) ?? ''}\n${JSON.stringify(options) ?? ''}\n`
   return (route) => {
     const schema = forSerializer(route.schema)
-    const text = JSON.stringify(schema)
-    let serialize = built.get(text)
-    if (!serialize) built.set(text, (serialize = compile({ ...route, schema })))
+    const key = scope + JSON.stringify(schema)
+    let serialize = serializers.get(key)
+    if (!serialize) serializers.set(key, (serialize = compile({ ...route, schema })))
     return serialize
   }
 }
