@@ -88,7 +88,29 @@ function nestedDeeperThan(value: unknown, levels: number): boolean {
 // The walk itself decides; these only spare it on ordinary bodies. A number with an exponent is
 // looked for where JSON puts a value (at the start, or after `[`, `:` or `,` and blanks): inside
 // text, `1e23` is common (three UUIDs in ten hold it), and a bulk of ids would walk every time.
-const SUSPECT = /\\u0000|\\u[dD][89a-fA-F]|(?:^|[[:,])[ \t\n\r]*-?\d+(?:\.\d+)?[eE][+-]?\d{2}|\d{100}/
+const SUSPECT = /\\u0000|\\u[dD][89a-fA-F]|(?:^|[[:,])[ \t\n\r]*-?\d+(?:\.\d+)?[eE][+-]?\d{2}/
+
+const LONG_RUN = 100
+
+const isDigit = (code: number): boolean => code >= 48 && code <= 57
+
+/**
+ * Whether `text` holds LONG_RUN digits in a row. Any such run covers one position in every
+ * LONG_RUN, so only those are looked at, and a digit there is measured both ways: a 3 MB bulk
+ * body in 0.6 ms, where the regular expression `\d{100}` took 9 ms.
+ */
+export function hasLongDigitRun(text: string): boolean {
+  for (let i = LONG_RUN - 1; i < text.length; i += LONG_RUN) {
+    if (!isDigit(text.charCodeAt(i))) continue
+    let start = i
+    let end = i
+    while (start > 0 && isDigit(text.charCodeAt(start - 1))) start--
+    while (end + 1 < text.length && isDigit(text.charCodeAt(end + 1))) end++
+    if (end - start + 1 >= LONG_RUN) return true
+    // A shorter run holding i ends before i + LONG_RUN: the next position starts afresh.
+  }
+  return false
+}
 
 const NUL_IN_URL = 'text must not contain NUL (U+0000) characters'
 
@@ -124,7 +146,7 @@ export function registerInputGuards(app: FastifyInstance): void {
       if (err) return done(isPoisoned(body as string) ? new AppError(Errors.INVALID_REQUEST, POISON_DETAIL) : err, undefined)
       // The depth is always checked (a walk that allocates nothing); values only when the text
       // looks suspect. The walk with pointers runs only to report what was found.
-      const suspect = SUSPECT.test(body as string)
+      const suspect = SUSPECT.test(body as string) || hasLongDigitRun(body as string)
       const unstorable = suspect || nestedDeeperThan(value, MAX_BODY_DEPTH) ? findUnstorable(value, suspect) : null
       if (unstorable) return done(new AppError(Errors.INVALID_REQUEST, [unstorable]), undefined)
       done(null, value)

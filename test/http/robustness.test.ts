@@ -42,6 +42,8 @@ for (const store of STORES) {
         ['POST', '/api/v1/assets', '{"asset_type_key":"server","name":"inf","properties":{"hostname":"inf","cpu_count":1e400}}', '/properties/cpu_count', range],
         ['POST', '/api/v1/bulk/assets', '[{"asset_type_key":"note","name":"ok"},{"asset_type_key":"server","name":"m","properties":{"hostname":"m","memory_gb":-1e400}}]', '/1/properties/memory_gb', range],
         ['POST', '/api/v1/bulk/assets', `[{"asset_type_key":"server","name":"m","properties":{"hostname":"m","memory_gb":1${'0'.repeat(215)}e99}}]`, '/0/properties/memory_gb', range],
+        // No exponent at all: 1 and 400 zeros.
+        ['POST', '/api/v1/bulk/assets', `[{"asset_type_key":"server","name":"z","properties":{"hostname":"z","memory_gb":1${'0'.repeat(400)}}}]`, '/0/properties/memory_gb', range],
         // Blanks before the value, a fraction, a capital E, a signed exponent; an item of an array.
         ['POST', '/api/v1/assets', '{"asset_type_key":"server","name":"w","properties":{"hostname":"w","cost": \n\t1.5E+400}}', '/properties/cost', range],
         ['POST', '/api/v1/search/assets', '{"filter":{"field":"properties.cpu_count","operator":"in","value":[1,\r\n2e400]}}', '/filter/value/1', range],
