@@ -346,5 +346,36 @@ for (const store of STORES) {
       expect(await kbis(['import', fixed, '--type', 'server'], env)).toEqual({ code: 0, stdout: '2 rows read; 0 refused; 2 created\n', stderr: 'lines 2-4: 2 rows, 2 created, 0 updated, 0 unchanged\n' })
       expect(await count('cli-rag-%')).toBe(2)
     })
+
+    it('refuses the rows of a file that is not UTF-8 (a Windows-1252 export) instead of importing them with characters lost', async () => {
+      const notUtf8 = 'not UTF-8 text: kbis import reads UTF-8 files (convert it first, e.g. iconv -f WINDOWS-1252 -t UTF-8)'
+      // "Café" and "José" as Windows-1252 writes them (é = E9); row 3 is plain ASCII, row 4 holds
+      // U+FFFD itself: in a file that is not UTF-8 it cannot be told from a lost character.
+      const csv = path.join(dir, 'cp1252.csv')
+      writeFileSync(csv, Buffer.concat([
+        Buffer.from('name,hostname,owner\n'),
+        Buffer.from([...Buffer.from('Caf'), 0xe9, ...Buffer.from(',cli-cp-1,Jos'), 0xe9, 0x0a]),
+        Buffer.from('cli-cp-2,cli-cp-2,ann\ncli-cp-3,cli-cp-3,\uFFFD\n'),
+      ]))
+      const errors = path.join(dir, 'cp1252-errors.csv')
+      expect(await kbis(['import', csv, '--type', 'server', '--errors', errors], env))
+        .toEqual({ code: 1, stdout: '3 rows read; 2 refused; 0 created; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-4: 3 rows, 2 refused, nothing written\n' })
+      expect(readFileSync(errors, 'utf8')).toBe(`line,field,message\n2,name,"${notUtf8}"\n2,owner,"${notUtf8}"\n4,owner,"${notUtf8}"\n`)
+      expect(await count('cli-cp-%')).toBe(0)
+      // A UTF-8 file keeps its own U+FFFD (and its é).
+      const utf8 = file('utf8.csv', 'name,hostname,owner\nCafé,cli-cp-4,\uFFFD\n')
+      expect((await kbis(['import', utf8, '--type', 'server'], env)).code).toBe(0)
+      expect((await asset('server:hostname:cli-cp-4'))).toMatchObject({ name: 'Café', properties: { owner: '\uFFFD' } })
+      // A header that is not UTF-8 stops the file; an NDJSON line is refused as a row.
+      const header = path.join(dir, 'cp1252-header.csv')
+      writeFileSync(header, Buffer.from([...Buffer.from('name,hostname,caf'), 0xe9, 0x0a, ...Buffer.from('a,b,c\n')]))
+      expect(await kbis(['import', header, '--type', 'server'], env)).toEqual({ code: 1, stdout: '', stderr: `kbis: the header is ${notUtf8}\n` })
+      const nd = path.join(dir, 'cp1252.ndjson')
+      writeFileSync(nd, Buffer.concat([Buffer.from([...Buffer.from('{"name":"Caf'), 0xe9, ...Buffer.from('","properties":{"body":"x"}}\n')]), Buffer.from('{"name":"cli-cp-nd","properties":{"body":"y"}}\n')]))
+      const ndErrors = path.join(dir, 'cp1252-nd-errors.csv')
+      expect((await kbis(['import', nd, '--type', 'note', '--errors', ndErrors], env)).code).toBe(1)
+      expect(readFileSync(ndErrors, 'utf8')).toBe(`line,field,message\n1,,"the line is ${notUtf8}"\n`)
+      expect(await count('cli-cp-nd')).toBe(0)
+    })
   })
 }

@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline'
-import { pipeline, type Readable } from 'node:stream'
+import { pipeline, Transform, type Readable } from 'node:stream'
 import { parse } from 'csv-parse'
 import { CellError, checkColumns, csvItem, ndjsonItem, type AssetTypeInfo, type ItemFields } from './convert.js'
 
@@ -56,12 +56,47 @@ function breaks(text: string): number {
   return text.match(/\r\n|\r|\n/g)?.length ?? 0
 }
 
+const REPLACEMENT = '\uFFFD'
+
+/**
+ * Watches the bytes of a file on their way to its reader, which decodes them as UTF-8 and puts
+ * U+FFFD in place of what is not UTF-8 (a file saved as Windows-1252 or Latin-1: `Café` as the
+ * byte E9). Once the file has shown such bytes (`invalid`), a row holding U+FFFD is refused
+ * instead of being imported with the character lost; a file that is all UTF-8 keeps its own
+ * U+FFFD characters. Bytes reach the reader after passing here, so a row is read after the check
+ * of all of its bytes.
+ */
+class Utf8Watch {
+  invalid = false
+  private readonly decoder = new TextDecoder('utf-8', { fatal: true })
+
+  readonly stream = new Transform({
+    transform: (chunk: Buffer, _encoding, done) => {
+      if (!this.invalid) {
+        try {
+          this.decoder.decode(chunk, { stream: true })
+        } catch {
+          this.invalid = true
+        }
+      }
+      done(null, chunk)
+    },
+  })
+
+  /** Whether `text` (read from the file) lost characters that were not UTF-8. */
+  lost(text: string): boolean {
+    return this.invalid && text.includes(REPLACEMENT)
+  }
+}
+
+const NOT_UTF8 = 'not UTF-8 text: kbis import reads UTF-8 files (convert it first, e.g. iconv -f WINDOWS-1252 -t UTF-8)'
+
 /** The records of a CSV stream with the line where each starts; the first is the header. */
-export async function* csvRecords(input: Readable): AsyncGenerator<{ line: number; record: string[] }> {
+export async function* csvRecords(input: Readable, utf8 = new Utf8Watch()): AsyncGenerator<{ line: number; record: string[] }> {
   // Records of any length: a row with more or fewer cells than the header is refused by its reader, not the whole file.
   // pipeline, not pipe: a read error of the input (EISDIR, EACCES, …) ends the records with it.
   const parser = parse({ bom: true, raw: true, skip_empty_lines: true, relax_column_count: true })
-  pipeline(input, parser, () => {})
+  pipeline(input, utf8.stream, parser, () => {})
   const lines = new LineCounter()
   for await (const { record, raw } of parser as AsyncIterable<{ record: string[]; raw: string }>) {
     yield { line: lines.start(raw), record }
@@ -77,15 +112,22 @@ export async function* csvRecords(input: Readable): AsyncGenerator<{ line: numbe
 export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
   input.on('data', (chunk: Buffer) => { progress.bytes += chunk.length })
   let columns: string[] | null = null
-  for await (const { line, record } of csvRecords(input)) {
+  const utf8 = new Utf8Watch()
+  for await (const { line, record } of csvRecords(input, utf8)) {
     if (columns === null) {
       columns = record.map((c) => c.trim())
+      if (columns.some((c) => utf8.lost(c))) throw new Error(`the header is ${NOT_UTF8}`)
       checkColumns(type, columns)
       continue
     }
     if (record.every((cell) => cell.trim() === '')) continue
     if (record.length !== columns.length) {
       yield { line, item: null, issues: [{ field: '', message: `the row has ${record.length} cell${record.length === 1 ? '' : 's'}; the header has ${columns.length} columns` }] }
+      continue
+    }
+    const lost = columns.filter((_, i) => utf8.lost(record[i]!))
+    if (lost.length > 0) {
+      yield { line, item: null, issues: lost.map((field) => ({ field, message: NOT_UTF8 })) }
       continue
     }
     const cells: Record<string, string> = {}
@@ -98,10 +140,16 @@ export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: R
 /** Reads an NDJSON stream line by line: each non-empty line one record (as `kbis export` writes them). */
 export async function* ndjsonRows(input: Readable, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
   input.on('data', (chunk: Buffer) => { progress.bytes += chunk.length })
+  const utf8 = new Utf8Watch()
+  pipeline(input, utf8.stream, () => {})
   let line = 0
-  for await (const text of createInterface({ input, crlfDelay: Infinity })) {
+  for await (const text of createInterface({ input: utf8.stream, crlfDelay: Infinity })) {
     line++
     if (text.trim() === '') continue
+    if (utf8.lost(text)) {
+      yield { line, item: null, issues: [{ field: '', message: `the line is ${NOT_UTF8}` }] }
+      continue
+    }
     let record: unknown
     try {
       record = JSON.parse(text)
