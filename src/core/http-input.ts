@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AppError, Errors, type Issue } from './errors.js'
 import { escapePointer } from './json.js'
@@ -114,6 +115,8 @@ export function hasLongDigitRun(text: string): boolean {
 
 const NUL_IN_URL = 'text must not contain NUL (U+0000) characters'
 
+const NOT_UTF8 = 'the body is not UTF-8 text: JSON is sent as UTF-8 (RFC 8259); convert it, or escape other characters as \\uXXXX'
+
 const POISON_DETAIL = 'keys named "__proto__" (or "constructor" holding "prototype") are not accepted'
 
 /** Fastify's parser reports a poisoned body as invalid JSON: valid JSON that it refused is poisoned. */
@@ -138,25 +141,29 @@ export function registerInputGuards(app: FastifyInstance): void {
   // walk checks values only when the raw text looks suspect, so ordinary bodies pay one
   // regular-expression scan and a depth walk.
   const parse = app.getDefaultJsonParser('error', 'error')
-  const parseJson = (request: FastifyRequest, body: string | Buffer, done: (err: Error | null, value?: unknown) => void): void => {
+  // The body's bytes, not Fastify's text: decoding them as text puts U+FFFD in place of bytes that
+  // are not UTF-8 (a client sending Latin-1), which would be stored as if they had been sent.
+  const parseJson = (request: FastifyRequest, bytes: Buffer, done: (err: Error | null, value?: unknown) => void): void => {
     // An empty body is no body, whatever the Content-Type says: many clients send
     // `Content-Type: application/json` on every request, a body-less DELETE included.
-    if (body === '' || body.length === 0) return done(null, undefined)
-    parse(request, body as string, (err: Error | null, value?: unknown) => {
-      if (err) return done(isPoisoned(body as string) ? new AppError(Errors.INVALID_REQUEST, POISON_DETAIL) : err, undefined)
+    if (bytes.length === 0) return done(null, undefined)
+    if (!isUtf8(bytes)) return done(new AppError(Errors.INVALID_REQUEST, NOT_UTF8), undefined)
+    const body = bytes.toString('utf8')
+    parse(request, body, (err: Error | null, value?: unknown) => {
+      if (err) return done(isPoisoned(body) ? new AppError(Errors.INVALID_REQUEST, POISON_DETAIL) : err, undefined)
       // The depth is always checked (a walk that allocates nothing); values only when the text
       // looks suspect. The walk with pointers runs only to report what was found.
-      const suspect = SUSPECT.test(body as string) || hasLongDigitRun(body as string)
+      const suspect = SUSPECT.test(body) || hasLongDigitRun(body)
       const unstorable = suspect || nestedDeeperThan(value, MAX_BODY_DEPTH) ? findUnstorable(value, suspect) : null
       if (unstorable) return done(new AppError(Errors.INVALID_REQUEST, [unstorable]), undefined)
       done(null, value)
     })
   }
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson)
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJson)
   // JSON in and out (CONTRACT §1): a body is read as JSON whatever its Content-Type says, so a
   // client that forgets the header or labels JSON text/plain is understood, and anything else is
   // "not valid JSON" (400 invalid_request, a code of the CONTRACT). An empty body is no body (a
   // body-less DELETE that some clients label text/plain).
   app.removeContentTypeParser('text/plain')
-  app.addContentTypeParser('*', { parseAs: 'string' }, parseJson)
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, parseJson)
 }

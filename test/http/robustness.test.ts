@@ -59,6 +59,25 @@ for (const store of STORES) {
         expect(res.statusCode, raw).toBe(400)
         expect(res.json().errors[0]).toMatchObject({ code: 'invalid_request', detail, source: { pointer } })
       }
+      // Bytes that are not UTF-8 (Latin-1 `é` = E9) are refused, not stored as U+FFFD; a UTF-8
+      // body that starts with a byte-order mark is read as without it.
+      const notUtf8 = 'the body is not UTF-8 text: JSON is sent as UTF-8 (RFC 8259); convert it, or escape other characters as \\uXXXX'
+      const latin1 = (text: string) => Buffer.from(text, 'latin1')
+      for (const [url, payload] of [
+        ['/api/v1/assets', latin1('{"asset_type_key":"note","name":"Café latin-1"}')],
+        ['/api/v1/bulk/assets', latin1('[{"asset_type_key":"note","name":"Café latin-1"}]')],
+      ] as const) {
+        const res = await t.app.inject({ method: 'POST', url, payload, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' } })
+        expect(res.statusCode, url).toBe(400)
+        expect(res.json().errors).toMatchObject([{ code: 'invalid_request', detail: notUtf8 }])
+      }
+      expect((await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE name LIKE 'Caf% latin-1'")).rows[0]!.n).toBe(0)
+      const bom = await t.app.inject({
+        method: 'POST', url: '/api/v1/assets', payload: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"asset_type_key":"note","name":"Café with a BOM"}')]),
+        headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' },
+      })
+      expect(bom.statusCode).toBe(201)
+      expect(bom.json().data.name).toBe('Café with a BOM')
       // Paired surrogates are ordinary text (an emoji written as escapes).
       const paired = await send('POST', '/api/v1/assets', '{"asset_type_key":"note","name":"smile \\ud83d\\ude00"}')
       expect(paired.statusCode).toBe(201)
