@@ -8,10 +8,10 @@ import { migrate } from './store/migrate.js'
  * ≈ 0.9 s of each such command).
  */
 
-/** Opens the configured store (PGlite or PostgreSQL) and migrates it. */
-export async function openStore(config: Config): Promise<Db> {
+/** Opens the configured store (PGlite or PostgreSQL) and migrates it; `onInitialize` as openDb's. */
+export async function openStore(config: Config, onInitialize?: (dir: string) => void): Promise<Db> {
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
-    statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost })
+    statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize })
   try {
     await migrate(db)
   } catch (err) {
@@ -28,4 +28,9 @@ function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code
   if (typeof code !== 'string') return false
   return code.startsWith('E') || code.startsWith('08') || code.startsWith('28') || code === '3D000'
+}
+
+/** What the commands say on stderr before a new PGlite data directory is initialized. */
+export function announceInitialize(dir: string): void {
+  process.stderr.write(`kbis: creating the PGlite data directory ${dir} (a first start: about ten seconds)\n`)
 }

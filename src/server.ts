@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import type { Config } from './core/config.js'
 import type { Db } from './store/db.js'
-import { openStore } from './open-store.js'
+import { announceInitialize, openStore } from './open-store.js'
 import { ensureDefaultOrganization } from './setup/bootstrap.js'
 import { storeNewKey } from './keys/create.js'
 import { operatorOrigin } from './outbox/write.js'
@@ -46,7 +46,7 @@ export interface StartOptions {
 /** config → store → app → listen (and, on PGlite, the control socket the CLI talks to). */
 export async function startServer(config: Config, print: (line: string) => void, options: StartOptions = {}): Promise<RunningServer> {
   applyHeapPolicy(config)
-  const db = await openStore(config)
+  const db = await openStore(config, announceInitialize)
   const secret = options.bootstrap === false ? null : await bootstrap(db)
   // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.
   const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })

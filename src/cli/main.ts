@@ -38,8 +38,8 @@ function configFrom(flags: StoreFlags & { port?: number; host?: string }): Confi
 /** Runs a store command here, or hands it to the server that owns the PGlite directory. */
 async function withStore<T>(config: Config, command: ControlCommand, body: unknown, local: (db: Db) => Promise<T>): Promise<T> {
   const here = async (): Promise<T> => {
-    const { openStore } = await import('../open-store.js')
-    const db = await openStore(config)
+    const { announceInitialize, openStore } = await import('../open-store.js')
+    const db = await openStore(config, announceInitialize)
     try {
       return await local(db)
     } finally {
@@ -120,7 +120,8 @@ export async function main(argv: string[]): Promise<void> {
         org: flags.org, user: flags.user, name: flags.name, type: flags.type,
         roles: flags.roles.split(',').map((r) => r.trim()).filter(Boolean), description: flags.description,
       }
-      const { createKeyFromCli } = await import('../keys/cli.js')
+      const { checkKeyRequest, createKeyFromCli } = await import('../keys/cli.js')
+      checkKeyRequest(request)
       const key = await withStore(configFrom(flags), 'keys', request, (db) => createKeyFromCli(db, request))
       if (flags.json) out(JSON.stringify({ id: key.id, secret: key.secret }))
       else {

@@ -23,11 +23,16 @@ export interface CliKeyRequest {
 
 const TYPES = ['Viewer', 'Editor', 'Admin'] as const
 
-/** `kbis keys create`: the operator creates a key for a user, by organization key and email. */
-export async function createKeyFromCli(db: Db, req: CliKeyRequest): Promise<{ id: string; secret: string }> {
+/** The checks of `kbis keys create`'s options that need no store: made before it is opened. */
+export function checkKeyRequest(req: CliKeyRequest): void {
   if (!(TYPES as readonly string[]).includes(req.type)) throw new CommandError(`--type: must be one of ${TYPES.join(', ')}, got "${req.type}"`)
   if (req.roles.length === 0) throw new CommandError('--roles: name at least one role')
   if (req.name.trim() === '') throw new CommandError('--name: must not be empty')
+}
+
+/** `kbis keys create`: the operator creates a key for a user, by organization key and email. */
+export async function createKeyFromCli(db: Db, req: CliKeyRequest): Promise<{ id: string; secret: string }> {
+  checkKeyRequest(req)
   const result = await db.transaction(async (tx) => {
     const orgId = await orgIdOf(tx, req.org)
     const user = await selectKeyOwner(tx, orgId, { email: req.user })

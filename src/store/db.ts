@@ -458,6 +458,8 @@ class PgliteDb implements Db {
 export interface StoreOptions {
   /** PostgreSQL connection string; when absent, PGlite is used. */
   databaseUrl?: string | undefined
+  /** PGlite: called once the data directory is locked, before a new one is initialized (it takes seconds). */
+  onInitialize?: ((dir: string) => void) | undefined
   /** PGlite data directory; `memory://` for an in-memory store. */
   dataDir?: string | undefined
   /** PostgreSQL schema to use (tests isolate each file in its own schema). */
@@ -541,7 +543,7 @@ export async function openDb(options: StoreOptions): Promise<Db> {
   createDataDir(dir)
   const lock = lockDataDir(dir)
   try {
-    await initPgliteDataDir(dir)
+    await initPgliteDataDir(dir, options.onInitialize)
     const pglite = new PGlite(dir, settings)
     await pglite.waitReady
     return new PgliteDb(pglite, dir, lock)

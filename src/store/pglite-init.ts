@@ -48,8 +48,9 @@ const INIT_TIMEOUT_MS = 120_000
  * its compiled code and allocator arenas stay with the process (≈ 240 MB after it ends).
  * A directory that already holds a cluster (PG_VERSION) is left as it is.
  */
-export async function initPgliteDataDir(dir: string): Promise<void> {
+export async function initPgliteDataDir(dir: string, onInitialize?: (dir: string) => void): Promise<void> {
   if (existsSync(path.join(dir, 'PG_VERSION'))) return
+  onInitialize?.(dir)
   const script = `const { PGlite } = require(${JSON.stringify(require.resolve('@electric-sql/pglite'))})
 PGlite.create(process.argv[1]).then((db) => db.close()).catch((err) => {
   process.stderr.write(String((err && (err.message || (err.errno !== undefined && err.name + ' ' + err.errno))) || err))
