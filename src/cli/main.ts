@@ -151,7 +151,8 @@ export async function main(argv: string[]): Promise<void> {
     .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
     .action(async (key: string, flags: { org: string; dataDir?: string }) => {
       const request = { org: flags.org, key }
-      const { revokeKeyFromCli } = await import('../keys/cli.js')
+      const { revokeKeyFromCli, revokedKeyPrefix } = await import('../keys/cli.js')
+      revokedKeyPrefix(key)
       const revoked = await withStore(configFrom(flags), 'keys/revoke', request, (db) => revokeKeyFromCli(db, request))
       out(`API key ${revoked.id} (${revoked.secret_prefix}, ${JSON.stringify(revoked.name)}) revoked`)
     })

@@ -75,9 +75,15 @@ export async function listKeysFromCli(db: Db, req: { org: string }): Promise<Cli
  * every server drops its cached copy at once). Named by its id or by the start of its token, which
  * is what an operator holds when a token has leaked.
  */
+/** The key `kbis keys revoke` names: a token's prefix (12 hex digits), or null for an id; checked before the store is opened. */
+export function revokedKeyPrefix(key: string): string | null {
+  const prefix = prefixOfTokenStart(key)
+  if (prefix === null && !isUuid(key)) throw new CommandError(`<key>: give the key's id or the start of its token (kbis_ and 12 hex digits), not "${key.slice(0, 40)}"`)
+  return prefix
+}
+
 export async function revokeKeyFromCli(db: Db, req: { org: string; key: string }): Promise<{ id: string; name: string; secret_prefix: string }> {
-  const prefix = prefixOfTokenStart(req.key)
-  if (prefix === null && !isUuid(req.key)) throw new CommandError(`<key>: give the key's id or the start of its token (kbis_ and 12 hex digits), not "${req.key.slice(0, 40)}"`)
+  const prefix = revokedKeyPrefix(req.key)
   const result = await db.transaction(async (tx) => {
     const orgId = await orgIdOf(tx, req.org)
     const row = prefix !== null ? await selectApiKeyByPrefix(tx, orgId, prefix) : await selectApiKey(tx, orgId, req.key, true)
