@@ -35,8 +35,17 @@ function configFrom(flags: StoreFlags & { port?: number; host?: string }): Confi
   })
 }
 
-/** Runs a store command here, or hands it to the server that owns the PGlite directory. */
+/**
+ * Runs a store command here, or hands it to the server that owns the PGlite directory. Only
+ * `apply` creates a data directory that does not exist: keys and users name an organization, which
+ * a new store does not hold, and a command run from the wrong working directory would leave a new
+ * `./data` there.
+ */
 async function withStore<T>(config: Config, command: ControlCommand, body: unknown, local: (db: Db) => Promise<T>): Promise<T> {
+  if (!config.databaseUrl && command !== 'apply' && !existsSync(config.dataDir)) {
+    const { CommandError } = await import('../keys/cli.js')
+    throw new CommandError(`no data directory ${config.dataDir} (kbis serve or kbis apply creates one; --data-dir or KBIS_DATA_DIR names another)`)
+  }
   const here = async (): Promise<T> => {
     const { announceInitialize, openStore } = await import('../open-store.js')
     const db = await openStore(config, announceInitialize)

@@ -161,14 +161,19 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect(existsSync(path.join(dir, 'data4'))).toBe(false)
   })
 
-  it('names a data directory that cannot be created, the same way for every command that opens the store', async () => {
+  it('names a data directory that cannot be created, and does not create one for a command that only reads or changes keys and users', async () => {
     // /proc refuses new directories (ENOENT although /proc exists). The look-up of a running
     // server's socket must not try to create it first and fail with a bare mkdir message.
     const reason = "kbis: could not initialize the PGlite data directory /proc/kbis: ENOENT: no such file or directory, mkdir '/proc/kbis'\n"
-    expect(await kbis(['keys', 'list', '--org', 'acme', '--data-dir', '/proc/kbis'])).toEqual({ code: 1, stdout: '', stderr: reason })
-    expect(await kbis(['keys', 'create', '--org', 'acme', '--user', 'x@y', '--name', 'n', '--type', 'Admin', '--roles', 'all', '--data-dir', '/proc/kbis']))
-      .toEqual({ code: 1, stdout: '', stderr: reason })
     expect(await kbis(['apply', path.resolve('examples/acme.yaml'), '--data-dir', '/proc/kbis'])).toEqual({ code: 1, stdout: '', stderr: reason })
+    // keys and users name an organization, which a new store does not hold: no directory is made
+    // (a command run from the wrong working directory would leave a new ./data there).
+    const none = (dir: string) => ({ code: 1, stdout: '', stderr: `kbis: no data directory ${dir} (kbis serve or kbis apply creates one; --data-dir or KBIS_DATA_DIR names another)\n` })
+    expect(await kbis(['keys', 'list', '--org', 'acme', '--data-dir', '/proc/kbis'])).toEqual(none('/proc/kbis'))
+    const missing = path.join(dir, 'not-yet')
+    expect(await kbis(['keys', 'create', '--org', 'acme', '--user', 'x@y', '--name', 'n', '--type', 'Admin', '--roles', 'all', '--data-dir', missing])).toEqual(none(missing))
+    expect(await kbis(['keys', 'revoke', 'kbis_0123456789ab', '--org', 'acme'], { KBIS_DATA_DIR: missing })).toEqual(none(missing))
+    expect(existsSync(missing)).toBe(false)
   })
 
   it('says which PostgreSQL it cannot use, without the credentials, and refuses a DATABASE_URL that is not a PostgreSQL URL', async () => {
