@@ -26,8 +26,7 @@ export type ControlCommand = 'apply' | 'keys' | 'keys/list' | 'keys/revoke' | 'u
 
 /** Sends a command to a running server; null when none runs on this data directory. */
 export async function sendToServer(dataDir: string, command: ControlCommand, body: unknown): Promise<unknown | null> {
-  // No directory, no server on it: the command opens the store itself, which creates the
-  // directory or says why it cannot.
+  // No directory, no server on it.
   if (!existsSync(dataDir)) return null
   const socketPath = controlSocketPath(dataDir)
   if (!existsSync(socketPath)) return null

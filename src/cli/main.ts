@@ -36,13 +36,13 @@ function configFrom(flags: StoreFlags & { port?: number; host?: string }): Confi
 }
 
 /**
- * Runs a store command here, or hands it to the server that owns the PGlite directory. Only
- * `apply` creates a data directory that does not exist: keys and users name an organization, which
- * a new store does not hold, and a command run from the wrong working directory would leave a new
- * `./data` there.
+ * Runs a store command here, or hands it to the server that owns the PGlite directory. `creates`:
+ * the command may create a data directory that does not exist (`apply`); keys and users name an
+ * organization, which a new store does not hold, and run from the wrong working directory they
+ * would leave a new `./data` there.
  */
-async function withStore<T>(config: Config, command: ControlCommand, body: unknown, local: (db: Db) => Promise<T>): Promise<T> {
-  if (!config.databaseUrl && command !== 'apply' && !existsSync(config.dataDir)) {
+async function withStore<T>(config: Config, command: ControlCommand, body: unknown, local: (db: Db) => Promise<T>, creates = false): Promise<T> {
+  if (!config.databaseUrl && !creates && !existsSync(config.dataDir)) {
     const { CommandError } = await import('../keys/cli.js')
     throw new CommandError(`no data directory ${config.dataDir} (kbis serve or kbis apply creates one; --data-dir or KBIS_DATA_DIR names another)`)
   }
@@ -105,7 +105,7 @@ export async function main(argv: string[]): Promise<void> {
       const { applySetup } = await import('../setup/apply.js')
       const setup = await loadSetupFile(file)
       const config = configFrom(flags)
-      const report = await withStore(config, 'apply', setup, (db) => applySetup(db, setup))
+      const report = await withStore(config, 'apply', setup, (db) => applySetup(db, setup), true)
       const r = report as ApplyReport
       out(`organization ${r.organization.key}: ${r.organization.created ? 'created' : 'updated'}; ${r.changes.length === 0 ? 'no changes' : `${r.changes.length} change(s)`}`)
       for (const change of r.changes) out(`  ${change}`)

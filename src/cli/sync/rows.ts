@@ -67,7 +67,7 @@ const REPLACEMENT = '\uFFFD'
  * of all of its bytes.
  */
 class Utf8Watch {
-  invalid = false
+  private invalid = false
   private readonly decoder = new TextDecoder('utf-8', { fatal: true })
 
   readonly stream = new Transform({
