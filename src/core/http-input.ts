@@ -1,7 +1,8 @@
 import { isUtf8 } from 'node:buffer'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import { AppError, Errors, type Issue } from './errors.js'
 import { escapePointer } from './json.js'
+import { validationError } from './http-errors.js'
 
 // A high surrogate not followed by a low one, or a low one not preceded by a high one.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
@@ -166,4 +167,27 @@ export function registerInputGuards(app: FastifyInstance): void {
   // body-less DELETE that some clients label text/plain).
   app.removeContentTypeParser('text/plain')
   app.addContentTypeParser('*', { parseAs: 'buffer' }, parseJson)
+}
+
+/**
+ * A query parameter a route does not know is refused (400), never ignored: a write sent with a
+ * misspelt or unsupported option (`DELETE /assets/{id}?dry_run=true`) must not run as a plain
+ * one. Every route of `app` (the API's) gets a query-string schema that takes no parameter if it
+ * has none; one that would let unknown parameters through stops the start, so that each route
+ * lists what it reads. Routes that collect their body's schema errors themselves
+ * (`attachValidation`: bulk, analytics) still fail at once on their query string.
+ */
+export function registerQueryGuard(app: FastifyInstance): void {
+  app.addHook('onRoute', (route: RouteOptions) => {
+    const schema = (route.schema ??= {})
+    if (schema.querystring === undefined) {
+      schema.querystring = { type: 'object', additionalProperties: false }
+    } else if ((schema.querystring as { additionalProperties?: unknown }).additionalProperties !== false) {
+      throw new Error(`${String(route.method)} ${route.url}: its query-string schema must say additionalProperties: false`)
+    }
+  })
+  app.addHook('preHandler', async (request) => {
+    const error = request.validationError as { validation?: Parameters<typeof validationError>[0]; validationContext?: string } | undefined
+    if (error?.validation && error.validationContext !== 'body') throw validationError(error.validation, error.validationContext ?? 'querystring')
+  })
 }

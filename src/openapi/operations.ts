@@ -50,6 +50,8 @@ export function transformRoute(listFilterColumns: { assets: readonly string[]; r
     const method = Array.isArray(route.method) ? route.method[0]! : route.method
     const out: Json = { ...schema, operationId: (schema as Json).operationId ?? operationIdOf(method, url) }
     const query = (schema as Json).querystring as Json | undefined
+    // A route that takes no parameter (its schema refuses every one) documents none.
+    if (query && !query.patternProperties && Object.keys(query.properties ?? {}).length === 0) delete out.querystring
     if (query?.patternProperties) {
       const filter = url.includes('/relationships') && !url.includes('/assets') ? listFilterColumns.relationships : listFilterColumns.assets
       out.querystring = documentedQuery(query, { filter })

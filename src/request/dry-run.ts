@@ -67,8 +67,8 @@ export function sendDryRun(reply: FastifyReply, items: number): FastifyReply {
   return reply.code(200).type('application/json; charset=utf-8').serializer(JSON.stringify).send(dryRunBody(items))
 }
 
-/** `?dry_run=true` on every write (CONTRACT §16). */
-export const writeQuery = { type: 'object', properties: { ...dryRunQuery } } as const
+/** `?dry_run=true` on every write (CONTRACT §16); any other parameter is refused (400). */
+export const writeQuery = { type: 'object', properties: { ...dryRunQuery }, additionalProperties: false } as const
 
 /** PUT's query: dry_run, and merge. */
 export const upsertQuery = {
@@ -81,6 +81,7 @@ export const upsertQuery = {
       description: 'false (default): replace name, access domain and properties (properties not sent are cleared). true: merge as PATCH (properties key by key, null clears; an omitted access domain is kept).',
     },
   },
+  additionalProperties: false,
 } as const
 
 /** The answer of a successful `?dry_run=true`. */

@@ -139,6 +139,33 @@ for (const store of STORES) {
       expect(res.body.errors[0]).toMatchObject({ code: 'invalid_request', source: { pointer: '/relationships/limit' } })
     })
 
+    it('refuses a query parameter a write does not take with 400, writing nothing (DELETE …?dry_run=true archives nothing)', async () => {
+      const note = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'query-guarded' } })).body.data
+      const before = await t.store.db.query('SELECT count(*)::int AS n, max(updated_at) AS last FROM assets')
+      const events = await t.store.db.query('SELECT count(*)::int AS n FROM events')
+      const cases: [string, string, unknown, string][] = [
+        ['DELETE', `/api/v1/assets/${note.id}?dry_run=true`, undefined, 'dry_run'],
+        ['POST', '/api/v1/assets?colour=red', { asset_type_key: 'note', name: 'q1' }, 'colour'],
+        ['PATCH', `/api/v1/assets/${note.id}?dryrun=true`, { name: 'renamed' }, 'dryrun'],
+        ['PUT', '/api/v1/assets/server:hostname:q2?merge=true&x=1', { name: 'q2' }, 'x'],
+        ['POST', '/api/v1/bulk/assets?dry-run=true', [{ asset_type_key: 'note', name: 'q3' }], 'dry-run'],
+        ['PATCH', '/api/v1/bulk/assets?foo=1', [{ id: note.id, name: 'renamed' }], 'foo'],
+        ['PUT', '/api/v1/bulk/assets?foo=1', [{ id: 'server:hostname:q4', name: 'q4' }], 'foo'],
+        ['POST', '/api/v1/relationships?foo=1', { relationship_type_key: 'runs_on', source_asset_id: note.id, target_asset_id: note.id }, 'foo'],
+        ['POST', '/api/v1/search/assets?limit=10', {}, 'limit'],
+        ['POST', '/api/v1/analytics/assets?foo=1', {}, 'foo'],
+        ['GET', '/api/v1/metamodel/asset-types/note?expand=x', undefined, 'expand'],
+      ]
+      for (const [method, url, body, parameter] of cases) {
+        const res = await t.request(method, url, { body })
+        expect(res.status, `${method} ${url}`).toBe(400)
+        expect(res.body.errors, `${method} ${url}`).toEqual([{ status: '400', code: 'invalid_request', detail: `unknown query parameter ${parameter}`, source: { parameter } }])
+      }
+      expect((await t.store.db.query('SELECT count(*)::int AS n, max(updated_at) AS last FROM assets')).rows).toEqual(before.rows)
+      expect((await t.store.db.query('SELECT count(*)::int AS n FROM events')).rows).toEqual(events.rows)
+      expect((await t.request('GET', `/api/v1/assets/${note.id}`)).body.data.name).toBe('query-guarded')
+    })
+
     it('archives with an empty text/plain body (a body-less DELETE some clients label so), and names a poisoned body for what it is', async () => {
       const note = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'plain-delete' } })).body.data.id
       const del = await t.app.inject({ method: 'DELETE', url: `/api/v1/assets/${note}`, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'text/plain' } })
