@@ -1,7 +1,7 @@
 import { newId } from '../core/time.js'
 import type { Issue } from '../core/errors.js'
 import type { LoadedMetamodel } from '../metamodel/service.js'
-import { compilePropertiesValidator, type PropertiesValidator } from '../metamodel/validate.js'
+import { compilePropertiesValidator, unknownPropertyIssue, type PropertiesValidator } from '../metamodel/validate.js'
 import type { NewAssetRow } from './sql.js'
 
 /** Body of POST /assets (and of each POST /bulk/assets item). */
@@ -35,6 +35,20 @@ function withoutNulls(properties: Record<string, unknown>): Record<string, unkno
   return out
 }
 
+/**
+ * The keys set to null that the type does not define: null clears a property, it does not make
+ * an unknown key acceptable (CONTRACT §2: unknown property key → 422), however it is spelt.
+ */
+function unknownNulls(metamodel: LoadedMetamodel, typeKey: string, properties: Record<string, unknown>, pointer: string): Issue[] {
+  const type = metamodel.assetTypes.get(typeKey)
+  if (!type) return []
+  const issues: Issue[] = []
+  for (const key in properties) {
+    if (properties[key] === null && !type.properties.some((p) => p.key === key)) issues.push(unknownPropertyIssue(type, key, pointer))
+  }
+  return issues
+}
+
 function uniqueValueOf(metamodel: LoadedMetamodel, typeKey: string, properties: Record<string, unknown>): string | null {
   const key = metamodel.assetTypes.get(typeKey)?.unique_property_key
   const value = key ? properties[key] : undefined
@@ -62,7 +76,7 @@ export function prepareAssetValues(metamodel: LoadedMetamodel, input: AssetInput
   const issues: Issue[] = []
   const type = metamodel.assetTypes.get(input.asset_type_key)
   if (!type) issues.push({ detail: `unknown asset type ${input.asset_type_key}`, pointer: `${base}/asset_type_key` })
-  else issues.push(...metamodel.validator(type.key)(properties, `${base}/properties`))
+  else issues.push(...metamodel.validator(type.key)(properties, `${base}/properties`), ...unknownNulls(metamodel, type.key, input.properties ?? {}, `${base}/properties`))
   issues.push(...checkDomain(metamodel, domain, `${base}/access_domain_key`))
   return {
     values: {
@@ -110,6 +124,7 @@ export function preparePropertiesPatch(metamodel: LoadedMetamodel, typeKey: stri
   const set = withoutNulls(properties)
   const clear = Object.keys(properties).filter((key) => properties[key] === null)
   const issues = patchValidator(metamodel, typeKey)(set, `${base}/properties`)
+  issues.push(...unknownNulls(metamodel, typeKey, properties, `${base}/properties`))
   for (const key of clear) {
     if (metamodel.assetType(typeKey).properties.some((p) => p.key === key && p.required)) {
       issues.push({ detail: `${key} is required for asset type ${typeKey}`, pointer: `${base}/properties/${key}` })

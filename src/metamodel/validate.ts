@@ -93,11 +93,13 @@ export function compilePropertiesValidator(type: AssetType): PropertiesValidator
   }
 }
 
+/** A key of `properties` (at `pointer`) that the asset type does not define. */
+export function unknownPropertyIssue(type: AssetType, key: string, pointer: string): Issue {
+  return { detail: `${key} is not a property of asset type ${type.key}`, pointer: `${pointer}/${key}` }
+}
+
 function describe(error: ErrorObject, type: AssetType, defs: Map<string, PropertyDefinition>, pointer: string, properties: Record<string, unknown>): Issue | null {
-  if (error.keyword === 'additionalProperties') {
-    const key = String(error.params.additionalProperty)
-    return { detail: `${key} is not a property of asset type ${type.key}`, pointer: `${pointer}/${key}` }
-  }
+  if (error.keyword === 'additionalProperties') return unknownPropertyIssue(type, String(error.params.additionalProperty), pointer)
   if (error.keyword === 'required') {
     const key = String(error.params.missingProperty)
     return { detail: `${key} is required for asset type ${type.key}`, pointer: `${pointer}/${key}` }

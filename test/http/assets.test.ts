@@ -154,6 +154,34 @@ for (const store of STORES) {
       expect((await t.request('GET', `/api/v1/assets/${a.id}`)).body.data).toEqual(a)
     })
 
+    it('refuses an unknown property key set to null (422) on every write, changing nothing', async () => {
+      const a = (await t.request('POST', '/api/v1/assets', { body: server('null-key-1') })).body.data
+      const unknown = (pointer: string) => ({ status: '422', code: 'validation_failed', detail: 'ownr is not a property of asset type server', source: { pointer } })
+      const create = await t.request('POST', '/api/v1/assets', { body: server('null-key-2', { ownr: null }) })
+      expect(create.status).toBe(422)
+      expect(create.body.errors).toEqual([unknown('/properties/ownr')])
+      const patch = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'renamed', properties: { ownr: null } } })
+      expect(patch.status).toBe(422)
+      expect(patch.body.errors).toEqual([unknown('/properties/ownr')])
+      const bulkCreate = await t.request('POST', '/api/v1/bulk/assets', { body: [server('null-key-3'), server('null-key-4', { ownr: null })] })
+      expect(bulkCreate.status).toBe(422)
+      expect(bulkCreate.body.errors).toEqual([{ ...unknown('/1/properties/ownr'), meta: { index: 1, client_ref: null } }])
+      const bulkPatch = await t.request('PATCH', '/api/v1/bulk/assets', { body: [{ id: a.id, properties: { ownr: null } }] })
+      expect(bulkPatch.status).toBe(422)
+      expect(bulkPatch.body.errors).toEqual([{ ...unknown('/0/properties/ownr'), meta: { index: 0, client_ref: null } }])
+      for (const merge of ['', '?merge=true']) {
+        const put = await t.request('PUT', `/api/v1/assets/server:hostname:null-key-1${merge}`, { body: { name: a.name, properties: { ...a.properties, ownr: null } } })
+        expect(put.status, merge).toBe(422)
+        expect(put.body.errors, merge).toEqual([unknown('/properties/ownr')])
+      }
+      expect((await t.request('GET', `/api/v1/assets/${a.id}`)).body.data).toEqual(a)
+      expect((await t.request('GET', '/api/v1/assets?filter[name]=null-key-3')).body.data).toEqual([])
+      // A property of the type set to null still clears it, as before.
+      const cleared = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { properties: { cpu_count: null } } })
+      expect(cleared.status).toBe(200)
+      expect(cleared.body.data.properties).toEqual({ hostname: 'null-key-1', environment: 'prod' })
+    })
+
     it('PATCH by composite key, and 409 when the new unique value is taken', async () => {
       await t.request('POST', '/api/v1/assets', { body: server('pk-1') })
       await t.request('POST', '/api/v1/assets', { body: server('pk-2') })
