@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { execSync } from 'node:child_process'
 
 export const STAMP = 'dist/.build-stamp'
-const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package.json', 'scripts/copy-assets.mjs']
+const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package.json', 'scripts/copy-assets.mjs', 'scripts/pglite-template.mjs']
 
 function newest(path) {
   if (!existsSync(path)) return 0

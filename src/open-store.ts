@@ -30,7 +30,7 @@ function isConnectionError(err: unknown): boolean {
   return code.startsWith('E') || code.startsWith('08') || code.startsWith('28') || code === '3D000'
 }
 
-/** What the commands say on stderr before a new PGlite data directory is initialized. */
+/** What the commands say on stderr before a new PGlite data directory is created (a second or two). */
 export function announceInitialize(dir: string): void {
-  process.stderr.write(`kbis: creating the PGlite data directory ${dir} (a first start: about ten seconds)\n`)
+  process.stderr.write(`kbis: creating the PGlite data directory ${dir}\n`)
 }

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
+import { unpackTemplate } from './pglite-template.js'
 
 const require = createRequire(import.meta.url)
 
@@ -40,8 +41,9 @@ export function makeDirectory(dir: string): void {
 const INIT_TIMEOUT_MS = 120_000
 
 /**
- * Initializes a new PGlite data directory in a short-lived child process, so that the server
- * never runs initdb itself. PGlite's initdb runs PostgreSQL in bootstrap mode several times in
+ * Initializes a new PGlite data directory: unpacked from the build's template when there is one
+ * for the installed PGlite (store/pglite-template.ts: a second), else in a short-lived child
+ * process, so that the server never runs initdb itself. PGlite's initdb runs PostgreSQL in bootstrap mode several times in
  * the process that opens the directory, snapshotting the WebAssembly heap between runs; that
  * memory (≈ 900 MB at its peak, ≈ 600 MB of it kept after start) is never given back, while a
  * process that opens an existing directory starts at ≈ 280 MB. A worker thread does not help:
@@ -51,6 +53,7 @@ const INIT_TIMEOUT_MS = 120_000
 export async function initPgliteDataDir(dir: string, onInitialize?: (dir: string) => void): Promise<void> {
   if (existsSync(path.join(dir, 'PG_VERSION'))) return
   onInitialize?.(dir)
+  if (await unpackTemplate(dir)) return
   const script = `const { PGlite } = require(${JSON.stringify(require.resolve('@electric-sql/pglite'))})
 PGlite.create(process.argv[1]).then((db) => db.close()).catch((err) => {
   process.stderr.write(String((err && (err.message || (err.errno !== undefined && err.name + ' ' + err.errno))) || err))
