@@ -3,6 +3,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Db } from '../store/db.js'
 import { AppError, Errors } from '../core/errors.js'
 import { claimKey, completeKey, purgeExpiredKeys, readKey, releaseKey, type KeyScope } from './sql.js'
+import { openAnswer, sealAnswer } from './seal.js'
+import { bearerToken } from '../core/auth/authenticate.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -26,7 +28,15 @@ const REPLAYED_HEADERS = ['content-type', 'location']
 interface Claim {
   id: string
   done: boolean
+  /** What the stored answer is sealed under (seal.ts): the scope, as text. */
+  sealScope: string
 }
+
+/** The scope as the seal's context: the same API key reading its own key's answer. */
+const sealScopeOf = (scope: KeyScope): string => JSON.stringify([scope.orgId, scope.apiKeyId, scope.method, scope.path, scope.key])
+
+/** The request's API key (authenticated before this runs, so present). */
+const tokenOf = (request: FastifyRequest): string => bearerToken(request) ?? ''
 
 const claims = new WeakMap<FastifyRequest, Claim>()
 
@@ -65,7 +75,7 @@ async function beforeWrite(db: Db, request: FastifyRequest, reply: FastifyReply)
   const fingerprint = fingerprintOf(request)
   // A few tries: the row of a lost claim may vanish (its request answered 5xx) before it is read.
   for (let attempt = 0; attempt < 3; attempt++) {
-    const claim: Claim = { id: randomUUID(), done: false }
+    const claim: Claim = { id: randomUUID(), done: false, sealScope: sealScopeOf(scope) }
     if (await claimKey(db, scope, { id: claim.id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })) {
       claims.set(request, claim)
       request.idempotencyKey = key
@@ -79,9 +89,13 @@ async function beforeWrite(db: Db, request: FastifyRequest, reply: FastifyReply)
     if (stored.status === null) {
       throw new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }])
     }
+    const body = openAnswer(tokenOf(request), sealScopeOf(scope), stored.body ?? '')
+    // Only the API key that wrote the answer reads this row (the scope holds its id), and a key's
+    // secret never changes: an answer that does not open is a fault of the store, not the client's.
+    if (body === null) throw new Error('a stored idempotent answer could not be opened with the API key of its scope')
     for (const [name, value] of Object.entries(stored.headers ?? {})) reply.header(name, value)
     reply.header('idempotent-replayed', 'true').code(stored.status)
-    return reply.send(stored.body === '' ? undefined : stored.body)
+    return reply.send(body === '' ? undefined : body)
   }
   throw new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the request with this Idempotency-Key is changing state; retry' }])
 }
@@ -99,7 +113,7 @@ async function afterWrite(db: Db, request: FastifyRequest, reply: FastifyReply, 
     const value = reply.getHeader(name)
     if (value !== undefined) headers[name] = String(value)
   }
-  await completeKey(db, claim.id, { status, headers, body })
+  await completeKey(db, claim.id, { status, headers, body: sealAnswer(tokenOf(request), claim.sealScope, body) })
 }
 
 const HEADER_SCHEMA = {

@@ -35,6 +35,23 @@ for (const store of STORES) {
       expect(await count('idem-web-1')).toBe(1)
     })
 
+    it('keeps answers sealed: a new API key secret is replayed to its caller but is nowhere in the store', async () => {
+      const body = { name: 'idem-secret', permission_type: 'Viewer', role_keys: ['all'] }
+      const first = await send('POST', '/api/v1/api-keys', 'key-secret-1', body)
+      expect(first.status).toBe(201)
+      const secret = JSON.parse(first.raw).data.secret as string
+      expect(secret).toMatch(/^kbis_/)
+      const again = await send('POST', '/api/v1/api-keys', 'key-secret-1', body)
+      expect(again).toEqual({ status: 201, raw: first.raw, replayed: 'true', type: 'application/json; charset=utf-8' })
+      const secretPart = secret.split('_').at(-1)!
+      const rows = (await t.store.db.query<{ text: string }>('SELECT t::text AS text FROM idempotency_keys t')).rows
+      expect(rows.length).toBeGreaterThan(0)
+      expect(rows.filter((row) => row.text.includes(secretPart))).toEqual([])
+      // Not even an asset's answer is kept readable.
+      await send('POST', '/api/v1/assets', 'sealed-asset-1', server('idem-sealed-web'))
+      expect(rows.concat((await t.store.db.query<{ text: string }>('SELECT t::text AS text FROM idempotency_keys t')).rows).some((row) => row.text.includes('idem-sealed-web'))).toBe(false)
+    })
+
     it('answers 422 idempotency_key_reused for another body or query string and writes nothing', async () => {
       expect((await send('POST', '/api/v1/assets', 'reuse-1', server('idem-reuse-1'))).status).toBe(201)
       const other = await send('POST', '/api/v1/assets', 'reuse-1', server('idem-reuse-2'))

@@ -73,6 +73,13 @@ function parseCidr(entry: string): Cidr {
  * does not parse matches nothing but still counts: a list of only bad entries must not turn
  * into "any address" (fail closed).
  */
+/** The API key a request names in `Authorization: Bearer <key>`, or null. */
+export function bearerToken(request: FastifyRequest): string | null {
+  const header = request.headers.authorization
+  const match = typeof header === 'string' ? /^Bearer +(\S+) *$/i.exec(header) : null
+  return match ? match[1]! : null
+}
+
 export function parseAllowlist(entries: readonly string[]): Allowlist {
   const ranges: Cidr[] = []
   for (const entry of entries) {
@@ -126,10 +133,8 @@ export class Authenticator {
   }
 
   async authenticate(request: FastifyRequest): Promise<AuthContext> {
-    const header = request.headers.authorization
-    const match = typeof header === 'string' ? /^Bearer +(\S+) *$/i.exec(header) : null
-    if (!match) throw new AppError(Errors.UNAUTHORIZED, 'send an API key as "Authorization: Bearer <key>"')
-    const token = match[1]!
+    const token = bearerToken(request)
+    if (token === null) throw new AppError(Errors.UNAUTHORIZED, 'send an API key as "Authorization: Bearer <key>"')
     const prefix = tokenPrefix(token)
     const entry = prefix ? await this.lookup(prefix) : null
     if (!entry || !tokenMatches(token, entry.hash)) throw new AppError(Errors.UNAUTHORIZED, 'the API key is not valid')
