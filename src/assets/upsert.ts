@@ -218,10 +218,16 @@ export async function upsertAssets(
       const key = keys[i]!
       return item.relationships === undefined ? [] : [{ asset: { id: plan.ids[i]!, asset_type_key: key.asset_type_key }, relationships: item.relationships, pointer: `/${i}/relationships` }]
     })
-    if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
-    const outcomes = plan.ids.map((id): UpsertOutcome => {
+    // An item whose relationships the sync changed is `updated`, not `unchanged` (which promises
+    // no write and no event), though its own row is not written.
+    const relinked = new Set<string>()
+    if (syncs.length > 0) {
+      const synced = await syncEmbeddedRelationships(tx, ctx, syncs)
+      for (const r of [...synced.inserted, ...synced.deleted]) relinked.add(r.source_asset_id).add(r.target_asset_id)
+    }
+    const outcomes = plan.ids.map((id, i): UpsertOutcome => {
       const row = created.get(id!) ?? updated.get(id!)
-      const result = created.has(id!) ? 'created' : updated.has(id!) ? 'updated' : 'unchanged'
+      const result = created.has(id!) ? 'created' : updated.has(id!) || (items[i]!.relationships !== undefined && relinked.has(id!)) ? 'updated' : 'unchanged'
       return row !== undefined && isWhole(row) ? { id: id!, result, row } : { id: id!, result }
     })
     if (options.single && outcomes[0]!.row === undefined) {

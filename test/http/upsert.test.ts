@@ -102,6 +102,19 @@ for (const store of STORES) {
       expect(await count('relationships WHERE source_asset_id = $1 AND target_asset_id = $2', [app.id, same.id])).toBe(1)
     })
 
+    it('PUT /bulk/assets calls an item whose embedded relationships it changed updated, and unchanged only when they stay', async () => {
+      await t.request('PUT', '/api/v1/bulk/assets', { body: [{ id: 'server:hostname:rel-srv', name: 'rel-srv' }, { id: 'application:code:rel-app', name: 'rel-app' }] })
+      const item = (related: string[]) => [{ id: 'application:code:rel-app', name: 'rel-app', relationships: { outgoing: { runs_on: { related_assets: related.map((id) => ({ id })) } } } }]
+      const results = async (related: string[]) => (await t.request('PUT', '/api/v1/bulk/assets', { body: item(related) })).body.data.map((d: { result: string }) => d.result)
+      const linked = async () => count("relationships r JOIN assets a ON a.id = r.source_asset_id WHERE a.unique_value = 'rel-app'")
+      expect(await results(['server:hostname:rel-srv'])).toEqual(['updated'])
+      expect(await linked()).toBe(1)
+      expect(await results(['server:hostname:rel-srv'])).toEqual(['unchanged'])
+      expect(await results([])).toEqual(['updated'])
+      expect(await linked()).toBe(0)
+      expect(await results([])).toEqual(['unchanged'])
+    })
+
     it('an unchanged re-run is told by its look-up alone (no UPDATE); values whose text JS cannot tell fall back on SQL', async () => {
       const items = [
         // Every kind of property value, keys in an order jsonb does not keep, escapes and non-ASCII text.
