@@ -90,8 +90,10 @@ export async function selectPurgedThrough(db: Queryable, orgId: string): Promise
 export async function selectHistoryPage(db: Queryable, auth: AuthContext, assetId: string, limit: number, offset: number): Promise<PageRows<DocRow>> {
   const params = new Params([auth.orgId, assetId])
   const where = `e.org_id = $1 AND (e.asset_id = $2 OR e.related_asset_id = $2) AND ${visibleEvents(auth, params)}`
-  const source = params.add(JSON.stringify(eventSource(auth.orgKey)))
-  return selectPage<DocRow>(db, { select: `${cloudEventJsonSql(source)} AS doc`, from: EVENTS_FROM, docRows: true }, {
+  // The event's source is bound for the page's columns only: the count of a full page binds the
+  // conditions' values alone (with it too, every full page answered 500).
+  const select = (page: Params) => `${cloudEventJsonSql(page.add(JSON.stringify(eventSource(auth.orgKey))))} AS doc`
+  return selectPage<DocRow>(db, { select, from: EVENTS_FROM, docRows: true }, {
     where,
     orderBy: 'e.sequence DESC',
     limit,

@@ -222,11 +222,13 @@ export const DEFERRED_JOIN_FROM_OFFSET = 1_000
  */
 export async function selectPage<R>(
   db: Queryable,
-  source: { select: string; from: string; countFrom?: string; key?: string; jsonRows?: QueryOptions['jsonRows']; docRows?: boolean },
+  source: { select: string | ((params: Params) => string); from: string; countFrom?: string; key?: string; jsonRows?: QueryOptions['jsonRows']; docRows?: boolean },
   q: PageQuery,
   count: CountOptions = {},
 ): Promise<PageRows<R>> {
   const pageParams = new Params(q.params.values)
+  // Values only the selected columns use are the page's own: the count binds only `q.params`.
+  const columns = typeof source.select === 'string' ? source.select : source.select(pageParams)
   const limit = pageParams.add(q.limit + 1)
   const offset = pageParams.add(q.offset)
   // Near the start the rows skipped are few: reading them whole costs less than a second pass
@@ -236,9 +238,9 @@ export async function selectPage<R>(
   // are read with the page, one round trip less. PGlite answers a remembered count with no statement.
   const live = db.kind === 'postgres' ? count.live : undefined
   const version = live === undefined ? count.memo?.version : undefined
-  const select = live !== undefined ? `${source.select}, (${live(pageParams)}) AS kbis_live`
-    : version !== undefined ? `${source.select}, (${version.sql(pageParams.add(version.orgId))}) AS kbis_version`
-    : source.select
+  const select = live !== undefined ? `${columns}, (${live(pageParams)}) AS kbis_live`
+    : version !== undefined ? `${columns}, (${version.sql(pageParams.add(version.orgId))}) AS kbis_version`
+    : columns
   const text = !deferred
     ? `SELECT ${select} FROM ${source.from} WHERE ${q.where} ORDER BY ${q.orderBy} LIMIT ${limit} OFFSET ${offset}`
     : `SELECT ${select} FROM ${source.from}

@@ -36,6 +36,13 @@ for (const store of STORES) {
       const paged = await t.request('GET', `/api/v1/assets/${server.id}/history?page[size]=3&page[number]=2`)
       expect(paged.body.data).toEqual(byId.body.data.slice(3))
       expect(paged.body.meta.page).toMatchObject({ number: 2, size: 3, total_items: 4, total_pages: 2 })
+      // Full pages and a page past the end are counted too.
+      for (const [number, slice] of [[1, [0, 2]], [2, [2, 4]], [3, [4, 4]]] as const) {
+        const full = await t.request('GET', `/api/v1/assets/${server.id}/history?page[size]=2&page[number]=${number}`)
+        expect(full.status, `page ${number}`).toBe(200)
+        expect(full.body.data, `page ${number}`).toEqual(byId.body.data.slice(...slice))
+        expect(full.body.meta.page, `page ${number}`).toEqual({ number, size: 2, total_items: 4, total_items_exact: true, total_pages: 2 })
+      }
       expect((await t.request('GET', `/api/v1/assets/${other.id}/history`)).body.data.map((e: any) => e.type)).toEqual(['asset.created'])
     })
 
