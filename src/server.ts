@@ -47,7 +47,6 @@ export interface StartOptions {
 export async function startServer(config: Config, print: (line: string) => void, options: StartOptions = {}): Promise<RunningServer> {
   applyHeapPolicy(config)
   const db = await openStore(config, announceInitialize)
-  const secret = options.bootstrap === false ? null : await bootstrap(db)
   // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.
   const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })
   let control: ControlSocket | null = null
@@ -59,6 +58,9 @@ export async function startServer(config: Config, print: (line: string) => void,
   const metricsServer = options.metrics !== false && config.metricsPort !== undefined
     ? await startMetricsServer(config.metricsPort, config.host)
     : null
+  // Once the server listens: a start that fails before (a port in use) must not create the
+  // Admin key, which is shown only once and would be lost with it.
+  const secret = options.bootstrap === false ? null : await bootstrap(db)
   print(`kbis listening on ${url} (store: ${db.kind === 'pglite' ? `PGlite in ${config.dataDir}` : 'PostgreSQL'})`)
   if (metricsServer) print(`metrics on ${metricsServer.url}`)
   if (secret) printAdminKey(print, secret)

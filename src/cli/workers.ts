@@ -21,13 +21,9 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
   if (!config.databaseUrl) {
     throw new WorkersError('--workers needs PostgreSQL (set DATABASE_URL): the embedded PGlite store belongs to one process')
   }
+  // Migrated here, once; organization `default` and its Admin key only when every worker
+  // listens (a port in use must not create a key that is shown only once and then lost).
   const db = await openStore(config)
-  let secret: string | null
-  try {
-    secret = await bootstrap(db)
-  } finally {
-    await db.close()
-  }
   const metricsServer = config.metricsPort !== undefined ? await startMetricsServer(config.metricsPort, config.host, { cluster: true }) : null
   let stopping = false
   let announced = false
@@ -38,10 +34,15 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
     print(`worker ${worker.process.pid} listening`)
     if (announced || Object.keys(cluster.workers ?? {}).length < workers) return
     announced = true
-    const host = config.host.includes(':') ? `[${config.host}]` : config.host
-    print(`kbis listening on http://${host}:${address.port} (${workers} workers; store: PostgreSQL)`)
-    if (metricsServer) print(`metrics on ${metricsServer.url}`)
-    if (secret) printAdminKey(print, secret)
+    void bootstrap(db).finally(() => db.close()).then((secret) => {
+      const host = config.host.includes(':') ? `[${config.host}]` : config.host
+      print(`kbis listening on http://${host}:${address.port} (${workers} workers; store: PostgreSQL)`)
+      if (metricsServer) print(`metrics on ${metricsServer.url}`)
+      if (secret) printAdminKey(print, secret)
+    }, (err: unknown) => {
+      print(`kbis: could not create organization default: ${(err as Error).message}`)
+      void stop(1)
+    })
   })
   cluster.on('exit', (worker: Worker, code, signal) => {
     if (stopping) return

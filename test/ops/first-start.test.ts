@@ -1,0 +1,57 @@
+import { createServer, type Server } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { STORES, type StoreKind } from '../helpers/stores.js'
+import { cliStore, freePort, runCli } from '../helpers/cli-server.js'
+import { openDb } from '../../src/store/db.js'
+
+/**
+ * The first `kbis serve` on an empty store creates organization `default` and prints its one
+ * Admin key once (CONTRACT §12). A start that cannot listen must not create that key: it would be
+ * shown to no one and never again.
+ */
+for (const store of STORES) {
+  describe(`${store}: a first start that cannot listen`, { timeout: 240_000 }, () => {
+    let taken: Server
+    let port: number
+    beforeAll(async () => {
+      port = await freePort()
+      taken = createServer()
+      await new Promise<void>((resolve) => taken.listen(port, '127.0.0.1', resolve))
+    })
+    afterAll(async () => new Promise<void>((resolve) => taken.close(() => resolve())))
+
+    const organizations = async (kind: StoreKind, env: Record<string, string>): Promise<string[]> => {
+      const db = kind === 'postgres' ? await openDb({ databaseUrl: env.DATABASE_URL, poolSize: 1 }) : await openDb({ dataDir: env.KBIS_DATA_DIR })
+      try {
+        return (await db.query<{ key: string }>('SELECT key FROM organizations ORDER BY key')).rows.map((r) => r.key)
+      } finally {
+        await db.close()
+      }
+    }
+
+    const commands: [string, string[]][] = [['kbis serve', []]]
+    if (store === 'postgres') commands.push(['kbis serve --workers 2', ['--workers', '2']])
+    for (const [label, extra] of commands) {
+      it(`${label}: creates nothing on a port in use, and the next start prints the Admin key`, async () => {
+        const { env, drop } = await cliStore(store)
+        try {
+          const failed = runCli(['serve', '--port', String(port), ...extra], env)
+          expect(await failed.exited).not.toBe(0)
+          expect(failed.lines.join('\n')).toMatch(/EADDRINUSE/)
+          expect(failed.lines.some((line) => line.startsWith('Admin API key'))).toBe(false)
+          expect(await organizations(store, env)).toEqual([])
+          const next = runCli(['serve', '--port', String(await freePort()), ...extra], env)
+          try {
+            await next.waitFor(/^Admin API key \(shown only this once\): kbis_/, 120_000)
+          } finally {
+            next.child.kill('SIGTERM')
+            await next.exited
+          }
+          expect(await organizations(store, env)).toEqual(['default'])
+        } finally {
+          await drop()
+        }
+      })
+    }
+  })
+}
