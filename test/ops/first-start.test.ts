@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { STORES, type StoreKind } from '../helpers/stores.js'
+import { STORES } from '../helpers/stores.js'
 import { cliStore, freePort, runCli } from '../helpers/cli-server.js'
-import { openDb } from '../../src/store/db.js'
+import { openDb, type StoreKind } from '../../src/store/db.js'
 
 /**
  * The first `kbis serve` on an empty store creates organization `default` and prints its one
