@@ -99,6 +99,21 @@ for (const store of STORES) {
       expect(await count('cli-bad-%')).toBe(0)
     })
 
+    it('lists rows outside the key\'s roles (403 per item) in --errors like any refused row, rather than stopping', async () => {
+      const csv = file('scoped.csv', ['name,hostname,access_domain_key', 'cli-scope-1,cli-scope-1,it', 'cli-scope-2,cli-scope-2,finance', 'cli-scope-3,cli-scope-3,'].join('\n'))
+      const errors = path.join(dir, 'scoped-errors.csv')
+      const scoped = { ...env, KBIS_API_KEY: await t.givenKey({ type: 'Editor', roles: ['it_editor'] }) }
+      for (const upsert of [[], ['--upsert']]) {
+        const run = await kbis(['import', csv, '--type', 'server', '--errors', errors, ...upsert], scoped)
+        const written = upsert.length > 0 ? '0 created, 0 updated, 0 unchanged' : '0 created'
+        expect(run, upsert.join()).toEqual({ code: 1, stdout: `3 rows read; 2 refused; ${written}; 1 chunk(s) failed and wrote nothing\n`, stderr: 'lines 2-4: 3 rows, 2 refused, nothing written\n' })
+        expect(readFileSync(errors, 'utf8'), upsert.join()).toBe('line,field,message\n'
+          + "3,,the key's roles do not allow to create server assets in access domain finance\n"
+          + "4,,the key's roles do not allow to create server assets in no access domain\n")
+      }
+      expect(await count('cli-scope-%')).toBe(0)
+    })
+
     it('refuses a cell that does not fit its property type before sending, and writes nothing of its chunk', async () => {
       const csv = file('cells.csv', 'name,hostname,cpu_count,managed\ncli-cell-1,cli-cell-1,eight,true\ncli-cell-2,cli-cell-2,2,yes\ncli-cell-3,cli-cell-3,2,false\n')
       const errors = path.join(dir, 'cell-errors.csv')

@@ -116,14 +116,18 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: number): Pro
   if (items.length > 0 && (!dryRun || (await ctx.dryRun()))) {
     const res = await ctx.client.json(ctx.options.upsert ? 'PUT' : 'POST', `/api/v1/bulk/assets${dryRun ? '?dry_run=true' : ''}`, items,
       { 'idempotency-key': `kbis-import-${ctx.runId}-${index}` })
-    if (res.status === 401 || res.status === 403 || res.status === 404 || res.status === 405) {
-      throw new Error(`the server refused the import: ${errorsOf(res.body)[0]?.detail ?? `HTTP ${res.status}`}`)
+    // A refusal of the request itself (a key without the right, a server without the route) stops
+    // the import; a 403 that names items (the key's roles do not reach their access domain) is
+    // about those rows only, reported like any refused row, and the next chunks go on.
+    const errors = errorsOf(res.body)
+    if ([401, 403, 404, 405].includes(res.status) && !errors.some((e) => e.meta?.client_ref)) {
+      throw new Error(`the server refused the import: ${errors[0]?.detail ?? `HTTP ${res.status}`}`)
     }
     if (res.status >= 300) {
       // A cell refused here was left out of its item: the server's word on that field (required, …) would repeat it.
       const local = new Map<number, Set<string>>()
       for (const r of refusals) local.set(r.line, (local.get(r.line) ?? new Set()).add(r.field))
-      refusals.push(...refusalsOf(errorsOf(res.body), rows, items, res.status).filter((r) => !local.get(r.line)?.has(r.field)))
+      refusals.push(...refusalsOf(errors, rows, items, res.status).filter((r) => !local.get(r.line)?.has(r.field)))
     } else if (!dryRun) countResults(res.body, ctx.options.upsert, items.length, results)
   }
   const failed = refusals.length > 0
