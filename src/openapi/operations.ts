@@ -87,7 +87,11 @@ export function transformDocument(document: { openapiObject: Partial<Json> } | {
   for (const item of Object.values<Json>(openapiObject.paths ?? {})) {
     for (const operation of Object.values<Json>(item)) {
       const parameters = operation?.parameters as Json[] | undefined
-      if (!parameters?.some((p) => p.in === 'query' && p.name === 'filter[asset_type_key]')) continue
+      if (!parameters) continue
+      // The asset lists (GET /assets, GET /export/assets) take every field of an asset as a filter,
+      // `name` among them; the property definitions' list takes filter[asset_type_key] alone.
+      const named = (name: string) => parameters.some((p) => p.in === 'query' && p.name === name)
+      if (!named('filter[asset_type_key]') || !named('filter[name]')) continue
       if (!parameters.some((p) => p.name === 'filter')) parameters.push(PROPERTY_FILTER)
     }
   }

@@ -55,15 +55,17 @@ export async function typedOpenapiRoutes(app: FastifyInstance): Promise<void> {
     cache.set(auth.orgId, entry)
     return entry
   }
-  const schema = (format: string) => ({
+  const schema = (format: string, document: object) => ({
     tags: ['openapi'],
     summary: `OpenAPI 3.1 description typed by the organization's metamodel (${format}): one schema per asset type`,
-    response: { 200: { type: 'object', additionalProperties: true, description: 'An OpenAPI 3.1 document' }, ...commonErrorResponses },
+    response: { 200: document, ...commonErrorResponses },
   })
-  app.get('/openapi/typed.json', { schema: schema('JSON') }, async (request, reply) =>
+  app.get('/openapi/typed.json', { schema: schema('JSON', { type: 'object', additionalProperties: true, description: 'An OpenAPI 3.1 document' }) }, async (request, reply) =>
     reply.type('application/json; charset=utf-8').send((await entryFor(request)).json),
   )
-  app.get('/openapi/typed.yaml', { schema: { ...schema('YAML'), response: commonErrorResponses } }, async (request, reply) => {
+  // The YAML text is sent as it is (a string, not serialized by a schema).
+  const yaml = { description: 'An OpenAPI 3.1 document (YAML)', content: { 'application/yaml': { schema: { type: 'string' } } } }
+  app.get('/openapi/typed.yaml', { schema: schema('YAML', yaml) }, async (request, reply) => {
     const entry = await entryFor(request)
     entry.yaml ??= stringify(entry.document, { aliasDuplicateObjects: false })
     return reply.type('application/yaml; charset=utf-8').send(entry.yaml)

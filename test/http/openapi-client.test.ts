@@ -67,6 +67,13 @@ for (const store of STORES) {
       expect(names('/api/v1/relationships')).toEqual(expect.arrayContaining(['filter[relationship_type_key]', 'filter[source_asset_id]', 'filter[target_asset_id]']))
       expect(names('/api/v1/relationships')).not.toContain('filter')
       expect(names('/api/v1/export/assets')).toEqual(expect.arrayContaining(['format', 'filter[asset_type_key]', 'filter']))
+      // The property definitions take filter[asset_type_key] alone (any other filter is refused).
+      expect(names('/api/v1/metamodel/property-definitions')).toEqual(['page[number]', 'page[size]', 'page[count]', 'filter[asset_type_key]'])
+      // Every operation documents a success: the YAML document as text.
+      expect(base.paths['/api/v1/openapi/typed.yaml'].get.responses['200']).toEqual({ description: 'An OpenAPI 3.1 document (YAML)', content: { 'application/yaml': { schema: { type: 'string' } } } })
+      for (const [path, item] of Object.entries<any>(base.paths)) {
+        for (const [method, operation] of Object.entries<any>(item)) expect(Object.keys(operation.responses).some((s) => s.startsWith('2')), `${method} ${path}`).toBe(true)
+      }
       const deep = base.paths['/api/v1/assets'].get.parameters.find((p: any) => p.name === 'filter')
       expect(deep).toMatchObject({ in: 'query', style: 'deepObject', explode: true, schema: { type: 'object', additionalProperties: { type: 'string' } } })
     })
