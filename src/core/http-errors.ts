@@ -73,7 +73,7 @@ export function validationError(errors: AjvError[], context: string): AppError {
   const unknownField = all.some((issue) => issue.def === Errors.INVALID_REQUEST)
   const def = unknownField ? Errors.INVALID_REQUEST : Errors.VALIDATION_FAILED
   const issues = all.filter((issue) => issue.def === def).map(({ def: _, ...issue }) => issue)
-  return new AppError(def, issues.length > 0 ? issues : [{ detail: 'the body is not valid', pointer: '/' }])
+  return new AppError(def, issues.length > 0 ? issues : [{ detail: 'the body is not valid', pointer: '' }])
 }
 
 /**
@@ -92,8 +92,10 @@ export function bodyIssues(errors: AjvError[]): (Issue & { def: ErrorDef })[] {
             ? `${e.instancePath}/${escapePointer(String(e.params.missingProperty))}`
             : e.instancePath
       const where = e.instancePath.replace(/^\//, '').replaceAll('/', '.')
-      const def = e.keyword === 'additionalProperties' ? Errors.INVALID_REQUEST : Errors.VALIDATION_FAILED
-      return { detail: describe(e, where), pointer: pointer || '/', def }
+      // A body that is not an object at all (an array, null, a string) is malformed, as an
+      // unknown member is (docs/errors.md); its pointer is the document's, "" (RFC 6901).
+      const malformed = e.keyword === 'additionalProperties' || (e.keyword === 'type' && e.instancePath === '')
+      return { detail: describe(e, where), pointer, def: malformed ? Errors.INVALID_REQUEST : Errors.VALIDATION_FAILED }
     })
 }
 

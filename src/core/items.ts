@@ -23,12 +23,12 @@ export function assertItemCount(body: unknown): void {
   // A bulk body is a JSON array (CONTRACT §5); anything else is a malformed request, not invalid items.
   if (!Array.isArray(body)) {
     throw new AppError(Errors.INVALID_REQUEST, [
-      { detail: `a bulk request body must be a JSON array of items; this one is ${body === undefined ? 'missing' : body === null ? 'null' : typeof body === 'object' ? 'an object' : `a ${typeof body}`}`, pointer: '/' },
+      { detail: `a bulk request body must be a JSON array of items; this one is ${body === undefined ? 'missing' : body === null ? 'null' : typeof body === 'object' ? 'an object' : `a ${typeof body}`}`, pointer: '' },
     ])
   }
   if (Array.isArray(body) && body.length > MAX_BULK_ITEMS) {
     throw new AppError(Errors.TOO_MANY_ITEMS, [
-      { detail: `a bulk request carries at most ${MAX_BULK_ITEMS} items; this one has ${body.length}`, pointer: '/' },
+      { detail: `a bulk request carries at most ${MAX_BULK_ITEMS} items; this one has ${body.length}`, pointer: '' },
     ])
   }
 }

@@ -213,6 +213,17 @@ for (const store of STORES) {
         })
         expectClientError({ status: res.statusCode, body: JSON.parse(res.body) }, payload)
       }
+      // A body that is not an object is malformed (400), the same on every route; its pointer is
+      // the whole document's, "" (RFC 6901: "/" names a member called "").
+      for (const [method, url] of [['POST', '/api/v1/assets'], ['PATCH', '/api/v1/assets/server:hostname:none'], ['PUT', '/api/v1/assets/server:hostname:none'],
+        ['POST', '/api/v1/relationships'], ['POST', '/api/v1/search/assets'], ['POST', '/api/v1/api-keys'], ['POST', '/api/v1/webhooks']] as const) {
+        // (A search's body is optional: `null` there is no body, every asset.)
+        for (const payload of url.includes('/search/') ? ['[]', '"text"'] : ['[]', 'null', '"text"']) {
+          const res = await t.app.inject({ method, url, payload, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' } })
+          expect(res.statusCode, `${method} ${url} ${payload}`).toBe(400)
+          expect(res.json().errors, `${method} ${url} ${payload}`).toMatchObject([{ code: 'invalid_request', detail: 'the body must be an object', source: { pointer: '' } }])
+        }
+      }
     })
 
     it('reads every body as JSON whatever its Content-Type: JSON labelled otherwise or unlabelled works, anything else is 400', async () => {
