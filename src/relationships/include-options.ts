@@ -1,6 +1,6 @@
 import { AppError, Errors, type ErrorDef, type Issue } from '../core/errors.js'
 import { DEFAULT_PAGE_SIZE, pageFromQuery, type Page } from '../core/pagination.js'
-import { isObject } from '../core/json.js'
+import { escapePointer, isObject } from '../core/json.js'
 import { parseSortParam } from '../query/sort.js'
 import type { Direction } from './embedded-sql.js'
 import type { IncludeFilter, IncludeSort, IncludeSortField } from './include-sql.js'
@@ -64,9 +64,10 @@ function sortField(field: string, at: At): IncludeSortField {
   return field as IncludeSortField
 }
 
-function filterValue(field: string, value: unknown, at: At): string[] {
+/** The values of a filter on `field`; an unknown field is reported at `fieldAt` (default `at`, the value's place). */
+function filterValue(field: string, value: unknown, at: At, fieldAt: At = at): string[] {
   if (!(FILTER_FIELDS as readonly string[]).includes(field)) {
-    fail(Errors.INVALID_FILTER, at, `unknown relationships filter field ${JSON.stringify(field)}; it takes ${FILTER_FIELDS.join(', ')}`)
+    fail(Errors.INVALID_FILTER, fieldAt, `unknown relationships filter field ${JSON.stringify(field)}; it takes ${FILTER_FIELDS.join(', ')}`)
   }
   const values = Array.isArray(value) ? value : [value]
   if (values.length === 0 || values.some((v) => typeof v !== 'string')) fail(Errors.INVALID_FILTER, at, `${field} takes a string or an array of strings`)
@@ -146,10 +147,10 @@ function collectConditions(node: Record<string, unknown>, pointer: string, add: 
     if (operator !== 'equals' && operator !== 'in') {
       fail(Errors.INVALID_FILTER, { pointer: `${pointer}/operator` }, 'included relationships are filtered with equals or in, combined by and')
     }
-    add(field, filterValue(field, node.value, { pointer: `${pointer}/value` }))
+    add(field, filterValue(field, node.value, { pointer: `${pointer}/value` }, { pointer: `${pointer}/field` }))
   } else if ('or' in node) {
     fail(Errors.INVALID_FILTER, { pointer: `${pointer}/or` }, 'included relationships are filtered with equals or in, combined by and (no or)')
   } else {
-    for (const [field, v] of Object.entries(node)) add(field, filterValue(field, v, { pointer: `${pointer}/${field}` }))
+    for (const [field, v] of Object.entries(node)) add(field, filterValue(field, v, { pointer: `${pointer}/${escapePointer(field)}` }))
   }
 }

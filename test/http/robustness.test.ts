@@ -137,6 +137,18 @@ for (const store of STORES) {
       const res = await t.request('POST', '/api/v1/search/assets', { body: { include: ['relationships'], relationships: { limit: 1 } } })
       expect(res.status).toBe(400)
       expect(res.body.errors[0]).toMatchObject({ code: 'invalid_request', source: { pointer: '/relationships/limit' } })
+      // An unknown filter field is pointed at where it is named; a bad value at the value.
+      const unknown = 'unknown relationships filter field "name"; it takes relationship_type_key, direction, related_asset.asset_type_key'
+      for (const [filter, pointer, detail] of [
+        [{ field: 'name', operator: 'equals', value: 'x' }, '/relationships/filter/field', unknown],
+        [{ and: [{ field: 'direction', operator: 'equals', value: 'in' }, { field: 'name', operator: 'in', value: ['x'] }] }, '/relationships/filter/and/0/value', 'direction must be outgoing or incoming'],
+        [{ and: [{ field: 'name', operator: 'in', value: ['x'] }] }, '/relationships/filter/and/0/field', unknown],
+        [{ name: 'x' }, '/relationships/filter/name', unknown],
+      ] as const) {
+        const bad = await t.request('POST', '/api/v1/search/assets', { body: { include: ['relationships'], relationships: { filter } } })
+        expect(bad.status, JSON.stringify(filter)).toBe(400)
+        expect(bad.body.errors, JSON.stringify(filter)).toEqual([{ status: '400', code: 'invalid_filter', detail, source: { pointer } }])
+      }
     })
 
     it('refuses a query parameter a write does not take with 400, writing nothing (DELETE …?dry_run=true archives nothing)', async () => {
