@@ -4,7 +4,7 @@ import { isUuid } from '../core/time.js'
 import { offsetOf, pageMeta, type JsonPage, type Page } from '../core/pagination.js'
 import { findAsset } from '../assets/service.js'
 import { EVENT_TYPES } from '../outbox/cloud-event.js'
-import { selectFeed, selectHistoryPage, selectPurgedThrough } from './sql.js'
+import { selectFeed, selectFeedBounds, selectHistoryPage } from './sql.js'
 
 export const DEFAULT_FEED_SIZE = 100
 export const MAX_FEED_SIZE = 1000
@@ -38,12 +38,15 @@ export interface FeedPage {
 
 /**
  * GET /events (CONTRACT §13): stamped events after the cursor, oldest first, scoped to the key.
- * `next_cursor` is the last position returned, or the cursor given when nothing follows it, so a
- * poller simply keeps calling with it. A cursor below what retention purged answers 410.
+ * `next_cursor` is the last position returned when more follow; on the last page, the feed's
+ * head as it stood before the page was read, past the events the key does not see or the filters
+ * leave out, so that a poller simply keeps calling with it and a consumer whose filter matches
+ * nothing for months does not fall behind retention (410) with nothing missed. A cursor below
+ * what retention purged answers 410.
  */
 export async function readFeed(ctx: RequestContext, req: FeedRequest): Promise<FeedPage> {
   const after = req.after === undefined ? null : decodeCursor(req.after)
-  const purged = await selectPurgedThrough(ctx.db, ctx.auth.orgId)
+  const { purged, head } = await selectFeedBounds(ctx.db, ctx.auth.orgId)
   if (after !== null && after < purged) {
     throw new AppError(Errors.CURSOR_EXPIRED, [{ detail: 'events after this cursor have been purged by retention; start again without after', parameter: 'after' }])
   }
@@ -59,10 +62,11 @@ export async function readFeed(ctx: RequestContext, req: FeedRequest): Promise<F
     limit: size,
   })
   const page = rows.slice(0, size)
-  const last = page.at(-1)
+  const more = rows.length > size
+  const last = page.at(-1) === undefined ? from : Number(page.at(-1)!.sequence)
   return {
     json: page.map((row) => row.doc),
-    meta: { next_cursor: encodeCursor(last ? Number(last.sequence) : from), has_more: rows.length > size },
+    meta: { next_cursor: encodeCursor(more ? last : Math.max(last, head ?? 0)), has_more: more },
   }
 }
 

@@ -77,10 +77,20 @@ export async function selectDataVersion(db: Queryable, orgId: string): Promise<s
   return result.rows[0]?.v ?? null
 }
 
-/** The highest position retention purged in this organization (0: none). */
-export async function selectPurgedThrough(db: Queryable, orgId: string): Promise<number> {
-  const result = await db.query<{ purged_through: number }>('SELECT purged_through FROM event_retention WHERE org_id = $1', [orgId])
-  return Number(result.rows[0]?.purged_through ?? 0)
+/**
+ * Where an organization's feed stands: the highest position retention purged (0: none) and the
+ * highest position stamped so far (null: none). Read before a page: every event at or below
+ * `head` is visible to the page's later snapshot, and every event stamped afterwards gets a
+ * higher position (decision 0003).
+ */
+export async function selectFeedBounds(db: Queryable, orgId: string): Promise<{ purged: number; head: number | null }> {
+  const result = await db.query<{ purged: number | string | null; head: number | string | null }>(
+    `SELECT (SELECT purged_through FROM event_retention WHERE org_id = $1) AS purged,
+            (SELECT max(sequence) FROM events WHERE org_id = $1 AND sequence IS NOT NULL) AS head`,
+    [orgId],
+  )
+  const row = result.rows[0]
+  return { purged: Number(row?.purged ?? 0), head: row?.head === null || row?.head === undefined ? null : Number(row.head) }
 }
 
 /**

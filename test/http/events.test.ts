@@ -272,6 +272,29 @@ for (const store of STORES) {
       expect((await t.request('GET', `/api/v1/events?after=${fresh.body.meta.next_cursor}`)).status).toBe(200)
     })
 
+    it('moves a filtered consumer\'s cursor past what it does not match: nothing skipped, and no 410 once that is purged', async () => {
+      const position = (cursor: string) => Number(Buffer.from(cursor, 'base64url').toString().slice(1))
+      const start = await tail()
+      await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'cur-1' } })
+      await t.app.events.flush()
+      const first = await t.request('GET', `/api/v1/events?after=${start}&filter[type]=asset.archived`)
+      expect(first.body.data).toEqual([])
+      expect(position(first.body.meta.next_cursor)).toBeGreaterThan(position(start))
+      const archived = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'cur-2' } })).body.data
+      await t.request('DELETE', `/api/v1/assets/${archived.id}`)
+      await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'cur-3' } })
+      await t.app.events.flush()
+      const second = await t.request('GET', `/api/v1/events?after=${first.body.meta.next_cursor}&filter[type]=asset.archived`)
+      expect(second.body.data.map((e: any) => `${e.type} ${e.subject}`)).toEqual([`asset.archived assets/${archived.id}`])
+      expect(second.body.meta.has_more).toBe(false)
+      // Retention purges every event so far, the one the consumer did not match (cur-3) included.
+      await t.store.db.query(`UPDATE events SET time = now() - interval '400 days'`)
+      expect(await t.app.events.purgeNow()).toBeGreaterThan(0)
+      const third = await t.request('GET', `/api/v1/events?after=${second.body.meta.next_cursor}&filter[type]=asset.archived`)
+      expect(third.status).toBe(200)
+      expect(third.body).toEqual({ data: [], meta: { next_cursor: second.body.meta.next_cursor, has_more: false } })
+    })
+
     it('kbis apply removing a role emits api_key.updated for each key that held it (last: it changes the fixture)', async () => {
       const key = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
       const id = (await t.request('GET', '/api/v1/api-keys', { key })).body.data[0].id
