@@ -3,7 +3,7 @@ import type { RequestContext } from '../request/context.js'
 import type { Tx } from '../store/db.js'
 import { describeDomain, hasLevel } from '../access/scope.js'
 import { checkDomain, preparePropertiesPatch, type AssetPatch } from './prepare.js'
-import { updateAssets, type AssetChange } from './sql.js'
+import { selectAssetsByKeys, updateAssets, type AssetChange } from './sql.js'
 import type { AssetRow } from './mapper.js'
 import { parseAssetRef, type AssetKey } from '../metamodel/refs.js'
 import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
@@ -197,15 +197,19 @@ export async function patchAssets(
     // a failed item the store would not hold this request's changes, and a related asset renamed
     // by it would look missing (a false failure). Theirs show on the next try.
     failures.throwIfAny()
-    // A bulk answers ids; PATCH /assets/{id} its record.
-    const updates = await updateAssets(tx, originOf(ctx), [...plan.patches.values()], { releaseUnique: [...plan.uniqueSetBy.keys()], answer: options.single === true ? 'rows' : 'ids' })
+    // A bulk answers ids; PATCH /assets/{id} its record. An asset the patch leaves as it is (the
+    // same values) is not written: no updated_at change, as no event (CONTRACT §13).
+    const updates = await updateAssets(tx, originOf(ctx), [...plan.patches.values()], { skipUnchanged: true, releaseUnique: [...plan.uniqueSetBy.keys()], answer: options.single === true ? 'rows' : 'ids' })
     const syncs = items.flatMap((item, i) =>
       item.relationships === undefined
         ? []
         : [{ asset: plan.current.get(plan.ids[i]!)!, relationships: item.relationships, pointer: `/${i}/relationships` }],
     )
     if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
-    const byId = new Map(updates.map((row) => [row.id, row]))
-    return items.map((_, i) => byId.get(plan.ids[i]!)!)
+    const byId = new Map<string, AssetRow | { id: string }>(updates.map((row) => [row.id, row]))
+    if (options.single === true && !byId.has(plan.ids[0]!)) {
+      byId.set(plan.ids[0]!, (await selectAssetsByKeys(tx, ctx.auth.orgId, [{ id: plan.ids[0]! }]))[0]!)
+    }
+    return items.map((_, i) => byId.get(plan.ids[i]!) ?? { id: plan.ids[i]! })
   })
 }

@@ -154,6 +154,23 @@ for (const store of STORES) {
       expect((await t.request('GET', `/api/v1/assets/${a.id}`)).body.data).toEqual(a)
     })
 
+    it('PATCH with the values the asset holds writes nothing: updated_at kept, single and bulk', async () => {
+      const a = (await t.request('POST', '/api/v1/assets', { body: server('same-1', { owner: 'ann' }) })).body.data
+      await t.store.db.query(`UPDATE assets SET updated_at = '2020-01-01T00:00:00Z' WHERE id = $1`, [a.id])
+      const aged = { ...a, updated_at: '2020-01-01T00:00:00Z' }
+      for (const body of [{}, { name: 'same-1' }, { properties: { environment: 'prod', managed: null } }, { access_domain_key: null, properties: { owner: 'ann', memory_gb: null } }]) {
+        const res = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body })
+        expect(res.status, JSON.stringify(body)).toBe(200)
+        expect(res.body.data, JSON.stringify(body)).toEqual(aged)
+      }
+      const bulk = await t.request('PATCH', '/api/v1/bulk/assets', { body: [{ id: a.id, client_ref: 'c', name: 'same-1' }, { id: 'server:hostname:same-1', properties: { cpu_count: 8 } }] })
+      expect(bulk.body).toEqual({ data: [{ id: a.id, client_ref: 'c' }, { id: a.id, client_ref: null }] })
+      expect((await t.request('GET', `/api/v1/assets/${a.id}`)).body.data).toEqual(aged)
+      // A real change still writes it.
+      const changed = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'same-1b' } })
+      expect(changed.body.data.updated_at).not.toBe('2020-01-01T00:00:00Z')
+    })
+
     it('refuses an unknown property key set to null (422) on every write, changing nothing', async () => {
       const a = (await t.request('POST', '/api/v1/assets', { body: server('null-key-1') })).body.data
       const unknown = (pointer: string) => ({ status: '422', code: 'validation_failed', detail: 'ownr is not a property of asset type server', source: { pointer } })
