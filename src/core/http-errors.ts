@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { AppError, Errors, errorBody, type ErrorDef, type Issue } from './errors.js'
-import { mapPgError } from './pg-errors.js'
+import { isStoreUnreachable, mapPgError } from './pg-errors.js'
 import { escapePointer } from './json.js'
 import { discardBody } from './http-layer.js'
 
@@ -139,6 +139,8 @@ function toAppError(err: FastifyError, request: FastifyRequest): AppError {
   if (validation) return validationError(validation, context)
   const mapped = mapPgError(err)
   if (mapped) return mapped
+  // The database is down or out of reach: a client may retry (the operator is told in the log).
+  if (isStoreUnreachable(err)) return new AppError(Errors.SERVICE_UNAVAILABLE, 'the database cannot be reached; retry later', { 'Retry-After': '5' })
   switch (err.code) {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -175,6 +177,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(async (err: FastifyError, request, reply) => {
     const appError = toAppError(err, request)
     if (appError.def === Errors.INTERNAL_ERROR) request.log.error({ err }, 'unhandled error')
+    else if (isStoreUnreachable(err)) request.log.error({ err }, 'the database cannot be reached')
     // The client receives the 413 only if it may finish sending first (core/http-layer.ts).
     if (appError.def === Errors.PAYLOAD_TOO_LARGE) await discardBody(request.raw)
     return sendError(reply, appError)

@@ -4,6 +4,10 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/core/config.js'
 import { openDb, type Db } from '../../src/store/db.js'
 import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
+import { ACME } from '../helpers/fixtures.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { createKeyFromCli } from '../../src/keys/cli.js'
 
 /** A TCP proxy to the test PostgreSQL that the test can cut: the store "goes down" for real. */
 async function proxyTo(target: URL): Promise<{ url: (schema: string) => string; cut(): void; restore(): void; close(): Promise<void> }> {
@@ -78,6 +82,36 @@ for (const kind of STORES) {
     })
   })
 }
+
+describe.runIf(STORES.includes('postgres'))('postgres: API requests while the store is down', () => {
+  let store: TestStore
+  beforeAll(async () => { store = await createTestStore('postgres') })
+  afterAll(async () => store.drop())
+
+  it('answer 503 service_unavailable with Retry-After (a client retries), not 500, and work again once it is back', async () => {
+    await applySetup(store.db, ACME as unknown as SetupFile)
+    const { secret } = await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: 'down', type: 'Admin', roles: ['all'] })
+    const proxy = await proxyTo(new URL(process.env.TEST_DATABASE_URL!))
+    const db = await openDb({ databaseUrl: proxy.url(store.schema!), schema: store.schema!, poolSize: 2, connectTimeoutMs: 1000 })
+    const app = await buildApp({ db, config: loadConfig({}) })
+    try {
+      const list = () => app.inject({ method: 'GET', url: '/api/v1/relationships', headers: { authorization: `Bearer ${secret}`, 'x-request-id': 'down-1' } })
+      expect((await list()).statusCode).toBe(200)
+      proxy.cut()
+      for (const res of [await list(), await app.inject({ method: 'POST', url: '/api/v1/assets', headers: { authorization: `Bearer ${secret}`, 'x-request-id': 'down-1' }, payload: { asset_type_key: 'note', name: 'n' } })]) {
+        expect(res.statusCode).toBe(503)
+        expect(res.headers['retry-after']).toBe('5')
+        expect(res.json()).toEqual({ errors: [{ status: '503', code: 'service_unavailable', detail: 'the database cannot be reached; retry later', meta: { request_id: 'down-1' } }] })
+      }
+      proxy.restore()
+      expect((await list()).statusCode).toBe(200)
+    } finally {
+      await app.close().catch(() => undefined)
+      await db.close().catch(() => undefined)
+      await proxy.close()
+    }
+  })
+})
 
 describe.runIf(STORES.includes('postgres'))('postgres: a connection lost while a request holds it', () => {
   let store: TestStore
