@@ -5,7 +5,7 @@ import { describeDomain, hasLevel } from '../access/scope.js'
 import { prepareNewAsset, type AssetInput } from './prepare.js'
 import { insertAssets, type NewAssetRow } from './sql.js'
 import type { AssetRow } from './mapper.js'
-import { syncEmbeddedRelationships } from '../relationships/embedded.js'
+import { checkBesideFailures, syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
 import { originOf } from '../outbox/write.js'
 
@@ -97,21 +97,24 @@ async function insertOrListClashes(ctx: RequestContext, tx: Tx, rows: readonly N
  * relationship sync for the items that embed relationships. They run after the insert, so
  * `related_assets` may name (by composite key) assets created by other items of the request.
  * A failing item fails the request, but the others still go through every check, so that the
- * answer lists every failing item (malformed, invalid, forbidden, clashing); then nothing is kept.
- * Embedded relationships are checked once every item has passed those checks.
+ * answer lists every failing item (malformed, invalid, forbidden, clashing, with relationships that
+ * fail); then nothing is kept.
  */
 export async function createAssets(ctx: RequestContext, items: readonly BulkAssetInput[], failures = new ItemFailures()): Promise<AssetRow[]> {
   const rows = prepareRows(ctx, items, failures)
   return ctx.db.transaction(async (tx) => {
     const written = await insertOrListClashes(ctx, tx, rows, failures)
-    // Embedded relationships are synced once every item has passed: a related asset named by
-    // another item that failed would look missing, a false failure. Theirs show on the next try.
-    failures.throwIfAny()
     const syncs = rows.flatMap((row, i) =>
-      items[i]!.relationships === undefined
+      failures.failed.has(i) || items[i]!.relationships === undefined
         ? []
         : [{ asset: row, relationships: items[i]!.relationships, pointer: `/${i}/relationships` }],
     )
+    if (failures.failed.size > 0) {
+      // The relationships of the items that passed are checked too (every failing item listed);
+      // an asset that a failed item would have created is not reported missing.
+      await checkBesideFailures(tx, ctx, syncs, failures, [...failures.failed].map((i) => rows[i]!))
+    }
+    failures.throwIfAny()
     if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
     return rows.map((row) => written.get(row.id)!)
   })

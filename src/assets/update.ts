@@ -8,7 +8,7 @@ import type { AssetRow } from './mapper.js'
 import { parseAssetRef, type AssetKey } from '../metamodel/refs.js'
 import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
 import { CompositeKeyMap } from '../refs/resolve.js'
-import { syncEmbeddedRelationships } from '../relationships/embedded.js'
+import { checkBesideFailures, syncEmbeddedRelationships, type EmbeddedSync } from '../relationships/embedded.js'
 import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
 import { originOf } from '../outbox/write.js'
 
@@ -172,6 +172,15 @@ async function checkUniqueValues(ctx: RequestContext, tx: Tx, plan: Plan, failur
   failures.add(Errors.UNIQUE_VIOLATION, issues)
 }
 
+/** The embedded relationships to sync: those of the items `included` that carry any. */
+function embeddedSyncs(items: readonly BulkAssetPatch[], plan: Plan, included: (index: number) => boolean): EmbeddedSync[] {
+  return items.flatMap((item, i) =>
+    !included(i) || item.relationships === undefined
+      ? []
+      : [{ asset: plan.current.get(plan.ids[i]!)!, relationships: item.relationships, pointer: `/${i}/relationships` }],
+  )
+}
+
 /**
  * PATCH /bulk/assets, and PATCH /assets/{id} as a bulk update of one (`single`: a missing asset
  * is 404): one transaction of a handful of statements whatever the item count: lock and read the
@@ -193,18 +202,24 @@ export async function patchAssets(
     const { plan, missing } = await lockTargets(ctx, tx, items, failures.failed, options.single === true)
     applyItems(ctx, items, plan, missing, failures)
     await checkUniqueValues(ctx, tx, plan, failures)
-    // Embedded relationships are synced once every item has passed, on the patched assets: with
-    // a failed item the store would not hold this request's changes, and a related asset renamed
-    // by it would look missing (a false failure). Theirs show on the next try.
+    // Embedded relationships are synced on the patched assets. When items failed, those of the
+    // others are checked still, before any patch is written (every failing item listed); an
+    // asset that an item renames is not reported missing under its new key.
+    const renamedKeys = items.flatMap((_, i) => {
+      const asset = plan.ids[i] === null || plan.ids[i] === undefined ? undefined : plan.current.get(plan.ids[i]!)
+      const property = asset ? ctx.metamodel.assetTypes.get(asset.asset_type_key)?.unique_property_key : undefined
+      const value = property ? items[i]!.properties?.[property] : undefined
+      return asset && typeof value === 'string' ? [{ asset_type_key: asset.asset_type_key, unique_value: value }] : []
+    })
+    const passed = (i: number): boolean => !failures.failed.has(i)
+    if (failures.failed.size > 0) {
+      await checkBesideFailures(tx, ctx, embeddedSyncs(items, plan, passed), failures, renamedKeys)
+    }
     failures.throwIfAny()
     // A bulk answers ids; PATCH /assets/{id} its record. An asset the patch leaves as it is (the
     // same values) is not written: no updated_at change, as no event (CONTRACT §13).
     const updates = await updateAssets(tx, originOf(ctx), [...plan.patches.values()], { skipUnchanged: true, releaseUnique: [...plan.uniqueSetBy.keys()], answer: options.single === true ? 'rows' : 'ids' })
-    const syncs = items.flatMap((item, i) =>
-      item.relationships === undefined
-        ? []
-        : [{ asset: plan.current.get(plan.ids[i]!)!, relationships: item.relationships, pointer: `/${i}/relationships` }],
-    )
+    const syncs = embeddedSyncs(items, plan, () => true)
     if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
     const byId = new Map<string, AssetRow | { id: string }>(updates.map((row) => [row.id, row]))
     if (options.single === true && !byId.has(plan.ids[0]!)) {

@@ -4,7 +4,7 @@ import { describeDomain, hasLevel } from '../access/scope.js'
 import { parseAssetRef } from '../metamodel/refs.js'
 import { selectAssetRefs, type AssetReference } from '../refs/sql.js'
 import { CompositeKeyMap } from '../refs/resolve.js'
-import { syncEmbeddedRelationships } from '../relationships/embedded.js'
+import { checkBesideFailures, syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { ItemFailures, type BulkItem } from '../core/items.js'
 import { checkDomain, prepareAssetValues, prepareNewAsset, preparePropertiesPatch } from './prepare.js'
 import { insertAssets, selectAssetsByKeys, selectReplaced, updateAssets, type AssetChange, type NewAssetRow, type ReplacedAsset } from './sql.js'
@@ -209,15 +209,20 @@ export async function upsertAssets(
         pointer: options.single ? '/0' : `/${c.index}/id`,
       })))
     }
+    const syncs = items.flatMap((item, i) => {
+      const key = keys[i]!
+      return failures.failed.has(i) || item.relationships === undefined ? [] : [{ asset: { id: plan.ids[i]!, asset_type_key: key.asset_type_key }, relationships: item.relationships, pointer: `/${i}/relationships` }]
+    })
+    if (failures.failed.size > 0) {
+      // The relationships of the items that passed are checked too (every failing item listed);
+      // an asset that a failed item would have created is not reported missing.
+      await checkBesideFailures(tx, ctx, syncs, failures, [...failures.failed].flatMap((i) => keys[i] ?? []))
+    }
     failures.throwIfAny()
     // A bulk answers ids and results; PUT /assets/{key} its record. The UPDATE compares the
     // changes left in SQL too (a fingerprint that does not match only means "compare").
     const changed = await updateAssets(tx, originOf(ctx), plan.changes.map((c) => c.change), { skipUnchanged: true, answer: options.single === true ? 'rows' : 'ids' })
     const updated = new Map<string, AssetRow | { id: string }>(changed.map((row) => [row.id, row]))
-    const syncs = items.flatMap((item, i) => {
-      const key = keys[i]!
-      return item.relationships === undefined ? [] : [{ asset: { id: plan.ids[i]!, asset_type_key: key.asset_type_key }, relationships: item.relationships, pointer: `/${i}/relationships` }]
-    })
     // An item whose relationships the sync changed is `updated`, not `unchanged` (which promises
     // no write and no event), though its own row is not written.
     const relinked = new Set<string>()

@@ -100,6 +100,14 @@ export class ItemFailures {
     return failures
   }
 
+  /** The issues of an error that lists several: each with its own kind when it has one (403s among 422s), else the error's. */
+  addError(err: AppError): void {
+    for (const issue of err.issues) {
+      const { def, ...rest } = issue as Issue & { def?: ErrorDef }
+      this.add(def ?? err.def, [rest])
+    }
+  }
+
   throwIfAny(): void {
     const kind = PRECEDENCE.find((def) => this.byKind.has(def))
     if (kind) throw new AppError(kind, PRECEDENCE.flatMap((def) => this.byKind.get(def) ?? []))

@@ -4,7 +4,9 @@ import type { Tx } from '../store/db.js'
 import { hasLevel } from '../access/scope.js'
 import { newId } from '../core/time.js'
 import type { AssetReference } from '../refs/sql.js'
-import { resolveAssetRefs } from '../refs/resolve.js'
+import { CompositeKeyMap, resolveAssetRefs } from '../refs/resolve.js'
+import { parseAssetRef } from '../metamodel/refs.js'
+import type { ItemFailures } from '../core/items.js'
 import { cannotEdit, endAllows, endNotAllowed, type End } from './resolve.js'
 import { deleteRelationships, insertRelationships, type NewRelationshipRow } from './sql.js'
 import type { RelationshipRow } from './mapper.js'
@@ -13,6 +15,12 @@ import { selectReplacedRelationships, type Direction, type KeptRelated, type Pai
 import { originOf } from '../outbox/write.js'
 
 /** What a sync wrote: the relationships it created and those it deleted (as they were). */
+/** An asset named by type and unique value (null: it has none). */
+export interface AssetKeyValue {
+  asset_type_key: string
+  unique_value: string | null
+}
+
 export interface SyncResult {
   inserted: RelationshipRow[]
   deleted: RelationshipRow[]
@@ -57,12 +65,12 @@ const DIRECTIONS: readonly Direction[] = ['outgoing', 'incoming']
  *
  * @example relationships: {"outgoing": {"runs_on": {"related_assets": [{"id": "server:hostname:web-01"}]}}}
  */
-export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, items: EmbeddedSync[]): Promise<SyncResult> {
+export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, items: EmbeddedSync[], excused: (ref: string) => boolean = () => false): Promise<SyncResult> {
   const issues: Issue[] = []
   const all = items.flatMap((item) => readPairs(item, issues))
   const assets = await resolveAssetRefs(ctx, tx, all.flatMap((pair) => pair.refs.map((r) => r.ref)))
   // Every submitted pair is checked; only the last one given for each (asset, direction, type) is written.
-  const checked = planSync(ctx, all, assets)
+  const checked = planSync(ctx, all, assets, excused)
   issues.push(...checked.issues)
   // Items with invalid pairs are left out of the write, which still runs for the others so that
   // their 403s are found too: one answer lists every failing item (the caller's transaction
@@ -71,7 +79,7 @@ export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, ite
   // Every issue points into its item's `relationships` member (`/3/relationships/…`).
   const invalid = new Set(issues.flatMap((issue) => byPointer.get(/^(.*?\/relationships)(?=\/|$)/.exec(issue.pointer ?? '')?.[1] ?? '') ?? []))
   const submitted = latestPerPair(all).filter((pair) => !invalid.has(pair.item))
-  const plan = submitted.length === all.length ? checked : planSync(ctx, submitted, assets)
+  const plan = submitted.length === all.length ? checked : planSync(ctx, submitted, assets, excused)
   const removed = await selectReplacedRelationships(tx, ctx.auth, plan.pairs, plan.kept)
   const forbidden = forbiddenRemovals(removed.filter((r) => !r.editable), submitted)
   const deleted = await deleteRelationships(tx, originOf(ctx), removed.map((r) => r.id))
@@ -84,6 +92,30 @@ export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, ite
     throw new AppError(issues.length > 0 ? Errors.VALIDATION_FAILED : Errors.FORBIDDEN, [...issues, ...(issues.length > 0 ? marked : forbidden)])
   }
   return { inserted, deleted }
+}
+
+/**
+ * When other items of a request failed already: the embedded relationships of the items that
+ * passed are checked still (their failures join `failures`), so that one answer lists every
+ * failing item (CONTRACT §5). The sync runs as it would, in the caller's transaction, which the
+ * failures then roll back. A related asset named by the composite key of a failed item
+ * (`failedKeys`: the asset it would create or rename) is missing only because that item failed:
+ * it is not reported (its pair shows on the next try, as before).
+ */
+export async function checkBesideFailures(tx: Tx, ctx: RequestContext, items: EmbeddedSync[], failures: ItemFailures, failedKeys: readonly AssetKeyValue[]): Promise<void> {
+  if (items.length === 0) return
+  const failed = new CompositeKeyMap<true>()
+  for (const key of failedKeys) if (key.unique_value !== null) failed.set(key.asset_type_key, key.unique_value, true)
+  const excused = (ref: string): boolean => {
+    const key = parseAssetRef(ref, ctx.metamodel)
+    return key !== null && !('id' in key) && failed.get(key) === true
+  }
+  try {
+    await syncEmbeddedRelationships(tx, ctx, items, excused)
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err
+    failures.addError(err)
+  }
 }
 
 const pairKey = (assetId: string, direction: Direction, typeKey: string): string => `${assetId}\u0000${direction}\u0000${typeKey}`
@@ -122,7 +154,8 @@ function readPairs(item: EmbeddedSync, issues: Issue[]): SubmittedPair[] {
   })
 }
 
-function planSync(ctx: RequestContext, submitted: SubmittedPair[], assets: Map<string, AssetReference | undefined>): Plan {
+/** `excused`: references whose asset may be missing without it being this pair's fault (checkBesideFailures). */
+function planSync(ctx: RequestContext, submitted: SubmittedPair[], assets: Map<string, AssetReference | undefined>, excused: (ref: string) => boolean): Plan {
   const plan: Plan = { pairs: [], kept: [], rows: [], uneditable: new Map(), issues: [] }
   for (const pair of submitted) {
     const { item, direction, typeKey } = pair
@@ -141,8 +174,9 @@ function planSync(ctx: RequestContext, submitted: SubmittedPair[], assets: Map<s
     const seen = new Set<string>()
     for (const { ref, pointer } of pair.refs) {
       const related = assets.get(ref)
-      if (!related) issue(pointer, `related asset ${ref} not found`)
-      else if (!endAllows(type, relatedEnd, related.asset_type_key)) issue(pointer, endNotAllowed(type, relatedEnd, related.asset_type_key))
+      if (!related) {
+        if (!excused(ref)) issue(pointer, `related asset ${ref} not found`)
+      } else if (!endAllows(type, relatedEnd, related.asset_type_key)) issue(pointer, endNotAllowed(type, relatedEnd, related.asset_type_key))
       // The same asset named twice (say by UUID and by composite key) is one relationship.
       if (!related || seen.has(related.id)) continue
       seen.add(related.id)

@@ -123,6 +123,52 @@ for (const store of STORES) {
       expect((await t.request('GET', `/api/v1/assets/application:code:${code}`)).status).toBe(404)
     })
 
+    it('lists the relationship failures of the items that passed beside the other failures (POST, PUT and PATCH bulk), writing nothing', async () => {
+      const other = await application()
+      const target = await server()
+      const apps = [await application(), await application()]
+      const code = () => `bf-${++n}`
+      const missing = 'related asset server:hostname:bf-missing not found'
+      const wrongType = 'relationship type runs_on does not allow target assets of type application; it allows server'
+      const rel = (i: number) => `/${i}/relationships/outgoing/runs_on/related_assets/0/id`
+      const before = await t.store.db.query('SELECT count(*)::int AS n FROM relationships')
+      const cases: [string, unknown[]][] = [
+        ['POST', [
+          { asset_type_key: 'server', name: 'bf', properties: { hostname: 'bf-new', environment: 'moon' } },
+          { asset_type_key: 'application', name: 'a', properties: { code: code() }, relationships: runsOn('server:hostname:bf-missing') },
+          { asset_type_key: 'application', name: 'b', properties: { code: code() }, relationships: runsOn(other.id) },
+          // Names the server item 0 would have created: missing only because item 0 failed.
+          { asset_type_key: 'application', name: 'c', properties: { code: code() }, relationships: runsOn('server:hostname:bf-new') },
+          { asset_type_key: 'application', name: 'd', properties: { code: code() }, relationships: runsOn(target.id) },
+        ]],
+        ['PUT', [
+          { id: 'server:hostname:bf-new', name: 'bf', properties: { environment: 'moon' } },
+          { id: `application:code:${code()}`, name: 'a', relationships: runsOn('server:hostname:bf-missing') },
+          { id: `application:code:${code()}`, name: 'b', relationships: runsOn(other.id) },
+          { id: `application:code:${code()}`, name: 'c', relationships: runsOn('server:hostname:bf-new') },
+          { id: `application:code:${code()}`, name: 'd', relationships: runsOn(target.id) },
+        ]],
+        ['PATCH', [
+          { id: target.id, properties: { hostname: 'bf-renamed', environment: 'moon' } },
+          { id: apps[0]!.id, relationships: runsOn('server:hostname:bf-missing') },
+          { id: apps[1]!.id, relationships: runsOn(other.id) },
+          { id: other.id, name: 'renamed-too', relationships: {} },
+          { id: apps[0]!.id, relationships: runsOn('server:hostname:bf-renamed') },
+        ]],
+      ]
+      for (const [method, body] of cases) {
+        const res = await t.request(method, '/api/v1/bulk/assets', { body })
+        expect(res.status, method).toBe(422)
+        expect(res.body.errors.map((e: any) => [e.meta.index, e.source.pointer, e.detail]), method).toEqual([
+          [0, '/0/properties/environment', 'environment must be one of dev, staging, prod'],
+          [1, rel(1), missing],
+          [2, rel(2), wrongType],
+        ])
+      }
+      expect((await t.store.db.query('SELECT count(*)::int AS n FROM relationships')).rows).toEqual(before.rows)
+      expect((await t.request('GET', '/api/v1/assets/server:hostname:bf-new')).status).toBe(404)
+    })
+
     it('refuses a pair whose relationship type does not allow the asset itself (422 on the pair)', async () => {
       const srv = await server()
       const other = await server()
