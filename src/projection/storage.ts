@@ -1,5 +1,5 @@
 import type { ValueKind } from '../metamodel/types.js'
-import { checkAlias, type Operand, type PropertyStorage } from '../query/compile.js'
+import { checkAlias, propertySortKey, type Operand, type PropertyStorage } from '../query/compile.js'
 import type { PropertyField } from '../query/fields.js'
 import { ident } from '../store/sql.js'
 import { columnRef, type Projection } from './columns.js'
@@ -59,17 +59,7 @@ function isNotEmpty(c: string, kind: ValueKind): string {
   return `${c} IS NOT NULL`
 }
 
-/**
- * A key of one kind sorts by its column: numbers numerically, dates chronologically, text in byte
- * order (the column is COLLATE "C"), booleans false first, multi-selects element by element. A
- * key with several kinds sorts by its text form, as over jsonb.
- */
+/** A key sorts by its typed columns, as over jsonb (query/compile.ts propertySortKey). */
 function sortKey(projection: Projection, alias: string, key: string, kinds: readonly ValueKind[]): string {
-  const distinct = [...new Set(kinds)]
-  if (distinct.length === 1) return columnRef(projection, alias, distinct[0]!, key)
-  const texts = distinct.map((kind) => {
-    const c = columnRef(projection, alias, kind, key)
-    return kind === 'text' ? c : kind === 'multi' ? `array_to_string(${c}, ',')` : `${c}::text`
-  })
-  return `COALESCE(${texts.join(', ')}) COLLATE "C"`
+  return propertySortKey(kinds, (kind) => columnRef(projection, alias, kind, key))
 }

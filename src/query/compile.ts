@@ -201,13 +201,38 @@ function jsonbOperand(field: PropertyField, alias: string): Operand {
   }
 }
 
+/**
+ * THE sort key of a property, from its value of each kind on a storage (`valueOf`: the jsonb
+ * document's, or the projection's typed column), so that GET lists and search order alike. A key
+ * of one kind sorts by its value: numbers numerically, dates chronologically, text in byte order
+ * (COLLATE "C"), booleans false first, multi-selects element by element. Empty values (a missing
+ * key, `""`, `[]`: CONTRACT §4) are NULL, last ascending and first descending. A key with several
+ * kinds (across asset types) sorts by its text form.
+ */
+export function propertySortKey(kinds: readonly ValueKind[], valueOf: (kind: ValueKind) => string): string {
+  const distinct = [...new Set(kinds)]
+  const nonEmpty = (kind: ValueKind, value: string): string =>
+    kind === 'text' ? `NULLIF(${value}, '')` : kind === 'multi' ? `NULLIF(${value}, '{}')` : value
+  if (distinct.length === 1) return nonEmpty(distinct[0]!, valueOf(distinct[0]!))
+  const texts = distinct.map((kind) => {
+    const value = valueOf(kind)
+    return kind === 'text' ? nonEmpty(kind, value) : kind === 'multi' ? `NULLIF(array_to_string(${value}, ','), '')` : `${value}::text`
+  })
+  return `COALESCE(${texts.join(', ')}) COLLATE "C"`
+}
+
+/** A property's value of one kind read from the jsonb document, for sorting (propertySortKey). */
+function jsonbSortValue(alias: string, key: string, kind: ValueKind): string {
+  if (kind === 'number') return propertyExpr(alias, key, 'number')
+  if (kind !== 'multi') return `${propertyExpr(alias, key, 'text')} COLLATE "C"`
+  const json = propertyExpr(alias, key, 'json')
+  return `ARRAY(SELECT e COLLATE "C" FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(${json}) = 'array' THEN ${json} END) e)`
+}
+
 /** Properties read from the jsonb document `assets.properties` (GET lists, and the default). */
 export const JSONB_STORAGE: PropertyStorage = Object.freeze({
   operand: jsonbOperand,
-  // A key that is a number on every type sorts numerically; any other kind (or a mix) as text.
-  sortKey: (alias: string, key: string, kinds: readonly ValueKind[]) => (kinds.every((k) => k === 'number')
-    ? propertyExpr(alias, key, 'number')
-    : `${propertyExpr(alias, key, 'text')} COLLATE "C"`),
+  sortKey: (alias: string, key: string, kinds: readonly ValueKind[]) => propertySortKey(kinds, (kind) => jsonbSortValue(alias, key, kind)),
   assetRow: (inner: string, outer: string, column: string) =>
     `assets ${inner} WHERE ${inner}.org_id = ${outer}.org_id AND ${inner}.id = ${outer}.${column}`,
   liveOnly: false,

@@ -132,3 +132,37 @@ for (const store of STORES) {
     })
   })
 }
+
+/** GET lists (jsonb) and search (the typed projection) sort a property alike, empty values last. */
+for (const store of STORES) {
+  describe(`${store}: property sorts, list and search alike`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      const servers: [string, Record<string, unknown>][] = [
+        ['s-a', { tags: ['pci', 'gdpr'], owner: '' }], ['s-b', { tags: ['pci'], owner: 'bob' }], ['s-c', { tags: [], owner: 'Ann' }],
+        ['s-d', { tags: ['gdpr', 'legacy'] }], ['s-e', { owner: 'ann' }], ['s-f', { tags: ['legacy'], owner: 'zed' }],
+      ]
+      const res = await t.request('POST', '/api/v1/bulk/assets', { body: servers.map(([hostname, properties]) => ({ asset_type_key: 'server', name: hostname, properties: { hostname, ...properties } })) })
+      expect(res.status).toBe(201)
+    })
+    afterAll(async () => t.close())
+
+    const names = (body: { data: { name: string }[] }) => body.data.map((a) => a.name)
+    it.each([
+      ['properties.tags', ['s-d', 's-f', 's-b', 's-a', 's-c', 's-e']],
+      ['-properties.tags', ['s-c', 's-e', 's-a', 's-b', 's-f', 's-d']],
+      ['properties.owner', ['s-c', 's-e', 's-b', 's-f', 's-a', 's-d']],
+      ['-properties.owner', ['s-a', 's-d', 's-f', 's-b', 's-e', 's-c']],
+    ])('sort=%s: element by element for multi-selects, byte order for text, "" and [] with the empty values', async (sort, expected) => {
+      const field = sort.replace(/^-/, '')
+      // Missing, "" and [] are all empty: among them the id decides, ascending (the order of creation).
+      const listed = await t.request('GET', `/api/v1/assets?filter[asset_type_key]=server&sort=${sort}`)
+      const searched = await t.request('POST', '/api/v1/search/assets', {
+        body: { filter: { field: 'asset_type_key', operator: 'equals', value: 'server' }, sort: [{ field, order: sort.startsWith('-') ? 'desc' : 'asc' }] },
+      })
+      expect(names(listed.body)).toEqual(expected)
+      expect(names(searched.body)).toEqual(expected)
+    })
+  })
+}

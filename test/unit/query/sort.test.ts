@@ -49,11 +49,13 @@ describe('compileOrderBy', () => {
     ['updated_at', 'a."updated_at" ASC, a."id" ASC'],
     ['-properties.cpu_count', `(CASE WHEN jsonb_typeof(a.properties->'cpu_count') = 'number' THEN (a.properties->>'cpu_count')::numeric END) DESC, a."id" ASC`],
     ['properties.memory_gb', `(CASE WHEN jsonb_typeof(a.properties->'memory_gb') = 'number' THEN (a.properties->>'memory_gb')::numeric END) ASC, a."id" ASC`],
-    ['properties.hostname', `(a.properties->>'hostname') COLLATE "C" ASC, a."id" ASC`],
+    // Text, dates and booleans in byte order; "" and [] are empty (NULL), as on the projection.
+    ['properties.hostname', `NULLIF((a.properties->>'hostname') COLLATE "C", '') ASC, a."id" ASC`],
     ['properties.purchased_on', `(a.properties->>'purchased_on') COLLATE "C" ASC, a."id" ASC`],
     ['properties.managed', `(a.properties->>'managed') COLLATE "C" ASC, a."id" ASC`],
-    ['properties.tags', `(a.properties->>'tags') COLLATE "C" ASC, a."id" ASC`],
-    ['properties.size', `(a.properties->>'size') COLLATE "C" ASC, a."id" ASC`],
+    ['properties.tags', `NULLIF(ARRAY(SELECT e COLLATE "C" FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(a.properties->'tags') = 'array' THEN a.properties->'tags' END) e), '{}') ASC, a."id" ASC`],
+    // A number on one type, text on another: by its text form.
+    ['properties.size', `COALESCE((CASE WHEN jsonb_typeof(a.properties->'size') = 'number' THEN (a.properties->>'size')::numeric END)::text, NULLIF((a.properties->>'size') COLLATE "C", '')) COLLATE "C" ASC, a."id" ASC`],
   ])('sorts assets by %s', (sort, text) => {
     expect(orderBy(parseSortParam(sort))).toBe(text)
   })
