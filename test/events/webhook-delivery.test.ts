@@ -172,6 +172,33 @@ for (const store of STORES) {
       }
     })
 
+    it('sends a retry when it is due (the schedule ±10 %), not at the next poll', async () => {
+      // Polls 3 s apart and a 4 s retry: claimed at the poll it came 6 s after the first attempt.
+      const second = await secondApp(t.store, { webhookAllowPrivate: true, webhookPollMs: 3000, webhookRetrySchedule: [4] })
+      await t.app.webhooks.stop()
+      try {
+        const hook = await create({ url: `${receiver.url}?due`, event_types: ['api_key.deleted'] })
+        let calls = 0
+        receiver.respond = (r, res) => {
+          res.statusCode = verifies(hook.secret, r) && ++calls === 1 ? 500 : 204
+          res.end()
+        }
+        const ping = (await t.request('POST', `/api/v1/webhooks/${hook.id}/test`)).body.data
+        await second.app.webhooks.notify()
+        const attempts = await eventually(async () => {
+          const got = receiver.received.filter((r) => r.headers['webhook-id'] === ping.event_id)
+          return got.length >= 2 ? got : null
+        }, 15_000)
+        const gap = attempts[1]!.at - attempts[0]!.at
+        expect(gap).toBeGreaterThanOrEqual(3600)
+        expect(gap).toBeLessThan(5000)
+      } finally {
+        await second.app.close()
+        if (second.db !== t.store.db) await second.db.close()
+        await t.app.webhooks.start()
+      }
+    })
+
     it('keeps the delivery log as long as the events: retention deletes old finished deliveries, never pending ones', async () => {
       const hook = await create({ url: `${receiver.url}?retention`, event_types: ['api_key.deleted'] })
       receiver.respond = (_r, res) => { res.statusCode = 204; res.end() }
