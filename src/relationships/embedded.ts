@@ -14,13 +14,13 @@ import { escapePointer, isObject } from '../core/json.js'
 import { selectReplacedRelationships, type Direction, type KeptRelated, type PairKey } from './embedded-sql.js'
 import { originOf } from '../outbox/write.js'
 
-/** What a sync wrote: the relationships it created and those it deleted (as they were). */
 /** An asset named by type and unique value (null: it has none). */
 export interface AssetKeyValue {
   asset_type_key: string
   unique_value: string | null
 }
 
+/** What a sync wrote: the relationships it created and those it deleted (as they were). */
 export interface SyncResult {
   inserted: RelationshipRow[]
   deleted: RelationshipRow[]
@@ -61,7 +61,8 @@ const DIRECTIONS: readonly Direction[] = ['outgoing', 'incoming']
  * INSERT. Any invalid or forbidden pair throws (422 before 403, both listed in one error), and
  * the caller's transaction (the asset write included) rolls back: nothing changes. The caller
  * has checked `edit` on each asset; incoming pairs also need `edit` on the related asset (it is
- * the source).
+ * the source). `excused`: references whose asset may be missing without it being the pair's
+ * fault (checkBesideFailures); by default every missing one is reported.
  *
  * @example relationships: {"outgoing": {"runs_on": {"related_assets": [{"id": "server:hostname:web-01"}]}}}
  */

@@ -68,11 +68,6 @@ function parseCidr(entry: string): Cidr {
   return [range, bits]
 }
 
-/**
- * The organization's allowlist entries (CIDRs or single addresses, IPv4 or IPv6). An entry that
- * does not parse matches nothing but still counts: a list of only bad entries must not turn
- * into "any address" (fail closed).
- */
 /** The API key a request names in `Authorization: Bearer <key>`, or null. */
 export function bearerToken(request: FastifyRequest): string | null {
   const header = request.headers.authorization
@@ -80,6 +75,11 @@ export function bearerToken(request: FastifyRequest): string | null {
   return match ? match[1]! : null
 }
 
+/**
+ * The organization's allowlist entries (CIDRs or single addresses, IPv4 or IPv6). An entry that
+ * does not parse matches nothing but still counts: a list of only bad entries must not turn
+ * into "any address" (fail closed).
+ */
 export function parseAllowlist(entries: readonly string[]): Allowlist {
   const ranges: Cidr[] = []
   for (const entry of entries) {
