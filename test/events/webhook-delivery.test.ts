@@ -135,12 +135,29 @@ for (const store of STORES) {
       expect(receiver.received.filter((r) => r.headers['webhook-id'] === ping.event_id)).toHaveLength(3)
     })
 
-    it('honours Retry-After (seconds) over the schedule', async () => {
-      const second = await secondApp(t.store, { webhookAllowPrivate: true, webhookPollMs: 50, webhookRetrySchedule: [3600] })
-      const app = second.app
-      // Only this app sends the webhook's deliveries: the main app's sender is stopped meanwhile.
+    /** Runs `use` with a second app as the only sender of deliveries (the main app's is stopped meanwhile). */
+    const withSoleSender = async (overrides: object, use: (app: FastifyInstance) => Promise<void>): Promise<void> => {
+      const second = await secondApp(t.store, { webhookAllowPrivate: true, ...overrides })
       await t.app.webhooks.stop()
       try {
+        await use(second.app)
+      } finally {
+        await second.app.close()
+        if (second.db !== t.store.db) await second.db.close()
+        await t.app.webhooks.start()
+      }
+    }
+    /** The first two attempts at delivering event `eventId`, and the time between them. */
+    const firstTwoAttempts = async (eventId: string, timeoutMs: number) => {
+      const attempts = await eventually(async () => {
+        const got = receiver.received.filter((r) => r.headers['webhook-id'] === eventId)
+        return got.length >= 2 ? got : null
+      }, timeoutMs)
+      return { attempts, gap: attempts[1]!.at - attempts[0]!.at }
+    }
+
+    it('honours Retry-After (seconds) over the schedule', async () => {
+      await withSoleSender({ webhookPollMs: 50, webhookRetrySchedule: [3600] }, async (app) => {
         const hook = await create({ url: `${receiver.url}?retry-after`, event_types: ['api_key.deleted'] })
         let calls = 0
         receiver.respond = (r, res) => {
@@ -154,29 +171,19 @@ for (const store of STORES) {
         }
         const ping = (await t.request('POST', `/api/v1/webhooks/${hook.id}/test`)).body.data
         await app.webhooks.notify()
-        const attempts = await eventually(async () => {
-          const got = receiver.received.filter((r) => r.headers['webhook-id'] === ping.event_id)
-          return got.length >= 2 ? got : null
-        }, 10_000)
-        const gap = attempts[1]!.at - attempts[0]!.at
+        const { attempts, gap } = await firstTwoAttempts(ping.event_id, 10_000)
         expect(gap).toBeGreaterThanOrEqual(900)
         expect(gap).toBeLessThan(5000)
         const [d] = await settled(hook.id)
         expect(d).toMatchObject({ status: 'succeeded', attempts: 2, last_status_code: 200, last_error: null })
         // The second attempt had a timestamp of its own, and the same webhook-id.
         expect(attempts[0]!.headers['webhook-id']).toBe(attempts[1]!.headers['webhook-id'])
-      } finally {
-        await app.close()
-        if (second.db !== t.store.db) await second.db.close()
-        await t.app.webhooks.start()
-      }
+      })
     })
 
     it('sends a retry when it is due (the schedule ±10 %), not at the next poll', async () => {
       // Polls 3 s apart and a 4 s retry: claimed at the poll it came 6 s after the first attempt.
-      const second = await secondApp(t.store, { webhookAllowPrivate: true, webhookPollMs: 3000, webhookRetrySchedule: [4] })
-      await t.app.webhooks.stop()
-      try {
+      await withSoleSender({ webhookPollMs: 3000, webhookRetrySchedule: [4] }, async (app) => {
         const hook = await create({ url: `${receiver.url}?due`, event_types: ['api_key.deleted'] })
         let calls = 0
         receiver.respond = (r, res) => {
@@ -184,19 +191,11 @@ for (const store of STORES) {
           res.end()
         }
         const ping = (await t.request('POST', `/api/v1/webhooks/${hook.id}/test`)).body.data
-        await second.app.webhooks.notify()
-        const attempts = await eventually(async () => {
-          const got = receiver.received.filter((r) => r.headers['webhook-id'] === ping.event_id)
-          return got.length >= 2 ? got : null
-        }, 15_000)
-        const gap = attempts[1]!.at - attempts[0]!.at
+        await app.webhooks.notify()
+        const { gap } = await firstTwoAttempts(ping.event_id, 15_000)
         expect(gap).toBeGreaterThanOrEqual(3600)
         expect(gap).toBeLessThan(5000)
-      } finally {
-        await second.app.close()
-        if (second.db !== t.store.db) await second.db.close()
-        await t.app.webhooks.start()
-      }
+      })
     })
 
     it('keeps the delivery log as long as the events: retention deletes old finished deliveries, never pending ones', async () => {
