@@ -234,6 +234,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const webhooks = createWebhookWorker(app)
 
   await app.register(async (api) => {
+    // A path no route serves is authenticated too (spec: every request but the base OpenAPI
+    // description): without a valid key 401, as on every route, so no one learns without a key
+    // which paths exist; with one, 404.
+    api.setNotFoundHandler(async (request, reply) => {
+      await authenticator.authenticate(request)
+      return sendError(reply, new AppError(Errors.NOT_FOUND, `no route ${request.method} ${request.url.split('?')[0]}`))
+    })
     await api.register(openapiRoutes)
     // The interactive API reference (Swagger UI, its assets served from node_modules), no key needed.
     await api.register(swaggerUi, { routePrefix: '/docs', indexPrefix: '/api/v1', uiConfig: { deepLinking: true, persistAuthorization: false } })

@@ -235,10 +235,19 @@ for (const store of STORES) {
       expect(res.body.errors[0]).toMatchObject({ status: '413', code: 'payload_too_large' })
     })
 
-    it('answers 404 in the error envelope for unknown routes', async () => {
-      const res = await t.request('GET', '/api/v1/nothing-here')
-      expect(res.status).toBe(404)
-      expect(res.body.errors[0]).toMatchObject({ status: '404', code: 'not_found' })
+    it('answers 404 in the error envelope for unknown routes, once the key is checked (401 without one)', async () => {
+      for (const [method, url] of [['GET', '/api/v1/nothing-here'], ['PUT', '/api/v1/relationships'], ['DELETE', '/api/v1/assets']]) {
+        const res = await t.request(method!, url!)
+        expect(res.status, `${method} ${url}`).toBe(404)
+        expect(res.body.errors[0]).toMatchObject({ status: '404', code: 'not_found', detail: `no route ${method} ${url}` })
+        for (const key of [null, 'kbis_000000000000_not-a-key']) {
+          const anonymous = await t.request(method!, url!, { key })
+          expect(anonymous.status, `${method} ${url} ${key}`).toBe(401)
+          expect(anonymous.headers['www-authenticate']).toBe('Bearer')
+        }
+      }
+      // Outside /api/v1 there is no key to check.
+      expect((await t.request('GET', '/nothing-here', { key: null })).status).toBe(404)
     })
   })
 }
