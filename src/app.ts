@@ -9,7 +9,7 @@ import type { Config } from './core/config.js'
 import { BACKGROUND_SQL, type Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
-import { registerInputGuards, registerQueryGuard } from './core/http-input.js'
+import { registerInputGuards, registerRouteGuards } from './core/http-input.js'
 import { clientErrorHandler, registerHttpLayer } from './core/http-layer.js'
 import { buildSerializer } from './core/serializer.js'
 import { registerStatistics } from './store/statistics.js'
@@ -253,7 +253,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       // One organization cannot hold every pooled connection (docs/configuration.md, KBIS_ORG_CONCURRENCY).
       registerOrgConcurrency(authed, orgConcurrency)
       registerIdempotency(authed, db)
-      registerQueryGuard(authed)
+      registerRouteGuards(authed)
       // Every authenticated route, one flat list.
       for (const routes of [
         metamodelRoutes, assetRoutes, relationshipRoutes, apiKeyRoutes, directoryRoutes, typedOpenapiRoutes,

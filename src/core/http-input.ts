@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer'
+import { createHash } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import { AppError, Errors, type Issue } from './errors.js'
 import { escapePointer } from './json.js'
@@ -131,6 +132,28 @@ function isPoisoned(body: string): boolean {
 }
 
 /**
+ * A body the parser refused (not JSON, not UTF-8, a value PostgreSQL cannot store), kept as the
+ * request's body until its Idempotency-Key is claimed (idempotency/hooks.ts), then thrown
+ * (registerRouteGuards's preValidation hook): the refusal, a 400 like any other, is stored and
+ * replayed (CONTRACT §16: every completed answer but 5xx and 429). Its fingerprint is a digest of
+ * the bytes sent, so another malformed body is another request.
+ */
+export class RefusedBody {
+  constructor(readonly error: Error, private readonly digest: string) {}
+
+  toJSON(): unknown {
+    return { refused_body_sha256: this.digest }
+  }
+}
+
+const WRITES = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
+
+/** Whether a refused body waits for the Idempotency-Key's claim: a write of the API that carries one. */
+function defersRefusal(request: FastifyRequest): boolean {
+  return WRITES.has(request.method) && request.headers['idempotency-key'] !== undefined && request.url.startsWith('/api/v1/')
+}
+
+/**
  * Values PostgreSQL cannot store are refused at the door (400 invalid_request with a pointer)
  * instead of failing deep inside a statement (500) or being stored as something else.
  */
@@ -144,7 +167,11 @@ export function registerInputGuards(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser('error', 'error')
   // The body's bytes, not Fastify's text: decoding them as text puts U+FFFD in place of bytes that
   // are not UTF-8 (a client sending Latin-1), which would be stored as if they had been sent.
-  const parseJson = (request: FastifyRequest, bytes: Buffer, done: (err: Error | null, value?: unknown) => void): void => {
+  const parseJson = (request: FastifyRequest, bytes: Buffer, reply: (err: Error | null, value?: unknown) => void): void => {
+    // A refusal of a write that carries an Idempotency-Key is answered once the key is claimed
+    // (RefusedBody), so that it is stored and replayed as every other completed answer.
+    const done = (err: Error | null, value?: unknown): void =>
+      err !== null && defersRefusal(request) ? reply(null, new RefusedBody(err, createHash('sha256').update(bytes).digest('hex'))) : reply(err, value)
     // An empty body is no body, whatever the Content-Type says: many clients send
     // `Content-Type: application/json` on every request, a body-less DELETE included.
     if (bytes.length === 0) return done(null, undefined)
@@ -170,14 +197,15 @@ export function registerInputGuards(app: FastifyInstance): void {
 }
 
 /**
- * A query parameter a route does not know is refused (400), never ignored: a write sent with a
- * misspelt or unsupported option (`DELETE /assets/{id}?dry_run=true`) must not run as a plain
- * one. Every route of `app` (the API's) gets a query-string schema that takes no parameter if it
- * has none; one that would let unknown parameters through stops the start, so that each route
- * lists what it reads. Routes that collect their body's schema errors themselves
- * (`attachValidation`: bulk, analytics) still fail at once on their query string.
+ * The API's routes (`app`), registered after the Idempotency-Key hooks. A query parameter a route
+ * does not know is refused (400), never ignored: a write sent with a misspelt or unsupported
+ * option (`DELETE /assets/{id}?dry_run=true`) must not run as a plain one. Every route gets a
+ * query-string schema that takes no parameter if it has none; one that would let unknown
+ * parameters through stops the start, so that each route lists what it reads. Routes that collect
+ * their body's schema errors themselves (`attachValidation`: bulk, analytics) still fail at once
+ * on their query string. A body the parser refused (RefusedBody) fails once its key is claimed.
  */
-export function registerQueryGuard(app: FastifyInstance): void {
+export function registerRouteGuards(app: FastifyInstance): void {
   app.addHook('onRoute', (route: RouteOptions) => {
     const schema = (route.schema ??= {})
     if (schema.querystring === undefined) {
@@ -185,6 +213,10 @@ export function registerQueryGuard(app: FastifyInstance): void {
     } else if ((schema.querystring as { additionalProperties?: unknown }).additionalProperties !== false) {
       throw new Error(`${String(route.method)} ${route.url}: its query-string schema must say additionalProperties: false`)
     }
+  })
+  // After the Idempotency-Key is claimed (registerIdempotency runs first): a refused body fails here.
+  app.addHook('preValidation', async (request) => {
+    if (request.body instanceof RefusedBody) throw request.body.error
   })
   app.addHook('preHandler', async (request) => {
     const error = request.validationError as { validation?: Parameters<typeof validationError>[0]; validationContext?: string } | undefined

@@ -109,6 +109,31 @@ for (const store of STORES) {
       expect((await send('DELETE', `/api/v1/assets/${id}`, null)).status).toBe(404)
     })
 
+    it('stores a body refused as malformed (not JSON, not UTF-8) as any refusal: the same bytes replay, others are another request', async () => {
+      const raw = (url: string, key: string | null, payload: string | Buffer) => t.app.inject({
+        method: 'POST', url, payload,
+        headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json', ...(key !== null ? { 'idempotency-key': key } : {}) },
+      })
+      for (const [url, key, payload] of [
+        ['/api/v1/assets', 'malformed-1', '{"asset_type_key": "note", "name": '],
+        ['/api/v1/bulk/assets', 'malformed-2', '[{"asset_type_key": "note"'],
+        ['/api/v1/assets', 'malformed-3', Buffer.from('{"asset_type_key":"note","name":"Caf\u00e9"}', 'latin1')],
+      ] as const) {
+        const first = await raw(url, key, payload)
+        expect(first.statusCode, key).toBe(400)
+        expect(first.headers['idempotent-replayed']).toBeUndefined()
+        const again = await raw(url, key, payload)
+        expect([again.statusCode, again.body, again.headers['idempotent-replayed']], key).toEqual([400, first.body, 'true'])
+        // Other bytes, malformed or not, are another request with the same key.
+        for (const other of ['{"asset_type_key": "note", "name": 1', JSON.stringify(url.includes('bulk') ? [server('idem-m')] : server('idem-m'))]) {
+          expect(JSON.parse((await raw(url, key, other)).body).errors[0].code, `${key} ${other}`).toBe('idempotency_key_reused')
+        }
+      }
+      // Without a key, as before: refused, nothing kept.
+      expect((await raw('/api/v1/assets', null, '{')).statusCode).toBe(400)
+      expect(await count('idem-m')).toBe(0)
+    })
+
     it('runs concurrent duplicates of one key exactly once: the others get 409 idempotency_key_in_use or the replay', async () => {
       const items = Array.from({ length: 300 }, (_, i) => server(`idem-conc-${i}`))
       const answers = await Promise.all(Array.from({ length: 8 }, () => send('POST', '/api/v1/bulk/assets', 'bulk-1', items)))
