@@ -105,6 +105,25 @@ for (const store of STORES) {
       expect([longKey.status, longKey.body.errors[0].source]).toEqual([422, { pointer: '/properties/hostname' }])
     })
 
+    it('refuses an integer a 64-bit float would round (past 2^53) with 400 and its pointer, instead of storing another number', async () => {
+      const send = (url: string, raw: string) => t.app.inject({ method: 'POST', url, payload: raw, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' } })
+      const detail = (n: string) => `the number ${n} cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text`
+      for (const [url, raw, n, pointer] of [
+        ['/api/v1/assets', '{"asset_type_key":"server","name":"big","properties":{"hostname":"big-1","memory_gb":9007199254740993}}', '9007199254740993', '/properties/memory_gb'],
+        ['/api/v1/bulk/assets', '[{"asset_type_key":"note","name":"ok"},{"asset_type_key":"server","name":"b","properties":{"hostname":"big-2","cost":12345678901234567891}}]', '12345678901234567891', '/1/properties/cost'],
+        ['/api/v1/search/assets', '{"filter":{"field":"properties.cpu_count","operator":"equals","value":-9007199254740995}}', '-9007199254740995', '/filter/value'],
+      ] as const) {
+        const res = await send(url, raw)
+        expect(res.statusCode, raw).toBe(400)
+        expect(res.json().errors, raw).toMatchObject([{ code: 'invalid_request', detail: detail(n), source: { pointer } }])
+      }
+      // Integers a float holds exactly are kept, however long; the same digits as text are text.
+      const exact = await send('/api/v1/assets', '{"asset_type_key":"server","name":"big","properties":{"hostname":"big-3","memory_gb":9007199254740992,"owner":"9007199254740993"}}')
+      expect(exact.statusCode).toBe(201)
+      expect(exact.json().data.properties).toMatchObject({ memory_gb: 9007199254740992, owner: '9007199254740993' })
+      expect((await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE unique_value IN ('big-1', 'big-2')")).rows[0]!.n).toBe(0)
+    })
+
     it('refuses year 0000 (no date in PostgreSQL) on write and in filters with a clear 4xx, never 500', async () => {
       const write = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'y0', properties: { hostname: 'y0', purchased_on: '0000-01-01' } } })
       expect(write.status).toBe(422)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { hasLongDigitRun } from '../../src/core/http-input.js'
+import { hasLongDigitRun, inexactInteger } from '../../src/core/http-input.js'
 
 describe('hasLongDigitRun (a number too long for a 64-bit float may hide in a body)', () => {
   it('finds 100 digits in a row wherever the run starts, and nothing shorter', () => {
@@ -15,5 +15,23 @@ describe('hasLongDigitRun (a number too long for a 64-bit float may hide in a bo
     expect(hasLongDigitRun(`${'9'.repeat(99)},`.repeat(1000))).toBe(false)
     expect(hasLongDigitRun(`${`${'9'.repeat(99)},`.repeat(500)}${'9'.repeat(100)}`)).toBe(true)
     expect(hasLongDigitRun('')).toBe(false)
+  })
+})
+
+describe('inexactInteger (an integer past 2^53 that JSON.parse would round)', () => {
+  it('finds integer literals a 64-bit float cannot hold, outside strings only', () => {
+    expect(inexactInteger('{"n": 9007199254740993}')).toBe('9007199254740993')
+    expect(inexactInteger('[1, -12345678901234567891]')).toBe('-12345678901234567891')
+    // Exactly representable, however long: 2^53, 2^60, 10^20.
+    expect(inexactInteger('[9007199254740992, 1152921504606846976, 100000000000000000000]')).toBeNull()
+    // Within strings (escaped quotes included), with a fraction or an exponent: not integers to keep.
+    expect(inexactInteger('{"id": "9007199254740993", "q": "a \\" 9007199254740993"}')).toBeNull()
+    expect(inexactInteger('[9007199254740993.5, 9007199254740993e0, 1.9007199254740993]')).toBeNull()
+    expect(inexactInteger('')).toBeNull()
+  })
+
+  it('is looked for only where the probe finds 16 digits in a row', () => {
+    expect(hasLongDigitRun('{"n": 9007199254740993}', 16)).toBe(true)
+    expect(hasLongDigitRun('{"n": 900719925474099}', 16)).toBe(false)
   })
 })

@@ -26,8 +26,13 @@ const NUMBER_TYPES = new Set(['number', 'integer', 'percentage', 'currency', 'sc
 export function convertCell(property: PropertyInfo, cell: string): unknown {
   if (cell === '') return undefined
   if (NUMBER_TYPES.has(property.type)) {
-    const n = Number(cell.trim())
-    if (cell.trim() === '' || !Number.isFinite(n)) throw new CellError(property.key, `${property.key} must be a number, not ${JSON.stringify(cell)}`)
+    const text = cell.trim()
+    const n = Number(text)
+    if (text === '' || !Number.isFinite(n)) throw new CellError(property.key, `${property.key} must be a number, not ${JSON.stringify(cell)}`)
+    // As the server refuses it in a body: an integer a 64-bit float would round is not sent rounded.
+    if (/^-?\d{16,}$/.test(text) && BigInt(text) !== BigInt(n)) {
+      throw new CellError(property.key, `${property.key}: the number ${text} cannot be kept exactly (integers beyond ±9007199254740991 lose digits in a 64-bit float)`)
+    }
     return n
   }
   if (property.type === 'boolean') {
