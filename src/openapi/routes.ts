@@ -17,6 +17,14 @@ function baseDocument(app: FastifyInstance): Record<string, unknown> {
   return app.swagger() as unknown as Record<string, unknown>
 }
 
+/**
+ * YAML written for YAML 1.1 readers too (PyYAML, js-yaml 3, many generators): strings they would
+ * read as something else are quoted — options such as `yes`, `on` or `2025-01-01` (booleans and
+ * dates there), timestamp examples, keys such as `n` — so every parser reads the JSON document.
+ * Still plain YAML 1.2 (no directive); objects that appear twice are written out, not aliased.
+ */
+const YAML_OPTIONS = { aliasDuplicateObjects: false, version: '1.1' } as const
+
 export async function openapiRoutes(app: FastifyInstance): Promise<void> {
   const schema = (format: string) => ({
     tags: ['openapi'],
@@ -27,7 +35,7 @@ export async function openapiRoutes(app: FastifyInstance): Promise<void> {
     reply.type('application/json; charset=utf-8').send(baseDocument(app)),
   )
   app.get('/openapi/base.yaml', { schema: schema('YAML') }, async (_request, reply) =>
-    reply.type('application/yaml; charset=utf-8').send(stringify(baseDocument(app), { aliasDuplicateObjects: false })),
+    reply.type('application/yaml; charset=utf-8').send(stringify(baseDocument(app), YAML_OPTIONS)),
   )
 }
 
@@ -67,7 +75,7 @@ export async function typedOpenapiRoutes(app: FastifyInstance): Promise<void> {
   const yaml = { description: 'An OpenAPI 3.1 document (YAML)', content: { 'application/yaml': { schema: { type: 'string' } } } }
   app.get('/openapi/typed.yaml', { schema: schema('YAML', yaml) }, async (request, reply) => {
     const entry = await entryFor(request)
-    entry.yaml ??= stringify(entry.document, { aliasDuplicateObjects: false })
+    entry.yaml ??= stringify(entry.document, YAML_OPTIONS)
     return reply.type('application/yaml; charset=utf-8').send(entry.yaml)
   })
 }

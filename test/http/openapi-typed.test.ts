@@ -106,6 +106,8 @@ for (const store of STORES) {
       expect(yaml.statusCode).toBe(200)
       expect(yaml.headers['content-type']).toBe('application/yaml; charset=utf-8')
       expect(parse(yaml.body)).toEqual(doc)
+      // A YAML 1.1 reader (PyYAML) reads the same: timestamps and options like `yes` stay strings.
+      expect(parse(yaml.body, { version: '1.1' })).toEqual(doc)
     })
 
     it('is regenerated when the metamodel changes', async () => {
