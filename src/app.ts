@@ -300,19 +300,27 @@ function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
       const { attachNats } = await import('./events/nats.js')
       const options = { url: config.natsUrl, stream: config.natsStream, onError: (err: unknown) => app.log.error({ err }, 'NATS publication failed; retrying') }
       // NATS down at start does not stop the API: events stay pending (stamped, not published)
-      // until a connection succeeds, here or in another process.
-      const attach = (): void => void attachNats(relay, db, options).catch((err) => {
-        app.log.error({ err }, 'NATS unreachable; retrying in 5 s')
-        if (!closed) setTimeout(attach, 5000).unref()
-      })
+      // until a connection succeeds, here or in another process. No attempt starts once the app
+      // is closing, and one under way is waited for and closed with it: an attempt that went on
+      // after the close created the stream again and left its connection open.
+      const attach = (): void => {
+        if (closed) return
+        nats.attaching = attachNats(relay, db, options).then((sink) => { nats.sink = sink }, (err: unknown) => {
+          app.log.error({ err }, 'NATS unreachable; retrying in 5 s')
+          setTimeout(attach, 5000).unref()
+        })
+      }
       attach()
     }
     relay.start()
   })
   let closed = false
+  const nats: { attaching: Promise<void> | null; sink: { close(): Promise<void> } | null } = { attaching: null, sink: null }
   app.addHook('onClose', async () => {
     closed = true
+    await nats.attaching
     await relay.stop()
+    await nats.sink?.close()
   })
 }
 

@@ -65,3 +65,30 @@ for (const store of STORES) {
     })
   })
 }
+
+describe.runIf(NATS_URL)('pglite: a closed app leaves NATS alone', () => {
+  it('starts no attempt to reach NATS after close: a retry due later creates no stream', { timeout: 30_000 }, async () => {
+    const nc = await connect({ servers: NATS_URL })
+    const jsm = await jetstreamManager(nc)
+    const suffix = randomBytes(5).toString('hex').toUpperCase()
+    // A stream holding kbis.> already makes the app's own creation fail: it retries in 5 s.
+    const blocker = `KBIS_TEST_BLOCK_${suffix}`
+    const stream = `KBIS_TEST_LATE_${suffix}`
+    await jsm.streams.add({ name: blocker, subjects: ['kbis.>'] })
+    const t = await createTestApp('pglite', undefined, { natsUrl: NATS_URL, natsStream: stream })
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      await t.app.close()
+      await jsm.streams.delete(blocker)
+      await new Promise((resolve) => setTimeout(resolve, 6000))
+      const names: string[] = []
+      for await (const name of jsm.streams.names()) names.push(name)
+      expect(names).not.toContain(stream)
+    } finally {
+      await t.close()
+      await jsm.streams.delete(stream).catch(() => undefined)
+      await jsm.streams.delete(blocker).catch(() => undefined)
+      await nc.close()
+    }
+  })
+})
