@@ -205,15 +205,14 @@ export async function patchAssets(
     // Embedded relationships are synced on the patched assets. When items failed, those of the
     // others are checked still, before any patch is written (every failing item listed); an
     // asset that an item renames is not reported missing under its new key.
-    const renamedKeys = items.flatMap((_, i) => {
-      const asset = plan.ids[i] === null || plan.ids[i] === undefined ? undefined : plan.current.get(plan.ids[i]!)
-      const property = asset ? ctx.metamodel.assetTypes.get(asset.asset_type_key)?.unique_property_key : undefined
-      const value = property ? items[i]!.properties?.[property] : undefined
-      return asset && typeof value === 'string' ? [{ asset_type_key: asset.asset_type_key, unique_value: value }] : []
-    })
-    const passed = (i: number): boolean => !failures.failed.has(i)
     if (failures.failed.size > 0) {
-      await checkBesideFailures(tx, ctx, embeddedSyncs(items, plan, passed), failures, renamedKeys)
+      const renamedKeys = items.flatMap((item, i) => {
+        const asset = plan.ids[i] ? plan.current.get(plan.ids[i]!) : undefined
+        const property = asset ? ctx.metamodel.assetTypes.get(asset.asset_type_key)?.unique_property_key : undefined
+        const value = property ? item.properties?.[property] : undefined
+        return asset && typeof value === 'string' ? [{ asset_type_key: asset.asset_type_key, unique_value: value }] : []
+      })
+      await checkBesideFailures(tx, ctx, embeddedSyncs(items, plan, (i) => !failures.failed.has(i)), failures, renamedKeys)
     }
     failures.throwIfAny()
     // A bulk answers ids; PATCH /assets/{id} its record. An asset the patch leaves as it is (the

@@ -24,11 +24,13 @@ const TOO_DEEP = `the body is nested too deeply: at most ${MAX_BODY_DEPTH} level
  * The first value of a parsed body that JSON can carry but the store cannot: NUL characters and
  * lone UTF-16 surrogates in keys or strings, and numbers too large for a 64-bit float (JSON.parse
  * reads `1e400` as Infinity, which would be written as null); or nesting deeper than
- * MAX_BODY_DEPTH. Returns the issue with its pointer. Iterative (an explicit stack, in document
- * order): a body nested 100,000 deep cannot overflow the call stack. `values` false checks the
- * depth only.
+ * MAX_BODY_DEPTH; or the number `inexact`, the value JSON.parse read for an integer it could not
+ * keep exactly (inexactInteger: its text). Returns the issue with its pointer. Iterative (an
+ * explicit stack, in document order): a body nested 100,000 deep cannot overflow the call stack.
+ * `values` false checks the depth only (and `inexact`).
  */
-function findUnstorable(root: unknown, values: boolean): Issue | null {
+function findUnstorable(root: unknown, values: boolean, inexact: string | null = null): Issue | null {
+  const rounded = inexact === null ? null : Number(inexact)
   // Pointers are built only for the value reported: ordinary bodies pay no string work per node.
   interface Node { value: unknown; key: string; parent: Node | null; depth: number }
   const pointerOf = (node: Node): string => {
@@ -47,6 +49,9 @@ function findUnstorable(root: unknown, values: boolean): Issue | null {
     }
     if (typeof value === 'number') {
       if (values && !Number.isFinite(value)) return { detail: 'number out of range: it does not fit a 64-bit float', pointer: pointerOf(node) }
+      if (value === rounded) {
+        return { detail: `the number ${inexact} cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text`, pointer: pointerOf(node) }
+      }
       continue
     }
     if (value === null || typeof value !== 'object') continue
@@ -144,22 +149,10 @@ export function inexactInteger(text: string): string | null {
     while (end < text.length && /[0-9.eE+-]/.test(text[end]!)) end++
     const token = text.slice(i, end)
     i = end - 1
-    if (/^-?\d{16,}$/.test(token) && BigInt(token) !== BigInt(Number(token))) return token
+    // A number past a float's range (Infinity) is findUnstorable's to report.
+    if (/^-?\d{16,}$/.test(token) && Number.isFinite(Number(token)) && BigInt(token) !== BigInt(Number(token))) return token
   }
   return null
-}
-
-/** The pointer of the first number equal to `value` in `root` (document order), or "" (the body). */
-function pointerOfNumber(root: unknown, value: number): string {
-  const stack: { value: unknown; path: string }[] = [{ value: root, path: '' }]
-  while (stack.length > 0) {
-    const node = stack.pop()!
-    if (node.value === value) return node.path
-    if (node.value === null || typeof node.value !== 'object') continue
-    const entries = Array.isArray(node.value) ? node.value.map((v, i) => [String(i), v] as const) : Object.entries(node.value)
-    for (let i = entries.length - 1; i >= 0; i--) stack.push({ value: entries[i]![1], path: `${node.path}/${escapePointer(entries[i]![0])}` })
-  }
-  return ''
 }
 
 const NUL_IN_URL = 'text must not contain NUL (U+0000) characters'
@@ -193,11 +186,12 @@ export class RefusedBody {
   }
 }
 
-const WRITES = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
+/** The methods that write (CONTRACT §16: Idempotency-Key and dry runs apply to them). */
+export const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
 
 /** Whether a refused body waits for the Idempotency-Key's claim: a write of the API that carries one. */
 function defersRefusal(request: FastifyRequest): boolean {
-  return WRITES.has(request.method) && request.headers['idempotency-key'] !== undefined && request.url.startsWith('/api/v1/')
+  return WRITE_METHODS.has(request.method) && request.headers['idempotency-key'] !== undefined && request.url.startsWith('/api/v1/')
 }
 
 /**
@@ -229,15 +223,10 @@ export function registerInputGuards(app: FastifyInstance): void {
       // The depth is always checked (a walk that allocates nothing); values only when the text
       // looks suspect. The walk with pointers runs only to report what was found.
       const suspect = SUSPECT.test(body) || hasLongDigitRun(body)
-      const unstorable = suspect || nestedDeeperThan(value, MAX_BODY_DEPTH) ? findUnstorable(value, suspect) : null
-      if (unstorable) return done(new AppError(Errors.INVALID_REQUEST, [unstorable]), undefined)
+      // An integer past 2^53 is looked for in the text only where 16 digits follow each other.
       const inexact = hasLongDigitRun(body, INEXACT_RUN) ? inexactInteger(body) : null
-      if (inexact !== null) {
-        return done(new AppError(Errors.INVALID_REQUEST, [{
-          detail: `the number ${inexact} cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text`,
-          pointer: pointerOfNumber(value, Number(inexact)),
-        }]), undefined)
-      }
+      const unstorable = suspect || inexact !== null || nestedDeeperThan(value, MAX_BODY_DEPTH) ? findUnstorable(value, suspect, inexact) : null
+      if (unstorable) return done(new AppError(Errors.INVALID_REQUEST, [unstorable]), undefined)
       done(null, value)
     })
   }

@@ -5,6 +5,7 @@ import { AppError, Errors } from '../core/errors.js'
 import { claimKey, completeKey, purgeExpiredKeys, readKey, releaseKey, type KeyScope } from './sql.js'
 import { openAnswer, sealAnswer } from './seal.js'
 import { bearerToken } from '../core/auth/authenticate.js'
+import { WRITE_METHODS } from '../core/http-input.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -19,7 +20,6 @@ export const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60
 // statement and shutdown timeouts, far below this): another request may take the key over.
 const STALE_CLAIM_SECONDS = 10 * 60
 const PURGE_EVERY_MS = 15 * 60_000
-const WRITE_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
 // 1–255 visible ASCII characters (0x21–0x7E).
 const VALID_KEY = /^[\x21-\x7e]{1,255}$/
 // Headers that describe the stored body; per-request ones (X-Request-Id, rate-limit counters) are not replayed.

@@ -70,11 +70,6 @@ export async function listKeysFromCli(db: Db, req: { org: string }): Promise<Cli
   return rows.map((row) => ({ ...toApiKeyRecord(row), owner_email: row.owner_email }))
 }
 
-/**
- * `kbis keys revoke`: deletes a key for good, as DELETE /api-keys/{id} does (event `api_key.deleted`,
- * every server drops its cached copy at once). Named by its id or by the start of its token, which
- * is what an operator holds when a token has leaked.
- */
 /** The key `kbis keys revoke` names: a token's prefix (12 hex digits), or null for an id; checked before the store is opened. */
 export function revokedKeyPrefix(key: string): string | null {
   const prefix = prefixOfTokenStart(key)
@@ -82,6 +77,11 @@ export function revokedKeyPrefix(key: string): string | null {
   return prefix
 }
 
+/**
+ * `kbis keys revoke`: deletes a key for good, as DELETE /api-keys/{id} does (event `api_key.deleted`,
+ * every server drops its cached copy at once). Named by its id or by the start of its token, which
+ * is what an operator holds when a token has leaked.
+ */
 export async function revokeKeyFromCli(db: Db, req: { org: string; key: string }): Promise<{ id: string; name: string; secret_prefix: string }> {
   const prefix = revokedKeyPrefix(req.key)
   const result = await db.transaction(async (tx) => {

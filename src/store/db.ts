@@ -458,7 +458,7 @@ class PgliteDb implements Db {
 export interface StoreOptions {
   /** PostgreSQL connection string; when absent, PGlite is used. */
   databaseUrl?: string | undefined
-  /** PGlite: called once the data directory is locked, before a new one is initialized (it takes seconds). */
+  /** PGlite: called once the data directory is locked, before a new one is created (unpacked from the build's template, or initdb). */
   onInitialize?: ((dir: string) => void) | undefined
   /** PGlite data directory; `memory://` for an in-memory store. */
   dataDir?: string | undefined

@@ -28,6 +28,8 @@ describe('inexactInteger (an integer past 2^53 that JSON.parse would round)', ()
     expect(inexactInteger('{"id": "9007199254740993", "q": "a \\" 9007199254740993"}')).toBeNull()
     expect(inexactInteger('[9007199254740993.5, 9007199254740993e0, 1.9007199254740993]')).toBeNull()
     expect(inexactInteger('')).toBeNull()
+    // Past a float's range altogether: reported as out of range, not here.
+    expect(inexactInteger(`[1${'0'.repeat(400)}]`)).toBeNull()
   })
 
   it('is looked for only where the probe finds 16 digits in a row', () => {
