@@ -6,6 +6,7 @@ import { chromium, type Browser, type Page } from 'playwright-core'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { STORES } from '../helpers/stores.js'
 import { PASSWORD, givenPasswords } from '../helpers/console.js'
+import { eventually } from '../helpers/webhook-receiver.js'
 
 /*
  * The console in a real browser (CONTRACT §15): Debian's Chromium driven by playwright-core, only
@@ -276,6 +277,8 @@ for (const [index, kind] of STORES.entries()) {
         await expect(page.getByRole('status').textContent()).resolves.toBe('Sent a test event: its delivery is listed below.')
         for (let i = 0; i < 50 && received.length === 0; i++) await new Promise((r) => setTimeout(r, 200))
         expect(JSON.parse(received[0]!).type).toBe('webhook.test')
+        // The receiver has the body before the worker has written the delivery's outcome.
+        await eventually(async () => (await t.request('GET', `/api/v1/webhooks/${hooks[0].id}/deliveries`)).body.data[0]?.status === 'succeeded', 10_000)
         await page.reload()
         await expect(page.getByLabel('Secret').count()).resolves.toBe(0)
         const row = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'webhook.test' }) })

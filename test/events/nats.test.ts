@@ -4,6 +4,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { eventually } from '../helpers/webhook-receiver.js'
 
 const NATS_URL = process.env.TEST_NATS_URL
 
@@ -17,6 +18,12 @@ for (const store of STORES) {
       nc = await connect({ servers: NATS_URL })
       jsm = await jetstreamManager(nc)
       t = await createTestApp(store, undefined, { natsUrl: NATS_URL, natsStream: stream })
+      // The app attaches its sink in the background; on a loaded machine that takes a moment.
+      await eventually(async () => jsm.streams.info(stream).then(() => true, () => false), 30_000, 100).catch(async () => {
+        const held: string[] = []
+        for await (const info of jsm.streams.list()) held.push(`${info.config.name} (${info.config.subjects.join(', ')})`)
+        throw new Error(`the app did not create stream ${stream}; the server holds: ${held.join('; ') || 'no stream'}`)
+      })
     })
     afterAll(async () => {
       await t.app.close()
@@ -37,7 +44,7 @@ for (const store of STORES) {
     }
 
     async function until(check: () => Promise<boolean>): Promise<void> {
-      for (let i = 0; i < 100 && !(await check()); i++) await new Promise((r) => setTimeout(r, 50))
+      await eventually(check, 20_000, 50)
     }
 
     it('creates the stream and publishes every event to kbis.<org>.<type> with Nats-Msg-Id = event id', async () => {
@@ -45,6 +52,8 @@ for (const store of STORES) {
       await t.request('PATCH', `/api/v1/assets/${created.body.data.id}`, { body: { name: 'nats-2' } })
       const feed = (await t.request('GET', `/api/v1/events?filter[subject]=assets/${created.body.data.id}`)).body.data
       expect(feed).toHaveLength(2)
+      // On PGlite the events are in the feed at once and marked for publication by the relay's round.
+      await t.settled()
       await until(async () => (await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE pending_publish')).rows[0]!.n === 0)
       const info = await jsm.streams.info(stream)
       expect(info.config.subjects).toEqual(['kbis.>'])
