@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import cors from '@fastify/cors'
@@ -233,23 +233,28 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   registerEventSchemas(app)
   const webhooks = createWebhookWorker(app)
 
+  // The key, then the organization's quota: only requests of a known organization count against
+  // it, those its plan or its IP allowlist refuses too, answered with the quota's headers as every
+  // authenticated answer (CONTRACT §10).
+  const admit = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const { context, refusal } = await authenticator.identify(request)
+    request.auth = context
+    await enforceRateLimit(rateLimiter, request, reply)
+    if (refusal) throw refusal
+  }
   await app.register(async (api) => {
     // A path no route serves is authenticated too (spec: every request but the base OpenAPI
     // description): without a valid key 401, as on every route, so no one learns without a key
     // which paths exist; with one, 404.
     api.setNotFoundHandler(async (request, reply) => {
-      await authenticator.authenticate(request)
+      await admit(request, reply)
       return sendError(reply, new AppError(Errors.NOT_FOUND, `no route ${request.method} ${request.url.split('?')[0]}`))
     })
     await api.register(openapiRoutes)
     // The interactive API reference (Swagger UI, its assets served from node_modules), no key needed.
     await api.register(swaggerUi, { routePrefix: '/docs', indexPrefix: '/api/v1', uiConfig: { deepLinking: true, persistAuthorization: false } })
     await api.register(async (authed) => {
-      authed.addHook('onRequest', async (request) => {
-        request.auth = await authenticator.authenticate(request)
-      })
-      // After authentication: only requests of a known organization count against its quota.
-      authed.addHook('onRequest', async (request, reply) => enforceRateLimit(rateLimiter, request, reply))
+      authed.addHook('onRequest', admit)
       // One organization cannot hold every pooled connection (docs/configuration.md, KBIS_ORG_CONCURRENCY).
       registerOrgConcurrency(authed, orgConcurrency)
       registerIdempotency(authed, db)

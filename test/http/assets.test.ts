@@ -240,6 +240,8 @@ for (const store of STORES) {
         const res = await t.request(method!, url!)
         expect(res.status, `${method} ${url}`).toBe(404)
         expect(res.body.errors[0]).toMatchObject({ status: '404', code: 'not_found', detail: `no route ${method} ${url}` })
+        // An authenticated answer: with the organization's quota (CONTRACT §10).
+        expect(res.headers['ratelimit-limit'], `${method} ${url}`).toMatch(/^\d+$/)
         for (const key of [null, 'kbis_000000000000_not-a-key']) {
           const anonymous = await t.request(method!, url!, { key })
           expect(anonymous.status, `${method} ${url} ${key}`).toBe(401)

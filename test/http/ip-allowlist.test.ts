@@ -19,8 +19,12 @@ async function from(t: TestApp, remoteAddress: string, headers: Record<string, s
   const res = await t.app.inject({
     method: 'GET', url: '/api/v1/assets', remoteAddress, headers: { authorization: `Bearer ${t.adminKey}`, ...headers },
   })
-  return { status: res.statusCode, body: withoutRequestIds(JSON.parse(res.body), res.headers['x-request-id']) }
+  return { status: res.statusCode, body: withoutRequestIds(JSON.parse(res.body), res.headers['x-request-id']), headers: res.headers }
 }
+
+/** The quota's headers (CONTRACT §10: every authenticated answer carries them). */
+const quota = (headers: Record<string, unknown>) => ({ limit: headers['ratelimit-limit'], remaining: headers['ratelimit-remaining'], reset: headers['ratelimit-reset'] })
+const QUOTA = { limit: expect.stringMatching(/^\d+$/), remaining: expect.stringMatching(/^\d+$/), reset: expect.stringMatching(/^\d+$/) }
 
 const notAllowed = (address: string) => ({
   errors: [{ status: '403', code: 'ip_not_allowed', detail: `the address ${address} is not in the organization's IP allowlist` }],
@@ -53,7 +57,12 @@ for (const store of STORES) {
         const res = await from(t, address)
         expect(res.status, address).toBe(403)
         expect(res.body).toEqual(notAllowed(address))
+        // A valid key of a known organization: an authenticated answer, counted.
+        expect(quota(res.headers), address).toEqual(QUOTA)
       }
+      const before = Number((await from(t, '10.1.2.3')).headers['ratelimit-remaining'])
+      await from(t, '192.0.2.1')
+      expect(Number((await from(t, '10.1.2.3')).headers['ratelimit-remaining'])).toBe(before - 2)
     })
 
     it('ignores X-Forwarded-For when no proxy is trusted', async () => {
@@ -84,7 +93,12 @@ for (const store of STORES) {
         const res = await t.request('GET', url)
         expect(res.status, url).toBe(403)
         expect(res.body).toEqual({ errors: [{ status: '403', code: 'api_access_disabled', detail: "the organization's plan has no API access" }] })
+        expect(quota(res.headers), url).toEqual(QUOTA)
       }
+      // So is a path no route serves, with a valid key.
+      const unknown = await t.request('GET', '/api/v1/no-such-thing')
+      expect(unknown.status).toBe(403)
+      expect(quota(unknown.headers)).toEqual(QUOTA)
       expect((await t.request('GET', '/api/v1/openapi/base.json', { key: null })).status).toBe(200)
     })
   })

@@ -133,6 +133,17 @@ export class Authenticator {
   }
 
   async authenticate(request: FastifyRequest): Promise<AuthContext> {
+    const { context, refusal } = await this.identify(request)
+    if (refusal) throw refusal
+    return context
+  }
+
+  /**
+   * The key's context, and the refusal (403) of a valid key whose organization may not use the
+   * API from here (its plan, its IP allowlist): the answer of such a key is still an
+   * authenticated one, with the organization's quota headers (CONTRACT §10). Throws the 401s.
+   */
+  async identify(request: FastifyRequest): Promise<{ context: AuthContext; refusal: AppError | null }> {
     const token = bearerToken(request)
     if (token === null) throw new AppError(Errors.UNAUTHORIZED, 'send an API key as "Authorization: Bearer <key>"')
     const prefix = tokenPrefix(token)
@@ -141,12 +152,12 @@ export class Authenticator {
     if (entry.inactive) {
       throw new AppError(Errors.API_KEY_INACTIVE, "the API key's owner is disabled or has no active sign-in method")
     }
-    if (!entry.apiAccess) throw new AppError(Errors.API_ACCESS_DISABLED, "the organization's plan has no API access")
+    if (!entry.apiAccess) return { context: entry.context, refusal: new AppError(Errors.API_ACCESS_DISABLED, "the organization's plan has no API access") }
     if (!addressAllowed(request.ip, entry.allowlist)) {
-      throw new AppError(Errors.IP_NOT_ALLOWED, `the address ${request.ip} is not in the organization's IP allowlist`)
+      return { context: entry.context, refusal: new AppError(Errors.IP_NOT_ALLOWED, `the address ${request.ip} is not in the organization's IP allowlist`) }
     }
     this.lastUsed.set(entry.context.keyId, { orgId: entry.orgId, at: new Date() })
-    return entry.context
+    return { context: entry.context, refusal: null }
   }
 
   private async lookup(prefix: string): Promise<CachedKey | null> {
