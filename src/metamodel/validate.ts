@@ -4,8 +4,11 @@ import type { AssetType, PropertyDefinition } from './types.js'
 import type { Issue } from '../core/errors.js'
 import { MAX_INDEXED_TEXT } from '../core/schemas.js'
 
-/** Characters a unique_key value may not contain (CONTRACT §2): it must be safe in a path. */
-export const UNIQUE_KEY_PATTERN = "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s]+$"
+/**
+ * Characters a unique_key value may not contain (CONTRACT §2): it must be safe in a path. `\s` is
+ * JavaScript's white space, which lacks U+0085 (NEXT LINE) of Unicode's White_Space.
+ */
+export const UNIQUE_KEY_PATTERN = "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s\\u0085]+$"
 
 const ajv = new Ajv({ allErrors: true, strict: false })
 addFormats.default(ajv, ['date', 'uri'])

@@ -101,7 +101,9 @@ for (const store of STORES) {
     })
 
     it('enforces unique_key characters and uniqueness among live assets', async () => {
-      for (const bad of ['a b', 'a/b', 'a:b', "a'b", 'a#b', '']) {
+      // Every Unicode white space, U+0085 (NEXT LINE) too, which JavaScript's \s leaves out.
+      const spaces = ['\t', '\n', '\v', '\f', '\r', '\u0085', '\u00a0', '\u1680', '\u2000', '\u200a', '\u2028', '\u2029', '\u202f', '\u205f', '\u3000']
+      for (const bad of ['a b', 'a/b', 'a:b', "a'b", 'a#b', '', ...spaces.map((space) => `a${space}b`)]) {
         const res = await t.request('POST', '/api/v1/assets', { body: server(bad || 'empty', { hostname: bad }) })
         expect(res.status, bad).toBe(422)
       }

@@ -17,7 +17,7 @@ const SERVER_SCHEMA = {
   title: 'Server properties',
   'x-kbis-asset-type-key': 'server',
   properties: {
-    hostname: { title: 'Hostname', type: 'string', minLength: 1, maxLength: 500, pattern: "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s]+$" },
+    hostname: { title: 'Hostname', type: 'string', minLength: 1, maxLength: 500, pattern: "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s\\u0085]+$" },
     environment: { type: 'string', enum: ['dev', 'staging', 'prod'] },
     cpu_count: { type: 'integer', minimum: 1 },
     memory_gb: { type: 'number' },
