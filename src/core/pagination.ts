@@ -22,8 +22,11 @@ export interface PageMeta {
 
 export const DEFAULT_PAGE_SIZE = 50
 export const MAX_PAGE_SIZE = 100
-/** Far past any real page (and OFFSET stays a safe integer). */
-export const MAX_PAGE_NUMBER = 1_000_000_000
+/**
+ * Any page number a client can write exactly (CONTRACT §3: a page past the end is empty); beyond
+ * 2^53 a number is no longer an integer in JSON's usual reading. OFFSET stays within bigint.
+ */
+export const MAX_PAGE_NUMBER = Number.MAX_SAFE_INTEGER
 
 /**
  * Query-string schema members for `page[number]` and `page[size]` (validated by Fastify's Ajv),

@@ -86,6 +86,17 @@ for (const store of STORES) {
       expect(past.status).toBe(200)
       expect(past.body.data).toEqual([])
       expect(past.body.links.next).toBeNull()
+      // However far: any page number written exactly (up to 2^53 - 1).
+      for (const number of [1_000_000_001, 99_999_999_999, Number.MAX_SAFE_INTEGER]) {
+        const far = await list(`?sort=name&page[number]=${number}&page[size]=100`)
+        expect(far.status, String(number)).toBe(200)
+        expect(far.body.data).toEqual([])
+        expect(far.body.meta.page).toEqual({ number, size: 100, total_items: 6, total_items_exact: true, total_pages: 1 })
+        expect(far.body.links.self).toBe(`/api/v1/assets?sort=name&page[number]=${number}&page[size]=100`)
+      }
+      const beyond = await list('?page[number]=9007199254740992')
+      expect(beyond.status).toBe(400)
+      expect(beyond.body.errors[0]).toMatchObject({ status: '400', code: 'invalid_page', source: { parameter: 'page[number]' } })
     })
 
     it('rejects page[size] outside 1..100 and page[number] < 1 with 400 invalid_page', async () => {

@@ -140,7 +140,7 @@ for (const store of STORES) {
       expect(list.status).toBe(400)
     })
 
-    it('refuses page numbers past 10^9 in search bodies with 400 invalid_page', async () => {
+    it('refuses page numbers past 2^53 in search bodies with 400 invalid_page', async () => {
       const pages = [
         ['/api/v1/search/relationships', { page: { number: 1e20 } }, '/page/number'],
         ['/api/v1/search/assets', { include: ['relationships'], relationships: { page: { number: 1e20 } } }, '/relationships/page/number'],

@@ -105,6 +105,8 @@ for (const store of STORES) {
       expect(second.body.meta.page).toEqual({ number: 2, size: 2, total_items: 7, total_items_exact: true, total_pages: 4 })
       const past = await search({ page: { number: 5, size: 2 } })
       expect(past.body).toEqual({ data: [], meta: { page: { number: 5, size: 2, total_items: 7, total_items_exact: true, total_pages: 4 } } })
+      const far = await search({ sort: [{ field: 'name' }], page: { number: 99_999_999_999, size: 100 } })
+      expect(far.body).toEqual({ data: [], meta: { page: { number: 99_999_999_999, size: 100, total_items: 7, total_items_exact: true, total_pages: 1 } } })
     })
 
     it.each<[string, unknown, string, string]>([
