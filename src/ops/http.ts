@@ -31,7 +31,8 @@ function logRequest(request: FastifyRequest, reply: FastifyReply): void {
     status_code: reply.statusCode,
     duration_ms: Math.round(reply.elapsedTime * 100) / 100,
     org_key: auth?.orgKey ?? null,
-    api_key_id: auth?.keyId ?? null,
+    // A console user acts without a key (core/auth/user.ts: keyId '').
+    api_key_id: auth?.keyId || null,
   }, 'request completed')
 }
 

@@ -7,6 +7,7 @@ import { eventTypeIssues, TEST_EVENT_TYPE } from './patterns.js'
 import { newWebhookSecret } from './signing.js'
 import { webhookUrlIssue } from './ssrf.js'
 import * as sql from './sql.js'
+import { originOf } from '../outbox/write.js'
 
 /** What the webhook services need of a request (they never see `request` itself). */
 export interface WebhookContext {
@@ -189,7 +190,7 @@ export async function sendTestEvent(ctx: WebhookContext, id: string, requestId: 
     time: isoSecond(new Date())!,
     datacontenttype: 'application/json',
     requestid: requestId,
-    data: { object: webhook, actor: { api_key_id: ctx.auth.keyId, user_id: ctx.auth.userId } },
+    data: { object: webhook, actor: originOf(ctx).actor },
   }
   const deliveryId = newId()
   await sql.insertDelivery(ctx.db, ctx.auth.orgId, { id: deliveryId, webhookId: id, eventId, eventType: TEST_EVENT_TYPE, payload: JSON.stringify(event) })

@@ -276,7 +276,7 @@ for (const [index, kind] of STORES.entries()) {
         await page.getByRole('button', { name: 'Send test event' }).click()
         await expect(page.getByRole('status').textContent()).resolves.toBe('Sent a test event: its delivery is listed below.')
         for (let i = 0; i < 50 && received.length === 0; i++) await new Promise((r) => setTimeout(r, 200))
-        expect(JSON.parse(received[0]!).type).toBe('webhook.test')
+        expect(JSON.parse(received[0]!)).toMatchObject({ type: 'webhook.test', data: { actor: { api_key_id: null, user_id: expect.stringMatching(/^[0-9a-f-]{36}$/) } } })
         // The receiver has the body before the worker has written the delivery's outcome.
         await eventually(async () => (await t.request('GET', `/api/v1/webhooks/${hooks[0].id}/deliveries`)).body.data[0]?.status === 'succeeded', 10_000)
         await page.reload()
