@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import { AppError, Errors, type Issue } from './errors.js'
 import { escapePointer } from './json.js'
 import { validationError } from './http-errors.js'
+import { withItemMeta } from './items.js'
 
 // A high surrogate not followed by a low one, or a low one not preceded by a high one.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
@@ -21,16 +22,19 @@ export const MAX_BODY_DEPTH = 64
 const TOO_DEEP = `the body is nested too deeply: at most ${MAX_BODY_DEPTH} levels of objects and arrays`
 
 /**
- * The first value of a parsed body that JSON can carry but the store cannot: NUL characters and
- * lone UTF-16 surrogates in keys or strings, and numbers too large for a 64-bit float (JSON.parse
- * reads `1e400` as Infinity, which would be written as null); or nesting deeper than
- * MAX_BODY_DEPTH; or the number `inexact`, the value JSON.parse read for an integer it could not
- * keep exactly (inexactInteger: its text). Returns the issue with its pointer. Iterative (an
- * explicit stack, in document order): a body nested 100,000 deep cannot overflow the call stack.
- * `values` false checks the depth only (and `inexact`).
+ * The values of a parsed body that JSON can carry but the store cannot: NUL characters and lone
+ * UTF-16 surrogates in keys or strings, and numbers too large for a 64-bit float (JSON.parse
+ * reads `1e400` as Infinity, which would be written as null); nesting deeper than MAX_BODY_DEPTH;
+ * and the numbers of `inexact`, the values JSON.parse read for integers it could not keep exactly
+ * (inexactIntegers: their text). Returns the issues with their pointers, in document order: the
+ * first one only unless `all` (a bulk body lists every failing item, CONTRACT §5). Iterative (an
+ * explicit stack): a body nested 100,000 deep cannot overflow the call stack. `values` false
+ * checks the depth only (and `inexact`).
  */
-function findUnstorable(root: unknown, values: boolean, inexact: string | null = null): Issue | null {
-  const rounded = inexact === null ? null : Number(inexact)
+function findUnstorable(root: unknown, values: boolean, inexact: readonly string[] = [], all = false): Issue[] {
+  const issues: Issue[] = []
+  const rounded = new Map<number, string>()
+  for (const text of inexact) if (!rounded.has(Number(text))) rounded.set(Number(text), text)
   // Pointers are built only for the value reported: ordinary bodies pay no string work per node.
   interface Node { value: unknown; key: string; parent: Node | null; depth: number }
   const pointerOf = (node: Node): string => {
@@ -42,20 +46,22 @@ function findUnstorable(root: unknown, values: boolean, inexact: string | null =
   while (stack.length > 0) {
     const node = stack.pop()!
     const value = node.value
+    let detail: string | null = null
     if (typeof value === 'string') {
-      const detail = values ? badText(value) : null
-      if (detail) return { detail, pointer: pointerOf(node) }
-      continue
+      detail = values ? badText(value) : null
+    } else if (typeof value === 'number') {
+      const sent = rounded.get(value)
+      if (values && !Number.isFinite(value)) detail = 'number out of range: it does not fit a 64-bit float'
+      else if (sent !== undefined) detail = `the number ${sent} cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text`
+    } else if (value !== null && typeof value === 'object' && node.depth >= MAX_BODY_DEPTH) {
+      detail = TOO_DEEP
     }
-    if (typeof value === 'number') {
-      if (values && !Number.isFinite(value)) return { detail: 'number out of range: it does not fit a 64-bit float', pointer: pointerOf(node) }
-      if (value === rounded) {
-        return { detail: `the number ${inexact} cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text`, pointer: pointerOf(node) }
-      }
+    if (detail !== null) {
+      issues.push({ detail, pointer: pointerOf(node) })
+      if (!all) return issues
       continue
     }
     if (value === null || typeof value !== 'object') continue
-    if (node.depth >= MAX_BODY_DEPTH) return { detail: TOO_DEEP, pointer: pointerOf(node) }
     const depth = node.depth + 1
     // Children are pushed last-first so that they are visited in document order.
     if (Array.isArray(value)) {
@@ -65,13 +71,15 @@ function findUnstorable(root: unknown, values: boolean, inexact: string | null =
       for (let i = entries.length - 1; i >= 0; i--) stack.push({ value: entries[i]![1], key: entries[i]![0], parent: node, depth })
       if (values) {
         for (const [key] of entries) {
-          const detail = badText(key)
-          if (detail) return { detail: `a key: ${detail}`, pointer: `${pointerOf(node)}/${escapePointer(key)}` }
+          const bad = badText(key)
+          if (bad === null) continue
+          issues.push({ detail: `a key: ${bad}`, pointer: `${pointerOf(node)}/${escapePointer(key)}` })
+          if (!all) return issues
         }
       }
     }
   }
-  return null
+  return issues
 }
 
 /**
@@ -125,13 +133,13 @@ export function hasLongDigitRun(text: string, run = LONG_RUN): boolean {
 const INEXACT_RUN = 16
 
 /**
- * The first integer literal of the JSON text `text` (outside strings, without fraction or
- * exponent) that JSON.parse cannot keep exactly, `9007199254740993` read as
- * `9007199254740992`: stored, it would be another number than the one sent. Null when there is
- * none. Only called on a text with a run of INEXACT_RUN digits (hasLongDigitRun), so ordinary
- * bodies pay the probe alone.
+ * The integer literals of the JSON text `text` (outside strings, without fraction or exponent)
+ * that JSON.parse cannot keep exactly, `9007199254740993` read as `9007199254740992`: stored,
+ * each would be another number than the one sent. Only called on a text with a run of
+ * INEXACT_RUN digits (hasLongDigitRun), so ordinary bodies pay the probe alone.
  */
-export function inexactInteger(text: string): string | null {
+export function inexactIntegers(text: string): string[] {
+  const found: string[] = []
   let inString = false
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i)
@@ -150,25 +158,71 @@ export function inexactInteger(text: string): string | null {
     const token = text.slice(i, end)
     i = end - 1
     // A number past a float's range (Infinity) is findUnstorable's to report.
-    if (/^-?\d{16,}$/.test(token) && Number.isFinite(Number(token)) && BigInt(token) !== BigInt(Number(token))) return token
+    if (/^-?\d{16,}$/.test(token) && Number.isFinite(Number(token)) && BigInt(token) !== BigInt(Number(token))) found.push(token)
   }
-  return null
+  return found
 }
 
 const NUL_IN_URL = 'text must not contain NUL (U+0000) characters'
+
+const BAD_ESCAPE = 'the query string is malformed: each % must start an escape of UTF-8 (%XX, two hex digits); write a literal % as %25'
+
+/**
+ * The query-string parameter (its name as far as it decodes) whose percent-escapes are not UTF-8
+ * (`%ZZ`, `%FF`, a cut sequence), or undefined when every one decodes. The parser would read them
+ * as `%ZZ` or U+FFFD: a filter on another value than the one sent.
+ */
+function badlyEscapedParameter(url: string): { name: string | null } | undefined {
+  const start = url.indexOf('?')
+  if (start < 0 || !url.includes('%', start)) return undefined
+  for (const pair of url.slice(start + 1).split('&')) {
+    const [name = '', value = ''] = pair.split(/=(.*)/s)
+    const decoded = decodes(name)
+    if (decoded === null) return { name: null }
+    if (decodes(value) === null) return { name: decoded }
+  }
+  return undefined
+}
+
+function decodes(text: string): string | null {
+  try {
+    return decodeURIComponent(text.replaceAll('+', ' '))
+  } catch {
+    return null
+  }
+}
 
 const NOT_UTF8 = 'the body is not UTF-8 text: JSON is sent as UTF-8 (RFC 8259); convert it, or escape other characters as \\uXXXX'
 
 const POISON_DETAIL = 'keys named "__proto__" (or "constructor" holding "prototype") are not accepted'
 
-/** Fastify's parser reports a poisoned body as invalid JSON: valid JSON that it refused is poisoned. */
-function isPoisoned(body: string): boolean {
+/**
+ * Fastify's parser reports a poisoned body as invalid JSON: valid JSON that it refused is
+ * poisoned. Then the refusal, naming the keys it refused with their pointers (in a bulk body,
+ * an array, every one with its item), else null.
+ */
+function poisonedRefusal(body: string): AppError | null {
+  let root: unknown
   try {
-    JSON.parse(body)
-    return true
+    root = JSON.parse(body)
   } catch {
-    return false
+    return null
   }
+  const issues: Issue[] = []
+  const stack: { value: unknown; pointer: string }[] = [{ value: root, pointer: '' }]
+  while (stack.length > 0) {
+    const { value, pointer } = stack.pop()!
+    if (value === null || typeof value !== 'object') continue
+    for (const [key, child] of Object.entries(value)) {
+      const at = `${pointer}/${escapePointer(key)}`
+      const poisoned = !Array.isArray(value) && (key === '__proto__' || (key === 'constructor' && child !== null && typeof child === 'object' && Object.hasOwn(child, 'prototype')))
+      if (poisoned) issues.push({ detail: POISON_DETAIL, pointer: at })
+      else stack.push({ value: child, pointer: at })
+    }
+  }
+  if (issues.length === 0) return new AppError(Errors.INVALID_REQUEST, POISON_DETAIL)
+  // withItemMeta orders a bulk's issues by item.
+  return Array.isArray(root) ? withItemMeta(new AppError(Errors.INVALID_REQUEST, issues), root) : new AppError(Errors.INVALID_REQUEST, [issues[0]!])
 }
 
 /**
@@ -201,6 +255,8 @@ function defersRefusal(request: FastifyRequest): boolean {
 export function registerInputGuards(app: FastifyInstance): void {
   app.addHook('onRequest', async (request) => {
     if (/%00/i.test(request.url)) throw new AppError(Errors.INVALID_REQUEST, NUL_IN_URL)
+    const bad = badlyEscapedParameter(request.url)
+    if (bad) throw new AppError(Errors.INVALID_REQUEST, [bad.name === null ? { detail: BAD_ESCAPE } : { detail: BAD_ESCAPE, parameter: bad.name }])
   })
   // Fastify's own JSON parser (with its prototype-poisoning protection), plus the walk above. The
   // walk checks values only when the raw text looks suspect, so ordinary bodies pay one
@@ -219,14 +275,16 @@ export function registerInputGuards(app: FastifyInstance): void {
     if (!isUtf8(bytes)) return done(new AppError(Errors.INVALID_REQUEST, NOT_UTF8), undefined)
     const body = bytes.toString('utf8')
     parse(request, body, (err: Error | null, value?: unknown) => {
-      if (err) return done(isPoisoned(body) ? new AppError(Errors.INVALID_REQUEST, POISON_DETAIL) : err, undefined)
+      if (err) return done(poisonedRefusal(body) ?? err, undefined)
       // The depth is always checked (a walk that allocates nothing); values only when the text
       // looks suspect. The walk with pointers runs only to report what was found.
       const suspect = SUSPECT.test(body) || hasLongDigitRun(body)
       // An integer past 2^53 is looked for in the text only where 16 digits follow each other.
-      const inexact = hasLongDigitRun(body, INEXACT_RUN) ? inexactInteger(body) : null
-      const unstorable = suspect || inexact !== null || nestedDeeperThan(value, MAX_BODY_DEPTH) ? findUnstorable(value, suspect, inexact) : null
-      if (unstorable) return done(new AppError(Errors.INVALID_REQUEST, [unstorable]), undefined)
+      const inexact = hasLongDigitRun(body, INEXACT_RUN) ? inexactIntegers(body) : []
+      // A bulk body (an array) lists every failing item with its index and client_ref (CONTRACT §5).
+      const bulk = Array.isArray(value)
+      const unstorable = suspect || inexact.length > 0 || nestedDeeperThan(value, MAX_BODY_DEPTH) ? findUnstorable(value, suspect, inexact, bulk) : []
+      if (unstorable.length > 0) return done(withItemMeta(new AppError(Errors.INVALID_REQUEST, unstorable), value), undefined)
       done(null, value)
     })
   }

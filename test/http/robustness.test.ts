@@ -197,6 +197,41 @@ for (const store of STORES) {
       expect((await t.request('GET', `/api/v1/assets/${note.id}`)).body.data.name).toBe('query-guarded')
     })
 
+    it('lists every item of a bulk body that holds values the store cannot keep, each with its index and client_ref (CONTRACT §5)', async () => {
+      const send = (method: 'POST' | 'PATCH', url: string, raw: string) => t.app.inject({
+        method, url, payload: raw, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' },
+      })
+      const nul = 'text must not contain NUL (U+0000) characters'
+      const range = 'number out of range: it does not fit a 64-bit float'
+      const inexact = 'the number 9007199254740993 cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text'
+      const poison = 'keys named "__proto__" (or "constructor" holding "prototype") are not accepted'
+      const entry = (detail: string, pointer: string, index: number, ref: string | null) => ({ status: '400', code: 'invalid_request', detail, source: { pointer }, meta: { index, client_ref: ref } })
+      const created = await send('POST', '/api/v1/bulk/assets',
+        '[{"client_ref":"a","asset_type_key":"note","name":"n\\u0000a"},{"asset_type_key":"note","name":"fine"},' +
+        '{"client_ref":"c","asset_type_key":"server","name":"c","properties":{"hostname":"c\\u0000","memory_gb":1e400}},' +
+        '{"client_ref":"d","asset_type_key":"server","name":"d","properties":{"hostname":"d","cpu_count":9007199254740993}}]')
+      expect(created.statusCode).toBe(400)
+      expect(created.json().errors.map(({ meta: { request_id: _, ...meta }, ...rest }: any) => ({ ...rest, meta }))).toEqual([
+        entry(nul, '/0/name', 0, 'a'),
+        entry(nul, '/2/properties/hostname', 2, 'c'),
+        entry(range, '/2/properties/memory_gb', 2, 'c'),
+        entry(inexact, '/3/properties/cpu_count', 3, 'd'),
+      ])
+      const patched = await send('PATCH', '/api/v1/bulk/assets', '[{"id":"note:x","client_ref":"p","name":"x\\u0000"},{"id":"note:y","name":"\\ud800"}]')
+      expect(patched.json().errors).toMatchObject([
+        { detail: nul, source: { pointer: '/0/name' }, meta: { index: 0, client_ref: 'p' } },
+        { source: { pointer: '/1/name' }, meta: { index: 1, client_ref: null } },
+      ])
+      const poisoned = await send('POST', '/api/v1/bulk/assets', '[{"client_ref":"a","asset_type_key":"note","name":"a","__proto__":{}},{"asset_type_key":"note","name":"b"},{"client_ref":"c","asset_type_key":"note","name":"c","properties":{"constructor":{"prototype":{}}}}]')
+      expect(poisoned.statusCode).toBe(400)
+      expect(poisoned.json().errors).toMatchObject([
+        { detail: poison, source: { pointer: '/0/__proto__' }, meta: { index: 0, client_ref: 'a' } },
+        { detail: poison, source: { pointer: '/2/properties/constructor' }, meta: { index: 2, client_ref: 'c' } },
+      ])
+      expect(poisoned.json().errors).toHaveLength(2)
+      expect((await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE name IN ('fine', 'b')")).rows[0]!.n).toBe(0)
+    })
+
     it('archives with an empty text/plain body (a body-less DELETE some clients label so), and names a poisoned body for what it is', async () => {
       const note = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'plain-delete' } })).body.data.id
       const del = await t.app.inject({ method: 'DELETE', url: `/api/v1/assets/${note}`, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'text/plain' } })
@@ -206,7 +241,7 @@ for (const store of STORES) {
         headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' },
       })
       expect(poisoned.statusCode).toBe(400)
-      expect(poisoned.json().errors[0].detail).toBe('keys named "__proto__" (or "constructor" holding "prototype") are not accepted')
+      expect(poisoned.json().errors).toMatchObject([{ detail: 'keys named "__proto__" (or "constructor" holding "prototype") are not accepted', source: { pointer: '/__proto__' } }])
       const page = await t.request('POST', '/api/v1/search/assets', { body: { include: ['relationships'], relationships: { page: { number: 1, x: 2 } } } })
       expect(page.status).toBe(400)
       expect(page.body.errors[0]).toMatchObject({ code: 'invalid_page', source: { pointer: '/relationships/page/x' } })
@@ -235,6 +270,24 @@ for (const store of STORES) {
         expect(res.status, ref).toBe(400)
         expectClientError(res, ref)
       }
+    })
+
+    it('refuses a query string whose escapes are not UTF-8 with 400, naming the parameter, instead of reading another value', async () => {
+      const detail = 'the query string is malformed: each % must start an escape of UTF-8 (%XX, two hex digits); write a literal % as %25'
+      for (const [query, parameter] of [['filter[name]=%ZZ', 'filter[name]'], ['filter[name]=%FF', 'filter[name]'], ['sort=name&filter[name]=%E2%82', 'filter[name]'],
+        ['filter%5Bname%5D=a%', 'filter[name]'], ['page[size]=%', 'page[size]']] as const) {
+        const res = await t.request('GET', `/api/v1/assets?${query}`)
+        expect(res.status, query).toBe(400)
+        expect(res.body.errors, query).toMatchObject([{ status: '400', code: 'invalid_request', detail, source: { parameter } }])
+      }
+      const unnamed = await t.request('GET', '/api/v1/assets?filter[na%ZZme]=x')
+      expect(unnamed.body.errors).toMatchObject([{ code: 'invalid_request', detail }])
+      expect(unnamed.body.errors[0].source).toBeUndefined()
+      // Escapes of UTF-8, a literal % written %25 and + for a space are read as sent.
+      const named = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: '100% café' } })).body.data
+      const found = await t.request('GET', '/api/v1/assets?filter[name]=100%25+caf%C3%A9')
+      expect(found.status).toBe(200)
+      expect(found.body.data.map((a: { id: string }) => a.id)).toEqual([named.id])
     })
 
     it('rejects bodies of the wrong JSON shape with 400 or 422', async () => {

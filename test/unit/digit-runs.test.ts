@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { hasLongDigitRun, inexactInteger } from '../../src/core/http-input.js'
+import { hasLongDigitRun, inexactIntegers } from '../../src/core/http-input.js'
 
 describe('hasLongDigitRun (a number too long for a 64-bit float may hide in a body)', () => {
   it('finds 100 digits in a row wherever the run starts, and nothing shorter', () => {
@@ -18,18 +18,18 @@ describe('hasLongDigitRun (a number too long for a 64-bit float may hide in a bo
   })
 })
 
-describe('inexactInteger (an integer past 2^53 that JSON.parse would round)', () => {
-  it('finds integer literals a 64-bit float cannot hold, outside strings only', () => {
-    expect(inexactInteger('{"n": 9007199254740993}')).toBe('9007199254740993')
-    expect(inexactInteger('[1, -12345678901234567891]')).toBe('-12345678901234567891')
+describe('inexactIntegers (integers past 2^53 that JSON.parse would round)', () => {
+  it('finds every integer literal a 64-bit float cannot hold, outside strings only', () => {
+    expect(inexactIntegers('{"n": 9007199254740993}')).toEqual(['9007199254740993'])
+    expect(inexactIntegers('[1, -12345678901234567891, 2, 9007199254740995]')).toEqual(['-12345678901234567891', '9007199254740995'])
     // Exactly representable, however long: 2^53, 2^60, 10^20.
-    expect(inexactInteger('[9007199254740992, 1152921504606846976, 100000000000000000000]')).toBeNull()
+    expect(inexactIntegers('[9007199254740992, 1152921504606846976, 100000000000000000000]')).toEqual([])
     // Within strings (escaped quotes included), with a fraction or an exponent: not integers to keep.
-    expect(inexactInteger('{"id": "9007199254740993", "q": "a \\" 9007199254740993"}')).toBeNull()
-    expect(inexactInteger('[9007199254740993.5, 9007199254740993e0, 1.9007199254740993]')).toBeNull()
-    expect(inexactInteger('')).toBeNull()
+    expect(inexactIntegers('{"id": "9007199254740993", "q": "a \\" 9007199254740993"}')).toEqual([])
+    expect(inexactIntegers('[9007199254740993.5, 9007199254740993e0, 1.9007199254740993]')).toEqual([])
+    expect(inexactIntegers('')).toEqual([])
     // Past a float's range altogether: reported as out of range, not here.
-    expect(inexactInteger(`[1${'0'.repeat(400)}]`)).toBeNull()
+    expect(inexactIntegers(`[1${'0'.repeat(400)}]`)).toEqual([])
   })
 
   it('is looked for only where the probe finds 16 digits in a row', () => {
