@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import { AppError, Errors, type Issue } from './errors.js'
 import { escapePointer } from './json.js'
 import { validationError } from './http-errors.js'
+import { errorEnvelopeSchema } from './schemas.js'
 import { withItemMeta } from './items.js'
 
 // A high surrogate not followed by a low one, or a low one not preceded by a high one.
@@ -298,6 +299,19 @@ export function registerInputGuards(app: FastifyInstance): void {
 }
 
 /**
+ * A write that takes no body (DELETE, POST …/test, …/rotate-secret, …/retry) refuses one that says
+ * something (CONTRACT §1: an unknown field is 400), rather than ignoring what the client meant:
+ * no body, `null` and `{}` pass.
+ */
+async function refuseBody(request: FastifyRequest): Promise<void> {
+  const body = request.body
+  if (body === undefined || body === null) return
+  if (typeof body !== 'object' || Array.isArray(body)) throw new AppError(Errors.INVALID_REQUEST, [{ detail: 'this request takes no body', pointer: '' }])
+  const keys = Object.keys(body)
+  if (keys.length > 0) throw new AppError(Errors.INVALID_REQUEST, keys.map((key) => ({ detail: `unknown field ${JSON.stringify(key)}: this request takes no body`, pointer: `/${escapePointer(key)}` })))
+}
+
+/**
  * The API's routes (`app`), registered after the Idempotency-Key hooks. A query parameter a route
  * does not know is refused (400), never ignored: a write sent with a misspelt or unsupported
  * option (`DELETE /assets/{id}?dry_run=true`) must not run as a plain one. Every route gets a
@@ -313,6 +327,13 @@ export function registerRouteGuards(app: FastifyInstance): void {
       schema.querystring = { type: 'object', additionalProperties: false }
     } else if ((schema.querystring as { additionalProperties?: unknown }).additionalProperties !== false) {
       throw new Error(`${String(route.method)} ${route.url}: its query-string schema must say additionalProperties: false`)
+    }
+    const methods = [route.method].flat()
+    if (schema.body === undefined && methods.some((method) => WRITE_METHODS.has(method))) {
+      route.preValidation = [...[route.preValidation ?? []].flat(), refuseBody]
+    } else if (schema.body !== undefined && schema.response !== undefined) {
+      // Every body has a byte limit (KBIS_BODY_LIMIT, KBIS_BULK_BODY_LIMIT): say so in the OpenAPI document.
+      (schema.response as Record<string, unknown>)[413] ??= { ...errorEnvelopeSchema, description: 'Body over the byte limit (payload_too_large)' }
     }
   })
   // After the Idempotency-Key is claimed (registerIdempotency runs first): a refused body fails here.

@@ -36,7 +36,14 @@ for (const store of STORES) {
       const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
       const post = doc.paths['/api/v1/assets'].post
       expect(post.requestBody.content['application/json'].schema.required).toEqual(['asset_type_key', 'name'])
-      expect(Object.keys(post.responses)).toEqual(expect.arrayContaining(['201', '400', '401', '403', '409', '422', '429']))
+      expect(Object.keys(post.responses)).toEqual(expect.arrayContaining(['201', '400', '401', '403', '409', '413', '422', '429']))
+      // Every operation that takes a body says that it has a byte limit; the others take none.
+      for (const [path, item] of Object.entries<Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>>(doc.paths)) {
+        for (const [method, operation] of Object.entries(item)) {
+          if (typeof operation !== 'object' || operation === null || !('responses' in operation)) continue
+          expect('413' in operation.responses, `${method} ${path}`).toBe(operation.requestBody !== undefined)
+        }
+      }
       const get = doc.paths['/api/v1/assets'].get
       const size = get.parameters.find((p: { name: string }) => p.name === 'page[size]')
       expect(size.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 100 })

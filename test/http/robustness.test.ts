@@ -290,6 +290,29 @@ for (const store of STORES) {
       expect(found.body.data.map((a: { id: string }) => a.id)).toEqual([named.id])
     })
 
+    it('refuses a body that says something on a write that takes none (an unknown field, CONTRACT §1), doing nothing', async () => {
+      const note = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'bodyless' } })).body.data.id
+      const send = (payload: string) => t.app.inject({ method: 'DELETE', url: `/api/v1/assets/${note}`, payload, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' } })
+      const unknown = await send('{"permanent": true, "x": 1}')
+      expect(unknown.statusCode).toBe(400)
+      expect(unknown.json().errors).toMatchObject([
+        { status: '400', code: 'invalid_request', detail: 'unknown field "permanent": this request takes no body', source: { pointer: '/permanent' } },
+        { status: '400', code: 'invalid_request', detail: 'unknown field "x": this request takes no body', source: { pointer: '/x' } },
+      ])
+      expect((await send('[1]')).json().errors).toMatchObject([{ code: 'invalid_request', detail: 'this request takes no body', source: { pointer: '' } }])
+      expect((await t.request('GET', `/api/v1/assets/${note}`)).status).toBe(200)
+      // No body, null and {} say nothing.
+      expect((await send('{}')).statusCode).toBe(204)
+      const other = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'bodyless-2' } })).body.data.id
+      expect((await t.app.inject({ method: 'DELETE', url: `/api/v1/assets/${other}`, payload: 'null', headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' } })).statusCode).toBe(204)
+      const hook = (await t.request('POST', '/api/v1/webhooks', { body: { url: 'https://example.com/hook', event_types: ['*'] } })).body.data
+      const test = await t.request('POST', `/api/v1/webhooks/${hook.id}/test`, { body: { event_type: 'asset.created' } })
+      expect(test.status).toBe(400)
+      expect((await t.request('GET', `/api/v1/webhooks/${hook.id}/deliveries`)).body.data).toEqual([])
+      expect((await t.request('POST', `/api/v1/webhooks/${hook.id}/rotate-secret`, { body: { secret: 'mine' } })).status).toBe(400)
+      expect((await t.request('POST', `/api/v1/webhooks/${hook.id}/test`)).status).toBe(202)
+    })
+
     it('rejects bodies of the wrong JSON shape with 400 or 422', async () => {
       for (const payload of ['[]', '"text"', '42', 'null', '{"asset_type_key": ["server"], "name": {}}', '{"__proto__": {"x": 1}}']) {
         const res = await t.app.inject({

@@ -252,7 +252,7 @@ for (const store of STORES) {
         '/api/v1/webhooks', '/api/v1/webhooks/{id}', '/api/v1/webhooks/{id}/deliveries',
         '/api/v1/webhooks/{id}/deliveries/{delivery_id}/retry', '/api/v1/webhooks/{id}/rotate-secret', '/api/v1/webhooks/{id}/test',
       ])
-      expect(Object.keys(doc.paths['/api/v1/webhooks'].post.responses).sort()).toEqual(['201', '400', '401', '403', '422', '429', '503'])
+      expect(Object.keys(doc.paths['/api/v1/webhooks'].post.responses).sort()).toEqual(['201', '400', '401', '403', '413', '422', '429', '503'])
     })
   })
 }
