@@ -51,12 +51,16 @@ export async function startServer(config: Config, print: (line: string) => void,
   const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })
   let control: ControlSocket | null = null
   if (db.kind === 'pglite') control = await startControlSocket(config.dataDir, db)
-  await app.listen({ port: config.port, host: config.host })
+  await app.listen({ port: config.port, host: config.host }).catch((err: Error) => {
+    throw new Error(`cannot listen on ${config.host}:${config.port} (HOST or --host, PORT or --port): ${err.message}`)
+  })
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.port
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`
   const metricsServer = options.metrics !== false && config.metricsPort !== undefined
-    ? await startMetricsServer(config.metricsPort, config.host)
+    ? await startMetricsServer(config.metricsPort, config.host).catch((err: Error) => {
+      throw new Error(`cannot serve metrics on ${config.host}:${config.metricsPort} (KBIS_METRICS_PORT or --metrics-port): ${err.message}`)
+    })
     : null
   // Once the server listens: a start that fails before (a port in use) must not create the
   // Admin key, which is shown only once and would be lost with it.

@@ -2,6 +2,7 @@
  * Service configuration: environment variables, overridden by CLI flags. Documented in
  * docs/configuration.md and the README; every variable here is listed there.
  */
+import ipaddr from 'ipaddr.js'
 import { DEFAULT_PG_PARALLEL_SETUP_COST, DEFAULT_PGLITE_SHARED_BUFFERS_MB } from '../store/db.js'
 
 export interface Config {
@@ -93,12 +94,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     optimizeForSize: env.KBIS_OPTIMIZE_FOR_SIZE === undefined || env.KBIS_OPTIMIZE_FOR_SIZE === '' ? undefined : booleanFrom('KBIS_OPTIMIZE_FOR_SIZE', env.KBIS_OPTIMIZE_FOR_SIZE),
     pgliteSharedBuffersMb: intFrom('KBIS_PGLITE_SHARED_BUFFERS_MB', env.KBIS_PGLITE_SHARED_BUFFERS_MB, DEFAULT_PGLITE_SHARED_BUFFERS_MB, 16, 1024),
     redisUrl: env.REDIS_URL || undefined,
-    trustedProxies: (env.KBIS_TRUSTED_PROXIES ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+    trustedProxies: trustedProxiesFrom(env.KBIS_TRUSTED_PROXIES),
     bodyLimit: intFrom('KBIS_BODY_LIMIT', env.KBIS_BODY_LIMIT, 1024 * 1024, 1024, 1024 ** 3),
     // 10,000 realistic items (8 properties, a client_ref, an embedded relationship) are ~4 MB
     // compact and ~6.5 MB pretty-printed: 8 MiB (~840 bytes an item) leaves room, not more.
     bulkBodyLimit: intFrom('KBIS_BULK_BODY_LIMIT', env.KBIS_BULK_BODY_LIMIT, 8 * 1024 * 1024, 1024, 1024 ** 3),
-    logLevel: env.LOG_LEVEL || 'info',
+    logLevel: logLevelFrom(env.LOG_LEVEL),
     poolSize: intFrom('KBIS_POOL_SIZE', env.KBIS_POOL_SIZE, 10, 1, 1000),
     databaseReadUrl: postgresUrlFrom('DATABASE_READ_URL', env.DATABASE_READ_URL),
     readAfterWriteMs: intFrom('KBIS_READ_AFTER_WRITE_MS', env.KBIS_READ_AFTER_WRITE_MS, 2000, 0, 3_600_000),
@@ -113,7 +114,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     consoleIdleMinutes: intFrom('KBIS_CONSOLE_IDLE_MINUTES', env.KBIS_CONSOLE_IDLE_MINUTES, 30, 1, 7 * 24 * 60),
     eventRetentionDays: intFrom('KBIS_EVENT_RETENTION_DAYS', env.KBIS_EVENT_RETENTION_DAYS, 90, 0, 36500),
     eventRelayIntervalMs: intFrom('KBIS_EVENT_RELAY_INTERVAL_MS', env.KBIS_EVENT_RELAY_INTERVAL_MS, 100, 5, 60_000),
-    natsUrl: env.NATS_URL || undefined,
+    natsUrl: natsUrlFrom(env.NATS_URL),
     natsStream: env.KBIS_NATS_STREAM || 'KBIS_EVENTS',
     webhookRetrySchedule: scheduleFrom(env.KBIS_WEBHOOK_RETRY_SCHEDULE),
     webhookAllowPrivate: booleanFrom('KBIS_WEBHOOK_ALLOW_PRIVATE', env.KBIS_WEBHOOK_ALLOW_PRIVATE),
@@ -121,9 +122,75 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     webhookPollMs: intFrom('KBIS_WEBHOOK_POLL_MS', env.KBIS_WEBHOOK_POLL_MS, 1000, 10, 60_000),
     webhookConcurrency: intFrom('KBIS_WEBHOOK_CONCURRENCY', env.KBIS_WEBHOOK_CONCURRENCY, 128, 1, 10_000),
     publicUrl: publicUrlFrom(env.KBIS_PUBLIC_URL),
-    corsOrigins: (env.KBIS_CORS_ORIGINS ?? '').split(',').map((s) => s.trim().replace(/\/+$/, '')).filter(Boolean),
+    corsOrigins: corsOriginsFrom(env.KBIS_CORS_ORIGINS),
     ...overrides,
   }
+}
+
+/** A comma-separated list, blanks and empty entries dropped. */
+function listFrom(raw: string | undefined): string[] {
+  return (raw ?? '').split(',').map((s) => s.trim()).filter(Boolean)
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
+
+function logLevelFrom(raw: string | undefined): string {
+  if (raw === undefined || raw === '') return 'info'
+  if (!LOG_LEVELS.includes(raw)) throw new ConfigError(`LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got "${raw}"`)
+  return raw
+}
+
+/** Addresses and CIDRs, or proxy-addr's names of ranges (loopback, linklocal, uniquelocal). */
+function trustedProxiesFrom(raw: string | undefined): string[] {
+  return listFrom(raw).map((entry) => {
+    const valid = ['loopback', 'linklocal', 'uniquelocal'].includes(entry) || ipaddr.isValid(entry) || isCidr(entry)
+    if (!valid) throw new ConfigError(`KBIS_TRUSTED_PROXIES: a comma-separated list of addresses or CIDRs (10.0.0.1, 10.0.0.0/8, 2001:db8::/32), got "${entry}"`)
+    return entry
+  })
+}
+
+function isCidr(text: string): boolean {
+  try {
+    ipaddr.parseCIDR(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** NATS servers, comma-separated: `nats://host:4222`, `tls://…`, `ws(s)://…` or `host[:port]`. */
+function natsUrlFrom(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined
+  for (const server of listFrom(raw)) {
+    let url: URL | null
+    try {
+      url = new URL(server.includes('://') ? server : `nats://${server}`)
+    } catch {
+      url = null
+    }
+    if (url === null || url.hostname === '' || !['nats:', 'tls:', 'ws:', 'wss:'].includes(url.protocol)) {
+      throw new ConfigError(`NATS_URL: a comma-separated list of NATS servers such as nats://127.0.0.1:4222, got "${server}"`)
+    }
+  }
+  return raw
+}
+
+/** Browser origins (`https://ui.example.com`, `http://localhost:5173`), or `*` for any. */
+function corsOriginsFrom(raw: string | undefined): string[] {
+  return listFrom(raw).map((entry) => {
+    const origin = entry.replace(/\/+$/, '')
+    if (origin === '*') return origin
+    let url: URL | null
+    try {
+      url = new URL(origin)
+    } catch {
+      url = null
+    }
+    if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== origin) {
+      throw new ConfigError(`KBIS_CORS_ORIGINS: a comma-separated list of origins such as https://ui.example.com or http://localhost:5173 (scheme, host and port only), or *, got "${entry}"`)
+    }
+    return origin
+  })
 }
 
 export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18000, 36000, 36000]

@@ -37,7 +37,7 @@ for (const store of STORES) {
         try {
           const failed = runCli(['serve', '--port', String(port), ...extra], env)
           expect(await failed.exited).not.toBe(0)
-          expect(failed.lines.join('\n')).toMatch(/EADDRINUSE/)
+          expect(failed.lines.join('\n')).toMatch(new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} \\(HOST or --host, PORT or --port\\): .*EADDRINUSE`))
           expect(failed.lines.some((line) => line.startsWith('Admin API key'))).toBe(false)
           expect(await organizations(store, env)).toEqual([])
           const next = runCli(['serve', '--port', String(await freePort()), ...extra], env)
