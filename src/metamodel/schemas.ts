@@ -1,4 +1,4 @@
-import { KEY_SCHEMA, commonErrorResponses, errorEnvelopeSchema, listEnvelope, recordEnvelope } from '../core/schemas.js'
+import { commonErrorResponses, errorEnvelopeSchema, listEnvelope, recordEnvelope } from '../core/schemas.js'
 import { pageQuerySchema } from '../core/pagination.js'
 import { PROPERTY_TYPES } from './types.js'
 
@@ -51,7 +51,8 @@ export const propertyListQuery = {
   additionalProperties: false,
   properties: { ...pageQuerySchema(), 'filter[asset_type_key]': { type: 'string' } },
 } as const
-export const keyParams = { type: 'object', required: ['key'], properties: { key: KEY_SCHEMA } } as const
+/** Any text: a key that cannot exist (`BAD`, `a b`) is unknown, 404 like any other (CONTRACT §1). */
+export const keyParams = { type: 'object', required: ['key'], properties: { key: { type: 'string', description: 'The key (lower-case letters, digits and _)' } } } as const
 
 const notFound = { ...errorEnvelopeSchema, description: 'Unknown key (not_found)' }
 

@@ -41,6 +41,12 @@ for (const store of STORES) {
     it('answers 404 for an unknown asset type or relationship type', async () => {
       expect((await t.request('GET', '/api/v1/metamodel/asset-types/spaceship')).status).toBe(404)
       expect((await t.request('GET', '/api/v1/metamodel/relationship-types/orbits')).status).toBe(404)
+      // A key no type can have is unknown too, as a role's or an access domain's.
+      for (const url of ['/api/v1/metamodel/asset-types/BAD', '/api/v1/metamodel/relationship-types/a%20b', '/api/v1/roles/BAD', '/api/v1/access-domains/BAD']) {
+        const res = await t.request('GET', url)
+        expect(res.status, url).toBe(404)
+        expect(res.body.errors[0], url).toMatchObject({ status: '404', code: 'not_found' })
+      }
     })
 
     it('lists property definitions, filtered by asset type', async () => {
