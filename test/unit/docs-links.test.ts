@@ -20,6 +20,19 @@ function relativeLinks(text: string): string[] {
     .filter((target) => !/^[a-z][a-z0-9+.-]*:/i.test(target) && !target.startsWith('#'))
 }
 
+/** GitHub's anchors of a Markdown file's headings (lower case, punctuation dropped, spaces → -, repeats numbered). */
+function anchorsOf(text: string): Set<string> {
+  const seen = new Map<string, number>()
+  const anchors = new Set<string>()
+  for (const [, heading] of text.replace(/```[\s\S]*?```/g, '').matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
+    const base = heading!.replace(/`/g, '').toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-')
+    const n = seen.get(base) ?? 0
+    seen.set(base, n + 1)
+    anchors.add(n === 0 ? base : `${base}-${n}`)
+  }
+  return anchors
+}
+
 describe('documentation links', () => {
   const files = [join(ROOT, 'README.md'), join(ROOT, 'src/query/README.md'), ...markdownUnder(join(ROOT, 'docs'))]
 
@@ -33,6 +46,11 @@ describe('documentation links', () => {
       for (const target of relativeLinks(readFileSync(file, 'utf8'))) {
         const path = resolve(dirname(file), decodeURIComponent(target.split('#')[0]!))
         if (!path.startsWith(`${ROOT}/`) || !existsSync(path)) broken.push(`${relative(ROOT, file)} → ${target}`)
+        // A link into a section names one of its headings.
+        const anchor = target.split('#')[1]
+        if (anchor !== undefined && path.endsWith('.md') && existsSync(path) && !anchorsOf(readFileSync(path, 'utf8')).has(decodeURIComponent(anchor))) {
+          broken.push(`${relative(ROOT, file)} → ${target} (no such heading)`)
+        }
       }
     }
     expect(broken).toEqual([])
