@@ -12,6 +12,7 @@ import { jsonbMatches } from '../store/jsonb-text.js'
 import { inUniqueOrder } from './create.js'
 import type { AssetRow } from './mapper.js'
 import { originOf } from '../outbox/write.js'
+import { TransientConflict } from '../store/retry.js'
 
 /** A PUT /bulk/assets item; PUT /assets/{composite key} is one such item (`id` from the path). */
 export interface UpsertItem extends BulkItem {
@@ -185,17 +186,19 @@ function holdsAlready(stored: ReplacedAsset, name: string | null, domain: string
 export async function upsertAssets(
   ctx: RequestContext,
   items: readonly UpsertItem[],
-  failures = new ItemFailures(),
+  given = new ItemFailures(),
   options: { merge?: boolean; single?: boolean } = {},
 ): Promise<UpsertOutcome[]> {
   const merge = options.merge === true
-  const keys = items.map((item, i) => (failures.failed.has(i) ? null : keyOf(ctx, item.id)))
-  if (options.single && keys[0] === null && !failures.failed.has(0)) {
+  const keys = items.map((item, i) => (given.failed.has(i) ? null : keyOf(ctx, item.id)))
+  if (options.single && keys[0] === null && !given.failed.has(0)) {
     // The same answer whether or not such an asset exists: a 404 reveals nothing.
     throw new AppError(Errors.NOT_FOUND, `asset ${items[0]!.id} not found: PUT names an asset by its composite key type:unique_property:value ` +
       '(to change an asset by its id, PATCH /assets/{id})')
   }
   return ctx.db.transaction(async (tx) => {
+    // An attempt that runs again (a concurrent creation, below) starts from the body's own failures.
+    const failures = given.copy()
     const named = keys.filter((k): k is Key => k !== null)
     // Merging, the look-up locks the rows (the new values depend on the stored ones); replacing,
     // it answers what tells the assets that hold their new values already (below).
@@ -204,7 +207,13 @@ export async function upsertAssets(
     const plan = planItems(ctx, items, keys, stored, merge, failures)
     const created = new Map((await insertAssets(tx, originOf(ctx), inUniqueOrder(plan.creates.map((c) => c.row)))).map((row) => [row.id, row]))
     if (created.size < plan.creates.length) {
-      failures.add(Errors.UNIQUE_VIOLATION, plan.creates.filter((c) => !created.has(c.row.id)).map((c) => ({
+      const skipped = plan.creates.filter((c) => !created.has(c.row.id))
+      // A key the look-up found free, taken since by a write that committed (a concurrent upsert
+      // of the same key): the whole request runs again and finds that asset to replace or leave
+      // as it is (CONTRACT §1: a transient conflict is retried, never answered). A key held by
+      // an asset this key cannot see stays a 409.
+      if (skipped.some((c) => stored.get(keys[c.index]!) === undefined)) throw new TransientConflict('a concurrent write created an asset of this request')
+      failures.add(Errors.UNIQUE_VIOLATION, skipped.map((c) => ({
         detail: `${c.row.asset_type_key} ${c.row.unique_value}: the unique value is already taken by another asset of this type`,
         pointer: options.single ? '/0' : `/${c.index}/id`,
       })))

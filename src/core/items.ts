@@ -108,6 +108,14 @@ export class ItemFailures {
     }
   }
 
+  /** A copy to fill in one attempt of a transaction that may run again (store/retry.ts). */
+  copy(): ItemFailures {
+    const copy = new ItemFailures()
+    for (const [def, issues] of this.byKind) copy.byKind.set(def, [...issues])
+    for (const index of this.failed) copy.failed.add(index)
+    return copy
+  }
+
   throwIfAny(): void {
     const kind = PRECEDENCE.find((def) => this.byKind.has(def))
     if (kind) throw new AppError(kind, PRECEDENCE.flatMap((def) => this.byKind.get(def) ?? []))

@@ -8,6 +8,15 @@ export function isTransientConflict(err: unknown): boolean {
   return code === '40P01' || code === '40001'
 }
 
+/**
+ * A conflict the service finds itself and knows to be transient: a row another transaction
+ * committed meanwhile (a concurrent upsert created the asset this one was about to create).
+ * Running the transaction again sees that row. Carries a serialization failure's code.
+ */
+export class TransientConflict extends Error {
+  readonly code = '40001'
+}
+
 /** Attempts in all (the first and the retries); the last failure is answered (503, Retry-After). */
 export const TRANSACTION_ATTEMPTS = 5
 

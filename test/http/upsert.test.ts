@@ -181,6 +181,25 @@ for (const store of STORES) {
       expect(await get(id)).toMatchObject({ updated_at: PAST, properties: { hostname: 'eq-1', environment: 'prod', tags: ['pci'] } })
     })
 
+    it('concurrent upserts of one new key create it once and replace or keep it, never 409 (CONTRACT §1, §16)', async () => {
+      for (let round = 0; round < 3; round++) {
+        const key = `server:hostname:race-${round}`
+        const answers = await Promise.all(Array.from({ length: 6 }, (_, i) =>
+          t.request('PUT', `/api/v1/assets/${key}`, { body: { name: `race ${round}`, properties: { cpu_count: (i % 2) + 1 } } })))
+        expect(answers.map((a) => a.status).sort(), JSON.stringify(answers.find((a) => a.status >= 400)?.body)).toEqual([200, 200, 200, 200, 200, 201])
+        expect(new Set(answers.map((a) => a.body.data.id)).size).toBe(1)
+        expect(await count("assets WHERE unique_value = $1 AND archived_at IS NULL", [`race-${round}`])).toBe(1)
+      }
+      // The same in bulk: every request answers every item, one of them created each asset.
+      const items = Array.from({ length: 20 }, (_, i) => ({ id: `server:hostname:race-bulk-${i}`, name: `race bulk ${i}` }))
+      const bulks = await Promise.all(Array.from({ length: 4 }, () => t.request('PUT', '/api/v1/bulk/assets', { body: items })))
+      expect(bulks.map((b) => b.status)).toEqual([200, 200, 200, 200])
+      const results = bulks.flatMap((b) => b.body.data.map((d: { result: string }) => d.result))
+      expect(results.filter((r) => r === 'created')).toHaveLength(20)
+      expect(results.filter((r) => r !== 'created').every((r) => r === 'unchanged' || r === 'updated')).toBe(true)
+      expect(await count("assets WHERE unique_value LIKE 'race-bulk-%' AND archived_at IS NULL")).toBe(20)
+    })
+
     it('PUT /bulk/assets is all or nothing and lists every failing item', async () => {
       const res = await t.request('PUT', '/api/v1/bulk/assets', {
         body: [
