@@ -145,7 +145,20 @@ export function resolveCondition(cond: ConditionNode, target: Target, metamodel:
     return Object.freeze({ kind: cond.operator === 'is_empty' ? 'and' : 'or', children: Object.freeze(children) })
   }
   let first: Failure | undefined
-  // A key with several value kinds takes the first kind (metamodel order) its value fits.
+  // A GET list's equality on a key with several value kinds (a select `tier` on one asset type, a
+  // multi-select `tier` on another; a text `owner` and an integer one) matches each asset as its
+  // own type reads the value: one condition per kind the value fits, any of them.
+  if (source.list && fitting.length > 1) {
+    const matches: (ResolvedCondition | RelatedCondition)[] = []
+    for (const field of fitting) {
+      const value = resolveValue(field, operatorFor(field), cond.value, { ref, source, metamodel })
+      if ('failure' in value) first ??= value
+      else matches.push(wrap(ref, Object.freeze({ kind: 'condition', field, operator: operatorFor(field), value })))
+    }
+    if (matches.length === 0) throw new AppError(Errors.INVALID_FILTER, [(first as Failure).failure])
+    return matches.length === 1 ? matches[0]! : Object.freeze({ kind: 'or', children: Object.freeze(matches) })
+  }
+  // Elsewhere a key with several value kinds takes the first kind (metamodel order) its value fits.
   for (const field of fitting) {
     const value = resolveValue(field, operatorFor(field), cond.value, { ref, source, metamodel })
     if (!('failure' in value)) return wrap(ref, Object.freeze({ kind: 'condition', field, operator: operatorFor(field), value }))

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { expectOneRecordPages } from '../helpers/pages.js'
+import { ACME } from '../helpers/fixtures.js'
 
 for (const store of STORES) {
   describe(`${store}: GET /assets list queries`, () => {
@@ -174,6 +175,37 @@ for (const store of STORES) {
       })
       expect(names(listed.body)).toEqual(expected)
       expect(names(searched.body)).toEqual(expected)
+    })
+  })
+}
+
+for (const store of STORES) {
+  describe(`${store}: list filters on a property key two asset types define differently`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      // tier: a select on application, a multi-select on note; owner: text on server and
+      // application, an integer on note.
+      const setup = structuredClone(ACME)
+      setup.metamodel.asset_types.find((type) => type.key === 'note')!.properties.push(
+        { key: 'tier', type: 'multi_select', options: ['gold', 'platinum'] } as never, { key: 'owner', type: 'integer' } as never)
+      t = await createTestApp(store, setup)
+    })
+    afterAll(async () => t.close())
+
+    const create = async (body: object) => (await t.request('POST', '/api/v1/assets', { body })).body.data.id as string
+    const ids = async (query: string) => (await t.request('GET', `/api/v1/assets?${query}&sort=name`)).body.data.map((a: { id: string }) => a.id)
+
+    it('matches each asset as its own type reads the value (CONTRACT §3: a multi-select matches when it includes it)', async () => {
+      const app = await create({ asset_type_key: 'application', name: 'a1', properties: { code: 'a1', tier: 'gold', owner: '5' } })
+      const gold = await create({ asset_type_key: 'note', name: 'n1', properties: { tier: ['gold'], owner: 5 } })
+      const platinum = await create({ asset_type_key: 'note', name: 'n2', properties: { tier: ['platinum', 'gold'], owner: 7 } })
+      const server = await create({ asset_type_key: 'server', name: 's1', properties: { hostname: 's1', owner: '5' } })
+      expect(await ids('filter[properties.tier]=gold')).toEqual([app, gold, platinum])
+      expect(await ids('filter[asset_type_key]=note&filter[properties.tier]=platinum')).toEqual([platinum])
+      expect(await ids('filter[asset_type_key]=note&filter[properties.tier]=gold')).toEqual([gold, platinum])
+      expect(await ids('filter[properties.owner]=5')).toEqual([app, gold, server])
+      // A value only the text reading takes.
+      expect(await ids('filter[properties.owner]=five')).toEqual([])
     })
   })
 }

@@ -281,9 +281,13 @@ describe('resolveListFilters', () => {
       { kind: 'condition', field: { kind: 'property', key: 'tags', type: 'multi' }, operator: 'includes', value: { kind: 'scalar', value: 'web' } }] })
   })
 
-  it('reads "3" on a two-kind key as the number reading', () => {
-    expect(resolveList({ 'filter[properties.size]': '3' })).toMatchObject({ children: [{ field: { type: 'number' }, value: { value: 3 } }] })
-    expect(resolveList({ 'filter[properties.size]': 'xl' })).toMatchObject({ children: [{ field: { type: 'text' }, value: { value: 'xl' } }] })
+  it('reads "3" on a two-kind key as each asset\'s own type reads it: the number 3 or the text "3"', () => {
+    expect(resolveList({ 'filter[properties.size]': '3' })).toMatchObject({ children: [{
+      kind: 'or',
+      children: [{ field: { type: 'number' }, operator: 'equals', value: { value: 3 } }, { field: { type: 'text' }, operator: 'equals', value: { value: '3' } }],
+    }] })
+    // A value only one reading takes: that one alone.
+    expect(resolveList({ 'filter[properties.size]': 'xl' })).toMatchObject({ children: [{ kind: 'condition', field: { type: 'text' }, value: { value: 'xl' } }] })
   })
 
   it('accepts UUIDs and composite keys for relationship ends', () => {
