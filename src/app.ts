@@ -9,7 +9,7 @@ import type { Config } from './core/config.js'
 import { BACKGROUND_SQL, type Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
-import { registerInputGuards, registerRouteGuards } from './core/http-input.js'
+import { registerInputGuards, registerRouteGuards, WRITE_METHODS } from './core/http-input.js'
 import { clientErrorHandler, registerHttpLayer } from './core/http-layer.js'
 import { buildSerializer } from './core/serializer.js'
 import { registerStatistics } from './store/statistics.js'
@@ -255,6 +255,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await api.register(swaggerUi, { routePrefix: '/docs', indexPrefix: '/api/v1', uiConfig: { deepLinking: true, persistAuthorization: false } })
     await api.register(async (authed) => {
       authed.addHook('onRequest', admit)
+      // On PostgreSQL other processes revoke and change keys: a write checks its key in the store.
+      if (db.kind === 'postgres') {
+        authed.addHook('preHandler', async (request) => {
+          if (WRITE_METHODS.has(request.method)) await authenticator.confirm(db, request.auth)
+        })
+      }
       // One organization cannot hold every pooled connection (docs/configuration.md, KBIS_ORG_CONCURRENCY).
       registerOrgConcurrency(authed, orgConcurrency)
       registerIdempotency(authed, db)

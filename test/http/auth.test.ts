@@ -125,3 +125,54 @@ for (const store of STORES) {
     })
   })
 }
+
+describe.runIf(STORES.includes('postgres'))('postgres: a key revoked or changed by another process (CONTRACT §17)', () => {
+  let t: TestApp
+  beforeAll(async () => {
+    t = await createTestApp('postgres')
+  })
+  afterAll(async () => t.close())
+
+  // Another process's change, whose notification has not reached this one: the store changes
+  // and this process's cache does not hear of it.
+  const elsewhere = (sql: string, params: unknown[]) => t.store.db.query(sql, params)
+  const keyIdOf = async (secret: string) => (await t.request('GET', '/api/v1/api-keys', { key: t.adminKey })).body.data.find((k: { secret_prefix: string }) => secret.startsWith(k.secret_prefix)).id as string
+  const note = (name: string) => ({ asset_type_key: 'note', name })
+  const notes = async (name: string) => (await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM assets WHERE name = $1', [name])).rows[0]!.n
+
+  it('refuses the writes of a key deleted elsewhere at once, with 401, writing nothing', async () => {
+    const key = await t.givenKey({ type: 'Editor' })
+    expect((await t.request('POST', '/api/v1/assets', { key, body: note('before revoke') })).status).toBe(201)
+    await elsewhere('DELETE FROM api_keys WHERE id = $1', [await keyIdOf(key)])
+    const after = await t.request('POST', '/api/v1/assets', { key, body: note('after revoke') })
+    expect(after.status).toBe(401)
+    expect(after.body).toEqual(unauthorized('the API key is not valid'))
+    expect(await notes('after revoke')).toBe(0)
+    // The cache was emptied: reads fail too from then on.
+    expect((await t.request('GET', '/api/v1/assets', { key })).status).toBe(401)
+  })
+
+  it('judges a write of a key downgraded elsewhere with its new permission type (503 once, to send again, then 403)', async () => {
+    const key = await t.givenKey({ type: 'Editor' })
+    expect((await t.request('POST', '/api/v1/assets', { key, body: note('editor write') })).status).toBe(201)
+    await elsewhere("UPDATE api_keys SET permission_type = 'Viewer' WHERE id = $1", [await keyIdOf(key)])
+    const racing = await t.request('POST', '/api/v1/assets', { key, body: note('downgraded write') })
+    expect(racing.status).toBe(503)
+    expect(racing.headers['retry-after']).toBe('1')
+    expect(racing.body.errors[0]).toMatchObject({ status: '503', code: 'service_unavailable', detail: "the API key's permissions changed while the request ran; send it again" })
+    const again = await t.request('POST', '/api/v1/assets', { key, body: note('downgraded write') })
+    expect(again.status).toBe(403)
+    expect(await notes('downgraded write')).toBe(0)
+  })
+
+  it('refuses the writes of a key whose owner was disabled elsewhere with 401 api_key_inactive', async () => {
+    const key = await t.givenKey({ type: 'Editor', user: 'editor@acme.test', roles: ['it_editor'] })
+    const inIt = (name: string) => ({ ...note(name), access_domain_key: 'it' })
+    expect((await t.request('POST', '/api/v1/assets', { key, body: inIt('enabled owner') })).status).toBe(201)
+    await elsewhere("UPDATE users SET enabled = false WHERE email = 'editor@acme.test'", [])
+    const after = await t.request('POST', '/api/v1/assets', { key, body: inIt('disabled owner') })
+    expect(after.status).toBe(401)
+    expect(after.body.errors[0]).toMatchObject({ code: 'api_key_inactive' })
+    expect(await notes('disabled owner')).toBe(0)
+  })
+})

@@ -40,7 +40,7 @@ interface CachedKey {
 // One statement finds the key, its owner, the organization and the grants of the key's roles.
 // Only roles the owner still has count: a role taken from a user is taken from the user's keys
 // too, as the permission type is (effective = min(key, owner)).
-const KEY_SQL = `
+const keySql = (where: string): string => `
 SELECT k.id, k.org_id, o.key AS org_key, k.permission_type, k.role_keys, k.owner_user_id, k.secret_hash,
        u.permission_type AS owner_permission, u.enabled AS owner_enabled,
        u.sign_in_methods AS owner_sign_in_methods,
@@ -50,7 +50,15 @@ SELECT k.id, k.org_id, o.key AS org_key, k.permission_type, k.role_keys, k.owner
 FROM api_keys k
 JOIN users u ON u.org_id = k.org_id AND u.id = k.owner_user_id
 JOIN organizations o ON o.id = k.org_id
-WHERE k.secret_prefix = $1`
+WHERE ${where}`
+
+const KEY_SQL = keySql('k.secret_prefix = $1')
+const KEY_BY_ID_SQL = keySql('k.org_id = $1 AND k.id = $2')
+
+/** What a key may do: a change of any of these since the cache read it matters to a write. */
+function powers(context: AuthContext): string {
+  return JSON.stringify([context.keyPermission, context.ownerPermission, context.roleKeys, context.grants])
+}
 
 /** Entries live this long at most even without an invalidation message (a safety net). */
 const MAX_AGE_MS = 30_000
@@ -158,6 +166,26 @@ export class Authenticator {
     }
     this.lastUsed.set(entry.context.keyId, { orgId: entry.orgId, at: new Date() })
     return { context: entry.context, refusal: null }
+  }
+
+  /**
+   * Before a write on PostgreSQL, where other processes change keys: the key as the store has it
+   * now, against the cached copy this request was authenticated with. A key revoked or changed by
+   * another process is known here only once its notification arrives (milliseconds); a write that
+   * starts after the revocation was answered must fail all the same (CONTRACT §17). Revoked:
+   * 401; owner disabled: 401 api_key_inactive; plan without API access: 403; other permission
+   * types or roles: 503, the request to be sent again (it is then judged with the new ones). The
+   * cache is emptied in each case.
+   */
+  async confirm(db: Pick<Db, 'query'>, auth: AuthContext): Promise<void> {
+    const row = (await db.query<KeyRow>(KEY_BY_ID_SQL, [auth.orgId, auth.keyId])).rows[0]
+    const entry = row === undefined ? null : toEntry(row)
+    if (entry !== null && !entry.inactive && entry.apiAccess && powers(entry.context) === powers(auth)) return
+    this.invalidate()
+    if (entry === null) throw new AppError(Errors.UNAUTHORIZED, 'the API key is not valid')
+    if (entry.inactive) throw new AppError(Errors.API_KEY_INACTIVE, "the API key's owner is disabled or has no active sign-in method")
+    if (!entry.apiAccess) throw new AppError(Errors.API_ACCESS_DISABLED, "the organization's plan has no API access")
+    throw new AppError(Errors.SERVICE_UNAVAILABLE, "the API key's permissions changed while the request ran; send it again", { 'Retry-After': '1' })
   }
 
   private async lookup(prefix: string): Promise<CachedKey | null> {
