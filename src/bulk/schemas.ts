@@ -3,9 +3,9 @@ import { ASSET_NAME_SCHEMA, KEY_SCHEMA, errorEnvelopeSchema } from '../core/sche
 import { MAX_BULK_ITEMS } from '../core/items.js'
 
 const clientRef = {
-  type: 'string',
+  type: ['string', 'null'],
   maxLength: 1000,
-  description: 'Any text of yours, echoed beside the id in the answer and in the errors of this item (meta.client_ref).',
+  description: 'Any text of yours, echoed beside the id in the answer and in the errors of this item (meta.client_ref); null, as answers show an item without one, is none.',
 } as const
 
 /** An array of up to 10,000 items; a longer one is refused with too_many_items before validation. */

@@ -5,7 +5,7 @@ export const MAX_BULK_ITEMS = 10_000
 
 /** What every bulk item may carry beside its payload. */
 export interface BulkItem {
-  client_ref?: string
+  client_ref?: string | null
 }
 
 /** One entry of the bulk envelope (CONTRACT §1), in request order. */

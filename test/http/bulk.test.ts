@@ -44,6 +44,14 @@ for (const store of STORES) {
       }
     })
 
+    it('takes client_ref: null as none, as its answers show an item without one', async () => {
+      const res = await t.request('POST', '/api/v1/bulk/assets', { body: [server('null-ref-1', {}, { client_ref: null }), server('null-ref-2', {}, { client_ref: 'r2' })] })
+      expect(res.status).toBe(201)
+      expect(res.body.data).toEqual([{ id: expect.stringMatching(UUID), client_ref: null }, { id: expect.stringMatching(UUID), client_ref: 'r2' }])
+      const bad = await t.request('POST', '/api/v1/bulk/assets', { body: [server('null-ref-3', {}, { client_ref: 7 })] })
+      expect(bad.status).toBe(422)
+    })
+
     it('refuses 10,001 items with 422 too_many_items and writes nothing', async () => {
       const items = Array.from({ length: 10_001 }, (_, i) => server(`many-${i}`))
       const res = await t.request('POST', '/api/v1/bulk/assets', { body: items })
