@@ -9,7 +9,7 @@ import type { Config } from './core/config.js'
 import { BACKGROUND_SQL, type Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
-import { registerInputGuards, registerRouteGuards, WRITE_METHODS } from './core/http-input.js'
+import { registerInputGuards, registerRouteGuards } from './core/http-input.js'
 import { clientErrorHandler, registerHttpLayer } from './core/http-layer.js'
 import { buildSerializer } from './core/serializer.js'
 import { registerStatistics } from './store/statistics.js'
@@ -26,7 +26,7 @@ import { createRateLimiter, enforceRateLimit, type RateLimiter } from './core/ra
 import { readFileSync } from 'node:fs'
 import { requestIdOptions } from './ops/request-id.js'
 import { registerOps } from './ops/http.js'
-import { registerReadRouting } from './ops/read-routing.js'
+import { registerReadRouting, writes } from './ops/read-routing.js'
 import { metrics } from './ops/metrics.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency } from './idempotency/hooks.js'
@@ -255,10 +255,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await api.register(swaggerUi, { routePrefix: '/docs', indexPrefix: '/api/v1', uiConfig: { deepLinking: true, persistAuthorization: false } })
     await api.register(async (authed) => {
       authed.addHook('onRequest', admit)
-      // On PostgreSQL other processes revoke and change keys: a write checks its key in the store.
+      // On PostgreSQL other processes revoke and change keys: a write checks its key in the store
+      // (not a search or an analytics POST, which read).
       if (db.kind === 'postgres') {
         authed.addHook('preHandler', async (request) => {
-          if (WRITE_METHODS.has(request.method)) await authenticator.confirm(db, request.auth)
+          if (writes(request)) await authenticator.confirm(db, request.auth)
         })
       }
       // One organization cannot hold every pooled connection (docs/configuration.md, KBIS_ORG_CONCURRENCY).

@@ -22,6 +22,11 @@ function routeKey(request: FastifyRequest): string {
   return `${request.method} ${request.routeOptions.url ?? ''}`
 }
 
+/** Whether a request writes: a write method on a route that is no read (a search or analytics POST reads). */
+export function writes(request: FastifyRequest): boolean {
+  return WRITES.has(request.method) && !REPLICA_READ_ROUTES.has(routeKey(request))
+}
+
 /**
  * Marks each successful write of an API key before its answer leaves (so the client's next read,
  * on any process, sees the mark), and returns the store a request's service should use.
@@ -30,7 +35,7 @@ export function registerReadRouting(app: FastifyInstance, routing: ReadRouting |
   if (routing === null) return async () => primary
   app.addHook('onSend', async (request, reply) => {
     const auth = request.auth as FastifyRequest['auth'] | null
-    if (auth === null || !WRITES.has(request.method) || REPLICA_READ_ROUTES.has(routeKey(request))) return
+    if (auth === null || !writes(request)) return
     if (reply.statusCode >= 300) return
     await routing.markWrite(auth.orgId, auth.keyId).catch((err: unknown) => request.log.warn({ err }, 'read-after-write mark failed'))
   })
