@@ -1,4 +1,4 @@
-import { ASSET_NAME_SCHEMA, KEY_SCHEMA, commonErrorResponses, errorEnvelopeSchema, listEnvelope, recordEnvelope } from '../core/schemas.js'
+import { ASSET_NAME_SCHEMA, KEY_SCHEMA, commonErrorResponses, errorEnvelopeSchema, listEnvelope, pageMetaSchema, recordEnvelope } from '../core/schemas.js'
 import { pageQuerySchema } from '../core/pagination.js'
 import { assetSummarySchema } from '../relationships/schemas.js'
 
@@ -29,9 +29,8 @@ export const assetSchema = {
     updated_at: { type: 'string', format: 'date-time', examples: ['2026-01-31T09:15:00Z'] },
     relationships: { type: 'array', items: includedRelationshipSchema, description: 'Only with include=relationships.' },
     relationships_meta: {
-      type: 'object',
-      description: 'Paging of the included relationships.',
-      properties: { page: { type: 'object', additionalProperties: true } },
+      ...pageMetaSchema,
+      description: 'Paging of the included relationships, counted exactly per asset (total_items_exact is always true).',
     },
   },
 } as const

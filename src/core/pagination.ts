@@ -65,9 +65,12 @@ export function pageMeta(page: Page, counted: number | Counted): PageMeta {
   return { number: page.number, size: page.size, total_items: c.total, total_items_exact: c.exact, total_pages: Math.ceil(c.total / page.size), [MORE]: c.more }
 }
 
-/** `relationships_meta.page` of included relationships: counted exactly per asset, so no flag. */
-export function includedPageMeta(page: Page, total: number): Omit<PageMeta, 'total_items_exact' | typeof MORE> {
-  return { number: page.number, size: page.size, total_items: total, total_pages: Math.ceil(total / page.size) }
+/**
+ * `relationships_meta.page` of included relationships: counted exactly per asset, so
+ * `total_items_exact` is always true (the same page object as every list's, CONTRACT §1).
+ */
+export function includedPageMeta(page: Page, total: number): Omit<PageMeta, typeof MORE> {
+  return { number: page.number, size: page.size, total_items: total, total_items_exact: true, total_pages: Math.ceil(total / page.size) }
 }
 
 export function offsetOf(page: Page): number {

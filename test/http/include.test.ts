@@ -60,7 +60,7 @@ for (const store of STORES) {
           { id: rels['crm>web-b'], relationship_type_key: 'runs_on', direction: 'outgoing', related_asset_id: ids['web-b'] },
           { id: rels['crm>web-c'], relationship_type_key: 'runs_on', direction: 'outgoing', related_asset_id: ids['web-c'] },
         ],
-        relationships_meta: { page: { number: 1, size: 50, total_items: 6, total_pages: 1 } },
+        relationships_meta: { page: { number: 1, size: 50, total_items: 6, total_items_exact: true, total_pages: 1 } },
       })
     })
 
@@ -81,10 +81,10 @@ for (const store of STORES) {
     it('pages each asset independently, with a page past the end empty but counted', async () => {
       const second = await get(`include=relationships&${BY_NAME}&relationships_page[number]=2&relationships_page[size]=2`)
       expect(related(second.body.data.relationships)).toEqual(['incoming depends_on secret', 'outgoing runs_on web-a'])
-      expect(second.body.data.relationships_meta).toEqual({ page: { number: 2, size: 2, total_items: 6, total_pages: 3 } })
+      expect(second.body.data.relationships_meta).toEqual({ page: { number: 2, size: 2, total_items: 6, total_items_exact: true, total_pages: 3 } })
       const past = await get('include=relationships&relationships_page[number]=9&relationships_page[size]=2')
       expect(past.body.data.relationships).toEqual([])
-      expect(past.body.data.relationships_meta).toEqual({ page: { number: 9, size: 2, total_items: 6, total_pages: 3 } })
+      expect(past.body.data.relationships_meta).toEqual({ page: { number: 9, size: 2, total_items: 6, total_items_exact: true, total_pages: 3 } })
     })
 
     it('filters by relationship_type_key, direction and related_asset.asset_type_key', async () => {

@@ -180,7 +180,7 @@ for (const store of STORES) {
         id: rels['crm>web-01'], relationship_type_key: 'runs_on', direction: 'outgoing', related_asset_id: ids['web-01'],
         related_asset: { id: ids['web-01'], asset_type_key: 'server', name: 'web-01', created_at: expect.any(String), updated_at: expect.any(String) },
       }])
-      expect(crm.relationships_meta).toEqual({ page: { number: 1, size: 1, total_items: 2, total_pages: 2 } })
+      expect(crm.relationships_meta).toEqual({ page: { number: 1, size: 1, total_items: 2, total_items_exact: true, total_pages: 2 } })
     })
 
     it('matches contains, not_contains and starts_with case-insensitively in every script, not only ASCII', async () => {
