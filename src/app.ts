@@ -9,7 +9,7 @@ import type { Config } from './core/config.js'
 import { BACKGROUND_SQL, type Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
-import { registerInputGuards, registerRouteGuards } from './core/http-input.js'
+import { ESCAPE_RULE, registerInputGuards, registerRouteGuards } from './core/http-input.js'
 import { clientErrorHandler, registerHttpLayer } from './core/http-layer.js'
 import { buildSerializer } from './core/serializer.js'
 import { registerStatistics } from './store/statistics.js'
@@ -109,7 +109,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // Errors the router raises before any route runs, in the same envelope as every other error.
     frameworkErrors: (error, _request, reply) => {
       if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new AppError(Errors.NOT_FOUND, 'a path segment is longer than any id or composite key can be'))
-      if (error.code === 'FST_ERR_BAD_URL') return sendError(reply, new AppError(Errors.INVALID_REQUEST, 'the URL is malformed: each % must start an escape of UTF-8 (%XX, two hex digits); write a literal % as %25'))
+      if (error.code === 'FST_ERR_BAD_URL') return sendError(reply, new AppError(Errors.INVALID_REQUEST, `the URL is malformed: ${ESCAPE_RULE}`))
       return sendError(reply, new AppError(Errors.INVALID_REQUEST, error.message))
     },
   })

@@ -127,6 +127,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   }
 }
 
+/** `text` as a URL, or null when it is none. */
+function urlOf(text: string): URL | null {
+  try {
+    return new URL(text)
+  } catch {
+    return null
+  }
+}
+
 /** A comma-separated list, blanks and empty entries dropped. */
 function listFrom(raw: string | undefined): string[] {
   return (raw ?? '').split(',').map((s) => s.trim()).filter(Boolean)
@@ -162,12 +171,7 @@ function isCidr(text: string): boolean {
 function natsUrlFrom(raw: string | undefined): string | undefined {
   if (raw === undefined || raw === '') return undefined
   for (const server of listFrom(raw)) {
-    let url: URL | null
-    try {
-      url = new URL(server.includes('://') ? server : `nats://${server}`)
-    } catch {
-      url = null
-    }
+    const url = urlOf(server.includes('://') ? server : `nats://${server}`)
     if (url === null || url.hostname === '' || !['nats:', 'tls:', 'ws:', 'wss:'].includes(url.protocol)) {
       throw new ConfigError(`NATS_URL: a comma-separated list of NATS servers such as nats://127.0.0.1:4222, got "${server}"`)
     }
@@ -180,12 +184,7 @@ function corsOriginsFrom(raw: string | undefined): string[] {
   return listFrom(raw).map((entry) => {
     const origin = entry.replace(/\/+$/, '')
     if (origin === '*') return origin
-    let url: URL | null
-    try {
-      url = new URL(origin)
-    } catch {
-      url = null
-    }
+    const url = urlOf(origin)
     if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== origin) {
       throw new ConfigError(`KBIS_CORS_ORIGINS: a comma-separated list of origins such as https://ui.example.com or http://localhost:5173 (scheme, host and port only), or *, got "${entry}"`)
     }
@@ -223,12 +222,8 @@ function booleanFrom(name: string, raw: string | undefined): boolean {
 function postgresUrlFrom(name: string, raw: string | undefined): string | undefined {
   if (raw === undefined || raw === '') return undefined
   if (raw.startsWith('/')) return raw
-  let protocol: string
-  try {
-    protocol = new URL(raw).protocol
-  } catch {
-    throw new ConfigError(`${name}: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)`)
-  }
+  const protocol = urlOf(raw)?.protocol
+  if (protocol === undefined) throw new ConfigError(`${name}: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)`)
   if (!['postgres:', 'postgresql:', 'socket:'].includes(protocol)) {
     throw new ConfigError(`${name}: must be a PostgreSQL URL such as postgres://user:password@host:5432/database, not a ${protocol}// URL`)
   }
@@ -248,12 +243,8 @@ export function postgresTarget(raw: string): string {
 
 function publicUrlFrom(raw: string | undefined): string | undefined {
   if (raw === undefined || raw === '') return undefined
-  let url: URL
-  try {
-    url = new URL(raw)
-  } catch {
-    throw new ConfigError(`KBIS_PUBLIC_URL: must be an absolute http(s) URL such as https://inventory.example.com, got "${raw}"`)
-  }
+  const url = urlOf(raw)
+  if (url === null) throw new ConfigError(`KBIS_PUBLIC_URL: must be an absolute http(s) URL such as https://inventory.example.com, got "${raw}"`)
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(`KBIS_PUBLIC_URL: must start with http:// or https://, got "${raw}"`)
   if (url.search || url.hash) throw new ConfigError(`KBIS_PUBLIC_URL: must not carry a query or fragment, got "${raw}"`)
   return `${url.origin}${url.pathname}`.replace(/\/+$/, '')

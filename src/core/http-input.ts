@@ -166,7 +166,10 @@ export function inexactIntegers(text: string): string[] {
 
 const NUL_IN_URL = 'text must not contain NUL (U+0000) characters'
 
-const BAD_ESCAPE = 'the query string is malformed: each % must start an escape of UTF-8 (%XX, two hex digits); write a literal % as %25'
+/** What a % must start in a URL, for the refusals of a path (app.ts) and of a query string. */
+export const ESCAPE_RULE = 'each % must start an escape of UTF-8 (%XX, two hex digits); write a literal % as %25'
+
+const BAD_ESCAPE = `the query string is malformed: ${ESCAPE_RULE}`
 
 /**
  * The query-string parameter (its name as far as it decodes) whose percent-escapes are not UTF-8

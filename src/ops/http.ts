@@ -3,6 +3,7 @@ import type { Db } from '../store/db.js'
 import { AppError, Errors } from '../core/errors.js'
 import { sendError } from '../core/http-errors.js'
 import { metrics } from './metrics.js'
+import { callerKeyId } from '../core/auth/context.js'
 import { DRAIN_RETRY_AFTER_SECONDS, Lifecycle } from './lifecycle.js'
 import { registerHealthRoutes } from './health.js'
 
@@ -31,8 +32,7 @@ function logRequest(request: FastifyRequest, reply: FastifyReply): void {
     status_code: reply.statusCode,
     duration_ms: Math.round(reply.elapsedTime * 100) / 100,
     org_key: auth?.orgKey ?? null,
-    // A console user acts without a key (core/auth/user.ts: keyId '').
-    api_key_id: auth?.keyId || null,
+    api_key_id: auth ? callerKeyId(auth) : null,
   }, 'request completed')
 }
 

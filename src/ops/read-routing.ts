@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Db } from '../store/db.js'
 import type { ReadRouting } from '../store/replica.js'
+import { WRITE_METHODS } from '../core/http-input.js'
 
 /**
  * The routes whose reads may come from a replica (CONTRACT §17: lists, search, analytics, export),
@@ -16,15 +17,13 @@ export const REPLICA_READ_ROUTES = new Set([
   'GET /api/v1/export/assets',
 ])
 
-const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
-
 function routeKey(request: FastifyRequest): string {
   return `${request.method} ${request.routeOptions.url ?? ''}`
 }
 
 /** Whether a request writes: a write method on a route that is no read (a search or analytics POST reads). */
 export function writes(request: FastifyRequest): boolean {
-  return WRITES.has(request.method) && !REPLICA_READ_ROUTES.has(routeKey(request))
+  return WRITE_METHODS.has(request.method) && !REPLICA_READ_ROUTES.has(routeKey(request))
 }
 
 /**

@@ -3,6 +3,7 @@ import { noteDataWrite } from '../counts/cache.js'
 import { ORG_ROW, inIdOrder } from '../store/sql.js'
 import { newId } from '../core/time.js'
 import type { EventActor, EventData, EventType } from './cloud-event.js'
+import { callerKeyId } from '../core/auth/context.js'
 
 /*
  * The outbox writers (CONTRACT §13; docs/events.md, "Writing events"). Every write path calls
@@ -77,8 +78,7 @@ export interface WriteContext {
 export function originOf(ctx: WriteContext): EventOrigin {
   return {
     orgId: ctx.auth.orgId,
-    // A console user acts without a key (core/auth/user.ts: keyId '').
-    actor: { api_key_id: ctx.auth.keyId || null, user_id: ctx.auth.userId },
+    actor: { api_key_id: callerKeyId(ctx.auth), user_id: ctx.auth.userId },
     requestId: ctx.requestId ?? null,
     idempotencyKey: ctx.idempotencyKey ?? null,
   }

@@ -144,27 +144,23 @@ export function resolveCondition(cond: ConditionNode, target: Target, metamodel:
     const children = fitting.map((field) => wrap(ref, Object.freeze({ kind: 'condition', field, operator: cond.operator, value: NONE })))
     return Object.freeze({ kind: cond.operator === 'is_empty' ? 'and' : 'or', children: Object.freeze(children) })
   }
+  // A key with several value kinds takes the first kind (metamodel order) its value fits. A GET
+  // list's equality, whose value is URL text, takes every kind it fits, any of them: each asset
+  // matches as its own type reads the value (a select `tier` on one asset type, a multi-select
+  // `tier` on another; a text `owner` and an integer one).
   let first: Failure | undefined
-  // A GET list's equality on a key with several value kinds (a select `tier` on one asset type, a
-  // multi-select `tier` on another; a text `owner` and an integer one) matches each asset as its
-  // own type reads the value: one condition per kind the value fits, any of them.
-  if (source.list && fitting.length > 1) {
-    const matches: (ResolvedCondition | RelatedCondition)[] = []
-    for (const field of fitting) {
-      const value = resolveValue(field, operatorFor(field), cond.value, { ref, source, metamodel })
-      if ('failure' in value) first ??= value
-      else matches.push(wrap(ref, Object.freeze({ kind: 'condition', field, operator: operatorFor(field), value })))
-    }
-    if (matches.length === 0) throw new AppError(Errors.INVALID_FILTER, [(first as Failure).failure])
-    return matches.length === 1 ? matches[0]! : Object.freeze({ kind: 'or', children: Object.freeze(matches) })
-  }
-  // Elsewhere a key with several value kinds takes the first kind (metamodel order) its value fits.
+  const matches: (ResolvedCondition | RelatedCondition)[] = []
   for (const field of fitting) {
     const value = resolveValue(field, operatorFor(field), cond.value, { ref, source, metamodel })
-    if (!('failure' in value)) return wrap(ref, Object.freeze({ kind: 'condition', field, operator: operatorFor(field), value }))
-    first ??= value
+    if ('failure' in value) {
+      first ??= value
+      continue
+    }
+    matches.push(wrap(ref, Object.freeze({ kind: 'condition', field, operator: operatorFor(field), value })))
+    if (!source.list) break
   }
-  throw new AppError(Errors.INVALID_FILTER, [(first as Failure).failure])
+  if (matches.length === 0) throw new AppError(Errors.INVALID_FILTER, [(first as Failure).failure])
+  return matches.length === 1 ? matches[0]! : Object.freeze({ kind: 'or', children: Object.freeze(matches) })
 }
 
 function wrap(ref: FieldRef, condition: ResolvedCondition): ResolvedCondition | RelatedCondition {

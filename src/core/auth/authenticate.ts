@@ -55,6 +55,11 @@ WHERE ${where}`
 const KEY_SQL = keySql('k.secret_prefix = $1')
 const KEY_BY_ID_SQL = keySql('k.org_id = $1 AND k.id = $2')
 
+// The refusals of a key, as identify() and confirm() answer them.
+const notValid = (): AppError => new AppError(Errors.UNAUTHORIZED, 'the API key is not valid')
+const inactive = (): AppError => new AppError(Errors.API_KEY_INACTIVE, "the API key's owner is disabled or has no active sign-in method")
+const noApiAccess = (): AppError => new AppError(Errors.API_ACCESS_DISABLED, "the organization's plan has no API access")
+
 /** What a key may do: a change of any of these since the cache read it matters to a write. */
 function powers(context: AuthContext): string {
   return JSON.stringify([context.keyPermission, context.ownerPermission, context.roleKeys, context.grants])
@@ -156,11 +161,9 @@ export class Authenticator {
     if (token === null) throw new AppError(Errors.UNAUTHORIZED, 'send an API key as "Authorization: Bearer <key>"')
     const prefix = tokenPrefix(token)
     const entry = prefix ? await this.lookup(prefix) : null
-    if (!entry || !tokenMatches(token, entry.hash)) throw new AppError(Errors.UNAUTHORIZED, 'the API key is not valid')
-    if (entry.inactive) {
-      throw new AppError(Errors.API_KEY_INACTIVE, "the API key's owner is disabled or has no active sign-in method")
-    }
-    if (!entry.apiAccess) return { context: entry.context, refusal: new AppError(Errors.API_ACCESS_DISABLED, "the organization's plan has no API access") }
+    if (!entry || !tokenMatches(token, entry.hash)) throw notValid()
+    if (entry.inactive) throw inactive()
+    if (!entry.apiAccess) return { context: entry.context, refusal: noApiAccess() }
     if (!addressAllowed(request.ip, entry.allowlist)) {
       return { context: entry.context, refusal: new AppError(Errors.IP_NOT_ALLOWED, `the address ${request.ip} is not in the organization's IP allowlist`) }
     }
@@ -182,9 +185,9 @@ export class Authenticator {
     const entry = row === undefined ? null : toEntry(row)
     if (entry !== null && !entry.inactive && entry.apiAccess && powers(entry.context) === powers(auth)) return
     this.invalidate()
-    if (entry === null) throw new AppError(Errors.UNAUTHORIZED, 'the API key is not valid')
-    if (entry.inactive) throw new AppError(Errors.API_KEY_INACTIVE, "the API key's owner is disabled or has no active sign-in method")
-    if (!entry.apiAccess) throw new AppError(Errors.API_ACCESS_DISABLED, "the organization's plan has no API access")
+    if (entry === null) throw notValid()
+    if (entry.inactive) throw inactive()
+    if (!entry.apiAccess) throw noApiAccess()
     throw new AppError(Errors.SERVICE_UNAVAILABLE, "the API key's permissions changed while the request ran; send it again", { 'Retry-After': '1' })
   }
 

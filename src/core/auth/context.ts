@@ -1,6 +1,11 @@
 import type { Grant } from './levels.js'
 import type { KeyPermission, UserPermission } from './permissions.js'
 
+/** The caller's API key id; null for a console user, who acts without a key (core/auth/user.ts: keyId ''). */
+export function callerKeyId(auth: { keyId: string | null }): string | null {
+  return auth.keyId || null
+}
+
 /** Who is calling, resolved once per key and cached (see authenticate.ts). */
 export interface AuthContext {
   orgId: string
