@@ -2,6 +2,7 @@ import { Errors } from '../core/errors.js'
 import { valueKindOf, type Metamodel, type ValueKind } from '../metamodel/types.js'
 import { parseFilter } from '../query/parse.js'
 import { resolveFilter, type ResolvedNode } from '../query/resolve.js'
+import { assetTypesOf, readingTypes } from '../query/asset-types.js'
 import { PROPERTY_PREFIX } from '../query/fields.js'
 import { checkMembers, failAt, isObject } from '../core/json.js'
 
@@ -58,12 +59,15 @@ export function parseAnalytics(body: unknown, metamodel: Metamodel): AnalyticsSp
   const json = body ?? {}
   if (!isObject(json)) bad('', 'the body must be a JSON object {filter, measures, group_by, breakdown_by}')
   checkMembers(json, MEMBERS)
-  const filter = resolveFilter(parseFilter(json.filter, '/filter'), 'assets', metamodel)
-  const measures = parseMeasures(json.measures, metamodel)
-  const groupBy = parseGroupBy(json.group_by, metamodel)
+  const parsedFilter = parseFilter(json.filter, '/filter')
+  const filter = resolveFilter(parsedFilter, 'assets', metamodel)
+  // A key that asset types define with different kinds is read as the types filtered for define it.
+  const fields = readingTypes(metamodel, assetTypesOf(parsedFilter))
+  const measures = parseMeasures(json.measures, fields)
+  const groupBy = parseGroupBy(json.group_by, fields)
   const breakdown = json.breakdown_by === undefined || json.breakdown_by === null
     ? null
-    : parseDimension(json.breakdown_by, '/breakdown_by', metamodel)
+    : parseDimension(json.breakdown_by, '/breakdown_by', fields)
   return Object.freeze({ filter, measures, groupBy, breakdown })
 }
 

@@ -5,6 +5,8 @@ import { scopeFilter } from '../access/scope.js'
 import { parseListFilters, resolveListFilters } from '../query/list.js'
 import { compileWhere } from '../query/where.js'
 import { compileOrderBy, parseSortParam } from '../query/sort.js'
+import { JSONB_STORAGE } from '../query/compile.js'
+import { assetTypesOf } from '../query/asset-types.js'
 import { assetCountOptions } from '../counts/live.js'
 import { includeOptionsFromQuery, includeRelationshipsWith } from '../relationships/include.js'
 import { selectAssetPage } from './sql.js'
@@ -24,7 +26,7 @@ export async function listAssets(ctx: RequestContext, query: Record<string, unkn
     filter: resolveListFilters(filter, 'assets', ctx.metamodel), scope: scopeFilter(ctx.auth, 'view'),
   }, params)
   const sort = typeof query.sort === 'string' ? parseSortParam(query.sort) : []
-  const orderBy = compileOrderBy(sort, 'assets', ctx.metamodel, 'a')
+  const orderBy = compileOrderBy(sort, 'assets', ctx.metamodel, 'a', JSONB_STORAGE, assetTypesOf(filter))
   const include = includeOptionsFromQuery(query)
   const q = { where, orderBy, limit: page.size, offset: offsetOf(page), params }
   const count = assetCountOptions(ctx.auth, filter, page.count === 'exact', ctx.counts)

@@ -1,3 +1,4 @@
+import { definitionsOf } from './asset-types.js'
 import type { Metamodel, ValueKind } from '../metamodel/types.js'
 import { valueKindOf } from '../metamodel/types.js'
 import type { Operator } from './ast.js'
@@ -128,11 +129,12 @@ export function lookupField(name: string, target: Target, metamodel: Metamodel):
 }
 
 /**
- * One candidate per distinct value kind of the key, in the metamodel's order. Keys come only from
+ * One candidate per distinct value kind of the key, in the metamodel's order; with `types`, of
+ * the definitions on those asset types (query/asset-types.ts `definitionsOf`). Keys come only from
  * `propertiesByKey`, so a hostile name finds nothing and never reaches SQL.
  */
-export function propertyFields(key: string, metamodel: Metamodel): PropertyField[] {
-  const kinds = new Set((metamodel.propertiesByKey.get(key) ?? []).map((def) => valueKindOf(def.type)))
+export function propertyFields(key: string, metamodel: Metamodel, types: ReadonlySet<string> | null = null): PropertyField[] {
+  const kinds = new Set(definitionsOf(metamodel, key, types).map((def) => valueKindOf(def.type)))
   return [...kinds].map((type) => Object.freeze({ kind: 'property' as const, key, type }))
 }
 

@@ -42,7 +42,10 @@ export function parseSortParam(sort: string, parameter = 'sort'): SortSpec[] {
  * serves. Numbers sort numerically through the guarded cast, every other property as text in byte
  * order (`COLLATE "C"`, as the text columns: the same order on every store).
  *
- * `storage` says where property values live (see compileFilter); jsonb by default.
+ * `storage` says where property values live (see compileFilter); jsonb by default. `types`: the
+ * asset types the request's filter restricts to (query/asset-types.ts `assetTypesOf`); a property
+ * key that asset types define with different kinds sorts by the kinds of these types' definitions
+ * (an integer on the one type filtered for sorts numerically), by its text form when they differ.
  *
  * @example compileOrderBy(parseSortParam('-properties.cpu_count,name'), 'assets', mm, 'a')
  *   // → (CASE WHEN jsonb_typeof(a.properties->'cpu_count') = 'number' THEN (a.properties->>'cpu_count')::numeric END) DESC, a."name" ASC, a."id" ASC
@@ -50,8 +53,9 @@ export function parseSortParam(sort: string, parameter = 'sort'): SortSpec[] {
  */
 export function compileOrderBy(
   specs: readonly SortSpec[], target: Target, metamodel: Metamodel, alias: string, storage: PropertyStorage = JSONB_STORAGE,
+  types: ReadonlySet<string> | null = null,
 ): string {
-  const keys = (specs.length === 0 ? DEFAULT_SORT : specs).map((spec) => `${sortExpr(spec, target, metamodel, alias, storage)} ${spec.order.toUpperCase()}`)
+  const keys = (specs.length === 0 ? DEFAULT_SORT : specs).map((spec) => `${sortExpr(spec, target, metamodel, alias, storage, types)} ${spec.order.toUpperCase()}`)
   const last = specs.length === 0 ? DEFAULT_SORT.at(-1) : specs.at(-1)
   if (last?.field !== 'id') keys.push(`${columnExpr(alias, 'id')} ASC`)
   return keys.join(', ')
@@ -59,7 +63,7 @@ export function compileOrderBy(
 
 const DEFAULT_SORT: readonly SortSpec[] = [{ field: 'created_at', order: 'asc' }, { field: 'id', order: 'asc' }]
 
-function sortExpr(spec: SortSpec, target: Target, metamodel: Metamodel, alias: string, storage: PropertyStorage): string {
+function sortExpr(spec: SortSpec, target: Target, metamodel: Metamodel, alias: string, storage: PropertyStorage, types: ReadonlySet<string> | null): string {
   const column = columnField(target, spec.field)
   if (column !== undefined) return columnExpr(alias, column.column)
   const at: Pick<Issue, 'pointer' | 'parameter'> = spec.pointer === undefined ? { parameter: 'sort' } : { pointer: `${spec.pointer}/field` }
@@ -67,7 +71,7 @@ function sortExpr(spec: SortSpec, target: Target, metamodel: Metamodel, alias: s
     fail(at, `cannot sort by ${describeValue(spec.field)}; ${target} sort by ${sortableFieldsText(target)}`)
   }
   const key = spec.field.slice(PROPERTY_PREFIX.length)
-  const fields = propertyFields(key, metamodel)
+  const fields = propertyFields(key, metamodel, types)
   if (fields.length === 0) fail(at, `cannot sort by ${describeValue(spec.field)}: no asset type in the metamodel defines property ${describeValue(key)}`)
   return storage.sortKey(alias, key, fields.map((f) => f.type))
 }

@@ -5,6 +5,7 @@ import { toAssetRecord, type AssetRecord } from '../assets/mapper.js'
 import { compileWhere } from '../query/where.js'
 import { resolveFilter } from '../query/resolve.js'
 import { compileOrderBy } from '../query/sort.js'
+import { assetTypesOf } from '../query/asset-types.js'
 import { includeOptionsFromBody, includeRelationshipsWith } from '../relationships/include.js'
 import { ensureProjection } from '../projection/sync.js'
 import { projectionStorage } from '../projection/storage.js'
@@ -36,7 +37,7 @@ export async function searchAssets(ctx: RequestContext, body: unknown, as: 'reco
   const storage = projectionStorage(projection)
   const params = new Params()
   const where = compileWhere({ target: 'assets', alias: 'p', orgId: ctx.auth.orgId, filter, scope: scopeFilter(ctx.auth, 'view'), storage }, params)
-  const orderBy = compileOrderBy(parsed.sort, 'assets', ctx.metamodel, 'p', storage)
+  const orderBy = compileOrderBy(parsed.sort, 'assets', ctx.metamodel, 'p', storage, assetTypesOf(parsed.filter))
   const q = { where, orderBy, limit: parsed.page.size, offset: offsetOf(parsed.page), params }
   const count = assetCountOptions(ctx.auth, parsed.filter, parsed.page.count === 'exact', ctx.counts)
   if (as === 'json' && include === null) {

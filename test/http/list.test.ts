@@ -207,5 +207,26 @@ for (const store of STORES) {
       // A value only the text reading takes.
       expect(await ids('filter[properties.owner]=five')).toEqual([])
     })
+
+    it('sorts and groups the key as the asset types filtered for define it: notes\' integer owner numerically', async () => {
+      const note = async (name: string, owner: number) => create({ asset_type_key: 'note', name, properties: { owner } })
+      const [ten, minus, nine] = [await note('o10', 10), await note('o-1', -1), await note('o9', 9)]
+      const byOwner = [minus, nine, ten]
+      const list = async (sort: string) => (await t.request('GET', `/api/v1/assets?filter[asset_type_key]=note&sort=${sort}`)).body.data
+        .map((a: { id: string }) => a.id).filter((id: string) => byOwner.includes(id))
+      expect(await list('properties.owner')).toEqual(byOwner)
+      expect(await list('-properties.owner')).toEqual([...byOwner].reverse())
+      const search = async (filter: object) => (await t.request('POST', '/api/v1/search/assets', {
+        body: { filter, sort: [{ field: 'properties.owner', order: 'asc' }], page: { size: 100 } },
+      })).body.data.map((a: { id: string }) => a.id).filter((id: string) => byOwner.includes(id))
+      expect(await search({ field: 'asset_type_key', operator: 'equals', value: 'note' })).toEqual(byOwner)
+      expect(await search({ and: [{ field: 'asset_type_key', operator: 'in', value: ['note'] }, { field: 'name', operator: 'starts_with', value: 'o' }] })).toEqual(byOwner)
+      // Unrestricted, the key has two kinds and sorts by its text form ("-1" < "10" < "9").
+      expect(await search({ field: 'name', operator: 'starts_with', value: 'o' })).toEqual([minus, ten, nine])
+      const groups = (await t.request('POST', '/api/v1/analytics/assets', {
+        body: { filter: { field: 'asset_type_key', operator: 'equals', value: 'note' }, group_by: ['properties.owner'] },
+      })).body.data.map((row: { group: { 'properties.owner': unknown } }) => row.group['properties.owner'])
+      expect(groups).toEqual([-1, 5, 7, 9, 10])
+    })
   })
 }

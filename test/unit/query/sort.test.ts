@@ -60,6 +60,16 @@ describe('compileOrderBy', () => {
     expect(orderBy(parseSortParam(sort))).toBe(text)
   })
 
+  it('sorts a key with several kinds by the kinds of the asset types the filter restricts to', () => {
+    const number = `(CASE WHEN jsonb_typeof(a.properties->'size') = 'number' THEN (a.properties->>'size')::numeric END) ASC, a."id" ASC`
+    expect(compileOrderBy(parseSortParam('properties.size'), 'assets', mm, 'a', undefined, new Set(['rack']))).toBe(number)
+    expect(compileOrderBy(parseSortParam('properties.size'), 'assets', mm, 'a', undefined, new Set(['cable'])))
+      .toBe(`NULLIF((a.properties->>'size') COLLATE "C", '') ASC, a."id" ASC`)
+    // Both types, or a type that does not define the key (no value to read): the text form.
+    expect(compileOrderBy(parseSortParam('properties.size'), 'assets', mm, 'a', undefined, new Set(['rack', 'cable']))).toBe(orderBy(parseSortParam('properties.size')))
+    expect(compileOrderBy(parseSortParam('properties.size'), 'assets', mm, 'a', undefined, new Set(['server']))).toBe(orderBy(parseSortParam('properties.size')))
+  })
+
   it.each([
     ['relationship_type_key', 'r."relationship_type_key" ASC, r."id" ASC'],
     ['-source_asset_id', 'r."source_asset_id" DESC, r."id" ASC'],
