@@ -124,6 +124,7 @@ export async function createWebhook(ctx: WebhookContext, input: WebhookInput): P
     event_types: input.event_types,
     enabled: input.enabled ?? true,
     secret,
+    viewer: ctx.auth,
   })
   // Senders idle while the store has no webhook: from now on they poll.
   ctx.wake()
@@ -133,7 +134,7 @@ export async function createWebhook(ctx: WebhookContext, input: WebhookInput): P
 export async function updateWebhook(ctx: WebhookContext, id: string, patch: WebhookPatch): Promise<WebhookRecord> {
   await load(ctx, id)
   await validate(ctx, patch)
-  const row = await sql.updateWebhook(ctx.db, ctx.auth.orgId, id, patch)
+  const row = await sql.updateWebhook(ctx.db, ctx.auth.orgId, id, patch, ctx.auth)
   if (!row) throw notFound(id)
   return toRecord(row)
 }

@@ -13,6 +13,15 @@ export interface WebhookRow {
 
 const WEBHOOK_COLUMNS = 'id, url, description, event_types, enabled, created_at, updated_at'
 
+/**
+ * Whose sight a webhook gets (migration 0019): the caller that creates it or sets its URL — an API
+ * key's roles its owner holds, a console user's roles.
+ */
+export interface WebhookViewer {
+  userId: string
+  roleKeys: readonly string[]
+}
+
 export interface NewWebhook {
   id: string
   url: string
@@ -20,14 +29,25 @@ export interface NewWebhook {
   event_types: string[]
   enabled: boolean
   secret: string
+  viewer: WebhookViewer
+}
+
+/**
+ * The viewer's roles that its user holds, in key order, as the value of `webhooks.role_keys`
+ * (in statements that bind the organization as $1).
+ */
+function viewerRolesSql(params: Params, viewer: WebhookViewer): string {
+  return `ARRAY(SELECT r FROM unnest(${params.add(viewer.roleKeys)}::text[]) AS r
+                WHERE r IN (SELECT unnest(u.role_keys) FROM users u WHERE u.org_id = $1 AND u.id = ${params.add(viewer.userId)}) ORDER BY r)`
 }
 
 export async function insertWebhook(q: Queryable, orgId: string, w: NewWebhook): Promise<WebhookRow> {
+  const params = new Params([orgId, w.id, w.url, w.description, w.event_types, w.enabled, w.secret])
   const result = await q.query<WebhookRow>(
-    `INSERT INTO webhooks (org_id, id, url, description, event_types, enabled, secret, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5::text[], $6, $7, date_trunc('second', now()), date_trunc('second', now()))
+    `INSERT INTO webhooks (org_id, id, url, description, event_types, enabled, secret, role_keys, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5::text[], $6, $7, ${viewerRolesSql(params, w.viewer)}, date_trunc('second', now()), date_trunc('second', now()))
      RETURNING ${WEBHOOK_COLUMNS}`,
-    [orgId, w.id, w.url, w.description, w.event_types, w.enabled, w.secret],
+    params.values,
   )
   return result.rows[0]!
 }
@@ -50,11 +70,14 @@ export interface WebhookChange {
   enabled?: boolean
 }
 
-/** Applies the members present in `change`; null when the webhook does not exist. */
-export async function updateWebhook(q: Queryable, orgId: string, id: string, change: WebhookChange): Promise<WebhookRow | null> {
+/**
+ * Applies the members present in `change`; null when the webhook does not exist. Setting `url`
+ * gives the webhook the sight of `viewer`, who now decides where its events go.
+ */
+export async function updateWebhook(q: Queryable, orgId: string, id: string, change: WebhookChange, viewer: WebhookViewer): Promise<WebhookRow | null> {
   const params = new Params([orgId, id])
   const sets: string[] = []
-  if (change.url !== undefined) sets.push(`url = ${params.add(change.url)}`)
+  if (change.url !== undefined) sets.push(`url = ${params.add(change.url)}`, `role_keys = ${viewerRolesSql(params, viewer)}`)
   if (change.description !== undefined) sets.push(`description = ${params.add(change.description)}`)
   if (change.event_types !== undefined) sets.push(`event_types = ${params.add(change.event_types)}::text[]`)
   if (change.enabled !== undefined) sets.push(`enabled = ${params.add(change.enabled)}`)
@@ -159,9 +182,25 @@ export interface EventToDeliver {
 }
 
 /**
+ * Whether the grants of webhook `w`'s roles reach an asset of type `${type}` in access domain
+ * `${domain}` (columns of the event row `s`), at any level: the feed's rule (events/sql.ts
+ * visibleEvents) over the roles as they are now.
+ */
+const webhookSees = (type: string, domain: string): string =>
+  `EXISTS (SELECT 1 FROM roles r CROSS JOIN LATERAL jsonb_array_elements(r.grants) AS g
+           WHERE r.org_id = w.org_id AND r.key = ANY (w.role_keys)
+             AND (g->>'access_domain_key' = '*' OR g->>'access_domain_key' = ${domain}
+                  OR (jsonb_typeof(g->'access_domain_key') = 'null' AND ${domain} IS NULL))
+             AND (g->'asset_type_keys' @> '["*"]' OR g->'asset_type_keys' @> jsonb_build_array(${type})))`
+
+/**
  * One statement for a whole batch of events: every event × every enabled webhook of its
  * organization whose patterns select its type (`*`, the type itself, or `family.*`: the same rule
- * as patterns.ts `matchesEventType`). Returns how many deliveries were queued.
+ * as patterns.ts `matchesEventType`) and whose roles see it, as a key with those roles reads the
+ * feed: an asset event when they reach the asset's type and access domain at the event, a
+ * relationship event when they reach both ends; API key events always (webhooks are an Admin's).
+ * A webhook without roles (made before migration 0019) takes every event. Returns how many
+ * deliveries were queued.
  */
 export async function insertMatchingDeliveries(tx: Queryable, events: readonly EventToDeliver[]): Promise<number> {
   if (events.length === 0) return 0
@@ -173,6 +212,10 @@ export async function insertMatchingDeliveries(tx: Queryable, events: readonly E
       AND EXISTS (SELECT 1 FROM unnest(w.event_types) AS p(pattern)
                   WHERE p.pattern = '*' OR p.pattern = e.event_type
                      OR (right(p.pattern, 2) = '.*' AND starts_with(e.event_type, left(p.pattern, -1))))
+     LEFT JOIN events s ON w.role_keys IS NOT NULL AND s.org_id = e.org_id AND s.id = e.event_id
+     WHERE w.role_keys IS NULL OR s.asset_id IS NULL
+        OR (${webhookSees('s.asset_type_key', 's.access_domain_key')}
+            AND (s.related_asset_id IS NULL OR ${webhookSees('s.related_asset_type_key', 's.related_access_domain_key')}))
      ON CONFLICT (org_id, webhook_id, event_id) DO NOTHING`,
     [events.map((e) => e.orgId), events.map((e) => e.id), events.map((e) => e.type), events.map((e) => e.payload)],
   )

@@ -246,6 +246,41 @@ for (const store of STORES) {
       expect((await t.request('POST', `/api/v1/webhooks/${sent[0]}/test`)).status).toBe(404)
     })
 
+    it('delivers only the events that the roles of the key that set its URL see, as the feed does', async () => {
+      // it_editor: everything in it, finance servers only; notes in finance and assets without a domain are hidden.
+      const narrow = await t.givenKey({ user: 'owner@acme.test', type: 'Admin', roles: ['it_editor'] })
+      const types = ['asset.created', 'relationship.created', 'api_key.created']
+      const hook = (await create({ url: `${receiver.url}?narrow`, event_types: types }, narrow)).body.data
+      const wide = (await create({ url: `${receiver.url}?wide`, event_types: types })).body.data
+      const asset = async (body: object) => (await t.request('POST', '/api/v1/assets', { body })).body.data.id as string
+      const sIt = await asset({ asset_type_key: 'server', name: 'wh-s-it', access_domain_key: 'it', properties: { hostname: 'wh-s-it' } })
+      const sFin = await asset({ asset_type_key: 'server', name: 'wh-s-fin', access_domain_key: 'finance', properties: { hostname: 'wh-s-fin' } })
+      const nFin = await asset({ asset_type_key: 'note', name: 'wh-n-fin', access_domain_key: 'finance', properties: { body: 'payroll' } })
+      const nNone = await asset({ asset_type_key: 'note', name: 'wh-n-none', properties: { body: 'nobody' } })
+      const relationship = async (target: string) => (await t.request('POST', '/api/v1/relationships', {
+        body: { relationship_type_key: 'depends_on', source_asset_id: sIt, target_asset_id: target },
+      })).body.data.id as string
+      const seen = await relationship(sFin)
+      const hidden = await relationship(nFin)
+      const key = (await t.request('POST', '/api/v1/api-keys', { body: { name: 'wh-scope', permission_type: 'Viewer', role_keys: ['all'] } })).body.data.id as string
+      const all = [`assets/${sIt}`, `assets/${sFin}`, `assets/${nFin}`, `assets/${nNone}`, `relationships/${seen}`, `relationships/${hidden}`, `api-keys/${key}`]
+      // What a webhook's receiver got of `subjects`, once every delivery queued to it succeeded.
+      const received = async (id: string, tag: string, subjects: string[]) => eventually(async () => {
+        const queued = (await deliveries(id, '?page[size]=100')).data as { status: string }[]
+        if (!queued.every((d) => d.status === 'succeeded')) return null
+        return receiver.received.filter((r) => r.url === `/hook?${tag}`).map((r) => JSON.parse(r.body).subject as string).filter((s) => subjects.includes(s)).sort()
+      })
+      // Both webhooks' deliveries are queued in one statement: once the wide one has all seven,
+      // the narrow one has all it will get.
+      await eventually(async () => (await received(wide.id, 'wide', all)).length === all.length)
+      expect(await received(hook.id, 'narrow', all)).toEqual([`assets/${sIt}`, `assets/${sFin}`, `relationships/${seen}`, `api-keys/${key}`].sort())
+
+      // A PATCH that sets the URL gives the webhook the sight of the key that sent it.
+      expect((await t.request('PATCH', `/api/v1/webhooks/${hook.id}`, { body: { url: `${receiver.url}?narrow` } })).status).toBe(200)
+      const later = await asset({ asset_type_key: 'note', name: 'wh-n-fin-2', access_domain_key: 'finance', properties: { body: 'payroll' } })
+      await eventually(async () => (await received(hook.id, 'narrow', [`assets/${later}`])).length === 1)
+    })
+
     it('documents every webhook route in the OpenAPI document', async () => {
       const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
       expect(Object.keys(doc.paths).filter((p) => p.startsWith('/api/v1/webhooks')).sort()).toEqual([
