@@ -50,6 +50,11 @@ export async function readFeed(ctx: RequestContext, req: FeedRequest): Promise<F
   if (after !== null && after < purged) {
     throw new AppError(Errors.CURSOR_EXPIRED, [{ detail: 'events after this cursor have been purged by retention; start again without after', parameter: 'after' }])
   }
+  // Every cursor the feed hands out is at most the organization's head (or what retention purged
+  // of it): one past it was made up, and would skip the events up to it without a word.
+  if (after !== null && after > Math.max(head ?? 0, purged)) {
+    throw new AppError(Errors.INVALID_REQUEST, [{ detail: 'after is past the newest event of this organization: it must be a next_cursor this API returned', parameter: 'after' }])
+  }
   const from = after ?? purged
   const types = req.types === undefined ? null : eventTypes(req.types)
   const subject = req.subject === undefined ? null : eventSubject(req.subject)

@@ -254,6 +254,12 @@ for (const store of STORES) {
       expect(bad.body.errors[0]).toMatchObject({ code: 'invalid_request', source: { parameter: 'after' } })
       const forged = await t.request('GET', `/api/v1/events?after=${Buffer.from('x12').toString('base64url')}`)
       expect(forged.body.errors[0].code).toBe('invalid_request')
+      // Well formed, but past the organization's newest event: it would skip every event up to it.
+      const ahead = await t.request('GET', `/api/v1/events?after=${Buffer.from('s99999999').toString('base64url')}`)
+      expect(ahead).toMatchObject({ status: 400, body: { errors: [{ code: 'invalid_request', source: { parameter: 'after' },
+        detail: 'after is past the newest event of this organization: it must be a next_cursor this API returned' }] } })
+      const head = (await t.request('GET', `/api/v1/events?after=${await tail()}`)).body.meta.next_cursor
+      expect((await t.request('GET', `/api/v1/events?after=${head}`)).status).toBe(200)
       expect((await t.request('GET', '/api/v1/events?page[size]=1001')).body.errors[0].code).toBe('invalid_page')
     })
 
