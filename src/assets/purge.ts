@@ -1,18 +1,17 @@
 import { AppError, Errors } from '../core/errors.js'
 import type { RequestContext } from '../request/context.js'
 import { deleteRelationships } from '../relationships/sql.js'
-import type { RelationshipRow } from '../relationships/mapper.js'
 import { toAssetRecord, type AssetRecord } from './mapper.js'
-import { findArchived } from './restore.js'
+import { countVisibleRelationshipsOf, findArchived } from './restore.js'
 import { originOf } from '../outbox/write.js'
 import { deleteAssetsPermanently, selectRelationshipIdsOf } from './sql.js'
 
 /**
  * Deletes an archived asset for good (console only, CONTRACT §15): Admin (or Owner) and `delete`
  * on it, after the caller typed its name. Its relationships go with it, whatever the state of
- * their other end. Returns what was deleted, as it was.
+ * their other end. Returns the asset as it was, and how many of its relationships the caller saw.
  */
-export async function deleteArchivedAsset(ctx: RequestContext, id: string, confirmName: string): Promise<{ asset: AssetRecord; relationships: RelationshipRow[] }> {
+export async function deleteArchivedAsset(ctx: RequestContext, id: string, confirmName: string): Promise<{ asset: AssetRecord; relationships: number }> {
   if (ctx.auth.permission !== 'Admin') throw new AppError(Errors.FORBIDDEN, 'only an Admin or the Owner can delete assets permanently')
   return ctx.db.transaction(async (tx) => {
     const row = await findArchived(ctx, tx, id, 'delete')
@@ -20,8 +19,9 @@ export async function deleteArchivedAsset(ctx: RequestContext, id: string, confi
       throw new AppError(Errors.VALIDATION_FAILED, [{ detail: `the name typed does not match: type ${row.name} exactly to delete it`, pointer: '/confirm_name' }])
     }
     // Relationships first: their events read the ends' types and domains from the asset rows.
-    const relationships = await deleteRelationships(tx, originOf(ctx), await selectRelationshipIdsOf(tx, ctx.auth.orgId, [row.id]))
+    const seen = await countVisibleRelationshipsOf(tx, ctx.auth, row.id, false)
+    await deleteRelationships(tx, originOf(ctx), await selectRelationshipIdsOf(tx, ctx.auth.orgId, [row.id]))
     const [deleted] = await deleteAssetsPermanently(tx, originOf(ctx), [row.id])
-    return { asset: toAssetRecord(deleted!), relationships }
+    return { asset: toAssetRecord(deleted!), relationships: seen }
   })
 }

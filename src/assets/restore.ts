@@ -6,7 +6,7 @@ import { offsetOf, pageMeta, type Page, type PageMeta } from '../core/pagination
 import { isPgError } from '../core/pg-errors.js'
 import { Params, escapeLike } from '../store/sql.js'
 import type { Tx } from '../store/db.js'
-import type { RelationshipRow } from '../relationships/mapper.js'
+import type { AuthContext } from '../core/auth/context.js'
 import { originOf } from '../outbox/write.js'
 import { toAssetRecord, type AssetRecord } from './mapper.js'
 import { restoreAssets, selectArchivedAssetPage, selectArchivedAssets, selectLiveHolder, type ArchivedAssetRow } from './sql.js'
@@ -61,26 +61,34 @@ function uniqueTaken(ctx: RequestContext, row: ArchivedAssetRow, value: string):
   return new AppError(Errors.UNIQUE_VIOLATION, `${row.name} cannot be restored: a live ${row.asset_type_key} asset now holds the ${property} value "${value}"`)
 }
 
-/** Relationships of these assets whose both ends are live (those a restore brings back). */
-async function liveRelationshipsOf(tx: Tx, orgId: string, id: string): Promise<RelationshipRow[]> {
-  const result = await tx.query<RelationshipRow>(
-    `SELECT r.id, r.relationship_type_key, r.source_asset_id, r.target_asset_id, r.created_at, r.updated_at
+/**
+ * How many relationships of asset `id` the caller sees both ends of (CONTRACT §9: a relationship
+ * is visible when both ends are); with `live`, only those whose both ends are live (those a restore
+ * brings back). What the console says a restore or a permanent deletion did: a relationship to an
+ * asset the caller cannot see is never counted, as it is never listed.
+ */
+export async function countVisibleRelationshipsOf(tx: Tx, auth: AuthContext, id: string, live: boolean): Promise<number> {
+  const params = new Params([auth.orgId, id])
+  const alive = (alias: string): string => (live ? ` AND ${alias}.archived_at IS NULL` : '')
+  const result = await tx.query<{ n: number }>(
+    `SELECT count(*)::int AS n
      FROM relationships r
-     JOIN assets s ON s.org_id = r.org_id AND s.id = r.source_asset_id AND s.archived_at IS NULL
-     JOIN assets t ON t.org_id = r.org_id AND t.id = r.target_asset_id AND t.archived_at IS NULL
+     JOIN assets s ON s.org_id = r.org_id AND s.id = r.source_asset_id${alive('s')}
+     JOIN assets t ON t.org_id = r.org_id AND t.id = r.target_asset_id${alive('t')}
      WHERE r.org_id = $1 AND (r.source_asset_id = $2 OR r.target_asset_id = $2)
-     ORDER BY r.created_at, r.id`,
-    [orgId, id],
+       AND ${scopeCondition(auth, 's', 'view', params)} AND ${scopeCondition(auth, 't', 'view', params)}`,
+    params.values,
   )
-  return result.rows
+  return result.rows[0]!.n
 }
 
 /**
  * Restores an archived asset: Editor or above and `delete` on it (CONTRACT §15). Refused (409
  * unique_violation, naming the value) when a live asset now holds its unique value. Returns the
- * asset and the relationships that came back with it (those whose other end is live).
+ * asset and how many of the relationships that came back with it (those whose other end is live)
+ * the caller sees.
  */
-export async function restoreArchivedAsset(ctx: RequestContext, id: string): Promise<{ asset: AssetRecord; relationships: RelationshipRow[] }> {
+export async function restoreArchivedAsset(ctx: RequestContext, id: string): Promise<{ asset: AssetRecord; relationships: number }> {
   if (ctx.auth.permission === 'Viewer') throw new AppError(Errors.FORBIDDEN, 'a Viewer cannot restore assets')
   return ctx.db.transaction(async (tx) => {
     const row = await findArchived(ctx, tx, id, 'restore')
@@ -95,6 +103,6 @@ export async function restoreArchivedAsset(ctx: RequestContext, id: string): Pro
       if (isPgError(err, '23505', 'assets_unique_prop')) throw uniqueTaken(ctx, row, row.unique_value ?? '')
       throw err
     }
-    return { asset: toAssetRecord(restored[0]!), relationships: await liveRelationshipsOf(tx, ctx.auth.orgId, row.id) }
+    return { asset: toAssetRecord(restored[0]!), relationships: await countVisibleRelationshipsOf(tx, ctx.auth, row.id, true) }
   })
 }

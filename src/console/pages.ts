@@ -93,8 +93,7 @@ export async function assetPages(app: FastifyInstance): Promise<void> {
     const id = (request.params as { id: string }).id
     const back = field(request, 'back').startsWith('/console/archived') ? field(request, 'back') : '/console/archived'
     try {
-      const { asset, relationships } = await restoreArchivedAsset(ctx, id)
-      const n = relationships.length
+      const { asset, relationships: n } = await restoreArchivedAsset(ctx, id)
       return redirectWith(app, request, reply, back, { notice: `Restored ${asset.name}${n > 0 ? ` with ${n} relationship${n === 1 ? '' : 's'}` : ''}.` })
     } catch (err) {
       if (err instanceof AppError && err.def === Errors.UNIQUE_VIOLATION) return redirectWith(app, request, reply, back, { error: err.message })
@@ -108,6 +107,10 @@ export async function assetPages(app: FastifyInstance): Promise<void> {
     const id = (request.params as { id: string }).id
     const row = isUuid(id) ? (await selectArchivedAssets(ctx.db, ctx.auth.orgId, [id]))[0] : undefined
     if (!row || !hasLevel(ctx.auth, row, 'view')) throw new AppError(Errors.NOT_FOUND, 'There is no such archived asset.')
+    // The form only for who may use it, as the list shows the button (deleteArchivedAsset's rule).
+    if (ctx.auth.permission !== 'Admin' || !hasLevel(ctx.auth, row, 'delete')) {
+      throw new AppError(Errors.FORBIDDEN, 'Only an Admin or the Owner with delete on the asset can delete it permanently.')
+    }
     return render(request, reply, 'delete.eta', { title: `Delete ${row.name} permanently`, asset: row })
   })
 
@@ -115,8 +118,7 @@ export async function assetPages(app: FastifyInstance): Promise<void> {
     const ctx = request.console!.ctx
     const id = (request.params as { id: string }).id
     try {
-      const { asset, relationships } = await deleteArchivedAsset(ctx, id, field(request, 'confirm_name'))
-      const n = relationships.length
+      const { asset, relationships: n } = await deleteArchivedAsset(ctx, id, field(request, 'confirm_name'))
       return redirectWith(app, request, reply, '/console/archived', { notice: `Deleted ${asset.name} permanently${n > 0 ? `, with ${n} relationship${n === 1 ? '' : 's'}` : ''}.` })
     } catch (err) {
       if (err instanceof AppError && err.def === Errors.VALIDATION_FAILED) {

@@ -59,12 +59,43 @@ for (const kind of STORES) {
       expect((await editor.send('POST', `/console/archived/${id}/delete`, { _csrf: token, confirm_name: 'n-1' })).statusCode).toBe(403)
       const itNote = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'n-2', access_domain_key: 'it' } })).body.data.id
       expect((await t.request('DELETE', `/api/v1/assets/${itNote}`)).status).toBe(204)
+      // Nor is the confirmation form shown to a user who may not delete (the owner gets it).
+      const form = await editor.send('GET', `/console/archived/${itNote}/delete`)
+      expect(form.statusCode).toBe(403)
+      expect(form.body).not.toContain('Confirm name')
+      expect((await owner.send('GET', `/console/archived/${itNote}/delete`)).body).toContain('Confirm name')
       const denied = await editor.send('POST', `/console/archived/${itNote}/delete`, { _csrf: token, confirm_name: 'n-2' })
       expect(denied.statusCode).toBe(403)
       expect(denied.body).toContain('only an Admin or the Owner can delete assets permanently')
       expect((await editor.send('POST', `/console/archived/${itNote}/restore`, { _csrf: token })).statusCode).toBe(303)
       expect((await t.request('GET', `/api/v1/assets/${itNote}`)).status).toBe(200)
       expect((await post('/console/archived/not-a-uuid/restore')).statusCode).toBe(404)
+    })
+
+    it('counts in its notices only the relationships whose both ends the user sees', async () => {
+      const asset = async (body: object) => (await t.request('POST', '/api/v1/assets', { body })).body.data.id as string
+      // it_editor (the editor) sees domain it and finance servers; not finance notes nor assets without a domain.
+      const source = await asset({ asset_type_key: 'server', name: 'rel-src', access_domain_key: 'it', properties: { hostname: 'rel-src' } })
+      const ends = [
+        await asset({ asset_type_key: 'note', name: 'rel-it', access_domain_key: 'it' }),
+        await asset({ asset_type_key: 'server', name: 'rel-fin-server', access_domain_key: 'finance', properties: { hostname: 'rel-fin-server' } }),
+        await asset({ asset_type_key: 'note', name: 'rel-fin-note', access_domain_key: 'finance' }),
+        await asset({ asset_type_key: 'note', name: 'rel-none' }),
+      ]
+      for (const target of ends) {
+        expect((await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: 'depends_on', source_asset_id: source, target_asset_id: target } })).status).toBe(201)
+      }
+      const notice = async (b: Browser) => /role="status"[^>]*>([^<]*)</.exec((await b.send('GET', '/console/archived')).body)?.[1]
+      expect((await t.request('DELETE', `/api/v1/assets/${source}`)).status).toBe(204)
+      const editor = new Browser(t)
+      await editor.signIn('editor@acme.test')
+      expect((await editor.send('POST', `/console/archived/${source}/restore`, { _csrf: await editor.csrf('/console/archived') })).statusCode).toBe(303)
+      expect(await notice(editor)).toBe('Restored rel-src with 2 relationships.')
+      // The owner sees all four ends: the same count, over every relationship the deletion removes.
+      expect((await t.request('DELETE', `/api/v1/assets/${source}`)).status).toBe(204)
+      expect((await post(`/console/archived/${source}/delete`, { confirm_name: 'rel-src' })).statusCode).toBe(303)
+      expect(await notice(owner)).toBe('Deleted rel-src permanently, with 4 relationships.')
+      expect((await t.store.db.query('SELECT count(*)::int AS n FROM relationships WHERE source_asset_id = $1', [source])).rows[0]!.n).toBe(0)
     })
   })
 }
