@@ -40,20 +40,27 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
       'SELECT id, email, name, role_keys FROM users WHERE org_id = $1 ORDER BY email', [auth.orgId],
     )).rows
     const email = new Map(users.map((u) => [u.id, u.email]))
-    const roles = (await app.db.query<{ key: string; name: string }>(
-      'SELECT key, name FROM roles WHERE org_id = $1 AND key = ANY($2::text[]) ORDER BY key', [auth.orgId, auth.roleKeys],
-    )).rows
+    const allRoles = (await app.db.query<{ key: string; name: string }>('SELECT key, name FROM roles WHERE org_id = $1 ORDER BY key', [auth.orgId])).rows
+    const isAdmin = auth.permission === 'Admin'
+    // What a form may offer, as the API checks it (keys/service.ts): roles the key's owner has,
+    // and below Admin only those the user holds too; a key's own roles are always offered, chosen.
+    const grantable = (ownerRoles: readonly string[], current: readonly string[] = []) => allRoles.filter((r) =>
+      current.includes(r.key) || (ownerRoles.includes(r.key) && (isAdmin || auth.roleKeys.includes(r.key))))
+    const rolesOf = new Map(users.map((u) => [u.id, u.role_keys]))
     return render(request, reply, 'settings.eta', {
       title: 'Developer settings',
       canManage,
-      isAdmin: auth.permission === 'Admin',
-      keys: keys?.data.map((k) => ({ ...k, owner: email.get(k.owner_user_id) ?? k.owner_user_id })) ?? [],
+      isAdmin,
+      keys: keys?.data.map((k) => ({
+        ...k, owner: email.get(k.owner_user_id) ?? k.owner_user_id, roles: grantable(rolesOf.get(k.owner_user_id) ?? [], k.role_keys),
+      })) ?? [],
       pager: keys ? pager(SETTINGS, {}, keys.page) : null,
       creating: query(request, 'new') === 'key' && canManage,
       editing: query(request, 'edit'),
       transferring: query(request, 'transfer'),
       types: KEY_TYPES.filter((t) => permissionAtLeast(auth.permission, t)),
-      roles,
+      roles: grantable(auth.roleKeys),
+      allRoles,
       users,
       webhooks: await webhooksForPage(app, request),
       newWebhook: query(request, 'new') === 'webhook',
@@ -94,7 +101,10 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
   app.post('/developer-settings/keys/:id/transfer', async (request, reply) => {
     const id = (request.params as { id: string }).id
     try {
-      const key = await updateKey(request.console!.ctx, id, { owner_user_id: field(request, 'owner_user_id') })
+      // The key's roles, or others the new owner has, in the same request (docs/api-keys.md).
+      const roles = [...new Set(fields(request, 'role_keys'))]
+      if (roles.length === 0) throw new AppError(Errors.VALIDATION_FAILED, 'Roles: choose at least one role.')
+      const key = await updateKey(request.console!.ctx, id, { owner_user_id: field(request, 'owner_user_id'), role_keys: roles })
       app.authenticator.invalidate()
       return redirectWith(app, request, reply, SETTINGS, { notice: `Transferred the API key ${key.name}.` })
     } catch (err) {

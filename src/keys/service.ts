@@ -146,7 +146,10 @@ export async function updateKey(ctx: KeysContext, id: string, patch: KeyPatch): 
     const permission = patch.permission_type ?? current.permission_type
     if (permission !== current.permission_type) checkPermissionCeiling(ctx.auth, permission)
     const roleKeys = patch.role_keys ?? current.role_keys
-    if (patch.role_keys !== undefined || ownerId !== current.owner_user_id) {
+    // Roles sent back as they are grant nothing (a form re-sends every field): checked when they
+    // change, or when the key changes hands.
+    const sameRoles = roleKeys.length === current.role_keys.length && roleKeys.every((r) => current.role_keys.includes(r))
+    if (!sameRoles || ownerId !== current.owner_user_id) {
       await checkRoles(tx, ctx.auth.orgId, roleKeys, await loadOwner(tx, ctx.auth.orgId, ownerId), ctx.auth)
     }
     return updateApiKey(tx, originOf(ctx), current, {
