@@ -20,20 +20,32 @@ function routeOf(request: FastifyRequest): string {
   return request.routeOptions.url ?? 'unmatched'
 }
 
+/** Requests whose line is written: the close of every response comes after its onResponse, if any. */
+const accounted = new WeakSet<FastifyRequest>()
+
 /**
  * One JSON line per request: who (organization key, API key id; never the secret), what (method,
  * route pattern), how it ended (status, duration). Never a body, a query string or a header value.
+ * With its metrics; once per request, whether it completed or its connection closed first (a
+ * client gone mid-answer, a stream that broke off after its headers: Fastify then runs no
+ * onResponse, and the request had no line at all).
  */
-function logRequest(request: FastifyRequest, reply: FastifyReply): void {
+function accountFor(request: FastifyRequest, reply: FastifyReply, completed: boolean): void {
+  if (accounted.has(request)) return
+  accounted.add(request)
+  metrics.httpDuration.observe({ method: request.method, route: routeOf(request), status_code: String(reply.statusCode) }, reply.elapsedTime / 1000)
+  if (reply.statusCode === 429) metrics.rateLimited.inc()
   const auth = request.auth as FastifyRequest['auth'] | null
-  request.log.info({
+  const line = {
     method: request.method,
     route: routeOf(request),
     status_code: reply.statusCode,
     duration_ms: Math.round(reply.elapsedTime * 100) / 100,
     org_key: auth?.orgKey ?? null,
     api_key_id: auth ? callerKeyId(auth) : null,
-  }, 'request completed')
+  }
+  if (completed) request.log.info(line, 'request completed')
+  else request.log.warn({ ...line, completed: false }, 'request ended before its answer was complete')
 }
 
 function rejectWhileDraining(request: FastifyRequest, reply: FastifyReply): FastifyReply | undefined {
@@ -58,6 +70,8 @@ export function registerOps(app: FastifyInstance, db: Db): void {
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id)
+    // After any onResponse of the same moment (a finished answer's line is written there).
+    reply.raw.once('close', () => setImmediate(() => accountFor(request, reply, false)))
     if (lifecycle.draining) return rejectWhileDraining(request, reply)
     return undefined
   })
@@ -65,11 +79,7 @@ export function registerOps(app: FastifyInstance, db: Db): void {
   app.addHook('onSend', async (_request, reply) => {
     if (lifecycle.draining) reply.header('Connection', 'close')
   })
-  app.addHook('onResponse', async (request, reply) => {
-    metrics.httpDuration.observe({ method: request.method, route: routeOf(request), status_code: String(reply.statusCode) }, reply.elapsedTime / 1000)
-    if (reply.statusCode === 429) metrics.rateLimited.inc()
-    logRequest(request, reply)
-  })
+  app.addHook('onResponse', async (request, reply) => accountFor(request, reply, true))
   app.addHook('onClose', async () => {
     await lifecycle.runShutdownHooks((err) => app.log.error({ err }, 'a shutdown callback failed'))
     unwatch()

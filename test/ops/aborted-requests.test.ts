@@ -1,0 +1,63 @@
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { Writable } from 'node:stream'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/core/config.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { createKeyFromCli } from '../../src/keys/cli.js'
+import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
+import { ACME } from '../helpers/fixtures.js'
+
+/** CONTRACT §17, "one JSON line per request": also for an answer whose connection closed before it was complete. */
+for (const kind of STORES) {
+  describe(`${kind}: the request line of an answer cut short`, () => {
+    let store: TestStore
+    let app: FastifyInstance
+    let key: string
+    let port: number
+    const lines: Record<string, unknown>[] = []
+
+    beforeAll(async () => {
+      store = await createTestStore(kind)
+      await applySetup(store.db, ACME as unknown as SetupFile)
+      key = (await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: 'ops', type: 'Admin', roles: ['all'] })).secret
+      const stream = new Writable({ write(chunk, _enc, done) { lines.push(JSON.parse(String(chunk))); done() } })
+      app = await buildApp({ db: store.db, config: loadConfig({}), logger: { level: 'info', stream } })
+      await app.listen({ port: 0, host: '127.0.0.1' })
+      port = (app.server.address() as AddressInfo).port
+      // Enough servers that the export is still being written when the client leaves.
+      for (let chunk = 0; chunk < 2; chunk++) {
+        const body = Array.from({ length: 10_000 }, (_, i) => ({
+          asset_type_key: 'server', name: `s-${chunk}-${i}`, properties: { hostname: `s-${chunk}-${i}`, owner: 'x'.repeat(200) },
+        }))
+        const res = await app.inject({ method: 'POST', url: '/api/v1/bulk/assets', headers: { authorization: `Bearer ${key}` }, payload: body })
+        expect(res.statusCode).toBe(201)
+      }
+    }, 120_000)
+    afterAll(async () => {
+      await app.close()
+      await store.drop()
+    })
+
+    it('writes the line of an export whose client went away after the first bytes (status 200, completed false)', async () => {
+      await new Promise<void>((resolve, reject) => {
+        const req = http.get({
+          host: '127.0.0.1', port, path: '/api/v1/export/assets?format=ndjson',
+          headers: { authorization: `Bearer ${key}`, 'x-request-id': 'export-cut-1' },
+        }, (res) => {
+          res.once('data', () => { req.destroy(); resolve() })
+        })
+        req.on('error', (err) => (err.message === 'socket hang up' ? resolve() : reject(err)))
+      })
+      const until = Date.now() + 10_000
+      while (!lines.some((l) => l.request_id === 'export-cut-1') && Date.now() < until) await new Promise((r) => setTimeout(r, 20))
+      expect(lines.filter((l) => l.request_id === 'export-cut-1')).toEqual([expect.objectContaining({
+        level: 40, method: 'GET', route: '/api/v1/export/assets', status_code: 200, completed: false,
+        org_key: 'acme', msg: 'request ended before its answer was complete',
+      })])
+    })
+  })
+}
