@@ -1,6 +1,7 @@
 import { commonErrorResponses, errorEnvelopeSchema, listEnvelope, recordEnvelope } from '../core/schemas.js'
 import { pageQuerySchema } from '../core/pagination.js'
 import { LEVELS } from '../core/auth/levels.js'
+import { KEY_DESCRIPTION_MAX_LENGTH, KEY_NAME_MAX_LENGTH } from '../keys/limits.js'
 
 const nullableString = { type: ['string', 'null'] } as const
 const timestamp = { type: 'string', format: 'date-time', examples: ['2026-01-31T09:15:00Z'] } as const
@@ -32,8 +33,8 @@ export const createdApiKeySchema = {
 } as const
 
 const keyFields = {
-  name: { type: 'string', minLength: 1, maxLength: 200 },
-  description: { type: ['string', 'null'], maxLength: 2000 },
+  name: { type: 'string', minLength: 1, maxLength: KEY_NAME_MAX_LENGTH },
+  description: { type: ['string', 'null'], maxLength: KEY_DESCRIPTION_MAX_LENGTH },
   permission_type: { type: 'string', enum: KEY_TYPES, description: 'At most the creating key\'s effective type.' },
   role_keys: {
     type: 'array', minItems: 1, maxItems: 100, uniqueItems: true, items: { type: 'string', minLength: 1 },

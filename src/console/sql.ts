@@ -25,10 +25,14 @@ export async function selectSignInCandidates(db: Queryable, email: string): Prom
   return result.rows
 }
 
+/**
+ * Sets the password of the one user with exactly this email (users_email_unique compares it case
+ * included, as `apply` and `kbis keys create --user` do): `a@x.test` and `A@x.test` are two users.
+ */
 export async function setPasswordHash(db: Queryable, orgKey: string, email: string, hash: string): Promise<{ org_id: string; user_id: string } | null> {
   const result = await db.query<{ org_id: string; user_id: string }>(
     `UPDATE users u SET password_hash = $3 FROM organizations o
-     WHERE o.key = $1 AND u.org_id = o.id AND lower(u.email) = lower($2)
+     WHERE o.key = $1 AND u.org_id = o.id AND u.email = $2
      RETURNING u.org_id, u.id AS user_id`,
     [orgKey, email, hash],
   )

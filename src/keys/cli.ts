@@ -9,6 +9,7 @@ import { INVALIDATE_CHANNEL } from '../core/channels.js'
 import { isUuid } from '../core/time.js'
 import { prefixOfTokenStart } from '../core/auth/tokens.js'
 import type { Queryable } from '../store/db.js'
+import { KEY_DESCRIPTION_MAX_LENGTH, KEY_NAME_MAX_LENGTH } from './limits.js'
 
 export class CommandError extends Error {}
 
@@ -23,11 +24,20 @@ export interface CliKeyRequest {
 
 const TYPES = ['Viewer', 'Editor', 'Admin'] as const
 
+/** `--<option>: at most n characters, got m`, counted as JSON Schema's maxLength counts (code points). */
+function tooLong(option: string, text: string | undefined, max: number): string | null {
+  const length = text === undefined ? 0 : [...text].length
+  return length > max ? `--${option}: at most ${max} characters, got ${length}` : null
+}
+
 /** The checks of `kbis keys create`'s options that need no store: made before it is opened. */
 export function checkKeyRequest(req: CliKeyRequest): void {
   if (!(TYPES as readonly string[]).includes(req.type)) throw new CommandError(`--type: must be one of ${TYPES.join(', ')}, got "${req.type}"`)
   if (req.roles.length === 0) throw new CommandError('--roles: name at least one role')
   if (req.name.trim() === '') throw new CommandError('--name: must not be empty')
+  // The lengths POST /api-keys takes: the CLI makes no key the API would refuse.
+  const long = tooLong('name', req.name, KEY_NAME_MAX_LENGTH) ?? tooLong('description', req.description, KEY_DESCRIPTION_MAX_LENGTH)
+  if (long) throw new CommandError(long)
 }
 
 /** `kbis keys create`: the operator creates a key for a user, by organization key and email. */

@@ -50,6 +50,10 @@ function optionsAndCurrency(p: PropertySpec): [field: string, message: string] |
   const hasOptions = WITH_OPTIONS.includes(p.type)
   if (hasOptions && p.options === null) return ['options', `is required for type ${p.type}`]
   if (!hasOptions && p.options !== null) return ['options', 'is only allowed for types select and multi_select']
+  // CSV (GET /export/assets, kbis import) joins a multi-select's options with `|`: one holding it
+  // would come back as two.
+  const piped = p.type === 'multi_select' ? (p.options ?? []).findIndex((o) => o.includes('|')) : -1
+  if (piped >= 0) return [`options[${piped}]`, `${JSON.stringify(p.options![piped])} holds |, which joins the options of a multi_select in CSV files`]
   if (p.type === 'currency' && p.currency === null) return ['currency', 'is required for type currency']
   if (p.type !== 'currency' && p.currency !== null) return ['currency', 'is only allowed for type currency']
   if (p.currency !== null && !CURRENCIES.has(p.currency)) return ['currency', `${p.currency} is not an ISO 4217 currency code`]

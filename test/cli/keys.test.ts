@@ -46,6 +46,16 @@ for (const kind of STORES) {
       expect(await cliRun(['keys', 'list', '--org', 'nope'], env)).toEqual({ code: 1, lines: ['kbis: --org: no organization nope'] })
     })
 
+    it('refuses a name or a description longer than POST /api-keys takes, and takes them at the limit', async () => {
+      const create = (name: string, description: string) =>
+        cliRun(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', name, '--description', description, '--type', 'Editor', '--roles', 'all', '--json'], env)
+      expect(await create('n'.repeat(1000), 'd')).toEqual({ code: 1, lines: ['kbis: --name: at most 200 characters, got 1000'] })
+      expect(await create('n', 'é'.repeat(2001))).toEqual({ code: 1, lines: ['kbis: --description: at most 2000 characters, got 2001'] })
+      expect((await create('😀'.repeat(200), 'é'.repeat(2000))).code).toBe(0)
+      const listed = JSON.parse((await cli(['keys', 'list', '--org', 'acme', '--json'], env)).at(-1)!) as { name: string; description: string }[]
+      expect(listed.filter((k) => k.name.startsWith('😀')).map((k) => [[...k.name].length, [...k.description].length])).toEqual([[200, 2000]])
+    })
+
     it('revokes a key by its token while a server runs: the server refuses it at once', async () => {
       const server = runCli(['serve', '--port', '0'], env)
       onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))

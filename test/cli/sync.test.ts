@@ -114,6 +114,16 @@ for (const store of STORES) {
       expect(await count('cli-scope-%')).toBe(0)
     })
 
+    it('names a row the server refuses by its line only (no "item 0:"), and counts one row as a row', async () => {
+      const csv = file('noname.csv', 'name,hostname\n,cli-noname\n')
+      const errors = path.join(dir, 'noname-errors.csv')
+      expect(await kbis(['import', csv, '--type', 'server', '--errors', errors], env)).toEqual({
+        code: 1, stdout: '1 row read; 1 refused; 0 created; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-2: 1 row, 1 refused, nothing written\n',
+      })
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n2,name,name must NOT have fewer than 1 characters\n')
+      expect(await count('cli-noname')).toBe(0)
+    })
+
     it('refuses a cell that does not fit its property type before sending, and writes nothing of its chunk', async () => {
       const csv = file('cells.csv', 'name,hostname,cpu_count,managed\ncli-cell-1,cli-cell-1,eight,true\ncli-cell-2,cli-cell-2,2,yes\ncli-cell-3,cli-cell-3,2,false\ncli-cell-4,cli-cell-4,9007199254740993,true\ncli-cell-5,cli-cell-5,9007199254740992,true\n')
       const errors = path.join(dir, 'cell-errors.csv')
@@ -155,7 +165,7 @@ for (const store of STORES) {
       const errors = path.join(dir, 'dry-errors.csv')
       const refused = await kbis(['import', taken, '--type', 'server', '--dry-run', '--errors', errors], env)
       expect(ok).toEqual({ code: 0, stdout: '2 rows read; 0 refused; dry run, nothing written\n', stderr: 'lines 2-3: 2 rows, all valid, nothing written\n' })
-      expect(refused).toEqual({ code: 1, stdout: '1 rows read; 1 refused; dry run, nothing written; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-2: 1 rows, 1 refused, nothing written\n' })
+      expect(refused).toEqual({ code: 1, stdout: '1 row read; 1 refused; dry run, nothing written; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-2: 1 row, 1 refused, nothing written\n' })
       expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n2,hostname,server dry-holder: the unique value is already taken by another asset of this type\n')
       expect(await count('cli-dry-%')).toBe(0)
       expect(await count('cli-taken')).toBe(0)
@@ -189,6 +199,27 @@ for (const store of STORES) {
         stderr: 'lines 2-10001: 10000 rows, 10000 created, 0 updated, 0 unchanged\nlines 10002-10051: 50 rows, 50 created, 0 updated, 0 unchanged\n',
       })
       expect(await count('cli-many-%')).toBe(10_050)
+    }, 120_000)
+
+    it('refuses a row that is not valid CSV at its line, with nothing else of its chunk, and goes on with the next chunks', async () => {
+      const rows = Array.from({ length: 10_003 }, (_, i) => (i === 4 ? `"cli-q-${i}"x,cli-q-${i}` : i === 6 ? `"cli-q-${i}" ,cli-q-${i}` : `cli-q-${i},cli-q-${i}`))
+      const csv = file('quotes.csv', `name,hostname\n${rows.join('\n')}\n`)
+      const errors = path.join(dir, 'quotes-errors.csv')
+      const run = await kbis(['import', csv, '--type', 'server', '--errors', errors], env)
+      expect(run).toEqual({
+        code: 1,
+        stdout: '10003 rows read; 2 refused; 3 created; 1 chunk(s) failed and wrote nothing\n',
+        stderr: 'lines 2-10001: 10000 rows, 2 refused, nothing written\nlines 10002-10004: 3 rows, 3 created, 0 updated, 0 unchanged\n',
+      })
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n'
+        + '6,,"the row is not valid CSV: a quote closes a cell but is followed by ""x"", not a comma or the end of the line"\n'
+        + '8,,"the row is not valid CSV: a quote closes a cell but is followed by "" "", not a comma or the end of the line"\n')
+      expect((await t.store.db.query<{ name: string }>("SELECT name FROM assets WHERE name LIKE 'cli-q-%' ORDER BY name")).rows.map((r) => r.name))
+        .toEqual(['cli-q-10000', 'cli-q-10001', 'cli-q-10002'])
+      const header = file('quotes-header.csv', '"name"x,hostname\ncli-q,cli-q\n')
+      expect(await kbis(['import', header, '--type', 'server'], env)).toEqual({
+        code: 1, stdout: '', stderr: 'kbis: the header (line 1) is not valid CSV: a quote closes a cell but is followed by "x", not a comma or the end of the line\n',
+      })
     }, 120_000)
 
     it('exports CSV to --output and NDJSON to stdout, exactly what GET /export/assets returns', async () => {
@@ -225,10 +256,12 @@ for (const store of STORES) {
     it('imports NDJSON as kbis export writes it (ids and timestamps are the server\'s)', async () => {
       await t.request('POST', '/api/v1/bulk/assets', { body: [{ asset_type_key: 'note', name: 'cli-note-1', properties: { body: 'a' } }, { asset_type_key: 'note', name: 'cli-note-2', access_domain_key: 'it' }] })
       const exported = await kbis(['export', '--type', 'note', '--format', 'ndjson'], env)
-      const nd = file('notes.ndjson', `${exported.stdout}\n{"asset_type_key":"server","name":"x"}\nnot json\n`)
+      const nd = file('notes.ndjson', `${exported.stdout}\n{"asset_type_key":"server","name":"x"}\nnot json\n{"name":"nd4","bogus":1,"nmae":"typo","properties":{"body":"x"}}\n`)
       const run = await kbis(['import', nd, '--type', 'note', '--errors', path.join(dir, 'nd-errors.csv')], env)
       expect(run.code).toBe(1)
-      expect(readFileSync(path.join(dir, 'nd-errors.csv'), 'utf8')).toBe('line,field,message\n4,asset_type_key,"asset_type_key is ""server"", not note (--type)"\n5,,the line is not valid JSON\n')
+      const fields = 'a line has name, access_domain_key, properties (and asset_type_key, id, created_at, updated_at as kbis export writes them)'
+      expect(readFileSync(path.join(dir, 'nd-errors.csv'), 'utf8')).toBe('line,field,message\n4,asset_type_key,"asset_type_key is ""server"", not note (--type)"\n5,,the line is not valid JSON\n'
+        + `6,bogus,"unknown field ""bogus"": ${fields}"\n6,nmae,"unknown field ""nmae"": ${fields}"\n`)
       const clean = file('notes-clean.ndjson', exported.stdout)
       expect((await kbis(['import', clean, '--type', 'note'], env)).stdout).toBe('2 rows read; 0 refused; 2 created\n')
       const notes = (await t.request('GET', '/api/v1/assets?filter[asset_type_key]=note&page[size]=100')).body.data
@@ -257,6 +290,9 @@ for (const store of STORES) {
       expect(await kbis(['import', csv, '--type', 'server'], {})).toEqual({ code: 1, stdout: '', stderr: 'kbis: no server: pass --url or set KBIS_URL (e.g. http://127.0.0.1:8080)\n' })
       expect((await kbis(['import', csv, '--type', 'server', '--url', env.KBIS_URL!], {})).stderr).toBe('kbis: no API key: pass --key or set KBIS_API_KEY\n')
       expect((await kbis(['import', csv, '--type', 'printer'], env)).stderr).toBe('kbis: unknown asset type printer\n')
+      // A --url ending in /api/v1: the server's 404 is for the path, not for the type.
+      expect(await kbis(['import', csv, '--type', 'server', '--url', `${env.KBIS_URL}/api/v1`], env)).toEqual({ code: 1, stdout: '',
+        stderr: `kbis: cannot read asset type server: no route GET /api/v1/api/v1/metamodel/asset-types/server: is ${env.KBIS_URL}/api/v1 the kbis server's base URL (e.g. http://127.0.0.1:8080)?\n` })
       expect(await kbis(['import', path.join(dir, 'nope.csv'), '--type', 'server'], env)).toEqual({ code: 1, stdout: '', stderr: `kbis: no file ${path.join(dir, 'nope.csv')}\n` })
       const odd = file('odd.csv', 'name,colour\nx,red\n')
       const run = await kbis(['import', odd, '--type', 'note'], env)
@@ -321,7 +357,7 @@ for (const store of STORES) {
         res.end(JSON.stringify({ data: [{ id: '01a21f8f-8a31-70d4-8529-9f7dfff8c851', client_ref: '2' }] }))
       }, async (url) => {
         expect(await kbis(['import', csv, '--type', 'server'], { ...env, KBIS_URL: url })).toEqual({
-          code: 0, stdout: '1 rows read; 0 refused; 1 created\n', stderr: 'lines 2-2: 1 rows, 1 created, 0 updated, 0 unchanged\n',
+          code: 0, stdout: '1 row read; 0 refused; 1 created\n', stderr: 'lines 2-2: 1 row, 1 created, 0 updated, 0 unchanged\n',
         })
       })
       expect(posts).toBe(2)
@@ -338,6 +374,14 @@ for (const store of STORES) {
       }
       expect(await kbis(['export', '--type', 'server', '--output', folder], env))
         .toEqual({ code: 1, stdout: '', stderr: `kbis: export failed: --output ${folder} is a directory, not a file\n` })
+      // --errors is refused as --output is, before anything is sent.
+      const csv = file('errors-nowhere.csv', 'name,hostname\ncli-nowhere,cli-nowhere\n')
+      const nowhere = path.join(dir, 'no-such-dir', 'errors.csv')
+      expect(await kbis(['import', csv, '--type', 'server', '--errors', folder], env)).toEqual({ code: 1, stdout: '', stderr: `kbis: --errors ${folder} is a directory, not a file\n` })
+      expect(await kbis(['import', csv, '--type', 'server', '--errors', nowhere], env)).toEqual({ code: 1, stdout: '', stderr: `kbis: the directory of --errors ${nowhere} does not exist\n` })
+      expect(await kbis(['import', csv, '--type', 'server', '--errors', '/proc/kbis-errors.csv'], env))
+        .toEqual({ code: 1, stdout: '', stderr: 'kbis: cannot write --errors /proc/kbis-errors.csv: ENOENT: no such file or directory\n' })
+      expect(await count('cli-nowhere')).toBe(0)
       expect(await kbis(['export', '--type', 'server', '--output', '/proc/kbis-export.csv'], env))
         .toEqual({ code: 1, stdout: '', stderr: 'kbis: export failed: cannot write /proc/kbis-export.csv: ENOENT: no such file or directory\n' })
       expect(readdirSync(folder)).toEqual([])

@@ -5,6 +5,7 @@ import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ACME_YAML, KBIS_BIN, runCli } from '../helpers/cli-server.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
+import { openDb } from '../../src/store/db.js'
 
 
 /** Runs the CLI with `input` on its standard input. */
@@ -61,6 +62,24 @@ describe('kbis users set-password on PGlite', { timeout: 600_000 }, () => {
     } finally {
       server.child.kill('SIGTERM')
       await server.exited
+    }
+  })
+
+  it('sets the password of the one user whose email is exactly --email, case included', async () => {
+    const data = await templateDataDir(path.join(dir, 'data-case'))
+    const yaml = path.join(dir, 'case.yaml')
+    writeFileSync(yaml, ACME_YAML.replace('RATE', '6000').replace(/^users: .*$/m,
+      'users: [{email: a@x.test, name: Lower, permission_type: Owner, role_keys: [all]}, {email: A@x.test, name: Upper, permission_type: Viewer}]'))
+    expect((await kbis(['apply', yaml, '--data-dir', data], '')).code).toBe(0)
+    const set = (email: string) => kbis(['users', 'set-password', '--org', 'acme', '--email', email, '--data-dir', data], 'a long password 1')
+    expect(await set('a@x.test')).toEqual({ code: 0, out: 'password set for a@x.test in organization acme\n' })
+    expect(await set('A@X.TEST')).toEqual({ code: 1, out: 'kbis: --email: no user A@X.TEST in organization acme\n' })
+    const db = await openDb({ dataDir: data })
+    try {
+      const rows = (await db.query<{ email: string; set: boolean }>(`SELECT u.email, u.password_hash IS NOT NULL AS set FROM users u JOIN organizations o ON o.id = u.org_id WHERE o.key = 'acme' ORDER BY u.email COLLATE "C"`)).rows
+      expect(rows).toEqual([{ email: 'A@x.test', set: false }, { email: 'a@x.test', set: true }])
+    } finally {
+      await db.close()
     }
   })
 })

@@ -1,6 +1,6 @@
 import { Command, Option } from 'commander'
 import { ServerClient } from './client.js'
-import { runImport } from './import.js'
+import { rowCount, runImport } from './import.js'
 import { runExport } from './export.js'
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
@@ -26,7 +26,7 @@ export function registerSyncCommands(program: Command): void {
       const summary = await runImport(new ServerClient(flags), { file, format: flags.format, type: flags.type, upsert: !!flags.upsert, dryRun: !!flags.dryRun, errors: flags.errors })
       const r = summary.results
       const done = flags.dryRun ? 'dry run, nothing written' : flags.upsert ? `${r.created} created, ${r.updated} updated, ${r.unchanged} unchanged` : `${r.created} created`
-      out(`${summary.rows} rows read; ${summary.refused} refused; ${done}${summary.failedChunks > 0 ? `; ${summary.failedChunks} chunk(s) failed and wrote nothing` : ''}`)
+      out(`${rowCount(summary.rows)} read; ${summary.refused} refused; ${done}${summary.failedChunks > 0 ? `; ${summary.failedChunks} chunk(s) failed and wrote nothing` : ''}`)
       if (summary.failedChunks > 0) process.exitCode = 1
     })
 

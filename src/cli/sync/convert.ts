@@ -19,6 +19,13 @@ export class CellError extends Error {
 const NUMBER_TYPES = new Set(['number', 'integer', 'percentage', 'currency', 'score'])
 
 /**
+ * A plain decimal number: optional sign, digits, optional fraction, optional exponent. Not what
+ * else JavaScript's Number() reads (`0x10`, `0b11`, `0o7`, spaces around, `Infinity`): a cell
+ * such as `0x10` is a typo or another tool's notation, not 16.
+ */
+const DECIMAL = /^[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$/
+
+/**
  * One CSV cell as the property's value; `undefined` for an empty cell (not set). Numbers must be
  * plain decimal numbers, booleans `true`/`false`, a multi-select its options joined by `|`; dates
  * and everything else go as text (the server checks `YYYY-MM-DD`, options, …).
@@ -26,12 +33,11 @@ const NUMBER_TYPES = new Set(['number', 'integer', 'percentage', 'currency', 'sc
 export function convertCell(property: PropertyInfo, cell: string): unknown {
   if (cell === '') return undefined
   if (NUMBER_TYPES.has(property.type)) {
-    const text = cell.trim()
-    const n = Number(text)
-    if (text === '' || !Number.isFinite(n)) throw new CellError(property.key, `${property.key} must be a number, not ${JSON.stringify(cell)}`)
+    const n = Number(cell)
+    if (!DECIMAL.test(cell) || !Number.isFinite(n)) throw new CellError(property.key, `${property.key} must be a number, not ${JSON.stringify(cell)}`)
     // As the server refuses it in a body: an integer a 64-bit float would round is not sent rounded.
-    if (/^-?\d{16,}$/.test(text) && BigInt(text) !== BigInt(n)) {
-      throw new CellError(property.key, `${property.key}: the number ${text} cannot be kept exactly (integers beyond ±9007199254740991 lose digits in a 64-bit float)`)
+    if (/^[+-]?\d{16,}$/.test(cell) && BigInt(cell) !== BigInt(n)) {
+      throw new CellError(property.key, `${property.key}: the number ${cell} cannot be kept exactly (integers beyond ±9007199254740991 lose digits in a 64-bit float)`)
     }
     return n
   }
@@ -46,13 +52,15 @@ export function convertCell(property: PropertyInfo, cell: string): unknown {
 
 // Columns an export writes that an import does not send (the server assigns them).
 const IGNORED_COLUMNS = new Set(['id', 'created_at', 'updated_at'])
+// The fields of a record as kbis export writes it, besides its properties.
+const RECORD_FIELDS = ['name', 'access_domain_key', 'asset_type_key', ...IGNORED_COLUMNS]
 
 /**
  * Checks a CSV header against the type: every column is a field or one of its property keys, and
  * names one cell (a column given twice would leave it unclear which cell counts).
  */
 export function checkColumns(type: AssetTypeInfo, columns: string[]): void {
-  const known = new Set(['name', 'access_domain_key', 'asset_type_key', ...IGNORED_COLUMNS, ...type.properties.map((p) => p.key)])
+  const known = new Set([...RECORD_FIELDS, ...type.properties.map((p) => p.key)])
   const unknown = columns.filter((c) => !known.has(c))
   if (unknown.length > 0) {
     // One column whose name holds a semicolon or a tab: most likely a file with another separator.
@@ -96,10 +104,18 @@ export function csvItem(type: AssetTypeInfo, record: Record<string, string>): { 
   return { item, issues }
 }
 
-/** An NDJSON record (as `kbis export` writes it) as the fields of a bulk item. */
+/**
+ * An NDJSON record (as `kbis export` writes it) as the fields of a bulk item. A member it does not
+ * have is refused, as POST /assets refuses it (`nmae` would otherwise import an asset without its
+ * name's typo being seen).
+ */
 export function ndjsonItem(type: AssetTypeInfo, record: unknown): ItemFields {
   if (record === null || typeof record !== 'object' || Array.isArray(record)) throw new AggregateError([new CellError('', 'the line is not a JSON object')])
   const r = record as Record<string, unknown>
+  const unknown = Object.keys(r).filter((k) => k !== 'properties' && !RECORD_FIELDS.includes(k))
+  if (unknown.length > 0) {
+    throw new AggregateError(unknown.map((k) => new CellError(k, `unknown field ${JSON.stringify(k)}: a line has name, access_domain_key, properties (and asset_type_key, id, created_at, updated_at as kbis export writes them)`)))
+  }
   if (r.asset_type_key !== undefined && r.asset_type_key !== type.key) {
     throw new AggregateError([new CellError('asset_type_key', `asset_type_key is ${JSON.stringify(r.asset_type_key)}, not ${type.key} (--type)`)])
   }

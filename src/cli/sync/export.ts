@@ -23,7 +23,8 @@ const EXPORT_TYPES: Record<ExportOptions['format'], string> = { csv: 'text/csv',
  * shorter one that looks whole.
  */
 export async function runExport(client: ServerClient, options: ExportOptions): Promise<void> {
-  if (options.output) checkOutput(options.output)
+  const problem = options.output ? outputProblem('--output', options.output) : null
+  if (problem) throw new Error(`export failed: ${problem}`)
   const query = new URLSearchParams({ format: options.format, 'filter[asset_type_key]': options.type })
   const res = await client.stream(`/api/v1/export/assets?${query.toString()}`)
   if (res.status !== 200 || !res.body) {
@@ -55,10 +56,14 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
   }
 }
 
-/** Refuses an --output that cannot be a file before anything is asked of the server. */
-function checkOutput(output: string): void {
-  if (!existsSync(path.dirname(path.resolve(output)))) throw new Error(`export failed: the directory of --output ${output} does not exist`)
-  if (existsSync(output) && statSync(output).isDirectory()) throw new Error(`export failed: --output ${output} is a directory, not a file`)
+/**
+ * Why a file the CLI writes (`option`: `--output`, `--errors`) cannot be one, said before anything
+ * is asked of the server; null when it can be tried.
+ */
+export function outputProblem(option: string, file: string): string | null {
+  if (!existsSync(path.dirname(path.resolve(file)))) return `the directory of ${option} ${file} does not exist`
+  if (existsSync(file) && statSync(file).isDirectory()) return `${option} ${file} is a directory, not a file`
+  return null
 }
 
 /**

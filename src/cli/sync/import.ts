@@ -7,8 +7,12 @@ import { compositeKey, type AssetTypeInfo, type CellError } from './convert.js'
 import { csvRows, ndjsonRows, type FileRow, type ReadProgress } from './rows.js'
 import { createProgress, type Progress } from './progress.js'
 import { fsReason } from '../../store/write-whole.js'
+import { outputProblem } from './export.js'
 
 export const CHUNK_SIZE = 10_000
+
+/** `1 row`, `2 rows`. */
+export const rowCount = (n: number): string => `${n} row${n === 1 ? '' : 's'}`
 
 export interface ImportOptions {
   /** A path, or `-` for standard input. */
@@ -40,10 +44,16 @@ function fieldOf(pointer: string | undefined): string {
   return (parts[0] === 'properties' ? parts.slice(1) : parts).join('.')
 }
 
+/**
+ * The asset type, read from the server. Its 404 for a path it does not serve (a --url ending in
+ * /api/v1 doubles it) is told from its 404 for a type it does not have.
+ */
 async function loadType(client: ServerClient, key: string): Promise<AssetTypeInfo> {
   const res = await client.json('GET', `/api/v1/metamodel/asset-types/${encodeURIComponent(key)}`)
+  const detail = errorsOf(res.body)[0]?.detail ?? `HTTP ${res.status}`
+  if (res.status === 404 && detail.startsWith('no route ')) throw new Error(`cannot read asset type ${key}: ${detail}: is ${client.base} the kbis server's base URL (e.g. http://127.0.0.1:8080)?`)
   if (res.status === 404) throw new Error(`unknown asset type ${key}`)
-  if (res.status !== 200) throw new Error(`cannot read asset type ${key}: ${errorsOf(res.body)[0]?.detail ?? `HTTP ${res.status}`}`)
+  if (res.status !== 200) throw new Error(`cannot read asset type ${key}: ${detail}`)
   return (res.body as { data: AssetTypeInfo }).data
 }
 
@@ -53,7 +63,11 @@ class ErrorReport {
   static async open(path: string | undefined): Promise<ErrorReport> {
     if (!path) return new ErrorReport(null)
     const out = createWriteStream(path)
-    await once(out, 'open')
+    try {
+      await once(out, 'open')
+    } catch (err) {
+      throw new Error(`cannot write --errors ${path}: ${fsReason(err as Error)}`)
+    }
     out.write(stringify([['line', 'field', 'message']]))
     return new ErrorReport(out)
   }
@@ -132,19 +146,22 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: number): Pro
   }
   const failed = refusals.length > 0
   const written = failed || ctx.options.dryRun ? 'nothing written' : `${results.created} created, ${results.updated} updated, ${results.unchanged} unchanged`
-  const note = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.line}: ${rows.length} rows, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}`
+  const note = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.line}: ${rowCount(rows.length)}, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}`
   return { refusals, failed, results, note }
 }
 
 /**
  * Item errors name their row by client_ref (= line), and another item of the request by its
- * index (a clash's "… is given by item 3"), which is told as that item's line; an error of the whole
- * request refuses every row.
+ * index (a clash's "… is given by item 3"), which is told as that item's line; the "item 0: "
+ * that starts a schema error's detail is dropped, the report's line naming the row already. An
+ * error of the whole request refuses every row.
  */
 function refusalsOf(errors: ApiError[], rows: FileRow[], items: readonly Record<string, unknown>[], status: number): Refusal[] {
   const itemErrors = errors.filter((e) => e.meta?.client_ref)
-  const lineOf = (detail: string) => detail.replace(/ given by item (\d+)$/, (text, i: string) => (items[Number(i)] === undefined ? text : ` given by line ${items[Number(i)]!.client_ref as string}`))
-  if (itemErrors.length > 0) return itemErrors.map((e) => ({ line: Number(e.meta!.client_ref), field: fieldOf(e.source?.pointer), message: lineOf(e.detail) }))
+  const lineOf = (e: ApiError) => e.detail
+    .replace(/^item (\d+): /, (text, i: string) => (Number(i) === e.meta?.index ? '' : text))
+    .replace(/ given by item (\d+)$/, (text, i: string) => (items[Number(i)] === undefined ? text : ` given by line ${items[Number(i)]!.client_ref as string}`))
+  if (itemErrors.length > 0) return itemErrors.map((e) => ({ line: Number(e.meta!.client_ref), field: fieldOf(e.source?.pointer), message: lineOf(e) }))
   const message = errors[0]?.detail ?? `HTTP ${status}`
   return rows.map((r) => ({ line: r.line, field: '', message }))
 }
@@ -168,6 +185,8 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   const stdin = options.file === '-'
   if (!stdin && !existsSync(options.file)) throw new Error(`no file ${options.file}`)
   if (!stdin && statSync(options.file).isDirectory()) throw new Error(`${options.file} is a directory, not a file`)
+  const errorsProblem = options.errors ? outputProblem('--errors', options.errors) : null
+  if (errorsProblem) throw new Error(errorsProblem)
   const type = await loadType(client, options.type)
   if (options.upsert && !type.unique_property_key) throw new Error(`asset type ${type.key} has no unique_key property: --upsert needs one to name each asset`)
   const method = options.upsert ? 'PUT' : 'POST'

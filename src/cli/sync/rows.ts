@@ -1,6 +1,6 @@
 import { createInterface } from 'node:readline'
 import { pipeline, Transform, type Readable } from 'node:stream'
-import { parse } from 'csv-parse'
+import { parse, type CsvError, type Parser } from 'csv-parse'
 import { CellError, checkColumns, csvItem, ndjsonItem, type AssetTypeInfo, type ItemFields } from './convert.js'
 
 interface Issue {
@@ -91,29 +91,96 @@ class Utf8Watch {
 
 const NOT_UTF8 = 'not UTF-8 text: kbis import reads UTF-8 files (convert it first, e.g. iconv -f WINDOWS-1252 -t UTF-8)'
 
-/** The records of a CSV stream with the line where each starts; the first is the header. */
-export async function* csvRecords(input: Readable, utf8 = new Utf8Watch()): AsyncGenerator<{ line: number; record: string[] }> {
+/**
+ * A record of a CSV stream and the line where it starts; `invalid` (and no cells) when it is not
+ * valid CSV: what is wrong with it, in plain words.
+ */
+export interface CsvRecord {
+  line: number
+  record: string[]
+  invalid: string | null
+}
+
+/** What a csv-parse syntax error says, in the words of a person who wrote the file. */
+function csvProblem(err: CsvError | undefined): string {
+  switch (err?.code) {
+    case 'CSV_INVALID_CLOSING_QUOTE': {
+      const next = /got "(.*)" at line/s.exec(err.message)?.[1]
+      return `a quote closes a cell but is followed by ${next === undefined ? 'another character' : JSON.stringify(next)}, not a comma or the end of the line`
+    }
+    case 'INVALID_OPENING_QUOTE': return 'a quote inside a cell that does not start with one (quote the whole cell and double its quotes: "a ""b"" c")'
+    case 'CSV_QUOTE_NOT_CLOSED': return 'a quote opens a cell that is never closed (the file ends inside it)'
+    default: return err?.message ?? 'unreadable'
+  }
+}
+
+/**
+ * csv-parse's parser skipping the records that are not valid CSV (`skip_records_with_error`),
+ * and what it skipped, in order: `after` = how many records it had given before. Two of its
+ * internals are used (csv-parse 7), as its options have no say in them: after a quote that closes
+ * a cell and is followed by something else, it would read on as if the cell were still quoted,
+ * swallowing every row to the next quote (often the rest of the file), so the cell is closed
+ * there and the row ends at its line break as usual; and `state.record`, a new array for each
+ * record, tells a further error of the same row from the next row's.
+ */
+function skippingParser(): { parser: Parser; skipped: { after: number; raw: string; problem: string }[] } {
+  const skipped: { after: number; raw: string; problem: string }[] = []
+  let lastRecord: unknown = null
+  const parser: Parser = parse({
+    bom: true, raw: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true,
+    on_skip: (err, raw) => {
+      const state = (parser as unknown as { state: { quoting: boolean; record: unknown } }).state
+      if (err?.code === 'CSV_INVALID_CLOSING_QUOTE') state.quoting = false
+      if (state.record === lastRecord) return undefined
+      lastRecord = state.record
+      skipped.push({ after: parser.info.records, raw: raw ?? '', problem: csvProblem(err) })
+      return undefined
+    },
+  })
+  return { parser, skipped }
+}
+
+/**
+ * The records of a CSV stream with the line where each starts; the first is the header. A record
+ * that is not valid CSV comes as `invalid` at its place; its line is counted to its error and
+ * then one line break (its rest is not seen: a quoted line break there would shift the numbers).
+ */
+export async function* csvRecords(input: Readable, utf8 = new Utf8Watch()): AsyncGenerator<CsvRecord> {
   // Records of any length: a row with more or fewer cells than the header is refused by its reader, not the whole file.
   // pipeline, not pipe: a read error of the input (EISDIR, EACCES, …) ends the records with it.
-  const parser = parse({ bom: true, raw: true, skip_empty_lines: true, relax_column_count: true })
+  const { parser, skipped } = skippingParser()
   pipeline(input, utf8.stream, parser, () => {})
   const lines = new LineCounter()
-  for await (const { record, raw } of parser as AsyncIterable<{ record: string[]; raw: string }>) {
-    yield { line: lines.start(raw), record }
+  let given = 0
+  function* skippedBefore(count: number): Generator<CsvRecord> {
+    while (skipped[0] && skipped[0].after <= count) {
+      const s = skipped.shift()!
+      yield { line: lines.start(s.raw), record: [], invalid: s.problem }
+    }
   }
+  for await (const { record, raw } of parser as AsyncIterable<{ record: string[]; raw: string }>) {
+    yield* skippedBefore(given++)
+    yield { line: lines.start(raw), record, invalid: null }
+  }
+  yield* skippedBefore(Infinity)
 }
 
 /**
  * Reads a CSV stream with csv-parse: the first line names the columns (property keys, `name`,
  * `access_domain_key`); each record's line is where it starts (a quoted cell may span lines).
  * A row of blank cells only (`,,,` as spreadsheets write empty rows) is an empty line, skipped; a
- * row with more or fewer cells than the header is refused.
+ * row with more or fewer cells than the header, or that is not valid CSV, is refused.
  */
 export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
   input.on('data', (chunk: Buffer) => { progress.bytes += chunk.length })
   let columns: string[] | null = null
   const utf8 = new Utf8Watch()
-  for await (const { line, record } of csvRecords(input, utf8)) {
+  for await (const { line, record, invalid } of csvRecords(input, utf8)) {
+    if (invalid !== null) {
+      if (columns === null) throw new Error(`the header (line ${line}) is not valid CSV: ${invalid}`)
+      yield { line, item: null, issues: [{ field: '', message: `the row is not valid CSV: ${invalid}` }] }
+      continue
+    }
     if (columns === null) {
       columns = record.map((c) => c.trim())
       if (columns.some((c) => utf8.lost(c))) throw new Error(`the header is ${NOT_UTF8}`)

@@ -7,7 +7,7 @@ async function starts(text: string, chunkSize = text.length): Promise<string[]> 
   const chunks: string[] = []
   for (let i = 0; i < text.length; i += chunkSize) chunks.push(text.slice(i, i + chunkSize))
   const out: string[] = []
-  for await (const { line, record } of csvRecords(Readable.from(chunks.map((c) => Buffer.from(c))))) out.push(`${line}:${record[0]}`)
+  for await (const { line, record, invalid } of csvRecords(Readable.from(chunks.map((c) => Buffer.from(c))))) out.push(`${line}:${invalid ?? record[0]}`)
   return out
 }
 
@@ -38,5 +38,17 @@ describe('kbis import: the line where each CSV record starts', () => {
   it('numbers the same whatever the chunks the file is read in', async () => {
     const text = 'h,v\r\n"a\r\nstill a",1\r\n\r\nb,2\r\n"c\r\nstill c",3\r\nd,4'
     for (const size of [1, 2, 3, 7]) expect(await starts(text, size), `chunks of ${size}`).toEqual(['1:h', '2:a\r\nstill a', '5:b', '6:c\r\nstill c', '8:d'])
+  })
+
+  it('gives a record that is not valid CSV at its place with what is wrong, and reads on from the next line', async () => {
+    const closing = 'a quote closes a cell but is followed by "x", not a comma or the end of the line'
+    expect(await starts('h,v\na,1\n"q"x,q\nb,2\n')).toEqual(['1:h', '2:a', `3:${closing}`, '4:b'])
+    expect(await starts('h,v\r\na,1\r\n"q" ,q\r\nb,2\r\n"c\r\nstill c",3\r\nd,4\r\n')).toEqual(['1:h', '2:a', '3:a quote closes a cell but is followed by " ", not a comma or the end of the line', '4:b', '5:c\r\nstill c', '7:d'])
+    // A multi-line cell before the bad quote; several bad quotes in one row are one invalid record; two bad rows in a row are two.
+    expect(await starts('h,v\n"q\nmore"x,q\n"a "b" c",1\n"a "b",2\nb,2\n')).toEqual(['1:h', `2:${closing}`, '4:a quote closes a cell but is followed by "b", not a comma or the end of the line',
+      '5:a quote closes a cell but is followed by "b", not a comma or the end of the line', '6:b'])
+    expect(await starts('h,v\nq"x,q\nb,2\n')).toEqual(['1:h', '2:a quote inside a cell that does not start with one (quote the whole cell and double its quotes: "a ""b"" c")', '3:b'])
+    expect(await starts('h,v\na,1\n"open,q\nb,2\n')).toEqual(['1:h', '2:a', '3:a quote opens a cell that is never closed (the file ends inside it)'])
+    for (const size of [1, 3]) expect(await starts('h,v\na,1\n"q"x,q\nb,2', size), `chunks of ${size}`).toEqual(['1:h', '2:a', `3:${closing}`, '4:b'])
   })
 })

@@ -184,6 +184,7 @@ describe('validateSetup: one line naming the file and the field', () => {
     ['empty options', { key: 'tier', type: 'multi_select', options: [] }, `${at}.options: must list at least 1 item`],
     ['an empty option', { key: 'tier', type: 'select', options: ['a', ''] }, `${at}.options[1]: must not be empty`],
     ['a repeated option', { key: 'tier', type: 'select', options: ['a', 'b', 'a'] }, `${at}.options: must not list "a" twice`],
+    ['a multi-select option holding |', { key: 'tier', type: 'multi_select', options: ['a', 'p|q'] }, `${at}.options[1]: "p|q" holds |, which joins the options of a multi_select in CSV files`],
     ['a currency without code', { key: 'cost', type: 'currency' }, `${at}.currency: is required for type currency`],
     ['a lowercase code', { key: 'cost', type: 'currency', currency: 'eur' }, `${at}.currency: must be a 3-letter ISO 4217 code in capitals, e.g. EUR`],
     ['an unknown code', { key: 'cost', type: 'currency', currency: 'ABC' }, `${at}.currency: ABC is not an ISO 4217 currency code`],
