@@ -3,6 +3,7 @@ import { createKey, deleteKey, listKeys, updateKey, type KeyInput } from '../key
 import { AppError, Errors } from '../core/errors.js'
 import type { KeyPermission } from '../core/auth/permissions.js'
 import { permissionAtLeast } from '../core/auth/permissions.js'
+import { KEY_DESCRIPTION_MAX_LENGTH, KEY_NAME_MAX_LENGTH } from '../keys/limits.js'
 import { field, fields, query, redirectWith, render } from './plugin.js'
 import { pager } from './pages.js'
 import { webhookPages, webhooksForPage } from './webhooks.js'
@@ -21,10 +22,10 @@ function keyInput(request: FastifyRequest): KeyInput {
   const type = field(request, 'permission_type')
   const roles = [...new Set(fields(request, 'role_keys'))]
   const problems: string[] = []
-  if (name === '' || name.length > 200) problems.push('Name: give the key a name (at most 200 characters).')
+  if (name === '' || [...name].length > KEY_NAME_MAX_LENGTH) problems.push(`Name: give the key a name (at most ${KEY_NAME_MAX_LENGTH} characters).`)
   if (!(KEY_TYPES as string[]).includes(type)) problems.push('Permission type: choose Viewer, Editor or Admin.')
   if (roles.length === 0) problems.push('Roles: choose at least one role.')
-  if (field(request, 'description').length > 2000) problems.push('Description: at most 2,000 characters.')
+  if ([...field(request, 'description')].length > KEY_DESCRIPTION_MAX_LENGTH) problems.push(`Description: at most ${KEY_DESCRIPTION_MAX_LENGTH.toLocaleString('en')} characters.`)
   if (problems.length > 0) throw new AppError(Errors.VALIDATION_FAILED, problems.join(' '))
   return { name, description: field(request, 'description').trim() || null, permission_type: type as KeyPermission, role_keys: roles }
 }
@@ -60,6 +61,7 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
       transferring: query(request, 'transfer'),
       types: KEY_TYPES.filter((t) => permissionAtLeast(auth.permission, t)),
       roles: grantable(auth.roleKeys),
+      keyLimits: { name: KEY_NAME_MAX_LENGTH, description: KEY_DESCRIPTION_MAX_LENGTH },
       allRoles,
       users,
       webhooks: await webhooksForPage(app, request),
