@@ -291,7 +291,11 @@ function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
     intervalMs: db.kind === 'pglite' ? Math.max(config.eventRelayIntervalMs, 5000) : config.eventRelayIntervalMs,
     retentionDays: config.eventRetentionDays,
     publishes: config.natsUrl !== undefined,
-    onError: (err) => app.log.error({ err }, 'event relay failed; retrying'),
+    onError: (err) => app.log.error({ err }, 'event relay failed'),
+    // The first of a run of identical failures with its stack; the next ones a line each.
+    onRoundFailed: (err, retry) => retry.repeated
+      ? app.log.warn(`event relay still failing (${retry.failures} attempts: ${(err as Error).message}); retrying in ${retry.retryInMs} ms`)
+      : app.log.error({ err }, `event relay failed; retrying in ${retry.retryInMs} ms`),
   })
   app.decorate('events', relay)
   // Every asset and relationship write emits events: the organizations of a stamped batch tell

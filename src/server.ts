@@ -82,23 +82,50 @@ export function printAdminKey(print: (line: string) => void, secret: string): vo
 }
 
 /**
+ * After `KBIS_SHUTDOWN_TIMEOUT` a shutdown stops waiting: what still runs gets this long to wind
+ * down (cancelled statements to roll back, onClose work, the store to close) before the process
+ * exits regardless.
+ */
+const SHUTDOWN_MARGIN_MS = 2_000
+
+/**
  * Graceful shutdown (CONTRACT §17): new requests get 503 (draining), the listener stops, requests
- * in flight finish — connections still busy after `timeoutSeconds` are closed —, then the app's
- * onClose work (batched last_used_at writes, `onShutdown` callbacks), and the store closes last.
+ * in flight finish, then the app's onClose work (batched last_used_at writes, `onShutdown`
+ * callbacks), and the store closes last. `timeoutSeconds` bounds it: then the connections still
+ * busy are closed and their statements cancelled (Db.interrupt: their transactions roll back,
+ * nothing a cut-off client sent commits later), and SHUTDOWN_MARGIN_MS after that it resolves
+ * whatever still runs, for the process to exit. That covers PGlite too, whose statements cannot be
+ * cancelled: exiting with one of its transactions open is a crash to it, and its write-ahead log
+ * makes the next start roll that transaction back (a statement that holds the thread to its end
+ * delays the exit until then: no timer runs meanwhile).
  */
 async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlSocket | null; metricsServer: Server | null; timeoutSeconds: number }): Promise<void> {
   const { app, db } = parts
   app.lifecycle.draining = true
   const timer = setTimeout(() => {
-    app.log.warn(`requests still in flight after ${parts.timeoutSeconds} s; closing their connections`)
+    app.log.warn(`requests still in flight after ${parts.timeoutSeconds} s; cancelling their statements and closing their connections`)
+    db.interrupt?.().catch((err: unknown) => app.log.warn({ err }, 'could not cancel the statements in flight'))
     app.server.closeAllConnections()
   }, parts.timeoutSeconds * 1000)
+  let deadline: NodeJS.Timeout | undefined
+  const overdue = new Promise<'overdue'>((resolve) => {
+    deadline = setTimeout(() => resolve('overdue'), parts.timeoutSeconds * 1000 + SHUTDOWN_MARGIN_MS)
+  })
+  const closed = (async () => {
+    try {
+      await parts.control?.close()
+      await app.close()
+    } finally {
+      clearTimeout(timer)
+      await new Promise<void>((resolve) => (parts.metricsServer ? parts.metricsServer.close(() => resolve()) : resolve()))
+      await db.close()
+    }
+  })()
   try {
-    await parts.control?.close()
-    await app.close()
+    if ((await Promise.race([closed, overdue])) === 'overdue') {
+      app.log.warn(`shutdown still not done ${SHUTDOWN_MARGIN_MS / 1000} s after KBIS_SHUTDOWN_TIMEOUT; exiting without waiting for it`)
+    }
   } finally {
-    clearTimeout(timer)
-    await new Promise<void>((resolve) => (parts.metricsServer ? parts.metricsServer.close(() => resolve()) : resolve()))
-    await db.close()
+    clearTimeout(deadline)
   }
 }

@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander'
-import { loadConfig, type Config } from '../core/config.js'
+import { decimalInteger, loadConfig, type Config } from '../core/config.js'
 import type { ApplyReport } from '../setup/apply.js'
 import type { CliKeyRecord, CliKeyRequest } from '../keys/cli.js'
 import type { ControlCommand } from './control-client.js'
@@ -18,8 +18,8 @@ import path from 'node:path'
 const out = (line: string) => process.stdout.write(`${line}\n`)
 
 function port(value: string): number {
-  const n = Number(value)
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number 0..65535')
+  const n = decimalInteger(value)
+  if (n === null || n > 65535) throw new InvalidArgumentError('must be a port number 0..65535')
   return n
 }
 

@@ -76,10 +76,18 @@ export interface Config {
 
 export class ConfigError extends Error {}
 
+/**
+ * Plain decimal digits as a number, else null. `Number()` alone took `' '` (0), `1e3` and
+ * `0x4000` as numbers: a blank PORT listened on a random port.
+ */
+export function decimalInteger(raw: string): number | null {
+  return /^[0-9]+$/.test(raw) ? Number(raw) : null
+}
+
 function intFrom(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
   if (raw === undefined || raw === '') return fallback
-  const value = Number(raw)
-  if (!Number.isInteger(value) || value < min || value > max) {
+  const value = decimalInteger(raw)
+  if (value === null || value < min || value > max) {
     throw new ConfigError(`${name}: must be an integer from ${min} to ${max}, got "${raw}"`)
   }
   return value
@@ -93,7 +101,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     dataDir: env.KBIS_DATA_DIR || './data',
     optimizeForSize: env.KBIS_OPTIMIZE_FOR_SIZE === undefined || env.KBIS_OPTIMIZE_FOR_SIZE === '' ? undefined : booleanFrom('KBIS_OPTIMIZE_FOR_SIZE', env.KBIS_OPTIMIZE_FOR_SIZE),
     pgliteSharedBuffersMb: intFrom('KBIS_PGLITE_SHARED_BUFFERS_MB', env.KBIS_PGLITE_SHARED_BUFFERS_MB, DEFAULT_PGLITE_SHARED_BUFFERS_MB, 16, 1024),
-    redisUrl: env.REDIS_URL || undefined,
+    redisUrl: redisUrlFrom(env.REDIS_URL),
     trustedProxies: trustedProxiesFrom(env.KBIS_TRUSTED_PROXIES),
     bodyLimit: intFrom('KBIS_BODY_LIMIT', env.KBIS_BODY_LIMIT, 1024 * 1024, 1024, 1024 ** 3),
     // 10,000 realistic items (8 properties, a client_ref, an embedded relationship) are ~4 MB
@@ -115,7 +123,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     eventRetentionDays: intFrom('KBIS_EVENT_RETENTION_DAYS', env.KBIS_EVENT_RETENTION_DAYS, 90, 0, 36500),
     eventRelayIntervalMs: intFrom('KBIS_EVENT_RELAY_INTERVAL_MS', env.KBIS_EVENT_RELAY_INTERVAL_MS, 100, 5, 60_000),
     natsUrl: natsUrlFrom(env.NATS_URL),
-    natsStream: env.KBIS_NATS_STREAM || 'KBIS_EVENTS',
+    natsStream: natsStreamFrom(env.KBIS_NATS_STREAM),
     webhookRetrySchedule: scheduleFrom(env.KBIS_WEBHOOK_RETRY_SCHEDULE),
     webhookAllowPrivate: booleanFrom('KBIS_WEBHOOK_ALLOW_PRIVATE', env.KBIS_WEBHOOK_ALLOW_PRIVATE),
     webhookTimeoutMs: intFrom('KBIS_WEBHOOK_TIMEOUT_MS', env.KBIS_WEBHOOK_TIMEOUT_MS, 15_000, 100, 600_000),
@@ -176,6 +184,34 @@ function natsUrlFrom(raw: string | undefined): string | undefined {
       throw new ConfigError(`NATS_URL: a comma-separated list of NATS servers such as nats://127.0.0.1:4222, got "${server}"`)
     }
   }
+  return raw
+}
+
+/**
+ * A JetStream stream name as the NATS server takes it: at most 255 characters, none of them
+ * whitespace, `.`, `*`, `>`, `/`, `\` or a control character. The client refuses the others
+ * only when it first uses the stream, each attempt logging a stack trace.
+ */
+function natsStreamFrom(raw: string | undefined): string {
+  if (raw === undefined || raw === '') return 'KBIS_EVENTS'
+  if (!/^[^\s.*>/\\\p{Cc}]{1,255}$/u.test(raw)) {
+    throw new ConfigError(`KBIS_NATS_STREAM: must be a JetStream stream name of at most 255 characters, without whitespace, ".", "*", ">", "/" or "\\", got "${raw}"`)
+  }
+  return raw
+}
+
+/**
+ * `redis://` or `rediss://`, with an optional database number as the path (`/0`). Anything else
+ * was passed to ioredis, which crashed the start later (`/abc`: an uncaught ReplyError) or took
+ * `garbage` for a host. Never echoed: it may hold a password.
+ */
+function redisUrlFrom(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined
+  const url = urlOf(raw)
+  const example = 'a Redis URL such as redis://:password@host:6379/0'
+  if (url === null) throw new ConfigError(`REDIS_URL: must be ${example} (the value set is not a URL)`)
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new ConfigError(`REDIS_URL: must be ${example}, not a ${url.protocol}// URL`)
+  if (!/^(\/[0-9]*)?$/.test(url.pathname)) throw new ConfigError(`REDIS_URL: must be ${example}: the path is a database number`)
   return raw
 }
 

@@ -44,8 +44,27 @@ export interface RelayOptions {
   batchSize?: number
   /** How often retention runs (ms). */
   retentionIntervalMs?: number
+  /** A failure of retention or of the last stamping at shutdown. */
   onError?: (err: unknown) => void
+  /** A failed round of stamping, and when the next one runs (see RELAY_RETRY_FIRST_MS). */
+  onRoundFailed?: (err: unknown, retry: RelayRetry) => void
 }
+
+export interface RelayRetry {
+  /** Rounds failed in a row, this one included. */
+  failures: number
+  /** The previous round failed with the same message: the log can say so in a line, not repeat the stack. */
+  repeated: boolean
+  retryInMs: number
+}
+
+/**
+ * After a failed round (the store unreachable) the relay waits before the next: 250 ms, doubling
+ * to 5 s, as the LISTEN connection does (store/db.ts); a round that succeeds resets it. Polling
+ * every `intervalMs` regardless put a failure in the log ten times a second.
+ */
+const RELAY_RETRY_FIRST_MS = 250
+const RELAY_RETRY_MAX_MS = 5_000
 
 /**
  * One advisory lock for the whole store: stamping transactions of every server process are
@@ -83,6 +102,10 @@ export class EventRelay {
   private readonly batchSize: number
   private unlisten: (() => void) | null = null
   private unwatch: (() => void) | null = null
+  /** Failed rounds in a row, the last one's message, and when rounds may run again. */
+  private failures = 0
+  private lastFailure = ''
+  private retryAt = 0
   readonly stamping: Stamping
 
   constructor(private readonly db: Db, private readonly options: RelayOptions) {
@@ -171,13 +194,25 @@ export class EventRelay {
 
   /** Stamps soon, without waiting (a poll tick; a commit of this process, see wakeAfterCommit). */
   wake(): void {
-    if (this.tickQueued || this.stopped) return
+    if (this.tickQueued || this.stopped || Date.now() < this.retryAt) return
     this.tickQueued = true
     void this.serialize(async () => {
       this.tickQueued = false
-      if (!(await this.hasUnstamped())) return
-      await this.stampAll(false)
-    }).catch((err) => this.options.onError?.(err))
+      if (await this.hasUnstamped()) await this.stampAll(false)
+    }).then(() => {
+      this.failures = 0
+      this.lastFailure = ''
+    }, (err: unknown) => this.roundFailed(err))
+  }
+
+  private roundFailed(err: unknown): void {
+    this.failures++
+    const retryInMs = Math.min(RELAY_RETRY_MAX_MS, RELAY_RETRY_FIRST_MS * 2 ** (this.failures - 1))
+    this.retryAt = Date.now() + retryInMs
+    const message = String((err as Error | undefined)?.message ?? err)
+    const repeated = message === this.lastFailure
+    this.lastFailure = message
+    this.options.onRoundFailed?.(err, { failures: this.failures, repeated, retryInMs })
   }
 
   /**

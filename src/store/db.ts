@@ -102,6 +102,13 @@ export interface Db extends Queryable {
   listen(channel: string, onMessage: (payload: string) => void, events?: ListenEvents): Promise<void>
   notify(channel: string, payload: string): Promise<void>
   close(): Promise<void>
+  /**
+   * PostgreSQL only (PGlite runs a statement on this thread, to its end): cancels the statements
+   * running now and ends their connections, so that their transactions roll back instead of
+   * committing later, e.g. once a lock they wait for is released. For a shutdown past its timeout
+   * (server.ts); the store stays open for what the shutdown still writes.
+   */
+  interrupt?(): Promise<void>
   onQuery: QueryHook | null
   /**
    * PostgreSQL only (absent on PGlite, whose COPY writes a whole file at once): the lines a
@@ -158,7 +165,13 @@ class PostgresDb implements Db {
   private listener: pg.Client | null = null
   private readonly handlers = new Map<string, ((payload: string) => void)[]>()
 
-  constructor(readonly pool: pg.Pool, private readonly config: pg.PoolConfig) {}
+  /** The pool's connections handed out now (the pool tells when, not which). */
+  private readonly busy = new Set<pg.PoolClient>()
+
+  constructor(readonly pool: pg.Pool, private readonly config: pg.PoolConfig) {
+    pool.on('acquire', (client) => void this.busy.add(client))
+    pool.on('release', (_err, client) => void this.busy.delete(client))
+  }
 
   async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
     if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
@@ -347,6 +360,29 @@ class PostgresDb implements Db {
   async notify(channel: string, payload: string): Promise<void> {
     for (const handler of this.handlers.get(channel) ?? []) handler(payload)
     await this.query('SELECT pg_notify($1, $2)', [channel, payload])
+  }
+
+  /**
+   * Ending a busy connection alone is not enough: a backend waiting for a lock reads nothing from
+   * its client until the lock is released, and would then run an autocommitted statement all the
+   * same. So its statement is cancelled too (`pg_cancel_backend`, from a connection of its own,
+   * given 1 s to connect); once cancelled, the backend finds its client gone and rolls back.
+   */
+  async interrupt(): Promise<void> {
+    const clients = [...this.busy]
+    if (clients.length === 0) return
+    const pids = clients.map((c) => (c as pg.PoolClient & { processID?: number }).processID).filter((pid) => pid !== undefined)
+    // With an active statement pg destroys the socket at once; else it says goodbye (the
+    // backend then rolls back an open transaction).
+    for (const client of clients) void client.end().catch(() => undefined)
+    const canceller = new pg.Client({ ...this.config, connectionTimeoutMillis: 1_000 })
+    canceller.on('error', () => undefined)
+    try {
+      await canceller.connect()
+      await canceller.query('SELECT pg_cancel_backend(pid) FROM unnest($1::int[]) AS pid', [pids])
+    } finally {
+      await canceller.end().catch(() => undefined)
+    }
   }
 
   async close(): Promise<void> {

@@ -195,6 +195,23 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect(typo).toEqual({ code: 1, stdout: '', stderr: 'kbis: DATABASE_URL: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)\n' })
   })
 
+  it('refuses a port that is not plain decimal digits 0..65535, and a Redis URL that is not one, with one line and before anything is created', async () => {
+    const data = path.join(dir, 'never-created')
+    // The flags' errors are commander's, its usage after them (showHelpAfterError).
+    const flagError = ({ code, stderr }: Run) => ({ code, first: stderr.split('\n')[0] })
+    for (const bad of ['', ' ', '1e3', '0x4000', '65536']) {
+      const refused = await kbis(['serve', '--port', bad, '--data-dir', data])
+      expect(flagError(refused), bad).toEqual({ code: 1, first: `error: option '--port <port>' argument '${bad}' is invalid. must be a port number 0..65535` })
+    }
+    const metrics = await kbis(['serve', '--port', '0', '--metrics-port', '0x4AFE', '--data-dir', data])
+    expect(flagError(metrics)).toEqual({ code: 1, first: "error: option '--metrics-port <port>' argument '0x4AFE' is invalid. must be a port number 0..65535" })
+    const env = await kbis(['serve', '--data-dir', data], { PORT: '0x4AFE' })
+    expect(env).toEqual({ code: 1, stdout: '', stderr: 'kbis: PORT: must be an integer from 0 to 65535, got "0x4AFE"\n' })
+    const redis = await kbis(['serve', '--port', '0', '--data-dir', data], { REDIS_URL: 'redis://:hunter2@127.0.0.1:6379/abc' })
+    expect(redis).toEqual({ code: 1, stdout: '', stderr: 'kbis: REDIS_URL: must be a Redis URL such as redis://:password@host:6379/0: the path is a database number\n' })
+    expect(existsSync(data)).toBe(false)
+  })
+
   it('stops quietly when its standard output is closed (kbis apply … | head -1), its work done', async () => {
     const data = await templateDataDir(path.join(dir, 'data6'))
     const child = spawn(KBIS_BIN, ['apply', path.join(dir, 'acme.yaml'), '--data-dir', data], { env: { ...process.env, DATABASE_URL: '' } })

@@ -71,3 +71,63 @@ for (const kind of STORES) {
     })
   })
 }
+
+/** Sends a POST whole; resolves with its status, or with the error that ended its connection. */
+function send(url: string, key: string, body: unknown): Promise<number | Error> {
+  return fetch(url, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })
+    .then((res) => res.status, (err: Error) => err)
+}
+
+if (STORES.includes('postgres')) {
+  describe('postgres: KBIS_SHUTDOWN_TIMEOUT bounds the shutdown', { timeout: 120_000 }, () => {
+    it('cancels the statements still waiting on a lock at the timeout, commits none of them, and exits 0 within the timeout plus 2 s', async () => {
+      // Setup: a server with a 1 s timeout, and another session holding the assets table.
+      const { yaml, env, drop } = await cliStore('postgres')
+      onTestFinished(drop)
+      await cli(['apply', yaml], env)
+      const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
+      const server = runCli(['serve', '--port', '0'], { ...env, KBIS_SHUTDOWN_TIMEOUT: '1' })
+      onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
+      const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
+      const db = await openDb({ databaseUrl: env.DATABASE_URL!, poolSize: 2 })
+      onTestFinished(() => db.close())
+      let release = () => undefined as void
+      const released = new Promise<void>((resolve) => (release = resolve))
+      let locked = () => undefined as void
+      const lockTaken = new Promise<void>((resolve) => (locked = resolve))
+      const holder = db.transaction(async (tx) => {
+        await tx.query('LOCK TABLE assets IN ACCESS EXCLUSIVE MODE')
+        locked()
+        await released
+      })
+      onTestFinished(() => { release(); return holder })
+      await lockTaken
+      const items = Array.from({ length: 2000 }, (_, i) => ({ asset_type_key: 'server', name: `srv-${i}`, properties: { hostname: `srv-${i}.acme.test` } }))
+      const bulk = send(`${url}/api/v1/bulk/assets`, key, items)
+      const single = send(`${url}/api/v1/assets`, key, { asset_type_key: 'server', name: 'one', properties: { hostname: 'one.acme.test' } })
+      const waiting = async () => (await db.query<{ n: number }>(`SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND relation = 'assets'::regclass`)).rows[0]!.n
+      while (await waiting() < 2) await new Promise((r) => setTimeout(r, 50))
+
+      // Action: SIGTERM while both wait for the lock, which is held 9 s more.
+      const signalledAt = Date.now()
+      const held = setTimeout(release, 9_000)
+      server.child.kill('SIGTERM')
+      const code = await server.exited
+      const tookMs = Date.now() - signalledAt
+      clearTimeout(held)
+      release()
+      await holder
+
+      // Assert: out within 1 s + the 2 s margin (and some start-up slack), both clients cut off,
+      // and nothing of theirs committed once the lock is gone.
+      expect(code).toBe(0)
+      expect(tookMs).toBeLessThan(4_000)
+      expect(await bulk).toBeInstanceOf(Error)
+      expect(await single).toBeInstanceOf(Error)
+      expect(server.lines.some((l) => l.includes('requests still in flight after 1 s; cancelling their statements and closing their connections'))).toBe(true)
+      await new Promise((r) => setTimeout(r, 1_000))
+      expect((await db.query<{ n: number }>('SELECT count(*) AS n FROM assets')).rows[0]!.n).toBe(0)
+      expect(await waiting()).toBe(0)
+    })
+  })
+}

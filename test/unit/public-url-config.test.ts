@@ -49,3 +49,31 @@ describe('LOG_LEVEL, KBIS_TRUSTED_PROXIES and NATS_URL', () => {
     }
   })
 })
+
+describe('REDIS_URL, KBIS_NATS_STREAM and integer settings', () => {
+  it('take redis(s) URLs with an optional database number, stream names, plain decimal integers', () => {
+    for (const good of ['redis://127.0.0.1:6379', 'redis://:pw@127.0.0.1:6379/2', 'rediss://user:pw@cache.example.com/']) {
+      expect(loadConfig({ REDIS_URL: good }).redisUrl, good).toBe(good)
+    }
+    expect(loadConfig({ KBIS_NATS_STREAM: 'kbis-events_2' }).natsStream).toBe('kbis-events_2')
+    expect(loadConfig({}).natsStream).toBe('KBIS_EVENTS')
+    expect(loadConfig({ PORT: '019450', KBIS_METRICS_PORT: '0' })).toMatchObject({ port: 19450, metricsPort: 0 })
+    expect(loadConfig({ PORT: '' }).port).toBe(8080)
+  })
+
+  it('refuse other values with one line naming the variable, never echoing a Redis URL', () => {
+    const redis = 'REDIS_URL: must be a Redis URL such as redis://:password@host:6379/0'
+    expect(() => loadConfig({ REDIS_URL: 'garbage' })).toThrow(new ConfigError(`${redis} (the value set is not a URL)`))
+    expect(() => loadConfig({ REDIS_URL: 'redis://:secret@[bad' })).toThrow(new ConfigError(`${redis} (the value set is not a URL)`))
+    expect(() => loadConfig({ REDIS_URL: 'http://127.0.0.1:6379' })).toThrow(new ConfigError(`${redis}, not a http:// URL`))
+    expect(() => loadConfig({ REDIS_URL: 'redis://:secret@127.0.0.1:6379/abc' })).toThrow(new ConfigError(`${redis}: the path is a database number`))
+    for (const bad of ['bad name', 'kbis.events', 'a*', 'a>', 'a/b', 'a\\b', 'tab\there', 'x'.repeat(256)]) {
+      expect(() => loadConfig({ KBIS_NATS_STREAM: bad }), bad).toThrow(new ConfigError(`KBIS_NATS_STREAM: must be a JetStream stream name of at most 255 characters, without whitespace, ".", "*", ">", "/" or "\\", got "${bad}"`))
+    }
+    for (const bad of [' ', '1e3', '0x4000', '0x4AFE', '-1', '80.0', '65536']) {
+      expect(() => loadConfig({ PORT: bad }), bad).toThrow(new ConfigError(`PORT: must be an integer from 0 to 65535, got "${bad}"`))
+      expect(() => loadConfig({ KBIS_METRICS_PORT: bad }), bad).toThrow(new ConfigError(`KBIS_METRICS_PORT: must be an integer from 0 to 65535, got "${bad}"`))
+    }
+    expect(() => loadConfig({ KBIS_POOL_SIZE: '1e1' })).toThrow(new ConfigError('KBIS_POOL_SIZE: must be an integer from 1 to 1000, got "1e1"'))
+  })
+})
