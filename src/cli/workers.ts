@@ -7,6 +7,13 @@ import { startMetricsServer } from '../ops/metrics-server.js'
 
 export class WorkersError extends Error {}
 
+/**
+ * The exit code of a worker that could not start (its port taken, …): a configuration to fix,
+ * which every replacement would meet again, not a crash to retry (sysexits' EX_CONFIG). Its
+ * reason reaches the primary as a message, which prints it once.
+ */
+export const WORKER_CANNOT_START = 78
+
 /** A worker that dies this often this fast is a broken deployment, not bad luck: stop replacing. */
 const MAX_RESTARTS = 10
 const RESTART_WINDOW_MS = 60_000
@@ -44,8 +51,19 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
       void stop(1)
     })
   })
+  cluster.on('message', (_worker: Worker, message: unknown) => {
+    const reason = (message as { cannotStart?: unknown } | null)?.cannotStart
+    if (typeof reason !== 'string' || stopping) return
+    print(`kbis: ${reason}`)
+    void stop(1)
+  })
   cluster.on('exit', (worker: Worker, code, signal) => {
     if (stopping) return
+    if (code === WORKER_CANNOT_START) {
+      print(`kbis: worker ${worker.process.pid} could not start`)
+      void stop(1)
+      return
+    }
     const now = Date.now()
     restarts.push(now)
     while (restarts.length > 0 && restarts[0]! < now - RESTART_WINDOW_MS) restarts.shift()
@@ -80,7 +98,18 @@ export function isWorker(): boolean {
   return cluster.isWorker
 }
 
-/** A worker of `--workers`: the primary bootstrapped the store and serves the metrics. */
-export function startWorker(config: Config, print: (line: string) => void): Promise<RunningServer> {
-  return startServer(config, print, { bootstrap: false, metrics: false })
+/**
+ * A worker of `--workers`: the primary bootstrapped the store and serves the metrics. One that
+ * cannot start tells the primary why and exits with WORKER_CANNOT_START.
+ */
+export async function startWorker(config: Config, print: (line: string) => void): Promise<RunningServer> {
+  try {
+    return await startServer(config, print, { bootstrap: false, metrics: false })
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err)
+    return new Promise<never>(() => {
+      if (process.send) process.send({ cannotStart: reason }, () => process.exit(WORKER_CANNOT_START))
+      else process.exit(WORKER_CANNOT_START)
+    })
+  }
 }

@@ -39,6 +39,9 @@ for (const store of STORES) {
           expect(await failed.exited).not.toBe(0)
           expect(failed.lines.join('\n')).toMatch(new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} \\(HOST or --host, PORT or --port\\): .*EADDRINUSE`))
           expect(failed.lines.some((line) => line.startsWith('Admin API key'))).toBe(false)
+          // A port in use is a configuration to fix: said once, not retried worker after worker.
+          expect(failed.lines.filter((line) => line.includes('cannot listen on'))).toHaveLength(1)
+          expect(failed.lines.filter((line) => /starting a new one|workers died/.test(line))).toEqual([])
           expect(await organizations(store, env)).toEqual([])
           const next = runCli(['serve', '--port', String(await freePort()), ...extra], env)
           try {
