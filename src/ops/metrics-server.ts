@@ -10,7 +10,8 @@ import { metrics } from './metrics.js'
 export async function startMetricsServer(port: number, host: string, options: { cluster?: boolean } = {}): Promise<Server & { url: string }> {
   const aggregator = options.cluster ? new AggregatorRegistry() : null
   const server = createServer((req, res) => {
-    if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
+    // HEAD as GET: Node sends a HEAD answer's headers only.
+    if ((req.method !== 'GET' && req.method !== 'HEAD') || req.url?.split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'application/json; charset=utf-8' })
       res.end(JSON.stringify({ errors: [{ status: '404', code: 'not_found', detail: 'metrics are at GET /metrics' }] }))
       return

@@ -93,6 +93,9 @@ for (const kind of STORES) {
       await app.events.flush()
       const server = await startMetricsServer(0, '127.0.0.1')
       const text = await (await fetch(server.url)).text()
+      // HEAD answers as GET, without the body (a probe's usual request).
+      const head = await fetch(server.url, { method: 'HEAD' })
+      expect([head.status, head.headers.get('content-type'), await head.text()]).toEqual([200, 'text/plain; version=0.0.4; charset=utf-8', ''])
       await new Promise((resolve) => server.close(resolve))
       const series = new Set(text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.replace(/[ {].*$/, '')))
       for (const name of ['http_request_duration_seconds_bucket', 'http_request_duration_seconds_count', 'http_request_duration_seconds_sum',
