@@ -230,7 +230,11 @@ export async function upsertAssets(
     failures.throwIfAny()
     // A bulk answers ids and results; PUT /assets/{key} its record. The UPDATE compares the
     // changes left in SQL too (a fingerprint that does not match only means "compare").
-    const changed = await updateAssets(tx, originOf(ctx), plan.changes.map((c) => c.change), { skipUnchanged: true, answer: options.single === true ? 'rows' : 'ids' })
+    // In id order: the UPDATE locks its rows as it goes, so concurrent upserts of the same assets
+    // (the look-up of a replacing one locks nothing) queue instead of deadlocking, as locking
+    // look-ups (refs/sql.ts) order theirs.
+    const changes = plan.changes.map((c) => c.change).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    const changed = await updateAssets(tx, originOf(ctx), changes, { skipUnchanged: true, answer: options.single === true ? 'rows' : 'ids' })
     const updated = new Map<string, AssetRow | { id: string }>(changed.map((row) => [row.id, row]))
     // An item whose relationships the sync changed is `updated`, not `unchanged` (which promises
     // no write and no event), though its own row is not written.
