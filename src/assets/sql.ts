@@ -206,11 +206,17 @@ export async function selectReplaced(db: Queryable, orgId: string, keys: readonl
   return selectAssetRefs<ReplacedAsset>(db, orgId, keys, false, `a.name, ${jsonbFingerprintSql('a.properties')} AS fingerprint`)
 }
 
-/** THE archive of asset rows (DELETE /assets/{id}); returns the rows archived, as they were. */
+/**
+ * THE archive of asset rows (DELETE /assets/{id}); returns the rows archived, as they were. The
+ * rows are locked FOR UPDATE first, in id order: stronger than the update's own lock, it waits
+ * for the transactions creating relationships to them (their foreign keys hold FOR KEY SHARE) and
+ * makes those that come later see the archive (relationships/sql.ts confirmEndsLive).
+ */
 export async function archiveAssets(tx: Tx, origin: EventOrigin, ids: readonly string[]): Promise<AssetRow[]> {
   if (ids.length === 0) return []
   const result = await tx.query<AssetRow>(
-    `UPDATE assets a SET archived_at = now() WHERE a.org_id = $1 AND a.id = ANY($2::uuid[]) AND a.archived_at IS NULL
+    `WITH locked AS (SELECT id FROM assets WHERE org_id = $1 AND id = ANY($2::uuid[]) AND archived_at IS NULL ORDER BY id FOR UPDATE)
+     UPDATE assets a SET archived_at = now() FROM locked l WHERE a.org_id = $1 AND a.id = l.id
      RETURNING ${ASSET_COLUMNS}`,
     [origin.orgId, ids],
   )

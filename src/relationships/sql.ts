@@ -1,3 +1,4 @@
+import { TransientConflict } from '../store/retry.js'
 import type { Queryable, Tx } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
@@ -50,7 +51,25 @@ export async function insertRelationships(
   options: { check?: boolean } = {},
 ): Promise<RelationshipRow[]> {
   if (rows.length === 0) return []
-  return inStatementSlices(tx, rows, (slice) => insertRelationshipSlice(tx, ctx, slice, options))
+  const written = await inStatementSlices(tx, rows, (slice) => insertRelationshipSlice(tx, ctx, slice, options))
+  await confirmEndsLive(tx, ctx.auth.orgId, written)
+  return written
+}
+
+/**
+ * On PostgreSQL, after the insert: no end of a new relationship was archived meanwhile. The
+ * insert read the ends live in its snapshot, and its foreign-key locks (FOR KEY SHARE) do not
+ * conflict with an archive's update; an archive locks its rows FOR UPDATE (archiveAssets), so it
+ * either waits for this transaction (the relationship is created, then archived with its end) or
+ * committed before this statement began, which then sees it: the transaction runs again, and its
+ * checks answer the end not found (CONTRACT §2: an archived asset is gone from every V1 write).
+ * PGlite runs one transaction at a time.
+ */
+async function confirmEndsLive(tx: Tx, orgId: string, written: readonly RelationshipRow[]): Promise<void> {
+  if (tx.kind !== 'postgres' || written.length === 0) return
+  const ends = [...new Set(written.flatMap((r) => [r.source_asset_id, r.target_asset_id]))]
+  const archived = await tx.query('SELECT 1 FROM assets WHERE org_id = $1 AND id = ANY($2::uuid[]) AND archived_at IS NOT NULL LIMIT 1', [orgId, ends])
+  if (archived.rows.length > 0) throw new TransientConflict('an end of a new relationship was archived while it was created')
 }
 
 /**
