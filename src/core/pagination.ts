@@ -90,13 +90,18 @@ export function locationOf(request: FastifyRequest, collection: string, id: stri
   return publicUrl(request, `/api/v1/${collection}/${encodeURIComponent(id)}`)
 }
 
+/** The scheme and authority of a request target in absolute form (RFC 9112 §3.2.2). */
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i
+
 /**
  * JSON:API-style links for a GET list, keeping every other query parameter as sent. They start with
  * the configured public URL (`KBIS_PUBLIC_URL`), else they are relative paths: never the request's
  * Host header, which a client (or an attacker in front of a cache) chooses (CONTRACT §1).
  */
 export function pageLinks(request: FastifyRequest, meta: PageMeta): Record<string, string | null> {
-  const base = publicUrl(request, request.url.split('?')[0]!)
+  // The path as requested; a request line in absolute form (`GET http://host/api/v1/… HTTP/1.1`)
+  // names a host too, which goes the way of the Host header.
+  const base = publicUrl(request, request.url.replace(ABSOLUTE_FORM, '').split('?')[0]!)
   const query = new URLSearchParams(request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '')
   const link = (n: number): string => {
     query.set('page[number]', String(n))

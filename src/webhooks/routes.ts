@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { pageFromQuery, pageLinks } from '../core/pagination.js'
+import { locationOf, pageFromQuery, pageLinks } from '../core/pagination.js'
 import { requirePermission } from '../core/auth/permissions.js'
 import { deliveryParams, idParams, listQuery, webhookCreateBody, webhookPatchBody, webhookResponses } from './schemas.js'
 import * as service from './service.js'
@@ -34,7 +34,7 @@ export function webhookRoutes(worker: WebhookWorker) {
       schema: { tags, summary: 'Create a webhook; its signing secret is in this response only', body: webhookCreateBody, response: webhookResponses.created },
     }, async (request, reply) => {
       const data = await service.createWebhook(contextOf(request), request.body as service.WebhookInput)
-      return reply.code(201).send({ data })
+      return reply.code(201).header('Location', locationOf(request, 'webhooks', data.id)).send({ data })
     })
 
     app.get('/webhooks/:id', {

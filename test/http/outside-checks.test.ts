@@ -1,3 +1,5 @@
+import { request } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
@@ -114,6 +116,22 @@ for (const store of STORES) {
       expect(JSON.stringify(res.body.links)).not.toContain('attacker')
       expect(res.body.links.next).toBe('/api/v1/assets?filter[asset_type_key]=server&page[size]=1&page[number]=2')
       expect(res.body.links.self).toBe('/api/v1/assets?filter[asset_type_key]=server&page[size]=1&page[number]=1')
+      // A request line in absolute form names a host as the Host header does: it is not taken either.
+      await t.app.listen({ port: 0, host: '127.0.0.1' })
+      const { port } = t.app.server.address() as AddressInfo
+      // http.request sends `path` as the request target as it is.
+      const body = await new Promise<any>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port, path: 'http://attacker.example/api/v1/assets?filter[asset_type_key]=server&page[size]=1',
+          headers: { authorization: `Bearer ${t.adminKey}` } }, (res) => {
+          let text = ''
+          res.on('data', (chunk) => { text += chunk })
+          res.on('end', () => resolve(JSON.parse(text)))
+        })
+        req.on('error', reject)
+        req.end()
+      })
+      expect(JSON.stringify(body.links)).not.toContain('attacker')
+      expect(body.links.next).toBe('/api/v1/assets?filter[asset_type_key]=server&page[size]=1&page[number]=2')
     })
 
     it('shows last_used_at within about a second of a key\'s use', async () => {

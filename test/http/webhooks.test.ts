@@ -56,6 +56,8 @@ for (const store of STORES) {
       })
       expect(secret).toMatch(SECRET)
       expect(Buffer.from(secret.slice(6), 'base64')).toHaveLength(32)
+      // Where it lives, as every create says (the OpenAPI documents the header).
+      expect(res.headers.location).toBe(`/api/v1/webhooks/${record.id}`)
       expect(await t.request('GET', `/api/v1/webhooks/${record.id}`)).toMatchObject({ status: 200, body: { data: record } })
       const list = await t.request('GET', '/api/v1/webhooks?page[size]=100')
       expect(list.status).toBe(200)
