@@ -104,8 +104,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     ...requestIdOptions(),
     // Responses: fast-json-stringify, free-form objects written whole (core/serializer.ts).
     schemaController: { compilersFactory: { buildSerializer } },
-    // 431, a malformed request line, a slow client: answered in the envelope (core/http-layer.ts).
+    // 431, a malformed request line, a slow client: answered in the envelope (core/http-layer.ts),
+    // as is an HTTP/1.1 request without Host, which Node would answer with a bare 400 itself.
     clientErrorHandler,
+    http: { requireHostHeader: false },
     // Errors the router raises before any route runs, in the same envelope as every other error.
     frameworkErrors: (error, _request, reply) => {
       if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new AppError(Errors.NOT_FOUND, 'a path segment is longer than any id or composite key can be'))

@@ -66,10 +66,27 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
   answerAndClose(socket, rawErrorResponse(def, detail))
 }
 
-/** A CONNECT request (Node hands it to the server's `connect` event, not to Fastify): 405 in the envelope. */
+/**
+ * A CONNECT request (Node hands it to the server's `connect` event, not to Fastify): 405 in the
+ * envelope. Requests Node's parser lets through that HTTP/1.1 refuses: an HTTP version other than
+ * 1.0 and 1.1 (it reads `HTTP/2.0` and `HTTP/0.9` request lines), and an HTTP/1.1 request without
+ * a Host header (RFC 9112 §3.2: 400), which Node would answer with a bare 400 itself
+ * (`requireHostHeader`, off in app.ts so that the answer comes here, in the envelope).
+ */
 export function registerHttpLayer(app: FastifyInstance): void {
   app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
     answerAndClose(socket, rawErrorResponse(Errors.METHOD_NOT_ALLOWED, 'CONNECT is not supported: this is an API server, not a proxy'))
+  })
+  app.addHook('onRequest', async (request, reply) => {
+    const version = request.raw.httpVersion
+    if (version !== '1.0' && version !== '1.1') {
+      reply.header('Connection', 'close')
+      throw new AppError(Errors.INVALID_REQUEST, 'the request line is malformed: the HTTP version must be HTTP/1.0 or HTTP/1.1')
+    }
+    if (version === '1.1' && request.headers.host === undefined) {
+      reply.header('Connection', 'close')
+      throw new AppError(Errors.INVALID_REQUEST, 'an HTTP/1.1 request must carry a Host header')
+    }
   })
 }
 

@@ -130,6 +130,21 @@ for (const store of STORES) {
       }
     })
 
+    it('refuses the HTTP versions Node reads but HTTP/1.1 does not (2.0, 0.9), and an HTTP/1.1 request without Host, in the envelope', async () => {
+      for (const version of ['2.0', '0.9']) {
+        const res = await rawExchange(port, `GET /healthz HTTP/${version}\r\nHost: x\r\n\r\n`)
+        expect(res.status, version).toBe(400)
+        envelope(res, 'invalid_request')
+        expect(res.body.errors[0].detail).toBe('the request line is malformed: the HTTP version must be HTTP/1.0 or HTTP/1.1')
+      }
+      const hostless = await rawExchange(port, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n')
+      expect(hostless.status).toBe(400)
+      envelope(hostless, 'invalid_request')
+      expect(hostless.body.errors[0].detail).toBe('an HTTP/1.1 request must carry a Host header')
+      // HTTP/1.0 has no Host to require.
+      expect((await rawExchange(port, 'GET /healthz HTTP/1.0\r\n\r\n')).status).toBe(200)
+    })
+
     it('answers CONNECT with 405 in the envelope', async () => {
       const res = await rawExchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')
       expect(res.status).toBe(405)
