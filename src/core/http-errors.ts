@@ -12,7 +12,7 @@ interface AjvError {
 }
 
 /** Query parameters whose errors carry their own code (CONTRACT §1). */
-function queryErrorDef(parameter: string): ErrorDef {
+export function queryErrorDef(parameter: string): ErrorDef {
   if (parameter.startsWith('page') || parameter.startsWith('relationships_page')) return Errors.INVALID_PAGE
   if (parameter === 'sort' || parameter === 'relationships_sort') return Errors.INVALID_SORT
   if (parameter === 'include') return Errors.INVALID_INCLUDE

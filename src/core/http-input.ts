@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import { AppError, Errors, type Issue } from './errors.js'
 import { escapePointer } from './json.js'
-import { validationError } from './http-errors.js'
+import { queryErrorDef, validationError } from './http-errors.js'
 import { errorEnvelopeSchema } from './schemas.js'
 import { withItemMeta } from './items.js'
 
@@ -315,6 +315,23 @@ async function refuseBody(request: FastifyRequest): Promise<void> {
 }
 
 /**
+ * Integer query parameters (`page[size]`, …) written in decimal digits only: Ajv's coercion reads
+ * a string as JavaScript's Number() does, so `0x10`, `1e1`, ` 5` and `+5` passed as 16, 10 and 5
+ * where the documents say an integer is wanted.
+ */
+function digitsOnly(names: readonly string[]): (request: FastifyRequest) => Promise<void> {
+  return async (request) => {
+    const query = request.query as Record<string, unknown>
+    for (const name of names) {
+      const value = query[name]
+      if (typeof value === 'string' && !/^[0-9]+$/.test(value)) {
+        throw new AppError(queryErrorDef(name), [{ detail: `${name} must be a whole number written in digits, such as 10`, parameter: name }])
+      }
+    }
+  }
+}
+
+/**
  * The API's routes (`app`), registered after the Idempotency-Key hooks. A query parameter a route
  * does not know is refused (400), never ignored: a write sent with a misspelt or unsupported
  * option (`DELETE /assets/{id}?dry_run=true`) must not run as a plain one. Every route gets a
@@ -331,6 +348,9 @@ export function registerRouteGuards(app: FastifyInstance): void {
     } else if ((schema.querystring as { additionalProperties?: unknown }).additionalProperties !== false) {
       throw new Error(`${String(route.method)} ${route.url}: its query-string schema must say additionalProperties: false`)
     }
+    const integers = Object.entries((schema.querystring as { properties?: Record<string, { type?: unknown }> }).properties ?? {})
+      .filter(([, property]) => property.type === 'integer').map(([name]) => name)
+    if (integers.length > 0) route.preValidation = [digitsOnly(integers), ...[route.preValidation ?? []].flat()]
     const methods = [route.method].flat()
     if (schema.body === undefined && methods.some((method) => WRITE_METHODS.has(method))) {
       route.preValidation = [...[route.preValidation ?? []].flat(), refuseBody]

@@ -109,6 +109,16 @@ for (const store of STORES) {
       expect((await list('?page[size]=100')).status).toBe(200)
     })
 
+    it('takes page numbers and sizes in decimal digits only (0x10, 1e1, a sign or a space are refused)', async () => {
+      for (const q of ['?page[size]=0x10', '?page[size]=0b11', '?page[size]=1e1', '?page[number]=1e3', '?page[size]=%205', '?page[size]=%2B5', '?page[size]=', '?relationships_page[size]=0x5&include=relationships']) {
+        const res = await list(q)
+        expect(res.status, q).toBe(400)
+        const parameter = q.slice(1, q.indexOf('='))
+        expect(res.body.errors, q).toEqual([{ status: '400', code: 'invalid_page', detail: `${parameter} must be a whole number written in digits, such as 10`, source: { parameter } }])
+      }
+      expect((await list('?page[size]=016')).body.meta.page.size).toBe(16)
+    })
+
     it('rejects unknown filter and page members with their own codes', async () => {
       const filter = await list('?relationships_filter[colour]=red')
       expect(filter.body.errors).toEqual([
