@@ -1,4 +1,7 @@
 import type { FastifySchema } from 'fastify'
+import { WRITE_METHODS } from '../core/http-input.js'
+import { errorEnvelopeSchema } from '../core/schemas.js'
+import { dryRunEnvelope } from '../request/dry-run.js'
 
 /**
  * What the generated OpenAPI documents add to the route schemas so that a generated client is
@@ -61,8 +64,34 @@ export function transformRoute(listFilterColumns: { assets: readonly string[]; r
     if (created && !url.includes('/bulk/')) {
       out.response = { ...(schema as Json).response, 201: { ...created, headers: { Location: LOCATION_HEADER } } }
     }
+    if (out.response && WRITE_METHODS.has(method) && url.startsWith('/api/v1/')) out.response = writeResponses(out.response as Json, query)
     return { schema: out as FastifySchema, url }
   }
+}
+
+/**
+ * What every write under /api/v1 may answer besides its own statuses: the Idempotency-Key's 409
+ * and 422 (CONTRACT §16: any POST, PATCH, PUT or DELETE, searches and analytics included), 413
+ * for a body over the limit (a body-less write reads one too, to refuse it), and with
+ * `?dry_run=true` the dry run's 200 beside the record a PATCH or PUT answers.
+ */
+function writeResponses(response: Json, query: Json | undefined): Json {
+  const out: Json = { ...response }
+  const add = (status: number, code: string, description: string) => {
+    const given = out[status] as Json | undefined
+    out[status] = given === undefined
+      ? { ...errorEnvelopeSchema, description }
+      : { ...given, description: `${given.description ?? ''}${given.description ? '; ' : ''}${code}: ${description}` }
+  }
+  add(409, 'idempotency_key_in_use', 'a request with the same Idempotency-Key is still running (idempotency_key_in_use)')
+  add(422, 'idempotency_key_reused', 'the Idempotency-Key was used with another body (idempotency_key_reused)')
+  out[413] ??= { ...errorEnvelopeSchema, description: 'Body over the byte limit (payload_too_large)' }
+  const ok = out[200] as Json | undefined
+  if (ok !== undefined && query?.properties?.dry_run !== undefined && ok !== dryRunEnvelope) {
+    const { description, ...record } = ok
+    out[200] = { description, oneOf: [record, dryRunEnvelope] }
+  }
+  return out
 }
 
 const LOCATION_HEADER = {

@@ -37,12 +37,22 @@ for (const store of STORES) {
       const post = doc.paths['/api/v1/assets'].post
       expect(post.requestBody.content['application/json'].schema.required).toEqual(['asset_type_key', 'name'])
       expect(Object.keys(post.responses)).toEqual(expect.arrayContaining(['201', '400', '401', '403', '409', '413', '422', '429']))
-      // Every operation that takes a body says that it has a byte limit; the others take none.
-      for (const [path, item] of Object.entries<Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>>(doc.paths)) {
+      // Every write says that a body has a byte limit (one that takes none reads a body to refuse
+      // it), and what its Idempotency-Key may answer (CONTRACT §16); reads say neither.
+      for (const [path, item] of Object.entries<Record<string, { requestBody?: unknown; responses: Record<string, { description?: string }> }>>(doc.paths)) {
         for (const [method, operation] of Object.entries(item)) {
           if (typeof operation !== 'object' || operation === null || !('responses' in operation)) continue
-          expect('413' in operation.responses, `${method} ${path}`).toBe(operation.requestBody !== undefined)
+          const write = ['post', 'patch', 'put', 'delete'].includes(method)
+          expect('413' in operation.responses, `${method} ${path}`).toBe(write || operation.requestBody !== undefined)
+          if (!write) continue
+          expect(operation.responses['409']?.description, `${method} ${path}`).toMatch(/idempotency_key_in_use/)
+          expect(operation.responses['422']?.description, `${method} ${path}`).toMatch(/idempotency_key_reused/)
         }
+      }
+      // A PATCH or PUT that may be a dry run documents both of its 200s.
+      for (const [path, method] of [['/api/v1/assets/{id}', 'patch'], ['/api/v1/assets/{id}', 'put'], ['/api/v1/bulk/assets', 'patch'], ['/api/v1/bulk/assets', 'put']] as const) {
+        const ok = doc.paths[path]?.[method]?.responses['200'].content['application/json'].schema
+        expect(ok?.oneOf?.[1]?.properties?.meta?.properties?.dry_run, `${method} ${path}`).toEqual({ type: 'boolean', enum: [true] })
       }
       const get = doc.paths['/api/v1/assets'].get
       const size = get.parameters.find((p: { name: string }) => p.name === 'page[size]')

@@ -289,7 +289,8 @@ for (const store of STORES) {
         '/api/v1/webhooks', '/api/v1/webhooks/{id}', '/api/v1/webhooks/{id}/deliveries',
         '/api/v1/webhooks/{id}/deliveries/{delivery_id}/retry', '/api/v1/webhooks/{id}/rotate-secret', '/api/v1/webhooks/{id}/test',
       ])
-      expect(Object.keys(doc.paths['/api/v1/webhooks'].post.responses).sort()).toEqual(['201', '400', '401', '403', '413', '422', '429', '503'])
+      // 409: a request with the same Idempotency-Key still running (CONTRACT §16).
+      expect(Object.keys(doc.paths['/api/v1/webhooks'].post.responses).sort()).toEqual(['201', '400', '401', '403', '409', '413', '422', '429', '503'])
     })
   })
 }
