@@ -50,17 +50,23 @@ function describe(error: AjvError, where: string): string {
   }
 }
 
-/** Ajv errors of a route schema → the CONTRACT envelope. Unknown fields are 400, bad values 422. */
-export function validationError(errors: AjvError[], context: string): AppError {
+/**
+ * Ajv errors of a route schema → the CONTRACT envelope. Unknown fields are 400, bad values 422.
+ * `known`: the route's query parameters, when the error is about the query string.
+ */
+export function validationError(errors: AjvError[], context: string, known?: readonly string[]): AppError {
   if (context === 'querystring' || context === 'params') {
     const first = errors[0]!
     const parameter =
       first.keyword === 'additionalProperties'
         ? String(first.params.additionalProperty)
         : first.instancePath.replace(/^\//, '').split('/')[0] ?? ''
-    // An unknown `filter[x]` is a filter error, an unknown `page[x]` a page error; any other
-    // unknown parameter is a malformed request.
-    const def = queryErrorDef(parameter)
+    // An unknown `filter[x]` is a filter error, an unknown `page[x]` a page error, where the route
+    // takes filters or pages (a misspelt member); any other unknown parameter is a malformed
+    // request (`page[size]` on POST /search/assets, whose page is in the body).
+    const family = queryErrorDef(parameter)
+    const takesFamily = first.keyword !== 'additionalProperties' || known === undefined || known.some((name) => queryErrorDef(name) === family)
+    const def = takesFamily ? family : Errors.INVALID_REQUEST
     const detail =
       first.keyword === 'additionalProperties'
         ? def === Errors.INVALID_FILTER
@@ -130,13 +136,19 @@ export function codedBodyError(errors: AjvError[], codes: BodyErrorCodes): AppEr
   return new AppError(def, same.length > 0 ? same : [{ detail: 'the body is not valid', pointer: '' }])
 }
 
+/** The query parameters a route takes: its query-string schema's properties, and the patterns of its families (`^filter\\[…`). */
+export function queryNames(request: FastifyRequest): string[] {
+  const query = request.routeOptions.schema?.querystring as { properties?: object; patternProperties?: object } | undefined
+  return [...Object.keys(query?.properties ?? {}), ...Object.keys(query?.patternProperties ?? {}).map((pattern) => pattern.replace(/^\^/, ''))]
+}
+
 function toAppError(err: FastifyError, request: FastifyRequest): AppError {
   if (err instanceof AppError) return err
   const validation = (err as { validation?: AjvError[] }).validation
   const context = (err as { validationContext?: string }).validationContext ?? 'body'
   const codes = request.routeOptions.config?.bodyErrorCodes
   if (validation && context === 'body' && codes) return codedBodyError(validation, codes)
-  if (validation) return validationError(validation, context)
+  if (validation) return validationError(validation, context, queryNames(request))
   const mapped = mapPgError(err)
   if (mapped) return mapped
   // The database is down or out of reach: a client may retry (the operator is told in the log).

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import { AppError, Errors, type Issue } from './errors.js'
 import { escapePointer } from './json.js'
-import { queryErrorDef, validationError } from './http-errors.js'
+import { queryErrorDef, queryNames, validationError } from './http-errors.js'
 import { errorEnvelopeSchema } from './schemas.js'
 import { withItemMeta } from './items.js'
 
@@ -365,6 +365,6 @@ export function registerRouteGuards(app: FastifyInstance): void {
   })
   app.addHook('preHandler', async (request) => {
     const error = request.validationError as { validation?: Parameters<typeof validationError>[0]; validationContext?: string } | undefined
-    if (error?.validation && error.validationContext !== 'body') throw validationError(error.validation, error.validationContext ?? 'querystring')
+    if (error?.validation && error.validationContext !== 'body') throw validationError(error.validation, error.validationContext ?? 'querystring', queryNames(request))
   })
 }

@@ -127,6 +127,13 @@ for (const store of STORES) {
       expect((await list('?page[offset]=3')).body.errors[0].code).toBe('invalid_page')
     })
 
+    it('answers a query parameter of a family the route does not take (page[…] on a search, sort on an export) as a malformed request', async () => {
+      const search = await t.request('POST', '/api/v1/search/assets?page[size]=1', { body: {} })
+      expect(search.body.errors).toEqual([{ status: '400', code: 'invalid_request', detail: 'unknown query parameter page[size]', source: { parameter: 'page[size]' } }])
+      const exported = await t.request('GET', '/api/v1/export/assets?format=ndjson&sort=name')
+      expect(exported.body.errors).toEqual([{ status: '400', code: 'invalid_request', detail: 'unknown query parameter sort', source: { parameter: 'sort' } }])
+    })
+
     it('answers each record of a page as GET /assets/{id} answers it, whatever its text and numbers hold', async () => {
       const tricky = 'q"uote \\ back\nline\ttab \u0001ctl \u007f del </script> \u2028 é 日本 😀'
       const created = await t.request('POST', '/api/v1/assets', {
