@@ -204,32 +204,39 @@ const webhookSees = (type: string, domain: string): string =>
  */
 export async function insertMatchingDeliveries(tx: Queryable, events: readonly EventToDeliver[]): Promise<number> {
   if (events.length === 0) return 0
-  // A webhook whose roles reach every asset type in every domain (or that has no roles) takes
-  // every event its patterns select without looking at the events' scoping: decided once per
-  // webhook (MATERIALIZED), so the usual organization-wide webhook costs a batch nothing more.
+  const orgIds = [...new Set(events.map((e) => e.orgId))]
+  // Whether some enabled webhook sees less than everything: only then are the events' scoping
+  // columns read (a join to `events` per event). The usual organization-wide webhook (roles that
+  // reach every type in every domain, or none set) takes what its patterns select, as before.
+  const scoped = (await tx.query<{ scoped: boolean }>(
+    `${BACKGROUND_SQL}SELECT EXISTS (SELECT 1 FROM webhooks w WHERE w.org_id = ANY ($1::uuid[]) AND w.enabled AND NOT ${SEES_ALL}) AS scoped`,
+    [orgIds],
+  )).rows[0]!.scoped
+  const visible = scoped
+    ? `LEFT JOIN events s ON NOT ${SEES_ALL} AND s.org_id = e.org_id AND s.id = e.event_id
+     WHERE ${SEES_ALL} OR s.asset_id IS NULL
+        OR (${webhookSees('s.asset_type_key', 's.access_domain_key')}
+            AND (s.related_asset_id IS NULL OR ${webhookSees('s.related_asset_type_key', 's.related_access_domain_key')}))`
+    : ''
   const result = await tx.query(
-    `${BACKGROUND_SQL}WITH w AS MATERIALIZED (
-       SELECT h.org_id, h.id, h.event_types, h.role_keys,
-              h.role_keys IS NULL OR EXISTS (SELECT 1 FROM roles r CROSS JOIN LATERAL jsonb_array_elements(r.grants) AS g
-                                             WHERE r.org_id = h.org_id AND r.key = ANY (h.role_keys)
-                                               AND g->>'access_domain_key' = '*' AND g->'asset_type_keys' @> '["*"]') AS sees_all
-       FROM webhooks h WHERE h.org_id = ANY ($1::uuid[]) AND h.enabled)
-     INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, payload, status, next_attempt_at)
+    `${BACKGROUND_SQL}INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, payload, status, next_attempt_at)
      SELECT e.org_id, ${UUID_V7_SQL}, w.id, e.event_id, e.event_type, e.payload, 'pending', now()
      FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[]) AS e(org_id, event_id, event_type, payload)
-     JOIN w ON w.org_id = e.org_id
+     JOIN webhooks w ON w.org_id = e.org_id AND w.enabled
       AND EXISTS (SELECT 1 FROM unnest(w.event_types) AS p(pattern)
                   WHERE p.pattern = '*' OR p.pattern = e.event_type
                      OR (right(p.pattern, 2) = '.*' AND starts_with(e.event_type, left(p.pattern, -1))))
-     LEFT JOIN events s ON NOT w.sees_all AND s.org_id = e.org_id AND s.id = e.event_id
-     WHERE w.sees_all OR s.asset_id IS NULL
-        OR (${webhookSees('s.asset_type_key', 's.access_domain_key')}
-            AND (s.related_asset_id IS NULL OR ${webhookSees('s.related_asset_type_key', 's.related_access_domain_key')}))
+     ${visible}
      ON CONFLICT (org_id, webhook_id, event_id) DO NOTHING`,
     [events.map((e) => e.orgId), events.map((e) => e.id), events.map((e) => e.type), events.map((e) => e.payload)],
   )
   return result.rowCount
 }
+
+/** Webhook `w` takes every event: no roles (made before migration 0019), or a grant of every type in every domain. */
+const SEES_ALL = `(w.role_keys IS NULL OR EXISTS (SELECT 1 FROM roles r CROSS JOIN LATERAL jsonb_array_elements(r.grants) AS g
+                   WHERE r.org_id = w.org_id AND r.key = ANY (w.role_keys)
+                     AND g->>'access_domain_key' = '*' AND g->'asset_type_keys' @> '["*"]'))`
 
 export interface ClaimedDelivery {
   org_id: string
