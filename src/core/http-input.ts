@@ -166,6 +166,19 @@ export function inexactIntegers(text: string): string[] {
 
 const NUL_IN_URL = 'text must not contain NUL (U+0000) characters'
 
+/** The query parameter (its name, decoded, NULs left out) whose text holds an escaped NUL; null when it is in the path. */
+function nulParameter(url: string): string | null {
+  const query = url.indexOf('?')
+  const pair = query < 0 ? undefined : url.slice(query + 1).split('&').find((p) => /%00/i.test(p))
+  if (pair === undefined) return null
+  const name = pair.split('=')[0]!.replaceAll('+', ' ')
+  try {
+    return decodeURIComponent(name).replaceAll('\u0000', '')
+  } catch {
+    return name
+  }
+}
+
 /** What a % must start in a URL, for the refusals of a path (app.ts) and of a query string. */
 export const ESCAPE_RULE = 'each % must start an escape of UTF-8 (%XX, two hex digits); write a literal % as %25'
 
@@ -258,7 +271,10 @@ function defersRefusal(request: FastifyRequest): boolean {
  */
 export function registerInputGuards(app: FastifyInstance): void {
   app.addHook('onRequest', async (request) => {
-    if (/%00/i.test(request.url)) throw new AppError(Errors.INVALID_REQUEST, NUL_IN_URL)
+    if (/%00/i.test(request.url)) {
+      const parameter = nulParameter(request.url)
+      throw new AppError(Errors.INVALID_REQUEST, [parameter === null ? { detail: NUL_IN_URL } : { detail: NUL_IN_URL, parameter }])
+    }
     const bad = badlyEscapedParameter(request.url)
     if (bad) throw new AppError(Errors.INVALID_REQUEST, [bad.name === null ? { detail: BAD_ESCAPE } : { detail: BAD_ESCAPE, parameter: bad.name }])
   })

@@ -269,6 +269,14 @@ for (const store of STORES) {
         const res = await t.request('GET', `/api/v1/assets/${ref}`)
         expect(res.status, ref).toBe(400)
         expectClientError(res, ref)
+        expect(res.body.errors[0].source, ref).toBeUndefined()
+      }
+    })
+
+    it('names the query parameter whose value holds a NUL', async () => {
+      for (const [query, parameter] of [['filter[name]=%00', 'filter[name]'], ['sort=name&filter%5Bname%5D=a%00b', 'filter[name]'], ['page[size]=1&include=%00', 'include']] as const) {
+        const res = await t.request('GET', `/api/v1/assets?${query}`)
+        expect(res.body.errors, query).toEqual([{ status: '400', code: 'invalid_request', detail: 'text must not contain NUL (U+0000) characters', source: { parameter } }])
       }
     })
 
