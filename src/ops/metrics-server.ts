@@ -16,7 +16,10 @@ export async function startMetricsServer(port: number, host: string, options: { 
       res.end(JSON.stringify({ errors: [{ status: '404', code: 'not_found', detail: 'metrics are at GET /metrics' }] }))
       return
     }
-    const text = aggregator ? aggregator.clusterMetrics() : metrics.registry.metrics()
+    // prom-client's aggregation omits the workers' start times: the primary's says when the service started.
+    const text = aggregator
+      ? Promise.all([aggregator.clusterMetrics(), metrics.registry.getSingleMetricAsString('process_start_time_seconds')]).then(([all, start]) => `${all}${start}\n`)
+      : metrics.registry.metrics()
     text.then(
       (body) => {
         res.writeHead(200, { 'content-type': metrics.registry.contentType })

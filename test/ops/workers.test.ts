@@ -95,6 +95,10 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
     }
     // Released: a worker's poll stamps them.
     await expect.poll(pending, { timeout: 10_000 }).toBe('0')
+    // The default process series, the start time once (the primary's: the aggregation omits the workers').
+    const text = await (await fetch(metricsUrl)).text()
+    expect(text.match(/^process_start_time_seconds \d+$/gm)).toHaveLength(1)
+    expect(text).toMatch(/^process_cpu_seconds_total \d/m)
   })
 
   it('replaces a worker that dies', async () => {
