@@ -255,7 +255,7 @@ export class EventRelay {
 
   /** Runs retention now (tests; otherwise hourly). */
   async purgeNow(): Promise<number> {
-    return this.serialize(() => this.purge())
+    return this.serialize(() => this.purge(true))
   }
 
   /** Unstamped (on PGlite: not yet handed over) events plus stamped ones not yet published (kbis_events_pending, counted when read). */
@@ -387,13 +387,19 @@ export class EventRelay {
    * above a kept older one), and records per organization the highest position purged, below
    * which a cursor answers 410 cursor_expired.
    */
-  private async purge(): Promise<number> {
+  private async purge(wait = false): Promise<number> {
     if (this.options.retentionDays <= 0) return 0
     let total = 0
     for (;;) {
       const deleted = await this.db.transaction(async (tx) => {
-        const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + 'SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
-        if (got.rows[0]?.ok !== true) return 0
+        // The scheduled round gives way to a process holding the lock (it will purge); one asked
+        // for now waits for it, as a flush waits to stamp.
+        if (wait) {
+          await tx.query(BACKGROUND_SQL + 'SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
+        } else {
+          const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + 'SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
+          if (got.rows[0]?.ok !== true) return 0
+        }
         const result = await tx.query<{ n: number }>(`${BACKGROUND_SQL}WITH cut AS (
              SELECT max(sequence) AS upto FROM events
              WHERE sequence IS NOT NULL AND time < now() - make_interval(days => $1::int)
