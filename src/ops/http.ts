@@ -70,8 +70,11 @@ export function registerOps(app: FastifyInstance, db: Db): void {
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id)
-    // After any onResponse of the same moment (a finished answer's line is written there).
-    reply.raw.once('close', () => setImmediate(() => accountFor(request, reply, false)))
+    // An answer that finished has its line from onResponse; one that did not gets it here, after
+    // any onResponse of the same moment (an injected response never reads as finished).
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) setImmediate(() => accountFor(request, reply, false))
+    })
     if (lifecycle.draining) return rejectWhileDraining(request, reply)
     return undefined
   })

@@ -1,6 +1,6 @@
 import type { Queryable } from '../store/db.js'
 import type { CloudEvent } from '../outbox/cloud-event.js'
-import { insertMatchingDeliveries, selectEnabledPatterns } from './sql.js'
+import { insertMatchingDeliveries, selectEnabledWebhooks } from './sql.js'
 import { matchesEventType } from './patterns.js'
 
 /**
@@ -14,10 +14,11 @@ import { matchesEventType } from './patterns.js'
  */
 export async function enqueueDeliveries(tx: Queryable, events: readonly { orgId: string; event: CloudEvent }[]): Promise<number> {
   if (events.length === 0) return 0
-  const patterns = await selectEnabledPatterns(tx, [...new Set(events.map((e) => e.orgId))])
-  if (patterns.size === 0) return 0
-  const wanted = events.filter(({ orgId, event }) => matchesEventType(patterns.get(orgId) ?? [], event.type))
-  return insertMatchingDeliveries(tx, wanted.map(({ orgId, event }) => ({ orgId, id: event.id, type: event.type, payload: JSON.stringify(event) })))
+  const webhooks = await selectEnabledWebhooks(tx, [...new Set(events.map((e) => e.orgId))])
+  if (webhooks.size === 0) return 0
+  const wanted = events.filter(({ orgId, event }) => matchesEventType(webhooks.get(orgId)?.patterns ?? [], event.type))
+  const scoped = wanted.some(({ orgId }) => webhooks.get(orgId)?.scoped === true)
+  return insertMatchingDeliveries(tx, wanted.map(({ orgId, event }) => ({ orgId, id: event.id, type: event.type, payload: JSON.stringify(event) })), scoped)
 }
 
 /**
@@ -25,5 +26,5 @@ export async function enqueueDeliveries(tx: Queryable, events: readonly { orgId:
  * stamps ids only when none has (then `enqueueDeliveries` gets no events and queues nothing).
  */
 export async function hasEnabledWebhooks(tx: Queryable, orgIds: readonly string[]): Promise<boolean> {
-  return (await selectEnabledPatterns(tx, orgIds)).size > 0
+  return (await selectEnabledWebhooks(tx, orgIds)).size > 0
 }

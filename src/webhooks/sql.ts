@@ -158,14 +158,26 @@ export async function requeueDelivery(q: Queryable, orgId: string, webhookId: st
   return result.rowCount > 0
 }
 
-/** Every pattern of the enabled webhooks of these organizations, by organization. */
-export async function selectEnabledPatterns(q: Queryable, orgIds: readonly string[]): Promise<Map<string, string[]>> {
-  const result = await q.query<{ org_id: string; patterns: string[] }>(
-    `${BACKGROUND_SQL}SELECT org_id, array_agg(DISTINCT p.pattern) AS patterns FROM webhooks, unnest(event_types) AS p(pattern)
-     WHERE org_id = ANY($1::uuid[]) AND enabled GROUP BY org_id`,
+/** Webhook `w` takes every event: no roles (made before migration 0019), or a grant of every type in every domain. */
+const SEES_ALL = `(w.role_keys IS NULL OR EXISTS (SELECT 1 FROM roles r CROSS JOIN LATERAL jsonb_array_elements(r.grants) AS g
+                   WHERE r.org_id = w.org_id AND r.key = ANY (w.role_keys)
+                     AND g->>'access_domain_key' = '*' AND g->'asset_type_keys' @> '["*"]'))`
+
+/** What an organization's enabled webhooks want: every pattern, and whether one of them sees less than everything. */
+export interface EnabledWebhooks {
+  patterns: string[]
+  scoped: boolean
+}
+
+/** The enabled webhooks of these organizations, by organization (one statement per stamped batch). */
+export async function selectEnabledWebhooks(q: Queryable, orgIds: readonly string[]): Promise<Map<string, EnabledWebhooks>> {
+  const result = await q.query<{ org_id: string; patterns: string[]; scoped: boolean }>(
+    `${BACKGROUND_SQL}SELECT w.org_id, array_agg(DISTINCT p.pattern) AS patterns, bool_or(NOT ${SEES_ALL}) AS scoped
+     FROM webhooks w, unnest(w.event_types) AS p(pattern)
+     WHERE w.org_id = ANY($1::uuid[]) AND w.enabled GROUP BY w.org_id`,
     [orgIds],
   )
-  return new Map(result.rows.map((r) => [r.org_id, r.patterns]))
+  return new Map(result.rows.map((r) => [r.org_id, { patterns: r.patterns, scoped: r.scoped }]))
 }
 
 // A UUIDv7 made in SQL (PostgreSQL 17 has no uuidv7()): gen_random_uuid()'s bytes with the first six
@@ -202,16 +214,11 @@ const webhookSees = (type: string, domain: string): string =>
  * A webhook without roles (made before migration 0019) takes every event. Returns how many
  * deliveries were queued.
  */
-export async function insertMatchingDeliveries(tx: Queryable, events: readonly EventToDeliver[]): Promise<number> {
+export async function insertMatchingDeliveries(tx: Queryable, events: readonly EventToDeliver[], scoped: boolean): Promise<number> {
   if (events.length === 0) return 0
-  const orgIds = [...new Set(events.map((e) => e.orgId))]
-  // Whether some enabled webhook sees less than everything: only then are the events' scoping
-  // columns read (a join to `events` per event). The usual organization-wide webhook (roles that
-  // reach every type in every domain, or none set) takes what its patterns select, as before.
-  const scoped = (await tx.query<{ scoped: boolean }>(
-    `${BACKGROUND_SQL}SELECT EXISTS (SELECT 1 FROM webhooks w WHERE w.org_id = ANY ($1::uuid[]) AND w.enabled AND NOT ${SEES_ALL}) AS scoped`,
-    [orgIds],
-  )).rows[0]!.scoped
+  // Only when some enabled webhook sees less than everything (`scoped`, selectEnabledWebhooks) are
+  // the events' scoping columns read (a join to `events` per event). The usual organization-wide
+  // webhook (roles that reach every type in every domain, or none set) takes what its patterns select.
   const visible = scoped
     ? `LEFT JOIN events s ON NOT ${SEES_ALL} AND s.org_id = e.org_id AND s.id = e.event_id
      WHERE ${SEES_ALL} OR s.asset_id IS NULL
@@ -232,11 +239,6 @@ export async function insertMatchingDeliveries(tx: Queryable, events: readonly E
   )
   return result.rowCount
 }
-
-/** Webhook `w` takes every event: no roles (made before migration 0019), or a grant of every type in every domain. */
-const SEES_ALL = `(w.role_keys IS NULL OR EXISTS (SELECT 1 FROM roles r CROSS JOIN LATERAL jsonb_array_elements(r.grants) AS g
-                   WHERE r.org_id = w.org_id AND r.key = ANY (w.role_keys)
-                     AND g->>'access_domain_key' = '*' AND g->'asset_type_keys' @> '["*"]'))`
 
 export interface ClaimedDelivery {
   org_id: string
