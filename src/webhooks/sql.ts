@@ -1,5 +1,6 @@
 import { BACKGROUND_SQL, type Db, type Queryable } from '../store/db.js'
 import { Params, selectPage, type PageRows } from '../store/sql.js'
+import { TEST_EVENT_TYPE } from './patterns.js'
 
 export interface WebhookRow {
   id: string
@@ -253,6 +254,12 @@ export interface ClaimedDelivery {
   secret: string
   /** Still signing (within 24 h of a rotation), else null. */
   previous_secret: string | null
+  /**
+   * Whether the webhook's roles, as they are now, see the event: false for an event queued
+   * under the scope of an earlier URL (a PATCH that set `url` takes the new key's roles) that the
+   * new one does not reach, so a retry or a pending delivery never hands it to the new URL.
+   */
+  visible: boolean
 }
 
 /**
@@ -272,11 +279,19 @@ export async function claimDeliveries(q: Queryable, limit: number, leaseSeconds:
      ), claimed AS (
        UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $2), lease_token = $3
        FROM due WHERE d.org_id = due.org_id AND d.id = due.id
-       RETURNING d.org_id, d.id, d.lease_token, d.webhook_id, d.event_id, d.payload, d.attempts
+       RETURNING d.org_id, d.id, d.lease_token, d.webhook_id, d.event_id, d.event_type, d.payload, d.attempts
+     ), hooks AS MATERIALIZED (
+       -- Once per webhook, not per delivery: whether its roles see everything.
+       SELECT w.*, ${SEES_ALL} AS sees_all FROM webhooks w
+       WHERE (w.org_id, w.id) IN (SELECT org_id, webhook_id FROM claimed)
      )
      SELECT c.org_id, c.id, c.lease_token, c.webhook_id, c.event_id, c.payload, c.attempts, w.url, w.enabled, w.secret,
-            CASE WHEN w.previous_secret_until > now() THEN w.previous_secret END AS previous_secret
-     FROM claimed c JOIN webhooks w ON w.org_id = c.org_id AND w.id = c.webhook_id`,
+            CASE WHEN w.previous_secret_until > now() THEN w.previous_secret END AS previous_secret,
+            (w.sees_all OR c.event_type = '${TEST_EVENT_TYPE}'
+             OR EXISTS (SELECT 1 FROM events s WHERE s.org_id = c.org_id AND s.id = c.event_id
+                          AND (s.asset_id IS NULL OR (${webhookSees('s.asset_type_key', 's.access_domain_key')}
+                               AND (s.related_asset_id IS NULL OR ${webhookSees('s.related_asset_type_key', 's.related_access_domain_key')}))))) AS visible
+     FROM claimed c JOIN hooks w ON w.org_id = c.org_id AND w.id = c.webhook_id`,
     [limit, leaseSeconds, leaseToken],
   )
   return result.rows

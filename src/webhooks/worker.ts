@@ -190,7 +190,7 @@ export class WebhookWorker {
     this.inFlight++
     const attemptedAt = new Date()
     try {
-      const result = d.enabled ? await this.post(d) : null
+      const result = d.enabled && d.visible ? await this.post(d) : null
       const outcome = this.decide(d, result, attemptedAt)
       metrics.webhookDeliveries.inc({ outcome: outcome.status === 'succeeded' ? 'delivered' : outcome.status === 'pending' ? 'retrying' : 'failed' })
       this.outcomes.push(outcome)
@@ -208,7 +208,8 @@ export class WebhookWorker {
   private decide(d: ClaimedDelivery, r: AttemptResult | null, attemptedAt: Date): DeliveryOutcome {
     const base = { orgId: d.org_id, id: d.id, webhookId: d.webhook_id, leaseToken: d.lease_token, attemptedAt, gone: false }
     if (r === null) {
-      return { ...base, status: 'failed', attempted: false, statusCode: null, error: 'the webhook is disabled', nextAttemptAt: null }
+      const error = d.enabled ? 'not sent: the roles of the key that set the webhook\'s URL do not see this event' : 'the webhook is disabled'
+      return { ...base, status: 'failed', attempted: false, statusCode: null, error, nextAttemptAt: null }
     }
     const done = { ...base, attempted: true, statusCode: r.statusCode }
     if (r.statusCode !== null && r.statusCode >= 200 && r.statusCode < 300) return { ...done, status: 'succeeded', error: null, nextAttemptAt: null }

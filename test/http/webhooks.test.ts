@@ -283,6 +283,37 @@ for (const store of STORES) {
       await eventually(async () => (await received(hook.id, 'narrow', [`assets/${later}`])).length === 1)
     })
 
+    it('never sends a delivery queued under an earlier URL to a new one whose roles do not see its event', async () => {
+      const narrow = await t.givenKey({ user: 'owner@acme.test', type: 'Admin', roles: ['it_editor'] })
+      const hook = (await create({ url: `${receiver.url}?before`, event_types: ['asset.created'] })).body.data
+      const asset = async (body: object) => (await t.request('POST', '/api/v1/assets', { body })).body.data.id as string
+      const hidden = await asset({ asset_type_key: 'note', name: 'wh-move-fin', access_domain_key: 'finance', properties: { body: 'salaries' } })
+      const seen = await asset({ asset_type_key: 'server', name: 'wh-move-it', access_domain_key: 'it', properties: { hostname: 'wh-move-it' } })
+      const log = async () => eventually(async () => {
+        const data = (await deliveries(hook.id, '?page[size]=100')).data as { id: string; status: string; event_id: string; last_error: string | null }[]
+        return data.length >= 2 && data.every((d) => d.status !== 'pending') ? data : null
+      })
+      const eventOf = async (subject: string) => (await t.request('GET', `/api/v1/events?filter[subject]=${subject}`)).body.data[0].id as string
+      const [hiddenEvent, seenEvent] = [await eventOf(`assets/${hidden}`), await eventOf(`assets/${seen}`)]
+      const sent = await log()
+      const [hiddenDelivery, seenDelivery] = [sent.find((d) => d.event_id === hiddenEvent)!, sent.find((d) => d.event_id === seenEvent)!]
+      expect([hiddenDelivery.status, seenDelivery.status]).toEqual(['succeeded', 'succeeded'])
+
+      // The narrow Admin points the webhook at its own URL, then asks for both deliveries again.
+      expect((await t.request('PATCH', `/api/v1/webhooks/${hook.id}`, { key: narrow, body: { url: `${receiver.url}?after` } })).status).toBe(200)
+      for (const d of [hiddenDelivery, seenDelivery]) {
+        expect((await t.request('POST', `/api/v1/webhooks/${hook.id}/deliveries/${d.id}/retry`, { key: narrow })).status).toBe(202)
+      }
+      const after = await eventually(async () => {
+        const data = (await deliveries(hook.id, '?page[size]=100')).data as { id: string; status: string; attempts: number; last_error: string | null }[]
+        const [h, s] = [data.find((d) => d.id === hiddenDelivery.id)!, data.find((d) => d.id === seenDelivery.id)!]
+        return h.status !== 'pending' && s.status === 'succeeded' && s.attempts === 2 ? { h, s } : null
+      })
+      expect(after.h).toMatchObject({ status: 'failed', attempts: 1, last_error: "not sent: the roles of the key that set the webhook's URL do not see this event" })
+      const atNewUrl = receiver.received.filter((r) => r.url === '/hook?after').map((r) => JSON.parse(r.body).id as string)
+      expect(atNewUrl).toEqual([seenEvent])
+    })
+
     it('documents every webhook route in the OpenAPI document', async () => {
       const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
       expect(Object.keys(doc.paths).filter((p) => p.startsWith('/api/v1/webhooks')).sort()).toEqual([
