@@ -324,7 +324,7 @@ function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
       const attach = (): void => {
         if (closed) return
         nats.attaching = attachNats(relay, db, options).then((sink) => { nats.sink = sink }, (err: unknown) => {
-          app.log.error({ err }, 'NATS unreachable; retrying in 5 s')
+          app.log.error({ err }, err instanceof Error && err.name === 'NatsStreamError' ? `${err.message}; retrying in 5 s` : 'NATS unreachable; retrying in 5 s')
           setTimeout(attach, 5000).unref()
         })
       }

@@ -12,6 +12,17 @@ export interface NatsOptions {
   onError?: (err: unknown) => void
 }
 
+/** The subjects of the stream the sink creates: every `kbis.<organization key>.<event type>`. */
+export const NATS_SUBJECTS = 'kbis.>'
+
+/** The NATS server answered, but the stream could neither be found nor created. */
+export class NatsStreamError extends Error {
+  constructor(stream: string, cause: unknown) {
+    super(`NATS stream ${stream} (subjects ${NATS_SUBJECTS}) could not be found or created: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
+    this.name = 'NatsStreamError'
+  }
+}
+
 /** `kbis.<organization key>.<event type>` (CONTRACT §13). */
 export function natsSubject(orgKey: string, type: string): string {
   return `kbis.${orgKey}.${type}`
@@ -26,8 +37,15 @@ export function natsSubject(orgKey: string, type: string): string {
  */
 export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions): Promise<{ close(): Promise<void> }> {
   const nc = await connect({ servers: options.url, reconnect: true, maxReconnectAttempts: -1 })
-  const jsm = await jetstreamManager(nc)
-  await jsm.streams.info(options.stream).catch(async () => jsm.streams.add({ name: options.stream, subjects: ['kbis.>'] }))
+  try {
+    const jsm = await jetstreamManager(nc)
+    await jsm.streams.info(options.stream).catch(async () => jsm.streams.add({ name: options.stream, subjects: [NATS_SUBJECTS] }))
+  } catch (err) {
+    // Connected, but the stream cannot be had (say another stream of this server already takes
+    // `kbis.>`): not a connection problem, and this connection is not kept for the next attempt.
+    await nc.close().catch(() => undefined)
+    throw new NatsStreamError(options.stream, err)
+  }
   const js = jetstream(nc)
   const encoder = new TextEncoder()
 

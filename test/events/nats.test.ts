@@ -5,6 +5,7 @@ import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jet
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { eventually } from '../helpers/webhook-receiver.js'
+import { attachNats, NatsStreamError } from '../../src/events/nats.js'
 
 const NATS_URL = process.env.TEST_NATS_URL
 
@@ -86,6 +87,10 @@ describe.runIf(NATS_URL)('pglite: a closed app leaves NATS alone', () => {
     await jsm.streams.add({ name: blocker, subjects: ['kbis.>'] })
     const t = await createTestApp('pglite', undefined, { natsUrl: NATS_URL, natsStream: stream })
     try {
+      // What the app logs then: the stream's own trouble, not "NATS unreachable".
+      const failed = await attachNats(t.app.events, t.store.db, { url: NATS_URL!, stream }).then(() => null, (err: unknown) => err as Error)
+      expect(failed).toBeInstanceOf(NatsStreamError)
+      expect(failed!.message).toMatch(new RegExp(`^NATS stream ${stream} \\(subjects kbis\\.>\\) could not be found or created: .*subjects overlap with an existing stream`))
       await new Promise((resolve) => setTimeout(resolve, 500))
       await t.app.close()
       await jsm.streams.delete(blocker)
