@@ -83,13 +83,13 @@ async function loadOwner(tx: Queryable, orgId: string, ownerId: string): Promise
  * grant only roles it holds itself (CONTRACT §9): a narrowly scoped key never mints a wider one,
  * whatever its owner holds. The operator (the CLI) has no calling key: `grantor` null.
  */
-export async function checkRoles(tx: Queryable, orgId: string, roleKeys: readonly string[], owner: KeyOwner, grantor: AuthContext | null): Promise<void> {
+export async function checkRoles(tx: Queryable, orgId: string, roleKeys: readonly string[], owner: KeyOwner, grantor: AuthContext | null, kept: ReadonlySet<string> = new Set()): Promise<void> {
   const existing = await selectExistingRoleKeys(tx, orgId, roleKeys)
-  const unknown = roleKeys.flatMap((key, index) => (existing.has(key) ? [] : [{ key, index }]))
+  const unknown = roleKeys.flatMap((key, index) => (existing.has(key) || kept.has(key) ? [] : [{ key, index }]))
   if (unknown.length > 0) {
     throw new AppError(Errors.VALIDATION_FAILED, unknown.map((u) => ({ detail: `no role ${u.key} in the organization`, pointer: `/role_keys/${u.index}` })))
   }
-  const lacking = roleKeys.flatMap((key, index) => (owner.role_keys.includes(key) ? [] : [{ key, index }]))
+  const lacking = roleKeys.flatMap((key, index) => (owner.role_keys.includes(key) || kept.has(key) ? [] : [{ key, index }]))
   if (lacking.length > 0) {
     throw new AppError(Errors.FORBIDDEN, lacking.map((l) => ({
       detail: `user ${owner.email} does not have the role ${l.key}; a key gets only roles its owner has`,
@@ -97,7 +97,7 @@ export async function checkRoles(tx: Queryable, orgId: string, roleKeys: readonl
     })))
   }
   if (grantor === null || managesAll(grantor)) return
-  const beyond = roleKeys.flatMap((key, index) => (grantor.roleKeys.includes(key) ? [] : [{ key, index }]))
+  const beyond = roleKeys.flatMap((key, index) => (grantor.roleKeys.includes(key) || kept.has(key) ? [] : [{ key, index }]))
   if (beyond.length > 0) {
     throw new AppError(Errors.FORBIDDEN, beyond.map((b) => ({
       detail: `this key does not hold the role ${b.key}; a key acting as ${grantor.permission} grants only roles it holds itself`,
@@ -146,11 +146,11 @@ export async function updateKey(ctx: KeysContext, id: string, patch: KeyPatch): 
     const permission = patch.permission_type ?? current.permission_type
     if (permission !== current.permission_type) checkPermissionCeiling(ctx.auth, permission)
     const roleKeys = patch.role_keys ?? current.role_keys
-    // Roles sent back as they are grant nothing (a form re-sends every field): checked when they
-    // change, or when the key changes hands.
-    const sameRoles = roleKeys.length === current.role_keys.length && roleKeys.every((r) => current.role_keys.includes(r))
-    if (!sameRoles || ownerId !== current.owner_user_id) {
-      await checkRoles(tx, ctx.auth.orgId, roleKeys, await loadOwner(tx, ctx.auth.orgId, ownerId), ctx.auth)
+    // A role the key holds already grants nothing when it is sent back (a form re-sends every
+    // field): only the roles it adds are checked, and every role when the key changes hands.
+    const kept = new Set(ownerId === current.owner_user_id ? current.role_keys : [])
+    if (roleKeys.some((r) => !kept.has(r))) {
+      await checkRoles(tx, ctx.auth.orgId, roleKeys, await loadOwner(tx, ctx.auth.orgId, ownerId), ctx.auth, kept)
     }
     return updateApiKey(tx, originOf(ctx), current, {
       name: patch.name ?? current.name,

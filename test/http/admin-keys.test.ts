@@ -167,6 +167,15 @@ for (const store of STORES) {
       const widen = await t.request('PATCH', `/api/v1/api-keys/${own.id}`, { key: narrow, body: { role_keys: ['all'] } })
       expect(widen.status).toBe(403)
       expect(widen.body.errors[0].source).toEqual({ pointer: '/role_keys/0' })
+      // A role the key holds already grants nothing when sent back: only added roles are checked.
+      const wide = (await create({ name: 'wide of the same user', permission_type: 'Viewer', role_keys: ['all'] })).body.data
+      const roles = async (role_keys: string[]) => t.request('PATCH', `/api/v1/api-keys/${wide.id}`, { key: narrow, body: { role_keys } })
+      expect((await roles(['all'])).status).toBe(200)
+      expect((await roles(['all', 'it_editor'])).body.data.role_keys).toEqual(['all', 'it_editor'])
+      expect((await roles(['it_editor'])).body.data.role_keys).toEqual(['it_editor'])
+      const back = await roles(['it_editor', 'all'])
+      expect(back.status).toBe(403)
+      expect(back.body.errors.map((e: { source: unknown }) => e.source)).toEqual([{ pointer: '/role_keys/1' }])
       // An Admin key grants any role its owner holds.
       expect((await create({ name: 'wide', permission_type: 'Editor', role_keys: ['all'] })).status).toBe(201)
     })
