@@ -29,7 +29,7 @@ import { registerOps } from './ops/http.js'
 import { registerReadRouting, writes } from './ops/read-routing.js'
 import { metrics } from './ops/metrics.js'
 import type { ReadRouting } from './store/replica.js'
-import { registerIdempotency } from './idempotency/hooks.js'
+import { registerIdempotency, RunningClaims } from './idempotency/hooks.js'
 import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.js'
 import { EventRelay } from './events/relay.js'
 import { registerEventSchemas } from './events/schemas.js'
@@ -265,8 +265,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         })
       }
       // One organization cannot hold every pooled connection (docs/configuration.md, KBIS_ORG_CONCURRENCY).
-      registerOrgConcurrency(authed, orgConcurrency)
-      registerIdempotency(authed, db)
+      // A repeat of an Idempotency-Key whose request runs here is answered at once (409 or 422),
+      // not after waiting for the organization's turn behind that request.
+      const runningClaims = new RunningClaims()
+      registerOrgConcurrency(authed, orgConcurrency, (request) => runningClaims.repeatsRunning(request))
+      registerIdempotency(authed, db, runningClaims)
       registerRouteGuards(authed)
       // Every authenticated route, one flat list.
       for (const routes of [

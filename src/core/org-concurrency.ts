@@ -65,9 +65,14 @@ declare module 'fastify' {
   }
 }
 
-/** The hooks: a slot after authentication (and the rate limit), given back when the answer is sent or the client goes away. */
-export function registerOrgConcurrency(api: FastifyInstance, gate: OrgConcurrency): void {
+/**
+ * The hooks: a slot after authentication (and the rate limit), given back when the answer is sent
+ * or the client goes away. A request `answeredWithoutStore` says will be answered without the store
+ * takes no slot.
+ */
+export function registerOrgConcurrency(api: FastifyInstance, gate: OrgConcurrency, answeredWithoutStore: (request: FastifyRequest) => boolean = () => false): void {
   api.addHook('onRequest', async (request, reply) => {
+    if (answeredWithoutStore(request)) return
     const release = await gate.acquire(request.auth.orgId)
     request.releaseOrgSlot = release
     // The response's 'close' comes in every case (sent, failed, or the client went away, when

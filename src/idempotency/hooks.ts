@@ -28,6 +28,7 @@ const REPLAYED_HEADERS = ['content-type', 'location']
 interface Claim {
   id: string
   done: boolean
+  fingerprint: string
   /** What the stored answer is sealed under (seal.ts): the scope, as text. */
   sealScope: string
 }
@@ -39,6 +40,51 @@ const sealScopeOf = (scope: KeyScope): string => JSON.stringify([scope.orgId, sc
 const tokenOf = (request: FastifyRequest): string => bearerToken(request) ?? ''
 
 const claims = new WeakMap<FastifyRequest, Claim>()
+
+/**
+ * The claims this app holds now (scope → fingerprint; one per app). A repeat that arrives while its first
+ * request runs here is answered at once, without waiting for the store: on PGlite, whose one
+ * connection the first request's transaction holds, the repeat's claim would wait for that
+ * transaction and then find the answer stored, instead of the 409 that CONTRACT §16 gives a repeat
+ * "while the first is still running". Claims of other processes are found in the store.
+ */
+export class RunningClaims {
+  private readonly claims = new Map<string, string>()
+  /** Requests let past the organization's turn as repeats (see {@link repeatsRunning}). */
+  readonly repeats = new WeakSet<FastifyRequest>()
+
+  get(sealScope: string): string | undefined {
+    return this.claims.get(sealScope)
+  }
+
+  set(sealScope: string, fingerprint: string): void {
+    this.claims.set(sealScope, fingerprint)
+  }
+
+  delete(sealScope: string): void {
+    this.claims.delete(sealScope)
+  }
+
+  /**
+   * Whether this authenticated request repeats the Idempotency-Key of a request running here: it
+   * will be answered 409 or 422 without the store, so it need not wait for the organization's turn
+   * (org-concurrency.ts), behind the very request it repeats.
+   */
+  repeatsRunning(request: FastifyRequest): boolean {
+    if (this.claims.size === 0 || !WRITE_METHODS.has(request.method)) return false
+    const raw = request.headers['idempotency-key']
+    if (typeof raw !== 'string' || !VALID_KEY.test(raw)) return false
+    if (!this.claims.has(sealScopeOf(scopeOf(request, raw)))) return false
+    this.repeats.add(request)
+    return true
+  }
+}
+
+type Running = RunningClaims
+
+function release(running: Running, claim: Claim): void {
+  if (running.get(claim.sealScope) === claim.fingerprint) running.delete(claim.sealScope)
+}
 
 function headerKey(request: FastifyRequest): string | undefined {
   const raw = request.headers['idempotency-key']
@@ -67,28 +113,38 @@ function fingerprintOf(request: FastifyRequest): string {
  * after the body is parsed (the fingerprint needs it), before the route validates anything, so
  * every completed answer of the route, refusals included, is what a repeat gets.
  */
-async function beforeWrite(db: Db, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+async function beforeWrite(db: Db, running: Running, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
   if (!WRITE_METHODS.has(request.method)) return undefined
   const key = headerKey(request)
   if (key === undefined) return undefined
   const scope = scopeOf(request, key)
   const fingerprint = fingerprintOf(request)
+  const sealScope = sealScopeOf(scope)
+  const first = running.get(sealScope)
+  if (first !== undefined) throw first === fingerprint ? stillRunning() : reused()
+  // A repeat let past the organization's turn whose first request answered meanwhile: it holds no
+  // turn to run with, so it is told to retry (and then reads the stored answer).
+  if (running.repeats.has(request)) throw stillRunning()
   // A few tries: the row of a lost claim may vanish (its request answered 5xx) before it is read.
   for (let attempt = 0; attempt < 3; attempt++) {
-    const claim: Claim = { id: randomUUID(), done: false, sealScope: sealScopeOf(scope) }
-    if (await claimKey(db, scope, { id: claim.id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })) {
+    const claim: Claim = { id: randomUUID(), done: false, fingerprint, sealScope }
+    // Held from before the store is asked: a repeat arriving meanwhile is answered 409 at once.
+    running.set(sealScope, fingerprint)
+    let claimed = false
+    try {
+      claimed = await claimKey(db, scope, { id: claim.id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })
+    } finally {
+      if (!claimed) running.delete(sealScope)
+    }
+    if (claimed) {
       claims.set(request, claim)
       request.idempotencyKey = key
       return undefined
     }
     const stored = await readKey(db, scope)
     if (stored === null) continue
-    if (stored.fingerprint !== fingerprint) {
-      throw new AppError(Errors.IDEMPOTENCY_KEY_REUSED, [{ detail: 'this Idempotency-Key was used for another request (another body or query string) to this method and path in the last 24 hours' }])
-    }
-    if (stored.status === null) {
-      throw new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }])
-    }
+    if (stored.fingerprint !== fingerprint) throw reused()
+    if (stored.status === null) throw stillRunning()
     const body = openAnswer(tokenOf(request), sealScopeOf(scope), stored.body ?? '')
     // Only the API key that wrote the answer reads this row (the scope holds its id), and a key's
     // secret never changes: an answer that does not open is a fault of the store, not the client's.
@@ -100,20 +156,28 @@ async function beforeWrite(db: Db, request: FastifyRequest, reply: FastifyReply)
   throw new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the request with this Idempotency-Key is changing state; retry' }])
 }
 
+const reused = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_REUSED, [{ detail: 'this Idempotency-Key was used for another request (another body or query string) to this method and path in the last 24 hours' }])
+const stillRunning = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }])
+
 /** Stores the answer of the request holding a claim, or gives the claim back on 5xx and 429. */
-async function afterWrite(db: Db, request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<void> {
+async function afterWrite(db: Db, running: Running, request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<void> {
   const claim = claims.get(request)
   if (!claim || claim.done) return
   claim.done = true
   const status = reply.statusCode
   const body = payload === undefined || payload === null ? '' : typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : null
-  if (status >= 500 || status === 429 || body === null) return releaseKey(db, claim.id)
-  const headers: Record<string, string> = {}
-  for (const name of REPLAYED_HEADERS) {
-    const value = reply.getHeader(name)
-    if (value !== undefined) headers[name] = String(value)
+  try {
+    if (status >= 500 || status === 429 || body === null) return await releaseKey(db, claim.id)
+    const headers: Record<string, string> = {}
+    for (const name of REPLAYED_HEADERS) {
+      const value = reply.getHeader(name)
+      if (value !== undefined) headers[name] = String(value)
+    }
+    await completeKey(db, claim.id, { status, headers, body: sealAnswer(tokenOf(request), claim.sealScope, body) })
+  } finally {
+    // Once the answer is stored (or the claim given back), a repeat reads the store.
+    release(running, claim)
   }
-  await completeKey(db, claim.id, { status, headers, body: sealAnswer(tokenOf(request), claim.sealScope, body) })
 }
 
 const HEADER_SCHEMA = {
@@ -135,15 +199,15 @@ function withHeaderSchema(schema: Record<string, unknown>): Record<string, unkno
  * in `app` (CONTRACT §16). The stored answers live in the database, so the guarantee holds across
  * server processes on one PostgreSQL.
  */
-export function registerIdempotency(app: FastifyInstance, db: Db): void {
+export function registerIdempotency(app: FastifyInstance, db: Db, running: RunningClaims): void {
   app.decorateRequest('idempotencyKey', undefined)
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method]
     if (methods.some((m) => WRITE_METHODS.has(m))) route.schema = withHeaderSchema((route.schema ?? {}) as Record<string, unknown>)
   })
-  app.addHook('preValidation', async (request, reply) => beforeWrite(db, request, reply))
+  app.addHook('preValidation', async (request, reply) => beforeWrite(db, running, request, reply))
   app.addHook('onSend', async (request, reply, payload) => {
-    await afterWrite(db, request, reply, payload)
+    await afterWrite(db, running, request, reply, payload)
     return payload
   })
   // A request that never reached onSend (its connection broke first) gives its claim back.
@@ -152,6 +216,7 @@ export function registerIdempotency(app: FastifyInstance, db: Db): void {
     if (claim && !claim.done) {
       claim.done = true
       await releaseKey(db, claim.id).catch(() => undefined)
+      release(running, claim)
     }
   })
   const purge = setInterval(() => void purgeExpiredKeys(db).catch(() => undefined), PURGE_EVERY_MS)

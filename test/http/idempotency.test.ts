@@ -152,6 +152,37 @@ for (const store of STORES) {
       expect(later).toEqual({ ...ran[0], replayed: 'true' })
     })
 
+    it('answers a repeat sent while the first request runs 409 at once, without waiting for the organization\'s turn behind it', async () => {
+      // The first request is held where it claims its key (the table locked by a transaction of the
+      // test's): on PGlite that transaction holds the one connection, as a long write would.
+      let unlock = (): void => undefined
+      const held = new Promise<void>((resolve) => { unlock = resolve })
+      let locked = (): void => undefined
+      const isLocked = new Promise<void>((resolve) => { locked = resolve })
+      const holder = t.store.db.transaction(async (tx) => {
+        await tx.query('LOCK TABLE idempotency_keys IN EXCLUSIVE MODE')
+        locked()
+        await held
+      })
+      await isLocked
+      const items = [server('idem-wait-1'), server('idem-wait-2')]
+      const first = send('POST', '/api/v1/bulk/assets', 'wait-1', items)
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        const waited = new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 3000))
+        const repeat = await Promise.race([send('POST', '/api/v1/bulk/assets', 'wait-1', items), waited])
+        const other = await Promise.race([send('POST', '/api/v1/bulk/assets', 'wait-1', items.slice(1)), waited])
+        expect(repeat).toMatchObject({ status: 409 })
+        expect(JSON.parse((repeat as { raw: string }).raw).errors[0].code).toBe('idempotency_key_in_use')
+        expect(JSON.parse((other as { raw: string }).raw).errors[0].code).toBe('idempotency_key_reused')
+      } finally {
+        unlock()
+        await holder
+      }
+      expect((await first).status).toBe(201)
+      expect(await send('POST', '/api/v1/bulk/assets', 'wait-1', items)).toEqual({ ...(await first), replayed: 'true' })
+    })
+
     it('answers 409 idempotency_key_in_use while the first request has not answered', async () => {
       const first = await send('POST', '/api/v1/assets', 'running-1', server('idem-running'))
       expect(first.status).toBe(201)
