@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { stringify } from 'yaml'
 import { typedDocument } from './typed.js'
 import { commonErrorResponses } from '../core/schemas.js'
+import { registerRouteGuards } from '../core/http-input.js'
 
 export const OPENAPI_INFO = (version: string) => ({
   title: 'kbis inventory API',
@@ -26,6 +27,8 @@ function baseDocument(app: FastifyInstance): Record<string, unknown> {
 const YAML_OPTIONS = { aliasDuplicateObjects: false, version: '1.1' } as const
 
 export async function openapiRoutes(app: FastifyInstance): Promise<void> {
+  // As every other route: a query parameter it does not take is refused (it takes none).
+  registerRouteGuards(app)
   const schema = (format: string) => ({
     tags: ['openapi'],
     summary: `Generic OpenAPI 3.1 description (${format}); no authentication`,

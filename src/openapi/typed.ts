@@ -7,8 +7,8 @@ import { isObject } from '../core/json.js'
  * from the route schemas) plus what the organization's metamodel knows.
  *
  * - `components.schemas`: per asset type `<Type>` (its `properties` object: names, JSON types,
- *   `enum` for options, `format: date`, required), `<Type>Patch` (the same for PATCH: nothing
- *   required, `null` clears), `<Type>Asset` (the record), `<Type>AssetCreate`, `<Type>AssetUpdate`;
+ *   `enum` for options, `format: date`, required), `<Type>Input` (the same in a create or replace
+ *   body: `null` is no value), `<Type>Patch` (the same for PATCH: nothing required, `null` clears), `<Type>Asset` (the record), `<Type>AssetCreate`, `<Type>AssetUpdate`;
  *   the unions `Asset`, `AssetCreate` (oneOf, discriminated by `asset_type_key`) and `AssetUpdate`
  *   (anyOf: a PATCH body need not name its type, so it cannot be discriminated); `AssetTypeKey`
  *   and `RelationshipTypeKey` (enums of the keys).
@@ -61,7 +61,7 @@ function pascal(key: string): string {
 }
 
 const RESERVED = ['Asset', 'AssetCreate', 'AssetUpdate', 'AssetTypeKey', 'RelationshipTypeKey']
-const SUFFIXES = ['', 'Patch', 'Asset', 'AssetCreate', 'AssetUpdate']
+const SUFFIXES = ['', 'Input', 'Patch', 'Asset', 'AssetCreate', 'AssetUpdate']
 
 /** Component base names per asset type, never colliding with each other or with the base document. */
 function schemaNames(types: AssetType[], existing: Set<string>): Names {
@@ -116,24 +116,27 @@ class SchemaTyper {
   /** The five components of one asset type. */
   componentsOf(type: AssetType): Json {
     const n = this.names.get(type.key)!
-    const properties = (patch: boolean): Json => ({
+    // The record's properties; `input`: a create body's (null is no value, as a property left
+    // out); `patch`: a PATCH body's (null clears, nothing required).
+    const properties = (shape: 'record' | 'input' | 'patch'): Json => ({
       type: 'object',
-      title: patch ? `${type.name} properties (PATCH)` : `${type.name} properties`,
+      title: `${type.name} properties${shape === 'patch' ? ' (PATCH)' : shape === 'input' ? ' (create)' : ''}`,
       ...(type.description ? { description: type.description } : {}),
       'x-kbis-asset-type-key': type.key,
       properties: Object.fromEntries(type.properties.map((p) => {
         const value = { ...(p.name !== p.key ? { title: p.name } : {}), ...(p.description ? { description: p.description } : {}), ...propertyValueSchema(p) }
-        // On PATCH a property set to null is cleared (CONTRACT §2); a required one cannot be.
-        return [p.key, patch && !p.required ? { anyOf: [value, { type: 'null' }] } : value]
+        // On PATCH a property set to null is cleared (CONTRACT §2), on create it is not set; a
+        // required one must have a value.
+        return [p.key, shape !== 'record' && !p.required ? { anyOf: [value, { type: 'null' }] } : value]
       })),
-      ...(!patch && type.properties.some((p) => p.required) ? { required: type.properties.filter((p) => p.required).map((p) => p.key) } : {}),
+      ...(shape !== 'patch' && type.properties.some((p) => p.required) ? { required: type.properties.filter((p) => p.required).map((p) => p.key) } : {}),
       additionalProperties: false,
     })
     const base = (shape: 'record' | 'create' | 'update'): Json | undefined => {
       const text = this.canonical[shape]
       return text === undefined ? undefined : (JSON.parse(text) as Json)
     }
-    const out: Json = { [n]: properties(false), [`${n}Patch`]: properties(true) }
+    const out: Json = { [n]: properties('record'), [`${n}Input`]: properties('input'), [`${n}Patch`]: properties('patch') }
     for (const shape of ['record', 'create', 'update'] as const) {
       const schema = base(shape)
       if (schema) out[`${n}${shape === 'record' ? 'Asset' : shape === 'create' ? 'AssetCreate' : 'AssetUpdate'}`] = this.branch(schema, shape, type)
@@ -158,7 +161,7 @@ class SchemaTyper {
   private branch(schema: Json, shape: 'record' | 'create' | 'update', type: AssetType): Json {
     const n = this.names.get(type.key)!
     const props = { ...(schema.properties as Json) }
-    props.properties = ref(shape === 'update' ? `${n}Patch` : n)
+    props.properties = ref(shape === 'update' ? `${n}Patch` : shape === 'create' ? `${n}Input` : n)
     if ('asset_type_key' in props) props.asset_type_key = { type: 'string', const: type.key }
     const required = Array.isArray(schema.required) ? [...(schema.required as string[])] : []
     // A type with required properties cannot be created without a `properties` object.

@@ -94,7 +94,12 @@ for (const store of STORES) {
       expect(create.discriminator.propertyName).toBe('asset_type_key')
       const server = doc.components.schemas.ServerAssetCreate
       expect(server.properties.asset_type_key).toEqual({ type: 'string', const: 'server' })
-      expect(server.properties.properties).toEqual({ $ref: '#/components/schemas/Server' })
+      expect(server.properties.properties).toEqual({ $ref: '#/components/schemas/ServerInput' })
+      // A create body may send null for a property it does not set (the record never holds one).
+      const input = doc.components.schemas.ServerInput
+      expect(input.required).toEqual(['hostname'])
+      expect(input.properties.owner).toEqual({ anyOf: [SERVER_SCHEMA.properties.owner, { type: 'null' }] })
+      expect(input.properties.hostname).toEqual(SERVER_SCHEMA.properties.hostname)
       expect(server.required).toEqual(['asset_type_key', 'name', 'properties'])
       expect(doc.components.schemas.ServerAssetUpdate.properties.properties).toEqual({ $ref: '#/components/schemas/ServerPatch' })
       const one = doc.paths['/api/v1/assets/{id}'].get.responses['200'].content['application/json'].schema

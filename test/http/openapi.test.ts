@@ -32,6 +32,14 @@ for (const store of STORES) {
       expect(parse(yaml.body, { version: '1.1' })).toEqual(json.body)
     })
 
+    it('refuses a query parameter, as every route refuses one it does not take', async () => {
+      for (const path of ['/api/v1/openapi/base.json', '/api/v1/openapi/base.yaml']) {
+        const res = await t.request('GET', `${path}?x=1`, { key: null })
+        expect(res.status).toBe(400)
+        expect(res.body.errors).toEqual([expect.objectContaining({ code: 'invalid_request', detail: 'unknown query parameter x', source: { parameter: 'x' } })])
+      }
+    })
+
     it('describes the routes with the schemas they validate with', async () => {
       const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
       const post = doc.paths['/api/v1/assets'].post
