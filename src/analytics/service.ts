@@ -57,8 +57,9 @@ function groupOf(row: Row, spec: AnalyticsSpec, types: readonly OutputType[]): R
 function measuresOf(row: Row, spec: AnalyticsSpec): Record<string, number | null> {
   return Object.fromEntries(spec.measures.map((m, j) => {
     const value = toNumber(row[`m${j}`])
-    // A sum (or the sum behind an average) past ±1.8e308 is ±Infinity, which JSON cannot carry
-    // (it would be written as null, indistinguishable from "no value"): a clear error instead.
+    // A sum past ±1.8e308 is ±Infinity, which JSON cannot carry (it would be written as null,
+    // indistinguishable from "no value"): a clear error instead. (An average, exact in SQL, lies
+    // between its values: it always fits.)
     if (value !== null && !Number.isFinite(value)) {
       throw new AppError(Errors.VALIDATION_FAILED, [{
         detail: `the ${m.type} ${JSON.stringify(m.name)} is out of range: it does not fit a 64-bit float (beyond ±1.8e308); narrow the filter or group by more fields`,

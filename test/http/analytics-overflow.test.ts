@@ -45,5 +45,16 @@ for (const store of STORES) {
       expect(one.status).toBe(200)
       expect(one.body.data[0].measures['sum:properties.memory_gb']).toBe(1.7e308)
     })
+
+    it('answers an average whose sum would not fit: computed exactly, it lies between its values', async () => {
+      const res = await t.request('POST', '/api/v1/analytics/assets', {
+        body: { measures: [{ type: 'average', field: 'properties.memory_gb' }], group_by: ['properties.environment'] },
+      })
+      expect(res.status).toBe(200)
+      expect(res.body.data).toEqual([
+        { group: { 'properties.environment': 'dev' }, measures: { 'average:properties.memory_gb': 1 } },
+        { group: { 'properties.environment': 'prod' }, measures: { 'average:properties.memory_gb': 1.7e308 } },
+      ])
+    })
   })
 }
