@@ -16,6 +16,21 @@ export type ExportFormat = 'ndjson' | 'csv'
 export const EXPORT_BATCH_SIZE = 1000
 export const COPY_BATCH_SIZE = 10_000
 /**
+ * Where this process holds a whole batch (CSV, and NDJSON on PGlite, whose memory also grows for
+ * good to the largest result it held), a batch's text stays about this size: rows of large
+ * documents come fewer at a time. The first batch, of rows of unknown size, is small.
+ */
+export const EXPORT_BATCH_BYTES = 4 * 1024 * 1024
+const FIRST_BATCH_SIZE = 100
+
+/** Rows for the next batch, from the rows and text length (characters) sent so far; at most `max`. */
+export function nextBatchSize(rows: number, length: number, max: number): number {
+  if (rows === 0) return Math.min(FIRST_BATCH_SIZE, max)
+  return Math.max(1, Math.min(max, Math.floor(EXPORT_BATCH_BYTES / Math.max(1, length / rows))))
+}
+
+const lengthOf = (chunks: readonly (string | Buffer)[]): number => chunks.reduce((n, c) => n + c.length, 0)
+/**
  * NDJSON batches by COPY being written at once while the one before them is sent; one when this
  * process compresses the answer, which then needs a core of its own (decision 0014, addendum: on
  * two cores a second batch ahead made the plain export 6–16 % faster, the compressed one not).
@@ -61,10 +76,17 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
       async *chunks() {
         yield csvLines(type, [], true)
         let afterId: string | null = null
+        let [sent, length] = [0, 0]
         for (;;) {
-          const rows = await selectExportBatch(ctx.db, compiled, afterId, EXPORT_BATCH_SIZE)
-          if (rows.length > 0) yield csvLines(type, rows, false)
-          if (rows.length < EXPORT_BATCH_SIZE) return
+          const size = nextBatchSize(sent, length, EXPORT_BATCH_SIZE)
+          const rows = await selectExportBatch(ctx.db, compiled, afterId, size)
+          if (rows.length > 0) {
+            const text = csvLines(type, rows, false)
+            sent += rows.length
+            length += text.length
+            yield text
+          }
+          if (rows.length < size) return
           afterId = rows[rows.length - 1]!.id
         }
       },
@@ -73,8 +95,8 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
   const size = ndjsonBatchSize(ctx.db)
   // A batch read while the previous one is still being sent may fail before anyone awaits it:
   // it is marked handled at once (the await below still throws), or the process would crash.
-  const read = (afterId: string | null, throughId: string | null = null) => {
-    const batch = selectNdjsonBatch(ctx.db, compiled, afterId, size, throughId)
+  const read = (afterId: string | null, throughId: string | null = null, rows = size) => {
+    const batch = selectNdjsonBatch(ctx.db, compiled, afterId, rows, throughId)
     batch.catch(() => undefined)
     return batch
   }
@@ -83,11 +105,18 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
       // One batch read ahead: the store writes the next batch while this one goes out, and
       // never more than one (PGlite is this process: it only overlaps with the socket's writes).
       async *chunks() {
-        let next = read(null)
+        let asked = nextBatchSize(0, 0, size)
+        let next = read(null, null, asked)
+        let [sent, length] = [0, 0]
         for (;;) {
           const batch = await next
-          const more = batch.rows === size
-          if (more) next = read(batch.lastId)
+          sent += batch.rows
+          length += lengthOf(batch.chunks)
+          const more = batch.rows === asked
+          if (more) {
+            asked = nextBatchSize(sent, length, size)
+            next = read(batch.lastId, null, asked)
+          }
           yield* batch.chunks
           if (!more) return
         }

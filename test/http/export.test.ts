@@ -291,3 +291,46 @@ for (const store of STORES) {
     }, 60_000)
   })
 }
+
+/**
+ * Where the process holds a whole batch (CSV on both stores, NDJSON on PGlite), rows of large
+ * documents come fewer at a time: a batch's text stays about EXPORT_BATCH_BYTES (an outside
+ * audit's PGlite server grew by 120 MB, for good, exporting notes of 60 KB a thousand at a time).
+ */
+for (const store of STORES) {
+  describe(`${store}: export batches of large rows`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store)
+      await t.store.db.query(
+        `INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
+         SELECT $1, gen_random_uuid(), 'note', 'big-' || i, 'it', jsonb_build_object('body', repeat('y', 60000)), NULL, now(), now()
+         FROM generate_series(1, 400) AS i`, [t.orgId])
+    })
+    afterAll(async () => t.close())
+
+    it('reads a first batch of 100 rows, then as many as fit 4 MB of text', async () => {
+      const db = t.store.db
+      const query = db.query.bind(db)
+      const limits: number[] = []
+      db.query = ((sql: string, params?: readonly unknown[], options?: object) => {
+        if (sql.includes('ORDER BY a.id LIMIT')) limits.push(Number(params!.at(-1)))
+        return query(sql, params, options)
+      }) as typeof db.query
+      try {
+        for (const format of db.copyLines ? ['csv'] : ['csv', 'ndjson']) {
+          limits.length = 0
+          const res = await t.app.inject({ method: 'GET', url: `/api/v1/export/assets?format=${format}&filter[asset_type_key]=note`, headers: { authorization: `Bearer ${t.adminKey}` } })
+          expect(res.statusCode).toBe(200)
+          expect(res.body.trim().split('\n')).toHaveLength(format === 'csv' ? 401 : 400)
+          // 100, then 4 MB / ≈ 60 KB a row ≈ 69 rows a batch, until fewer than asked come back.
+          expect(limits[0], format).toBe(100)
+          expect(limits.slice(1).every((n) => n >= 60 && n <= 70), `${format}: ${limits.join(', ')}`).toBe(true)
+          expect(limits.length, format).toBe(1 + Math.ceil(300 / limits[1]!) + (300 % limits[1]! === 0 ? 1 : 0))
+        }
+      } finally {
+        db.query = query
+      }
+    })
+  })
+}
