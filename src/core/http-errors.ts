@@ -45,6 +45,9 @@ function describe(error: AjvError, where: string): string {
       const types = String(params.type).split(',')
       return `${subject(where)} must be ${types.map((t) => ARTICLE[t] ?? t).join(' or ')}`
     }
+    case 'minLength':
+      if (params.limit === 1) return `${where ? subject(where) : 'value'} must not be empty`
+      return `${where ? subject(where) : 'value'} must be at least ${String(params.limit)} characters long`
     default:
       return `${where ? subject(where) : 'value'} ${error.message ?? 'is not valid'}`
   }

@@ -120,7 +120,7 @@ for (const store of STORES) {
       expect(await kbis(['import', csv, '--type', 'server', '--errors', errors], env)).toEqual({
         code: 1, stdout: '1 row read; 1 refused; 0 created; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-2: 1 row, 1 refused, nothing written\n',
       })
-      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n2,name,name must NOT have fewer than 1 characters\n')
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n2,name,name must not be empty\n')
       expect(await count('cli-noname')).toBe(0)
     })
 
