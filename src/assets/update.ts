@@ -25,6 +25,12 @@ interface Plan {
   original: Map<string, string | null>
   /** The change to write per asset, items folded in order. */
   patches: Map<string, AssetChange>
+  /**
+   * The same items cut, in order, into runs that name each asset at most once, each item its own
+   * change: one run when no asset is named twice (then the same as `patches`). Written run after
+   * run, an asset named by two items gets an event for each (CONTRACT §13: one event per item).
+   */
+  runs: Map<string, AssetChange>[]
   /** The last item that changed an asset's unique value (for pointers). */
   uniqueSetBy: Map<string, number>
 }
@@ -41,7 +47,7 @@ async function lockTargets(ctx: RequestContext, tx: Tx, items: readonly BulkAsse
   const rows = await selectAssetRefs(tx, ctx.auth.orgId, keys.filter((k): k is AssetKey => k !== null), true)
   const byId = new Map(rows.map((r) => [r.id, r]))
   const byComposite = CompositeKeyMap.of(rows)
-  const plan: Plan = { ids: [], current: new Map(), original: new Map(), patches: new Map(), uniqueSetBy: new Map() }
+  const plan: Plan = { ids: [], current: new Map(), original: new Map(), patches: new Map(), runs: [new Map()], uniqueSetBy: new Map() }
   const missing: Issue[] = []
   keys.forEach((key, i) => {
     const row = key === null ? undefined : 'id' in key ? byId.get(key.id) : byComposite.get(key)
@@ -70,16 +76,16 @@ function forbiddenIssue(ctx: RequestContext, current: AssetReference, item: Bulk
   return { detail: 'moving an asset to another access domain needs edit_access_domain on both domains', pointer: `/${index}/access_domain_key` }
 }
 
-/** Folds one valid item into its asset's pending change and current state. */
-function fold(ctx: RequestContext, plan: Plan, id: string, item: BulkAssetPatch, index: number): void {
-  const current = plan.current.get(id)!
-  const patch: AssetChange = plan.patches.get(id) ?? {
-    id, name: null, set_domain: false, access_domain_key: null, replace: false, props: {}, cleared: [], set_unique: false, unique_value: null,
-  }
+const noChange = (id: string): AssetChange => ({
+  id, name: null, set_domain: false, access_domain_key: null, replace: false, props: {}, cleared: [], set_unique: false, unique_value: null,
+})
+
+/** Applies one item's values to a pending change (later values win, null clears a key). */
+function applyTo(patch: AssetChange, item: BulkAssetPatch, uniqueKey: string | null | undefined): void {
   if (item.name !== undefined) patch.name = item.name
   if (item.access_domain_key !== undefined) {
     patch.set_domain = true
-    patch.access_domain_key = current.access_domain_key = item.access_domain_key
+    patch.access_domain_key = item.access_domain_key
   }
   for (const [key, value] of Object.entries(item.properties ?? {})) {
     if (value === null) {
@@ -90,15 +96,45 @@ function fold(ctx: RequestContext, plan: Plan, id: string, item: BulkAssetPatch,
       if (patch.cleared.length > 0) patch.cleared = patch.cleared.filter((k) => k !== key)
     }
   }
-  const uniqueKey = ctx.metamodel.assetTypes.get(current.asset_type_key)?.unique_property_key
   if (uniqueKey && item.properties !== undefined && uniqueKey in item.properties) {
     const value = item.properties[uniqueKey]
     patch.set_unique = true
     patch.unique_value = typeof value === 'string' ? value : null
-    if (patch.unique_value !== current.unique_value) plan.uniqueSetBy.set(id, index)
-    current.unique_value = patch.unique_value
   }
+}
+
+/** Folds one valid item into its asset's pending change, its run's, and the asset's current state. */
+function fold(ctx: RequestContext, plan: Plan, id: string, item: BulkAssetPatch, index: number): void {
+  const current = plan.current.get(id)!
+  const uniqueKey = ctx.metamodel.assetTypes.get(current.asset_type_key)?.unique_property_key
+  const patch = plan.patches.get(id) ?? noChange(id)
+  applyTo(patch, item, uniqueKey)
   plan.patches.set(id, patch)
+  let run = plan.runs[plan.runs.length - 1]!
+  if (run.has(id)) plan.runs.push(run = new Map())
+  const own = noChange(id)
+  applyTo(own, item, uniqueKey)
+  run.set(id, own)
+  if (item.access_domain_key !== undefined) current.access_domain_key = item.access_domain_key
+  if (own.set_unique) {
+    if (own.unique_value !== current.unique_value) plan.uniqueSetBy.set(id, index)
+    current.unique_value = own.unique_value
+  }
+}
+
+/**
+ * An asset named by several items: the runs one after the other, each as one update (its own
+ * events, from the asset as the run before left it). A unique value may pass between assets
+ * within a run (released first), and across runs in their order.
+ */
+async function writeRuns(tx: Tx, ctx: RequestContext, runs: readonly Map<string, AssetChange>[]): Promise<{ id: string }[]> {
+  const written: { id: string }[] = []
+  for (const run of runs) {
+    const changes = [...run.values()]
+    const releaseUnique = changes.filter((c) => c.set_unique).map((c) => c.id)
+    written.push(...await updateAssets(tx, originOf(ctx), changes, { skipUnchanged: true, releaseUnique, answer: 'ids' }))
+  }
+  return written
 }
 
 /**
@@ -217,7 +253,10 @@ export async function patchAssets(
     failures.throwIfAny()
     // A bulk answers ids; PATCH /assets/{id} its record. An asset the patch leaves as it is (the
     // same values) is not written: no updated_at change, as no event (CONTRACT §13).
-    const updates = await updateAssets(tx, originOf(ctx), [...plan.patches.values()], { skipUnchanged: true, releaseUnique: [...plan.uniqueSetBy.keys()], answer: options.single === true ? 'rows' : 'ids' })
+    const answer = options.single === true ? 'rows' : 'ids'
+    const updates = plan.runs.length === 1
+      ? await updateAssets(tx, originOf(ctx), [...plan.patches.values()], { skipUnchanged: true, releaseUnique: [...plan.uniqueSetBy.keys()], answer })
+      : await writeRuns(tx, ctx, plan.runs)
     const syncs = embeddedSyncs(items, plan, () => true)
     if (syncs.length > 0) await syncEmbeddedRelationships(tx, ctx, syncs)
     const byId = new Map<string, AssetRow | { id: string }>(updates.map((row) => [row.id, row]))

@@ -252,6 +252,13 @@ for (const store of STORES) {
       expect(swap.status).toBe(200)
       expect([(await get(s1)).properties.hostname, (await get(s2)).properties.hostname]).toEqual(['swap-2', 'swap-1'])
       expect((await get('server:hostname:swap-1')).id).toBe(s2)
+      // One asset named twice, a unique value passing through it to another asset.
+      const through = await t.request('PATCH', '/api/v1/bulk/assets', {
+        body: [{ id: s3, properties: { hostname: 'swap-t' } }, { id: s3, properties: { hostname: 'swap-3' } }, { id: s1, properties: { hostname: 'swap-t' } }, { id: s3, name: 'swap-3 again' }],
+      })
+      expect(through.status).toBe(200)
+      expect(through.body.data.map((d: { id: string }) => d.id)).toEqual([s3, s3, s1, s3])
+      expect([(await get(s1)).properties.hostname, (await get(s3)).properties.hostname, (await get(s3)).name]).toEqual(['swap-t', 'swap-3', 'swap-3 again'])
       const sets = await t.request('PATCH', '/api/v1/bulk/assets', {
         body: [
           { id: s1, relationships: { outgoing: { depends_on: { related_assets: [{ id: s3 }] } } } },

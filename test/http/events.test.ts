@@ -71,7 +71,7 @@ for (const store of STORES) {
       })
     })
 
-    it('asset.updated of a bulk PATCH folds the items of one asset; an upsert replacing it lists every key it drops', async () => {
+    it('asset.updated of a bulk PATCH: one per item, also for items on one asset (each from the asset as the item before left it); an upsert replacing it lists every key it drops', async () => {
       // Setup: a server with four properties.
       const created = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'ev-fold', access_domain_key: 'it', properties: { hostname: 'ev-fold', environment: 'dev', owner: 'ann', cpu_count: 2 } } })).body.data
       const cursor = await tail()
@@ -85,12 +85,20 @@ for (const store of STORES) {
       // Action: an upsert replacing the asset with only its hostname and a new memory_gb.
       const replaced = await t.request('PUT', '/api/v1/assets/server:hostname:ev-fold', { body: { name: 'ev-fold', access_domain_key: 'it', properties: { memory_gb: 16 } } })
       expect(replaced.status).toBe(200)
-      // Assert: one event each, with exactly what changed.
+      // Assert: one event per item (CONTRACT §13), then the upsert's, each with exactly what changed.
       const { events } = await feed(cursor)
       expect(events.map((e) => [e.type, e.data.changes])).toEqual([
-        ['asset.updated', { 'properties.owner': { from: 'ann', to: null }, 'properties.cpu_count': { from: 2, to: 8 } }],
+        ['asset.updated', { 'properties.owner': { from: 'ann', to: 'bob' }, 'properties.environment': { from: 'dev', to: 'prod' } }],
+        ['asset.updated', { 'properties.owner': { from: 'bob', to: null }, 'properties.cpu_count': { from: 2, to: 8 } }],
+        ['asset.updated', { 'properties.environment': { from: 'prod', to: 'dev' } }],
         ['asset.updated', { 'properties.cpu_count': { from: 8, to: null }, 'properties.environment': { from: 'dev', to: null }, 'properties.memory_gb': { from: null, to: 16 } }],
       ])
+      expect(events.slice(0, 3).map((e) => e.data.object.properties)).toEqual([
+        { hostname: 'ev-fold', environment: 'prod', owner: 'bob', cpu_count: 2 },
+        { hostname: 'ev-fold', environment: 'prod', cpu_count: 8 },
+        { hostname: 'ev-fold', environment: 'dev', cpu_count: 8 },
+      ])
+      expect(patched.body.data.map((d: { id: string }) => d.id)).toEqual([created.id, created.id, created.id])
     })
 
     it('asset.archived carries the last state; a bulk of N emits N events in item order', async () => {
