@@ -48,7 +48,7 @@ export async function signIn(db: Db, input: { email: string; password: string; o
   const matching = []
   for (const c of usable) if (await verifyPassword(input.password, c.password_hash)) matching.push(c)
   const wanted = input.organization?.trim()
-  const chosen = wanted ? matching.filter((c) => c.org_key === wanted) : matching
+  const chosen = oneAccountPerOrganization(wanted ? matching.filter((c) => c.org_key === wanted) : matching, email)
   if (chosen.length === 0) return fail()
   if (chosen.length > 1) return { ok: false, chooseOrganization: chosen.map((c) => ({ key: c.org_key, name: c.org_name })) }
   const user = chosen[0]!
@@ -56,6 +56,18 @@ export async function signIn(db: Db, input: { email: string; password: string; o
   const token = randomBytes(32).toString('base64url')
   await insertSession(db, user.org_id, sessionId(token), user.user_id)
   return { ok: true, orgId: user.org_id, userId: user.user_id, token: `${user.org_id}.${token}` }
+}
+
+/**
+ * Emails are matched case-insensitively, but an organization may hold two users whose emails
+ * differ only by case (users_email_unique compares them as written, as `kbis apply` and the CLI
+ * do). Where both accept the password, the one with exactly the email typed is meant; with none of
+ * them written so, that organization's account cannot be told, and it is left out.
+ */
+function oneAccountPerOrganization<C extends { org_id: string; email: string }>(accounts: readonly C[], email: string): C[] {
+  const byOrg = new Map<string, C[]>()
+  for (const a of accounts) byOrg.set(a.org_id, [...(byOrg.get(a.org_id) ?? []), a])
+  return [...byOrg.values()].flatMap((same) => (same.length === 1 ? same : same.filter((a) => a.email === email)))
 }
 
 /** The stored id of a session: the token's hash, never the token. */

@@ -8,6 +8,7 @@ export interface SignInCandidate {
   org_key: string
   org_name: string
   user_id: string
+  email: string
   enabled: boolean
   sign_in_methods: string[]
   password_hash: string | null
@@ -16,7 +17,7 @@ export interface SignInCandidate {
 /** Every account with this email (emails are unique per organization, not across them). */
 export async function selectSignInCandidates(db: Queryable, email: string): Promise<SignInCandidate[]> {
   const result = await db.query<SignInCandidate>(
-    `SELECT u.org_id, o.key AS org_key, o.name AS org_name, u.id AS user_id, u.enabled, u.sign_in_methods, u.password_hash
+    `SELECT u.org_id, o.key AS org_key, o.name AS org_name, u.id AS user_id, u.email, u.enabled, u.sign_in_methods, u.password_hash
      FROM users u JOIN organizations o ON o.id = u.org_id
      WHERE lower(u.email) = lower($1)
      ORDER BY o.key`,

@@ -139,6 +139,25 @@ for (const kind of STORES) {
       expect((await b.send('GET', '/console/assets')).body).toContain('owner@acme.test (Viewer)')
     })
 
+    it('signs in the user with exactly the email typed when two users of one organization differ only by case', async () => {
+      const { applySetup } = await import('../../src/setup/apply.js')
+      await applySetup(t.store.db, {
+        organization: { key: 'gamma', name: 'Gamma' },
+        roles: [{ key: 'all', name: 'All', grants: [{ access_domain_key: '*', asset_type_keys: ['*'], level: 'view' }] }],
+        users: ['Case@gamma.test', 'case@gamma.test'].map((email) => ({ email, name: email, permission_type: 'Viewer', role_keys: ['all'], sign_in_methods: ['password'] })),
+      } as never)
+      await givenPasswords(t, ['Case@gamma.test', 'case@gamma.test'], 'gamma')
+      for (const email of ['case@gamma.test', 'Case@gamma.test']) {
+        const b = new Browser(t, '10.0.0.11')
+        const res = await b.signIn(email)
+        expect(res.statusCode, email).toBe(303)
+        expect((await b.send('GET', '/console/assets')).body).toContain(`${email} (Viewer)`)
+      }
+      // Neither written so: which one is meant cannot be told.
+      const b = new Browser(t, '10.0.0.11')
+      expect((await b.signIn('CASE@gamma.test')).statusCode).toBe(401)
+    })
+
     it('redirects to sign-in without a session, and keeps /api/v1 free of console routes', async () => {
       expect((await new Browser(t).send('GET', '/console/archived')).headers.location).toBe('/console/sign-in')
       expect((await t.request('POST', '/api/v1/assets/x/restore')).status).toBe(404)
