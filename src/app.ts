@@ -22,11 +22,11 @@ import { openapiRoutes, typedOpenapiRoutes, OPENAPI_INFO } from './openapi/route
 import { transformDocument, transformRoute } from './openapi/operations.js'
 import { LIST_FILTER_COLUMNS } from './query/fields.js'
 import { apiKeyRoutes, directoryRoutes } from './admin/routes.js'
-import { createRateLimiter, enforceRateLimit, type RateLimiter } from './core/rate-limit.js'
+import { createRateLimiter, enforceRateLimit, redisFailoverMessage, type RateLimiter } from './core/rate-limit.js'
 import { readFileSync } from 'node:fs'
 import { requestIdOptions } from './ops/request-id.js'
 import { registerOps } from './ops/http.js'
-import { registerReadRouting, writes } from './ops/read-routing.js'
+import { registerReadRouting, REPLICA_DOWN_MESSAGE, writes } from './ops/read-routing.js'
 import { metrics } from './ops/metrics.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency, RunningClaims } from './idempotency/hooks.js'
@@ -133,7 +133,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // for the slots' own requests to end, short enough that a client is not left hanging.
     Math.max(30_000, 3 * config.statementTimeoutMs),
   )
-  const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, `rate-limit Redis unavailable; counting in ${db.kind === 'postgres' ? 'PostgreSQL (shared by every process)' : 'process'} for a few seconds`))
+  const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, redisFailoverMessage(db)))
   const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)
   const storeFor = registerReadRouting(app, readRouting, db)
   // A replica lags the primary by up to KBIS_READ_AFTER_WRITE_MS (the bound read-after-write
@@ -356,6 +356,6 @@ async function openReadRoutingFor(db: Db, config: Config, app: FastifyInstance):
     poolSize: config.poolSize,
     statementTimeoutMs: config.statementTimeoutMs,
     parallelSetupCost: config.pgParallelSetupCost,
-    onReplicaDown: (err) => app.log.warn({ err }, 'read replica unavailable; reading from the primary for a while'),
+    onReplicaDown: (err) => app.log.warn({ err }, REPLICA_DOWN_MESSAGE),
   })
 }

@@ -26,9 +26,12 @@ export interface RateDecision {
   reset: number
 }
 
-/** An atomic shared counter: adds `n` to the organization's counter of a window, returns the new total. */
+/**
+ * An atomic shared counter: adds `n` to the organization's counter of a window, returns the new
+ * total. `onError`: who is told of a failure the store recovers from (the request that met it).
+ */
 export interface CounterStore {
-  add(orgId: string, windowStart: number, windowSeconds: number, n: number): Promise<number>
+  add(orgId: string, windowStart: number, windowSeconds: number, n: number, onError?: (err: unknown) => void): Promise<number>
   close(): Promise<void>
 }
 
@@ -131,7 +134,7 @@ export class RedisCounters implements CounterStore {
     })
   }
 
-  async add(orgId: string, windowStart: number, windowSeconds: number, n: number): Promise<number> {
+  async add(orgId: string, windowStart: number, windowSeconds: number, n: number, onError = this.onError): Promise<number> {
     if (Date.now() >= this.downUntil) {
       if (this.redis.status !== 'ready') await this.firstConnect
       try {
@@ -139,7 +142,7 @@ export class RedisCounters implements CounterStore {
         return Number(await this.redis.kbisRateAdd(`${this.prefix}${orgId}:${windowStart}`, n, windowSeconds * 2000 + 60_000))
       } catch (err) {
         this.downUntil = Date.now() + REDIS_RETRY_MS
-        this.onError(err)
+        onError(err)
       }
     }
     return this.fallback.add(orgId, windowStart, windowSeconds, n)
@@ -184,12 +187,16 @@ export class RateLimiter {
   private readonly maxBatch: number
   private readonly now: () => number
 
+  /** What a request logs when the counters fail over (createRateLimiter says where to). */
+  failoverMessage = 'rate-limit counters unavailable; counting elsewhere for a few seconds'
+
   constructor(readonly store: CounterStore, options: RateLimiterOptions = {}) {
     this.maxBatch = options.maxBatch ?? 32
     this.now = options.now ?? Date.now
   }
 
-  async hit(orgId: string, rule: RateRule): Promise<RateDecision> {
+  /** `onError`: told when the counters fail over (the request's logger, so that its line carries the request id). */
+  async hit(orgId: string, rule: RateRule, onError?: (err: unknown) => void): Promise<RateDecision> {
     const now = this.now()
     const windowMs = rule.windowSeconds * 1000
     const window = Math.floor(now / windowMs) * rule.windowSeconds
@@ -198,7 +205,7 @@ export class RateLimiter {
     const deny: RateDecision = { allowed: false, limit: rule.requests, remaining: 0, reset }
     while (slots.next > slots.end) {
       if (slots.exhausted) return deny
-      slots.inflight ??= this.reserve(orgId, slots, rule).finally(() => { slots.inflight = null })
+      slots.inflight ??= this.reserve(orgId, slots, rule, onError).finally(() => { slots.inflight = null })
       await slots.inflight
     }
     const position = slots.next++
@@ -224,9 +231,9 @@ export class RateLimiter {
     return fresh
   }
 
-  private async reserve(orgId: string, slots: OrgSlots, rule: RateRule): Promise<void> {
+  private async reserve(orgId: string, slots: OrgSlots, rule: RateRule, onError?: (err: unknown) => void): Promise<void> {
     const n = this.batchFor(slots, rule.requests)
-    const total = await this.store.add(orgId, slots.window, rule.windowSeconds, n)
+    const total = await this.store.add(orgId, slots.window, rule.windowSeconds, n, onError)
     slots.next = total - n + 1
     slots.end = total
   }
@@ -242,11 +249,18 @@ export class RateLimiter {
   }
 }
 
+/** What is logged when Redis fails and the counting moves to the fallback. */
+export function redisFailoverMessage(db: Db): string {
+  return `rate-limit Redis unavailable; counting in ${db.kind === 'postgres' ? 'PostgreSQL (shared by every process)' : 'process'} for a few seconds`
+}
+
 /** Redis when configured (falling back to the store's counters while it is down); else the database on PostgreSQL; in process on PGlite. */
 export function createRateLimiter(db: Db, config: Config, onError?: (err: unknown) => void): RateLimiter {
   if (config.redisUrl) {
     const fallback = db.kind === 'postgres' ? new PostgresCounters(db) : new MemoryCounters()
-    return new RateLimiter(new RedisCounters(config.redisUrl, undefined, onError, undefined, fallback))
+    const limiter = new RateLimiter(new RedisCounters(config.redisUrl, undefined, onError, undefined, fallback))
+    limiter.failoverMessage = redisFailoverMessage(db)
+    return limiter
   }
   if (db.kind === 'postgres') return new RateLimiter(new PostgresCounters(db))
   return new RateLimiter(new MemoryCounters(), { maxBatch: 1 })
@@ -258,7 +272,7 @@ export function createRateLimiter(db: Db, config: Config, onError?: (err: unknow
  */
 export async function enforceRateLimit(limiter: RateLimiter, request: FastifyRequest, reply: FastifyReply): Promise<void> {
   const { orgId, rateLimit } = request.auth
-  const decision = await limiter.hit(orgId, rateLimit)
+  const decision = await limiter.hit(orgId, rateLimit, (err) => request.log.warn({ err }, limiter.failoverMessage))
   reply.header('RateLimit-Limit', String(decision.limit))
   reply.header('RateLimit-Remaining', String(decision.remaining))
   reply.header('RateLimit-Reset', String(decision.reset))

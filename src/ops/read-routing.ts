@@ -17,6 +17,8 @@ export const REPLICA_READ_ROUTES = new Set([
   'GET /api/v1/export/assets',
 ])
 
+export const REPLICA_DOWN_MESSAGE = 'read replica unavailable; reading from the primary for a while'
+
 function routeKey(request: FastifyRequest): string {
   return `${request.method} ${request.routeOptions.url ?? ''}`
 }
@@ -42,6 +44,7 @@ export function registerReadRouting(app: FastifyInstance, routing: ReadRouting |
   return async (request) => {
     const auth = request.auth as FastifyRequest['auth'] | null
     if (auth === null || !REPLICA_READ_ROUTES.has(routeKey(request))) return primary
-    return routing.readerFor(auth.orgId, auth.keyId)
+    // A replica found down while this request reads is logged on its line's logger (request id).
+    return routing.readerFor(auth.orgId, auth.keyId, (err) => request.log.warn({ err }, REPLICA_DOWN_MESSAGE))
   }
 }

@@ -93,23 +93,48 @@ export class ReplicaReader implements Db {
 
   query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
     this.onQuery?.(sql)
-    return this.route((db) => db.query<R>(sql, params, options))
+    return this.route((db) => db.query<R>(sql, params, options), this.onDown)
   }
 
   copyLines(select: string, params: readonly unknown[]): Promise<Buffer[]> {
     this.onQuery?.(select)
-    return this.route((db) => db.copyLines!(select, params))
+    return this.route((db) => db.copyLines!(select, params), this.onDown)
+  }
+
+  /**
+   * This reader for one request: a replica found down while serving it is reported by `onDown`
+   * (the request's logger, so that the line carries its request id) instead of the process's.
+   */
+  forRequest(onDown: (err: unknown) => void): Db {
+    const reader = this
+    return {
+      kind: 'postgres',
+      get onQuery() { return reader.onQuery },
+      set onQuery(hook) { reader.onQuery = hook },
+      query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
+        reader.onQuery?.(sql)
+        return reader.route((db) => db.query<R>(sql, params, options), onDown)
+      },
+      copyLines(select: string, params: readonly unknown[]): Promise<Buffer[]> {
+        reader.onQuery?.(select)
+        return reader.route((db) => db.copyLines!(select, params), onDown)
+      },
+      transaction: (fn) => reader.transaction(fn),
+      listen: (channel, onMessage, events) => reader.listen(channel, onMessage, events),
+      notify: (channel, payload) => reader.notify(channel, payload),
+      close: async () => undefined,
+    } as Db
   }
 
   /** On the replica, or on the primary when the replica is down or behind. */
-  private async route<T>(run: (db: Db) => Promise<T>): Promise<T> {
+  private async route<T>(run: (db: Db) => Promise<T>, onDown: (err: unknown) => void): Promise<T> {
     if (Date.now() >= this.downUntil) {
       try {
         return await run(this.replica)
       } catch (err) {
         if (replicaUnavailable(err)) {
           this.downUntil = Date.now() + REPLICA_BACKOFF_MS
-          this.onDown(err)
+          onDown(err)
         } else if (!replicaBehind(err)) throw err
       }
     }
@@ -150,8 +175,11 @@ export class ReadRouting {
 
   constructor(readonly primary: Db, readonly reader: ReplicaReader, private readonly marks: WriteMarks, private readonly windowMs: number) {}
 
-  /** The replica reader, unless this key wrote within the window (then the primary). */
-  async readerFor(orgId: string, keyId: string): Promise<Db> {
+  /**
+   * The replica reader, unless this key wrote within the window (then the primary); with
+   * `onDown`, the reader of one request, reporting a replica found down there.
+   */
+  async readerFor(orgId: string, keyId: string, onDown?: (err: unknown) => void): Promise<Db> {
     const until = this.local.get(keyId)
     if (until !== undefined) {
       if (until > Date.now()) return this.primary
@@ -159,7 +187,7 @@ export class ReadRouting {
     }
     // When the marks cannot be read, the primary answers: correct, only slower.
     const recent = await this.marks.recent(orgId, keyId).catch(() => true)
-    return recent ? this.primary : this.reader
+    return recent ? this.primary : onDown ? this.reader.forRequest(onDown) : this.reader
   }
 
   async markWrite(orgId: string, keyId: string): Promise<void> {

@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
@@ -149,10 +150,16 @@ describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming re
     }
   })
 
-  it('falls back to the primary when the replica is down', async () => {
+  it('falls back to the primary when the replica is down, saying so on the line of the request that found it', async () => {
     await pair.stopReplica()
     const started = Date.now()
-    const app = await appWith(undefined)
+    const lines: Record<string, unknown>[] = []
+    const stream = new Writable({ write(chunk, _enc, done) { lines.push(JSON.parse(String(chunk))); done() } })
+    const app = await buildApp({ db: primary, config: loadConfig({}, { databaseReadUrl: pair.replicaUrl, readAfterWriteMs: WINDOW_MS }), logger: { level: 'warn', stream } })
+    apps.push(app)
+    const first = await app.inject({ method: 'GET', url: '/api/v1/assets', headers: { authorization: `Bearer ${reader}`, 'x-request-id': 'replica-down-1' } })
+    expect(first.statusCode).toBe(200)
+    expect(lines.filter((l) => l.msg === 'read replica unavailable; reading from the primary for a while').map((l) => l.request_id)).toEqual(['replica-down-1'])
     expect(await listedNames(app, reader)).toHaveLength(MARKS.length)
     expect(await searchTotal(app, reader)).toBe(MARKS.length)
     expect((await exportedNames(app, reader)).sort()).toEqual((await listedNames(app, reader)).sort())
