@@ -7,12 +7,22 @@ import type { Db } from './db.js'
 const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations')
 
 /**
+ * Every migration runs holding this transaction-level advisory lock, and checks again under it
+ * that no other process applied it meanwhile: processes starting at once on one PostgreSQL (a
+ * deploy, `--workers` hosts) apply each migration once, the others wait for it and go on.
+ */
+const MIGRATION_LOCK = `SELECT pg_advisory_xact_lock(hashtext('kbis_migrations'))`
+
+/**
  * Applies every migration not yet applied, in file-name order, each in its own transaction.
  * Append-only: a migration file is never edited once released.
  */
 export async function migrate(db: Db): Promise<string[]> {
-  await db.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
-    version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
+  await db.transaction(async (tx) => {
+    await tx.query(MIGRATION_LOCK)
+    await tx.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
+  })
   const done = new Set(
     (await db.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version),
   )
@@ -21,13 +31,17 @@ export async function migrate(db: Db): Promise<string[]> {
   for (const file of files) {
     if (done.has(file)) continue
     const sql = await readFile(path.join(MIGRATIONS_DIR, file), 'utf8')
-    await db.transaction(async (tx) => {
-      // A migration (an index on a large table) may take longer than requests may.
+    const ran = await db.transaction(async (tx) => {
+      // A migration (an index on a large table) may take longer than requests may, and so may
+      // waiting for another process's.
       await tx.query('SET LOCAL statement_timeout = 0')
+      await tx.query(MIGRATION_LOCK)
+      if ((await tx.query('SELECT 1 FROM schema_migrations WHERE version = $1', [file])).rows.length > 0) return false
       for (const statement of splitStatements(sql)) await tx.query(statement)
       await tx.query('INSERT INTO schema_migrations (version) VALUES ($1)', [file])
+      return true
     })
-    applied.push(file)
+    if (ran) applied.push(file)
   }
   return applied
 }
