@@ -86,7 +86,9 @@ export async function redirectWith(app: FastifyInstance, request: FastifyRequest
 
 /** Renders a page inside the layout with what every page needs (user, CSRF token, flash). */
 export async function render(request: FastifyRequest, reply: FastifyReply, page: string, data: Record<string, unknown>, status = 200): Promise<FastifyReply> {
-  const csrfToken = reply.generateCsrf()
+  // A request refused before the cookies were read (a NUL or a broken escape in its URL, refused
+  // by the app's first hook) gets its error page without a form token: it has no session either.
+  const csrfToken = request.cookies ? reply.generateCsrf() : ''
   return reply.code(status).header('cache-control', 'no-store').view(page, {
     ...data,
     user: request.console?.user ?? null,

@@ -158,6 +158,15 @@ for (const kind of STORES) {
       expect((await b.signIn('CASE@gamma.test')).statusCode).toBe(401)
     })
 
+    it('answers a URL with a NUL or an escape that is not UTF-8 with a 400 page, not a 500', async () => {
+      for (const url of ['/console/sign-in?x=%00', '/console/archived?name=%00', '/console/sign-in?x=%ff', '/console/assets/%00']) {
+        const res = await t.app.inject({ method: 'GET', url })
+        expect(res.statusCode, url).toBe(400)
+        expect(res.headers['content-type'], url).toBe('text/html; charset=utf-8')
+        expect(res.body, url).toContain('<h1>Error</h1>')
+      }
+    })
+
     it('redirects to sign-in without a session, and keeps /api/v1 free of console routes', async () => {
       expect((await new Browser(t).send('GET', '/console/archived')).headers.location).toBe('/console/sign-in')
       expect((await t.request('POST', '/api/v1/assets/x/restore')).status).toBe(404)
