@@ -123,6 +123,21 @@ for (const [index, kind] of STORES.entries()) {
       await page.context().close()
     })
 
+    it('wraps a long name without a break point instead of widening the pages (lists, the asset, archived)', async () => {
+      const name = 'Z'.repeat(400)
+      const id = await create({ asset_type_key: 'note', name, properties: { body: 'long' } })
+      const archived = await create({ asset_type_key: 'note', name: `${name}-archived`, properties: { body: 'long' } })
+      expect((await t.request('DELETE', `/api/v1/assets/${archived}`)).status).toBe(204)
+      const page = await signIn('owner@acme.test')
+      await page.setViewportSize({ width: 1280, height: 900 })
+      for (const path of ['/console/assets?type=note', `/console/assets/${id}`, '/console/archived?type=note']) {
+        await page.goto(`${base}${path}`)
+        const widths = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth])
+        expect(widths[0], path).toBeLessThanOrEqual(widths[1]!)
+      }
+      await page.context().close()
+    })
+
     it('restores an archived asset with its relationships (the API answers 200), and refuses a restore whose unique value is taken, naming it', async () => {
       const server = await create({ asset_type_key: 'server', name: 'app-01', properties: { hostname: 'app-01' } })
       const app = await create({ asset_type_key: 'application', name: 'Billing', properties: { code: 'billing' }, relationships: { outgoing: { runs_on: { related_assets: [{ id: server }] } } } })
