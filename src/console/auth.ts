@@ -3,7 +3,7 @@ import type { Db } from '../store/db.js'
 import { verifyPassword } from './passwords.js'
 import {
   NO_ORG, clearFailures, deleteSession, insertSession, recordFailures, selectLocked, selectSignInCandidates, touchSession,
-  type SessionRow,
+  type FlashTaken, type SessionRow,
 } from './sql.js'
 
 /**
@@ -81,10 +81,10 @@ export function parseSessionCookie(value: string | undefined): { orgId: string; 
   return match ? { orgId: match[1]!, id: sessionId(match[2]!) } : null
 }
 
-export async function loadSession(db: Db, cookie: string | undefined, idleMinutes: number): Promise<(SessionRow & { id: string }) | null> {
+export async function loadSession(db: Db, cookie: string | undefined, idleMinutes: number, takes: FlashTaken = 'all'): Promise<(SessionRow & { id: string }) | null> {
   const parsed = parseSessionCookie(cookie)
   if (!parsed) return null
-  const row = await touchSession(db, parsed.orgId, parsed.id, idleMinutes * 60)
+  const row = await touchSession(db, parsed.orgId, parsed.id, idleMinutes * 60, takes)
   return row && !row.idle ? { ...row, id: parsed.id } : null
 }
 

@@ -168,7 +168,11 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   // Every other page needs a live session.
   await app.register(async (pages) => {
     pages.addHook('preHandler', async (request, reply) => {
-      const session = await loadSession(app.db, request.cookies[SESSION_COOKIE], idleMinutes)
+      // A new secret is shown by Developer settings only: other pages leave a flash that holds
+      // one where it is (another tab loading first must not make it lost), htmx requests any flash.
+      const takes = request.headers['hx-request'] !== undefined ? 'none'
+        : request.method === 'GET' && request.url.split('?')[0] === '/console/developer-settings' ? 'all' : 'plain'
+      const session = await loadSession(app.db, request.cookies[SESSION_COOKIE], idleMinutes, takes)
       const auth = session ? await userAuthContext(app.db, session.org_id, session.user_id) : null
       if (!session || !auth) {
         reply.clearCookie(SESSION_COOKIE, { path: '/console' })

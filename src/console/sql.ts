@@ -101,18 +101,28 @@ export async function insertSession(db: Queryable, orgId: string, id: string, us
 }
 
 /**
- * Reads a session and, when it is still within the idle timeout, touches it and takes its flash
- * (one statement: a flash is shown exactly once, also with two tabs). An idle session is deleted.
+ * Which flash the page being served shows, and so takes: `all` (the page that shows a new
+ * secret), `plain` (a page that shows messages: a flash carrying a secret is left for the page
+ * that shows it, so that another tab's page does not lose it), `none` (an htmx request, which
+ * shows no message).
  */
-export async function touchSession(db: Queryable, orgId: string, id: string, idleSeconds: number): Promise<SessionRow | null> {
+export type FlashTaken = 'all' | 'plain' | 'none'
+
+/**
+ * Reads a session and, when it is still within the idle timeout, touches it and takes its flash
+ * as `takes` says (one statement: a flash is shown exactly once, also with two tabs). An idle
+ * session is deleted.
+ */
+export async function touchSession(db: Queryable, orgId: string, id: string, idleSeconds: number, takes: FlashTaken = 'all'): Promise<SessionRow | null> {
   const result = await db.query<SessionRow>(
-    `WITH s AS (SELECT org_id, id, user_id, flash, last_seen_at < now() - make_interval(secs => $3) AS idle
+    `WITH s AS (SELECT org_id, id, user_id, flash, last_seen_at < now() - make_interval(secs => $3) AS idle,
+                       ($4::text = 'all' OR ($4::text = 'plain' AND flash->'secret' IS NULL)) AS takes
                 FROM console_sessions WHERE org_id = $1 AND id = $2 FOR UPDATE),
-          touched AS (UPDATE console_sessions c SET last_seen_at = now(), flash = NULL FROM s
+          touched AS (UPDATE console_sessions c SET last_seen_at = now(), flash = CASE WHEN s.takes THEN NULL ELSE c.flash END FROM s
                       WHERE c.org_id = s.org_id AND c.id = s.id AND NOT s.idle),
           dropped AS (DELETE FROM console_sessions c USING s WHERE c.org_id = s.org_id AND c.id = s.id AND s.idle)
-     SELECT org_id, user_id, flash, idle FROM s`,
-    [orgId, id, idleSeconds],
+     SELECT org_id, user_id, CASE WHEN takes THEN flash END AS flash, idle FROM s`,
+    [orgId, id, idleSeconds, takes],
   )
   return result.rows[0] ?? null
 }

@@ -158,6 +158,24 @@ for (const kind of STORES) {
       expect((await b.signIn('CASE@gamma.test')).statusCode).toBe(401)
     })
 
+    it('keeps a new key\'s secret for Developer settings when another page (another tab, an htmx search) loads first', async () => {
+      const b = new Browser(t, '10.0.0.12')
+      expect((await b.signIn('editor@acme.test')).statusCode).toBe(303)
+      const created = await b.send('POST', '/console/developer-settings/keys', {
+        _csrf: await b.csrf('/console/developer-settings'), name: 'two tabs', description: '', permission_type: 'Viewer', role_keys: 'it_editor',
+      })
+      expect(created.statusCode).toBe(303)
+      const search = await b.send('GET', '/console/assets?name=x', undefined, { 'hx-request': 'true' })
+      const other = await b.send('GET', '/console/archived')
+      for (const page of [search, other]) expect(page.body).not.toMatch(/kbis_[A-Za-z0-9]/)
+      const settings = await b.send('GET', '/console/developer-settings')
+      const secret = /id="new-secret" type="text" readonly value="(kbis_[^"]+)"/.exec(settings.body)?.[1]
+      expect(secret).toMatch(/^kbis_/)
+      expect((await t.request('GET', '/api/v1/metamodel/asset-types', { key: secret! })).status).toBe(200)
+      // Shown once.
+      expect((await b.send('GET', '/console/developer-settings')).body).not.toContain(secret!)
+    })
+
     it('answers a URL with a NUL or an escape that is not UTF-8 with a 400 page, not a 500', async () => {
       for (const url of ['/console/sign-in?x=%00', '/console/archived?name=%00', '/console/sign-in?x=%ff', '/console/assets/%00']) {
         const res = await t.app.inject({ method: 'GET', url })
