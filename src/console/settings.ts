@@ -77,7 +77,14 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
     throw err
   }
 
+  // Actions the page does not offer the user (no form, no button) are forged requests: the 403
+  // page, as every other (docs/console.md), not a message back on the form.
+  const offered = (request: FastifyRequest, least: 'Editor' | 'Admin', message: string): void => {
+    if (!permissionAtLeast(request.console!.ctx.auth.permission, least)) throw new AppError(Errors.FORBIDDEN, message)
+  }
+
   app.post('/developer-settings/keys', async (request, reply) => {
+    offered(request, 'Editor', 'Viewers cannot create API keys.')
     try {
       const key = await createKey(request.console!.ctx, keyInput(request))
       return redirectWith(app, request, reply, SETTINGS, {
@@ -91,6 +98,7 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
 
   app.post('/developer-settings/keys/:id', async (request, reply) => {
     const id = (request.params as { id: string }).id
+    offered(request, 'Editor', 'Viewers cannot change API keys.')
     try {
       const key = await updateKey(request.console!.ctx, id, keyInput(request))
       app.authenticator.invalidate()
@@ -102,6 +110,7 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
 
   app.post('/developer-settings/keys/:id/transfer', async (request, reply) => {
     const id = (request.params as { id: string }).id
+    offered(request, 'Admin', 'Only an Admin can give an API key to another user.')
     try {
       // The key's roles, or others the new owner has, in the same request (docs/api-keys.md).
       const roles = [...new Set(fields(request, 'role_keys'))]

@@ -176,6 +176,30 @@ for (const kind of STORES) {
       expect((await b.send('GET', '/console/developer-settings')).body).not.toContain(secret!)
     })
 
+    it('answers forged key actions the page does not offer with the 403 page: a Viewer creating or changing a key, an Editor transferring one', async () => {
+      await givenPasswords(t, ['viewer@acme.test'])
+      const viewer = new Browser(t, '10.0.0.13')
+      expect((await viewer.signIn('viewer@acme.test')).statusCode).toBe(303)
+      const own = (await t.request('GET', '/api/v1/api-keys')).body.data[0].id as string
+      const editor = new Browser(t, '10.0.0.13')
+      expect((await editor.signIn('editor@acme.test')).statusCode).toBe(303)
+      const editorKey = (await editor.send('POST', '/console/developer-settings/keys', {
+        _csrf: await editor.csrf('/console/developer-settings'), name: 'editor own', description: '', permission_type: 'Viewer', role_keys: 'it_editor',
+      }))
+      expect(editorKey.statusCode).toBe(303)
+      const keysBefore = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data.length
+      for (const [b, url, form] of [
+        [viewer, '/console/developer-settings/keys', { name: 'v', description: '', permission_type: 'Viewer', role_keys: 'all' }],
+        [viewer, `/console/developer-settings/keys/${own}`, { name: 'renamed', description: '', permission_type: 'Viewer', role_keys: 'all' }],
+        [editor, `/console/developer-settings/keys/${own}/transfer`, { owner_user_id: own, role_keys: 'it_editor' }],
+      ] as const) {
+        const res = await b.send('POST', url, { _csrf: await b.csrf('/console/developer-settings'), ...form })
+        expect(res.statusCode, url).toBe(403)
+        expect(res.body, url).toContain('<h1>Not allowed</h1>')
+      }
+      expect((await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data.length).toBe(keysBefore)
+    })
+
     it('answers a URL with a NUL or an escape that is not UTF-8 with a 400 page, not a 500', async () => {
       for (const url of ['/console/sign-in?x=%00', '/console/archived?name=%00', '/console/sign-in?x=%ff', '/console/assets/%00']) {
         const res = await t.app.inject({ method: 'GET', url })
