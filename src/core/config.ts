@@ -94,7 +94,7 @@ function intFrom(name: string, raw: string | undefined, fallback: number, min: n
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
-  return {
+  const config: Config = {
     host: env.HOST || '127.0.0.1',
     port: intFrom('PORT', env.PORT, 8080, 0, 65535),
     databaseUrl: postgresUrlFrom('DATABASE_URL', env.DATABASE_URL),
@@ -133,6 +133,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     corsOrigins: corsOriginsFrom(env.KBIS_CORS_ORIGINS),
     ...overrides,
   }
+  // Refused with the other settings, before any store is opened or a data directory created.
+  if (env.DATABASE_READ_URL && config.databaseReadUrl !== undefined && config.databaseUrl === undefined) {
+    throw new ConfigError('DATABASE_READ_URL: names a replica of the PostgreSQL primary; set DATABASE_URL too')
+  }
+  return config
 }
 
 /** `text` as a URL, or null when it is none. */

@@ -23,6 +23,12 @@ describe('DATABASE_URL and DATABASE_READ_URL', () => {
     }
   })
 
+  it('refuses DATABASE_READ_URL without DATABASE_URL with the other settings, before any store is opened', () => {
+    expect(() => loadConfig({ DATABASE_READ_URL: 'postgres://127.0.0.1/replica' })).toThrow(ConfigError)
+    expect(() => loadConfig({ DATABASE_READ_URL: 'postgres://127.0.0.1/replica' })).toThrow('DATABASE_READ_URL: names a replica of the PostgreSQL primary; set DATABASE_URL too')
+    expect(loadConfig({ DATABASE_READ_URL: 'postgres://127.0.0.1/replica', DATABASE_URL: 'postgres://127.0.0.1/primary' }).databaseReadUrl).toBe('postgres://127.0.0.1/replica')
+  })
+
   it('name where a URL points without its credentials', () => {
     expect(postgresTarget('postgres://u:secret@db.example:5433/kb?sslmode=require')).toBe('db.example:5433/kb')
     expect(postgresTarget('postgresql://u@localhost')).toBe('localhost:5432')
