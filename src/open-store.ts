@@ -1,6 +1,7 @@
 import { postgresTarget, type Config } from './core/config.js'
 import { openDb, type Db } from './store/db.js'
 import { migrate } from './store/migrate.js'
+import { isStoreUnreachable } from './core/pg-errors.js'
 
 /*
  * Opening the store as the commands do, in a module of its own: `kbis apply`, `keys` and `users`
@@ -17,13 +18,13 @@ export async function openStore(config: Config, onInitialize?: (dir: string) => 
   } catch (err) {
     await db.close().catch(() => undefined)
     // The first statement is where an unreachable or refusing PostgreSQL shows: say which one.
-    if (config.databaseUrl && isConnectionError(err)) throw new Error(`cannot use PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL): ${(err as Error).message}`)
+    if (config.databaseUrl && (isConnectionError(err) || isStoreUnreachable(err))) throw new Error(`cannot use PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL): ${(err as Error).message}`)
     throw err
   }
   return db
 }
 
-/** Errors of reaching or logging in to PostgreSQL (socket errors, SQLSTATE classes 08 and 28, a missing database). */
+/** Errors of reaching or logging in to PostgreSQL (socket errors, SQLSTATE classes 08 and 28, a missing database); isStoreUnreachable: also a connection that broke (pg gives it no code). */
 function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code
   if (typeof code !== 'string') return false

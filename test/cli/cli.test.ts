@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -191,6 +192,16 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     const port = await freePort()
     const unreachable = await kbis(['keys', 'list', '--org', 'acme'], { DATABASE_URL: `postgres://kbis:hunter2@127.0.0.1:${port}/inventory` })
     expect(unreachable).toEqual({ code: 1, stdout: '', stderr: `kbis: cannot use PostgreSQL at 127.0.0.1:${port}/inventory (DATABASE_URL): connect ECONNREFUSED 127.0.0.1:${port}\n` })
+    // A listener that ends every connection once it has read the first bytes: pg's error has no code, the target is named all the same.
+    const closer = createServer((socket) => socket.once('data', () => socket.end()))
+    await new Promise<void>((resolve) => closer.listen(0, '127.0.0.1', resolve))
+    try {
+      const closing = (closer.address() as AddressInfo).port
+      const broken = await kbis(['keys', 'list', '--org', 'acme'], { DATABASE_URL: `postgres://kbis:hunter2@127.0.0.1:${closing}/inventory` })
+      expect(broken).toEqual({ code: 1, stdout: '', stderr: `kbis: cannot use PostgreSQL at 127.0.0.1:${closing}/inventory (DATABASE_URL): Connection terminated unexpectedly\n` })
+    } finally {
+      closer.close()
+    }
     const typo = await kbis(['serve', '--port', '0'], { DATABASE_URL: 'postgress//kbis:hunter2@db/inventory' })
     expect(typo).toEqual({ code: 1, stdout: '', stderr: 'kbis: DATABASE_URL: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)\n' })
   })
