@@ -251,7 +251,7 @@ function scheduleFrom(raw: string | undefined): number[] {
 function booleanFrom(name: string, raw: string | undefined): boolean {
   if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return false
   if (raw === 'true' || raw === '1') return true
-  throw new ConfigError(`${name}: must be true or false, got "${raw}"`)
+  throw new ConfigError(`${name}: must be true or false (or 1 or 0), got "${raw}"`)
 }
 
 /**

@@ -24,7 +24,7 @@ describe('KBIS_OPTIMIZE_FOR_SIZE', () => {
 
   it('refuses anything but true or false', () => {
     expect(() => loadConfig({ KBIS_OPTIMIZE_FOR_SIZE: 'yes' })).toThrow(ConfigError)
-    expect(() => loadConfig({ KBIS_OPTIMIZE_FOR_SIZE: 'lean' })).toThrow('KBIS_OPTIMIZE_FOR_SIZE: must be true or false, got "lean"')
+    expect(() => loadConfig({ KBIS_OPTIMIZE_FOR_SIZE: 'lean' })).toThrow('KBIS_OPTIMIZE_FOR_SIZE: must be true or false (or 1 or 0), got "lean"')
   })
 })
 
