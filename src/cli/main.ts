@@ -62,7 +62,10 @@ async function withStore<T>(config: Config, command: ControlCommand, body: unkno
 
 export async function main(argv: string[]): Promise<void> {
   const program = new Command()
-  program.name('kbis').description('Knowledge-base inventory service').showHelpAfterError()
+  // A wrong flag is one line, as every other error (docs/cli.md): `kbis: option '--port <port>'
+  // argument 'abc' is invalid. …`; `kbis <command> --help` lists the options.
+  program.name('kbis').description('Knowledge-base inventory service')
+    .configureOutput({ outputError: (text, write) => write(`kbis: ${text.replace(/^error: /, '').trimEnd().replace(/\n+/g, ' ')}\n`) })
   // A reader that stops early (`kbis keys list | head -1`) closes standard output under a command:
   // its work is done, so it stops quietly, as Unix tools do, instead of dying on EPIPE with a
   // stack trace. Not the server, whose end would look like a normal stop to its supervisor.

@@ -208,14 +208,15 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
 
   it('refuses a port that is not plain decimal digits 0..65535, and a Redis URL that is not one, with one line and before anything is created', async () => {
     const data = path.join(dir, 'never-created')
-    // The flags' errors are commander's, its usage after them (showHelpAfterError).
-    const flagError = ({ code, stderr }: Run) => ({ code, first: stderr.split('\n')[0] })
+    // The flags' errors are commander's, one line as every error.
+    const flagError = ({ code, stdout, stderr }: Run) => ({ code, stdout, stderr })
     for (const bad of ['', ' ', '1e3', '0x4000', '65536']) {
       const refused = await kbis(['serve', '--port', bad, '--data-dir', data])
-      expect(flagError(refused), bad).toEqual({ code: 1, first: `error: option '--port <port>' argument '${bad}' is invalid. must be a port number 0..65535` })
+      expect(flagError(refused), bad).toEqual({ code: 1, stdout: '', stderr: `kbis: option '--port <port>' argument '${bad}' is invalid. must be a port number 0..65535\n` })
     }
     const metrics = await kbis(['serve', '--port', '0', '--metrics-port', '0x4AFE', '--data-dir', data])
-    expect(flagError(metrics)).toEqual({ code: 1, first: "error: option '--metrics-port <port>' argument '0x4AFE' is invalid. must be a port number 0..65535" })
+    expect(flagError(metrics)).toEqual({ code: 1, stdout: '', stderr: "kbis: option '--metrics-port <port>' argument '0x4AFE' is invalid. must be a port number 0..65535\n" })
+    expect(flagError(await kbis(['serve', '--bogus', '--data-dir', data]))).toEqual({ code: 1, stdout: '', stderr: "kbis: unknown option '--bogus'\n" })
     const env = await kbis(['serve', '--data-dir', data], { PORT: '0x4AFE' })
     expect(env).toEqual({ code: 1, stdout: '', stderr: 'kbis: PORT: must be an integer from 0 to 65535, got "0x4AFE"\n' })
     const redis = await kbis(['serve', '--port', '0', '--data-dir', data], { REDIS_URL: 'redis://:hunter2@127.0.0.1:6379/abc' })
