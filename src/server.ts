@@ -58,9 +58,7 @@ export async function startServer(config: Config, print: (line: string) => void,
   const port = typeof address === 'object' && address ? address.port : config.port
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`
   const metricsServer = options.metrics !== false && config.metricsPort !== undefined
-    ? await startMetricsServer(config.metricsPort, config.host).catch((err: Error) => {
-      throw new Error(`cannot serve metrics on ${config.host}:${config.metricsPort} (KBIS_METRICS_PORT or --metrics-port): ${err.message}`)
-    })
+    ? await startMetricsServer(config.metricsPort, config.host)
     : null
   // Once the server listens: a start that fails before (a port in use) must not create the
   // Admin key, which is shown only once and would be lost with it.

@@ -32,7 +32,8 @@ export async function startMetricsServer(port: number, host: string, options: { 
     )
   })
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
+    // Said the same way by a lone server and by the primary of --workers.
+    server.once('error', (err) => reject(new Error(`cannot serve metrics on ${host}:${port} (KBIS_METRICS_PORT or --metrics-port): ${err.message}`)))
     server.listen(port, host, () => resolve())
   })
   const address = server.address()

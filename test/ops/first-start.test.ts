@@ -55,6 +55,19 @@ for (const store of STORES) {
           await drop()
         }
       })
+
+      it(`${label}: names the setting when the metrics port is in use`, async () => {
+        const { env, drop } = await cliStore(store)
+        try {
+          const failed = runCli(['serve', '--port', String(await freePort()), '--metrics-port', String(port), ...extra], env)
+          expect(await failed.exited).not.toBe(0)
+          const said = failed.lines.filter((line) => line.includes('cannot serve metrics'))
+          expect(said).toHaveLength(1)
+          expect(said[0]).toMatch(new RegExp(`^kbis: cannot serve metrics on 127\\.0\\.0\\.1:${port} \\(KBIS_METRICS_PORT or --metrics-port\\): .*EADDRINUSE`))
+        } finally {
+          await drop()
+        }
+      })
     }
   })
 }
