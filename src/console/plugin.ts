@@ -12,6 +12,7 @@ import type { RequestContext } from '../request/context.js'
 import { userAuthContext } from '../core/auth/user.js'
 import { loadSession, signIn, signOut } from './auth.js'
 import { purgeIdleSessions, setFlash, type Flash } from './sql.js'
+import { openAnswer, sealAnswer } from '../idempotency/seal.js'
 import { assetPages } from './pages.js'
 import { settingsPages } from './settings.js'
 
@@ -80,8 +81,25 @@ export function query(request: FastifyRequest, name: string): string {
 /** After a change: a message for the next page, then 303 to it (a reload never repeats the change). */
 export async function redirectWith(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, to: string, flash: Flash): Promise<FastifyReply> {
   const c = request.console!
-  await setFlash(app.db, c.orgId, c.sessionId, flash)
+  // A new secret waits in the session row sealed with the session's own token (the cookie; the
+  // row keeps only its hash): the database alone does not give it away (CONTRACT §9).
+  const stored = flash.secret ? { ...flash, secret: { ...flash.secret, value: sealAnswer(sessionToken(request), FLASH_SCOPE, flash.secret.value) } } : flash
+  await setFlash(app.db, c.orgId, c.sessionId, stored)
   return reply.code(303).header('location', to).send()
+}
+
+const FLASH_SCOPE = 'kbis console flash'
+const sessionToken = (request: FastifyRequest): string => request.cookies[SESSION_COOKIE] ?? ''
+
+/** A flash as stored, its secret opened with the session's token (none when it cannot be). */
+function openFlash(request: FastifyRequest, flash: Flash | null): Flash | null {
+  if (!flash?.secret) return flash
+  const value = openAnswer(sessionToken(request), FLASH_SCOPE, flash.secret.value)
+  if (value === null) {
+    const { secret: _secret, ...rest } = flash
+    return rest
+  }
+  return { ...flash, secret: { ...flash.secret, value } }
 }
 
 /** Renders a page inside the layout with what every page needs (user, CSRF token, flash). */
@@ -182,7 +200,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
         'SELECT id, email, name, permission_type FROM users WHERE org_id = $1 AND id = $2', [auth.orgId, auth.userId],
       )).rows[0]!
       request.console = {
-        sessionId: session.id, orgId: session.org_id, user, flash: session.flash,
+        sessionId: session.id, orgId: session.org_id, user, flash: openFlash(request, session.flash),
         ctx: { db: app.db, auth, metamodel: await app.metamodels.get(auth.orgId), requestId: request.id },
       }
     })

@@ -165,6 +165,10 @@ for (const kind of STORES) {
         _csrf: await b.csrf('/console/developer-settings'), name: 'two tabs', description: '', permission_type: 'Viewer', role_keys: 'it_editor',
       })
       expect(created.statusCode).toBe(303)
+      // Waiting, it is sealed with the session's token, which the row does not hold (CONTRACT §9).
+      const rows = await t.store.db.query<{ flash: string }>(`SELECT flash::text AS flash FROM console_sessions WHERE flash IS NOT NULL`)
+      expect(rows.rows.length).toBeGreaterThan(0)
+      for (const row of rows.rows) expect(row.flash).not.toMatch(/kbis_[A-Za-z0-9]/)
       const search = await b.send('GET', '/console/assets?name=x', undefined, { 'hx-request': 'true' })
       const other = await b.send('GET', '/console/archived')
       for (const page of [search, other]) expect(page.body).not.toMatch(/kbis_[A-Za-z0-9]/)
