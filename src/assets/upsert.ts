@@ -8,7 +8,7 @@ import { checkBesideFailures, syncEmbeddedRelationships } from '../relationships
 import { ItemFailures, type BulkItem } from '../core/items.js'
 import { checkDomain, prepareAssetValues, prepareNewAsset, preparePropertiesPatch } from './prepare.js'
 import { insertAssets, selectAssetsByKeys, selectReplaced, updateAssets, type AssetChange, type NewAssetRow, type ReplacedAsset } from './sql.js'
-import { jsonbMatches, matchesButEmpties } from '../store/jsonb-text.js'
+import { jsonbMatches } from '../store/jsonb-text.js'
 import { inUniqueOrder } from './create.js'
 import type { AssetRow } from './mapper.js'
 import { originOf } from '../outbox/write.js'
@@ -157,8 +157,6 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
     // One that matches only once its nulls are dropped (a property sent as null is no value) is
     // unchanged too, left out of the UPDATE; without nulls the properties are the ones compared above.
     if (!merge && change.props !== withKey && holdsAlready(current as ReplacedAsset, change.name, change.access_domain_key, change.props)) return
-    // So is one that differs only by empty values ("" or [] on one side, left out on the other).
-    if (!merge && holdsAlreadyButEmpties(current as ReplacedAsset, change)) return
     plan.changes.push({ index: i, change })
   })
   failures.add(Errors.VALIDATION_FAILED, invalid)
@@ -173,11 +171,6 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
  */
 function holdsAlready(stored: ReplacedAsset, name: string | null, domain: string | null, properties: Record<string, unknown>): boolean {
   return stored.name === name && stored.access_domain_key === domain && jsonbMatches(stored.fingerprint, properties)
-}
-
-/** Whether a stored asset holds a replacement's values once empty values are left out (jsonb-text.ts matchesButEmpties). */
-function holdsAlreadyButEmpties(stored: ReplacedAsset, change: AssetChange): boolean {
-  return stored.name === change.name && stored.access_domain_key === change.access_domain_key && matchesButEmpties(stored.fingerprint, change.props)
 }
 
 /**

@@ -103,26 +103,6 @@ export function jsonbMatches(fingerprint: string, value: unknown): boolean {
   }) && at === fingerprint.length
 }
 
-/** Whether a property value is empty as CONTRACT §4 has it besides null: `""` or `[]`. */
-const isEmptyValue = (v: unknown): boolean => v === '' || (Array.isArray(v) && v.length === 0)
-
-/**
- * Whether the stored document `fingerprint` was taken of and the properties `value` hold the same
- * values once empty ones (`""`, `[]`) are left out of both: an empty value and a property left
- * out are both "no value" (CONTRACT §4), so a CSV file, which cannot tell them apart, reads back
- * unchanged. False when neither side holds an empty value (the plain comparison decides), or
- * when that cannot be told here (a digest of a document that holds empty values).
- */
-export function matchesButEmpties(fingerprint: string, value: Record<string, unknown>): boolean {
-  const sentEmpty = Object.values(value).some(isEmptyValue)
-  if (!sentEmpty && !fingerprint.includes('""') && !fingerprint.includes('[]')) return false
-  const sent = Object.fromEntries(Object.entries(value).filter(([, v]) => !isEmptyValue(v)))
-  if (fingerprint.startsWith(DIGEST)) return jsonbMatches(fingerprint, sent)
-  const held = Object.fromEntries(Object.entries(JSON.parse(fingerprint) as Record<string, unknown>).filter(([, v]) => !isEmptyValue(v)))
-  const text = jsonbText(held)
-  return text !== null && jsonbMatches(text, sent)
-}
-
 const NON_ASCII = /[^\x00-\x7f]/
 
 /**

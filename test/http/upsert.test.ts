@@ -181,31 +181,6 @@ for (const store of STORES) {
       expect(await get(id)).toMatchObject({ updated_at: PAST, properties: { hostname: 'eq-1', environment: 'prod', tags: ['pci'] } })
     })
 
-    it('an empty value ("" or []) and a property left out are the same: such an item is unchanged, whichever side holds the empty value', async () => {
-      // A CSV file cannot tell [] or "" from a cell left empty: export → import must read back unchanged.
-      const base = { name: 'em-1', properties: { environment: 'prod' } }
-      const withEmpties = { ...base, properties: { ...base.properties, tags: [], owner: '' } }
-      const put = async (key: string, body: object) => (await t.request('PUT', '/api/v1/bulk/assets', { body: [{ id: key, ...body }] })).body.data[0].result as string
-      expect(await put('server:hostname:em-1', withEmpties)).toBe('created')
-      expect(await put('server:hostname:em-2', { ...base, name: 'em-2' })).toBe('created')
-      const [one, two] = [(await get('server:hostname:em-1')).id, (await get('server:hostname:em-2')).id]
-      await age(one)
-      await age(two)
-      const eventsOf = async (id: string) => (await t.request('GET', `/api/v1/events?filter[subject]=assets/${id}`)).body.data.length as number
-      expect([await eventsOf(one), await eventsOf(two)]).toEqual([1, 1])
-      expect(await put('server:hostname:em-1', base)).toBe('unchanged')
-      expect(await put('server:hostname:em-2', { ...withEmpties, name: 'em-2' })).toBe('unchanged')
-      // The stored values stay as they were.
-      expect(await get(one)).toMatchObject({ updated_at: PAST, properties: { hostname: 'em-1', environment: 'prod', tags: [], owner: '' } })
-      expect((await get(two)).properties).toEqual({ hostname: 'em-2', environment: 'prod' })
-      expect((await get(two)).updated_at).toBe(PAST)
-      await t.app.events.flush()
-      expect([await eventsOf(one), await eventsOf(two)]).toEqual([1, 1])
-      // A value that is not empty is a change, empty values beside it or not.
-      expect(await put('server:hostname:em-1', { ...base, properties: { environment: 'dev' } })).toBe('updated')
-      expect((await get(one)).properties).toEqual({ hostname: 'em-1', environment: 'dev' })
-    })
-
     it('concurrent upserts of one new key create it once and replace or keep it, never 409 (CONTRACT §1, §16)', async () => {
       for (let round = 0; round < 3; round++) {
         const key = `server:hostname:race-${round}`
