@@ -172,6 +172,8 @@ export interface RateLimiterOptions {
   /** Largest batch of positions one reservation takes (1 = one store round trip per request). */
   maxBatch?: number
   now?: () => number
+  /** What a request logs when the counters fail over to their fallback. */
+  failoverMessage?: string
 }
 
 /**
@@ -187,10 +189,11 @@ export class RateLimiter {
   private readonly maxBatch: number
   private readonly now: () => number
 
-  /** What a request logs when the counters fail over (createRateLimiter says where to). */
-  failoverMessage = 'rate-limit counters unavailable; counting elsewhere for a few seconds'
+  /** What a request logs when the counters fail over. */
+  readonly failoverMessage: string
 
   constructor(readonly store: CounterStore, options: RateLimiterOptions = {}) {
+    this.failoverMessage = options.failoverMessage ?? 'rate-limit counters unavailable; counting elsewhere for a few seconds'
     this.maxBatch = options.maxBatch ?? 32
     this.now = options.now ?? Date.now
   }
@@ -258,9 +261,7 @@ export function redisFailoverMessage(db: Db): string {
 export function createRateLimiter(db: Db, config: Config, onError?: (err: unknown) => void): RateLimiter {
   if (config.redisUrl) {
     const fallback = db.kind === 'postgres' ? new PostgresCounters(db) : new MemoryCounters()
-    const limiter = new RateLimiter(new RedisCounters(config.redisUrl, undefined, onError, undefined, fallback))
-    limiter.failoverMessage = redisFailoverMessage(db)
-    return limiter
+    return new RateLimiter(new RedisCounters(config.redisUrl, undefined, onError, undefined, fallback), { failoverMessage: redisFailoverMessage(db) })
   }
   if (db.kind === 'postgres') return new RateLimiter(new PostgresCounters(db))
   return new RateLimiter(new MemoryCounters(), { maxBatch: 1 })
