@@ -1,5 +1,5 @@
 import { postgresTarget, type Config } from './core/config.js'
-import { openDb, type Db } from './store/db.js'
+import { openDb, reachPostgres, type Db } from './store/db.js'
 import { migrate } from './store/migrate.js'
 import { isStoreUnreachable } from './core/pg-errors.js'
 
@@ -14,6 +14,7 @@ export async function openStore(config: Config, onInitialize?: (dir: string) => 
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
     statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize })
   try {
+    if (config.databaseUrl) await reachPostgres(config.databaseUrl, config.connectTimeoutMs)
     await migrate(db)
   } catch (err) {
     await db.close().catch(() => undefined)

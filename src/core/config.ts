@@ -37,6 +37,8 @@ export interface Config {
   shutdownTimeoutSeconds: number
   /** Port of the Prometheus endpoint (`--metrics-port`); none when undefined. */
   metricsPort: number | undefined
+  /** How long opening the store waits for PostgreSQL (DATABASE_URL) to answer a first connection, in ms. */
+  connectTimeoutMs: number
   /** PostgreSQL `statement_timeout` of every pooled connection, in ms (0 = none); past it → 503 query_timeout. */
   statementTimeoutMs: number
   /**
@@ -113,6 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     readAfterWriteMs: intFrom('KBIS_READ_AFTER_WRITE_MS', env.KBIS_READ_AFTER_WRITE_MS, 2000, 0, 3_600_000),
     shutdownTimeoutSeconds: intFrom('KBIS_SHUTDOWN_TIMEOUT', env.KBIS_SHUTDOWN_TIMEOUT, 30, 0, 3600),
     metricsPort: env.KBIS_METRICS_PORT ? intFrom('KBIS_METRICS_PORT', env.KBIS_METRICS_PORT, 0, 0, 65535) : undefined,
+    connectTimeoutMs: intFrom('KBIS_CONNECT_TIMEOUT_MS', env.KBIS_CONNECT_TIMEOUT_MS, 10_000, 100, 600_000),
     statementTimeoutMs: intFrom('KBIS_STATEMENT_TIMEOUT_MS', env.KBIS_STATEMENT_TIMEOUT_MS, 10_000, 0, 3_600_000),
     pgParallelSetupCost: env.KBIS_PG_PARALLEL_SETUP_COST === 'server'
       ? undefined

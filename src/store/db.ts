@@ -542,6 +542,29 @@ export const DEFAULT_PGLITE_SHARED_BUFFERS_MB = 64
  */
 export const DEFAULT_PG_PARALLEL_SETUP_COST = 6500
 
+/**
+ * Opens and closes one connection to PostgreSQL within `timeoutMs`, so that a server that takes
+ * the connection and never answers (a firewall, a stopped VM, a wrong port) is told at once
+ * instead of leaving the first statement waiting without end. Only when the store is opened: a
+ * connect timeout on the pool would also time out requests queued for a busy pool's connections.
+ */
+export async function reachPostgres(databaseUrl: string, timeoutMs: number): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: timeoutMs })
+  client.on('error', () => undefined)
+  const started = performance.now()
+  try {
+    await client.connect()
+  } catch (err) {
+    // pg ends the attempt at the deadline with an error of no code ("timeout expired"): told by
+    // that and the time it took (a timer may fire a little early against this clock).
+    if ((err as { code?: unknown }).code === undefined && performance.now() - started >= timeoutMs * 0.9) {
+      throw Object.assign(new Error(`no answer within ${timeoutMs / 1000} s (KBIS_CONNECT_TIMEOUT_MS)`), { code: 'ETIMEDOUT' })
+    }
+    throw err
+  }
+  await client.end().catch(() => undefined)
+}
+
 export async function openDb(options: StoreOptions): Promise<Db> {
   if (options.databaseUrl) {
     const config: pg.PoolConfig = {

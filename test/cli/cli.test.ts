@@ -1,4 +1,4 @@
-import { createServer, type AddressInfo } from 'node:net'
+import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -201,6 +201,18 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
       expect(broken).toEqual({ code: 1, stdout: '', stderr: `kbis: cannot use PostgreSQL at 127.0.0.1:${closing}/inventory (DATABASE_URL): Connection terminated unexpectedly\n` })
     } finally {
       closer.close()
+    }
+    // A listener that takes the connection and never answers: without a timeout the start waited for good.
+    const held: Socket[] = []
+    const silent = createServer((socket) => void held.push(socket))
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    try {
+      const mute = (silent.address() as AddressInfo).port
+      const waited = await kbis(['keys', 'list', '--org', 'acme'], { DATABASE_URL: `postgres://kbis:hunter2@127.0.0.1:${mute}/inventory`, KBIS_CONNECT_TIMEOUT_MS: '500' })
+      expect(waited).toEqual({ code: 1, stdout: '', stderr: `kbis: cannot use PostgreSQL at 127.0.0.1:${mute}/inventory (DATABASE_URL): no answer within 0.5 s (KBIS_CONNECT_TIMEOUT_MS)\n` })
+    } finally {
+      for (const socket of held) socket.destroy()
+      silent.close()
     }
     const typo = await kbis(['serve', '--port', '0'], { DATABASE_URL: 'postgress//kbis:hunter2@db/inventory' })
     expect(typo).toEqual({ code: 1, stdout: '', stderr: 'kbis: DATABASE_URL: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)\n' })

@@ -31,6 +31,10 @@ for (const store of STORES) {
       expect(loadConfig({}).statementTimeoutMs).toBe(10_000)
       expect(loadConfig({ KBIS_STATEMENT_TIMEOUT_MS: '250', KBIS_ORG_CONCURRENCY: '3' })).toMatchObject({ statementTimeoutMs: 250, orgConcurrency: 3 })
       expect(() => loadConfig({ KBIS_STATEMENT_TIMEOUT_MS: '-1' })).toThrow(/KBIS_STATEMENT_TIMEOUT_MS/)
+      // The start's wait for a first PostgreSQL connection (test/cli/cli.test.ts: a server that never answers).
+      expect(loadConfig({}).connectTimeoutMs).toBe(10_000)
+      expect(loadConfig({ KBIS_CONNECT_TIMEOUT_MS: '2500' }).connectTimeoutMs).toBe(2500)
+      expect(() => loadConfig({ KBIS_CONNECT_TIMEOUT_MS: '0' })).toThrow(/KBIS_CONNECT_TIMEOUT_MS/)
     })
 
     it('serves many concurrent requests of one organization through its slots, all answered', async () => {
