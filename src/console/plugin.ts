@@ -5,13 +5,14 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import cookie from '@fastify/cookie'
 import formbody from '@fastify/formbody'
 import csrf from '@fastify/csrf-protection'
+import helmet from '@fastify/helmet'
 import view from '@fastify/view'
 import { Eta } from 'eta'
 import { AppError, Errors } from '../core/errors.js'
 import type { RequestContext } from '../request/context.js'
 import { userAuthContext } from '../core/auth/user.js'
 import { loadSession, signIn, signOut } from './auth.js'
-import { purgeIdleSessions, setFlash, type Flash } from './sql.js'
+import { purgeIdleSessions, setFlash, type Flash, type TypedForm } from './sql.js'
 import { openAnswer, sealAnswer } from '../idempotency/seal.js'
 import { assetPages } from './pages.js'
 import { settingsPages } from './settings.js'
@@ -78,6 +79,20 @@ export function query(request: FastifyRequest, name: string): string {
   return typeof value === 'string' ? value.replaceAll('\0', '') : ''
 }
 
+/**
+ * The values of a refused form's fields, to fill it in again beside the error (a flash, so the
+ * redirect keeps them for one page). Each value is cut to a bound: the session row holds them.
+ */
+export function typedForm(request: FastifyRequest, of: string, names: { one?: string[]; many?: string[] }): TypedForm {
+  const values: Record<string, string | string[]> = {}
+  for (const name of names.one ?? []) values[name] = field(request, name).slice(0, TYPED_VALUE_MAX)
+  for (const name of names.many ?? []) values[name] = fields(request, name).slice(0, TYPED_VALUES_MAX).map((v) => v.slice(0, TYPED_VALUE_MAX))
+  return { of, values }
+}
+
+const TYPED_VALUE_MAX = 10_000
+const TYPED_VALUES_MAX = 1_000
+
 /** After a change: a message for the next page, then 303 to it (a reload never repeats the change). */
 export async function redirectWith(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, to: string, flash: Flash): Promise<FastifyReply> {
   const c = request.console!
@@ -129,6 +144,28 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   })
   const files = staticFiles()
   const idleMinutes = app.config.consoleIdleMinutes
+  // Browser hardening for the console's pages only (the API answers JSON to programs): no framing
+  // (clickjacking), scripts, styles and form targets from the console itself, no sniffing, no
+  // referrer beyond this origin. HSTS is left to whoever terminates TLS (it binds the whole host
+  // for a year), and so is upgrading requests to https (a console on plain http must still load).
+  await app.register(helmet, {
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'self'"],
+        baseUri: ["'none'"],
+        formAction: ["'self'"],
+        frameAncestors: ["'none'"],
+        objectSrc: ["'none'"],
+        imgSrc: ["'self'", 'data:'],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'"],
+      },
+    },
+    frameguard: { action: 'deny' },
+    referrerPolicy: { policy: 'same-origin' },
+    strictTransportSecurity: false,
+  })
   await app.register(cookie)
   await app.register(formbody)
   await app.register(csrf, {

@@ -2,9 +2,10 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { createKey, deleteKey, listKeys, updateKey, type KeyInput } from '../keys/service.js'
 import { AppError, Errors } from '../core/errors.js'
 import type { KeyPermission } from '../core/auth/permissions.js'
+import type { TypedForm } from './sql.js'
 import { permissionAtLeast } from '../core/auth/permissions.js'
 import { KEY_DESCRIPTION_MAX_LENGTH, KEY_NAME_MAX_LENGTH } from '../keys/limits.js'
-import { field, fields, query, redirectWith, render } from './plugin.js'
+import { field, fields, query, redirectWith, render, typedForm } from './plugin.js'
 import { pager } from './pages.js'
 import { webhookPages, webhooksForPage } from './webhooks.js'
 
@@ -64,18 +65,22 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
       keyLimits: { name: KEY_NAME_MAX_LENGTH, description: KEY_DESCRIPTION_MAX_LENGTH },
       allRoles,
       users,
+      // What was typed into the form a refusal sent back here (`of`: which form), or null.
+      typed: (of: string) => (c.flash?.form?.of === of ? c.flash.form.values : null),
       webhooks: await webhooksForPage(app, request),
       newWebhook: query(request, 'new') === 'webhook',
     })
   })
   await app.register(webhookPages)
 
-  const onError = async (request: FastifyRequest, reply: Parameters<typeof redirectWith>[2], err: unknown, back: string) => {
+  // A refusal goes back to the form with its message and what was typed into it.
+  const onError = async (request: FastifyRequest, reply: Parameters<typeof redirectWith>[2], err: unknown, back: string, form: TypedForm) => {
     if (err instanceof AppError && (err.def === Errors.VALIDATION_FAILED || err.def === Errors.FORBIDDEN)) {
-      return redirectWith(app, request, reply, back, { error: err.issues.map((i) => i.detail).join(' ') })
+      return redirectWith(app, request, reply, back, { error: err.issues.map((i) => i.detail).join(' '), form })
     }
     throw err
   }
+  const keyForm = (request: FastifyRequest, of: string) => typedForm(request, of, { one: ['name', 'description', 'permission_type'], many: ['role_keys'] })
 
   // Actions the page does not offer the user (no form, no button) are forged requests: the 403
   // page, as every other (docs/console.md), not a message back on the form.
@@ -92,7 +97,7 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
         secret: { label: 'Secret', value: key.secret },
       })
     } catch (err) {
-      return onError(request, reply, err, `${SETTINGS}?new=key`)
+      return onError(request, reply, err, `${SETTINGS}?new=key`, keyForm(request, 'key:new'))
     }
   })
 
@@ -104,7 +109,7 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
       app.authenticator.invalidate()
       return redirectWith(app, request, reply, SETTINGS, { notice: `Saved the API key ${key.name}.` })
     } catch (err) {
-      return onError(request, reply, err, `${SETTINGS}?edit=${encodeURIComponent(id)}`)
+      return onError(request, reply, err, `${SETTINGS}?edit=${encodeURIComponent(id)}`, keyForm(request, `key:${id}`))
     }
   })
 
@@ -119,7 +124,7 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
       app.authenticator.invalidate()
       return redirectWith(app, request, reply, SETTINGS, { notice: `Transferred the API key ${key.name}.` })
     } catch (err) {
-      return onError(request, reply, err, `${SETTINGS}?transfer=${encodeURIComponent(id)}`)
+      return onError(request, reply, err, `${SETTINGS}?transfer=${encodeURIComponent(id)}`, typedForm(request, `transfer:${id}`, { one: ['owner_user_id'], many: ['role_keys'] }))
     }
   })
 

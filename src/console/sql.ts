@@ -94,6 +94,13 @@ export interface Flash {
   notice?: string
   error?: string
   secret?: { label: string; value: string; section?: 'keys' | 'webhooks' }
+  /** What was typed into a refused form (`of` names the form), shown in it again with the error. */
+  form?: TypedForm
+}
+
+export interface TypedForm {
+  of: string
+  values: Record<string, string | string[]>
 }
 
 export async function insertSession(db: Queryable, orgId: string, id: string, userId: string): Promise<void> {

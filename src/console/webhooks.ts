@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import * as service from '../webhooks/service.js'
 import { AppError, Errors } from '../core/errors.js'
-import { field, redirectWith } from './plugin.js'
+import { field, redirectWith, typedForm } from './plugin.js'
+import type { TypedForm } from './sql.js'
 
 const SETTINGS = '/console/developer-settings'
 
@@ -27,9 +28,10 @@ export async function webhooksForPage(app: FastifyInstance, request: FastifyRequ
 
 /** /console/developer-settings/webhooks…: the API's webhook service with the user's context. */
 export async function webhookPages(app: FastifyInstance): Promise<void> {
-  const fail = async (request: FastifyRequest, reply: Parameters<typeof redirectWith>[2], err: unknown, back: string) => {
+  // A refusal goes back to the form with its message and what was typed into it.
+  const fail = async (request: FastifyRequest, reply: Parameters<typeof redirectWith>[2], err: unknown, back: string, form: TypedForm) => {
     if (err instanceof AppError && err.def === Errors.VALIDATION_FAILED) {
-      return redirectWith(app, request, reply, back, { error: err.issues.map((i) => i.detail).join(' ') })
+      return redirectWith(app, request, reply, back, { error: err.issues.map((i) => i.detail).join(' '), form })
     }
     throw err
   }
@@ -49,7 +51,7 @@ export async function webhookPages(app: FastifyInstance): Promise<void> {
         secret: { label: 'Secret', value: hook.secret, section: 'webhooks' },
       })
     } catch (err) {
-      return fail(request, reply, err, `${SETTINGS}?new=webhook#webhooks-h`)
+      return fail(request, reply, err, `${SETTINGS}?new=webhook#webhooks-h`, typedForm(request, 'webhook:new', { one: ['url', 'event_types', 'description'] }))
     }
   })
 

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module'
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, readFileSync } from 'node:fs'
 import http from 'node:http'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { STORES } from '../helpers/stores.js'
@@ -15,7 +15,9 @@ import { eventually } from '../helpers/webhook-receiver.js'
  */
 
 const require = createRequire(import.meta.url)
-const AXE = require.resolve('axe-core/axe.min.js')
+// Evaluated through the DevTools protocol, which the console's Content-Security-Policy does not
+// govern (a script tag would be refused: scripts come from the console only).
+const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
 const SHOTS = process.env.KBIS_SCREENSHOTS === '1'
 
 const LAUNCH = {
@@ -25,7 +27,7 @@ const LAUNCH = {
 
 /** axe-core on the page as it is: no serious or critical violation. */
 async function expectAccessible(page: Page): Promise<void> {
-  await page.addScriptTag({ path: AXE })
+  await page.evaluate(AXE)
   const violations = await page.evaluate(async () => {
     const result = await (window as unknown as { axe: { run(): Promise<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }> } }).axe.run()
     return result.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')) }))
@@ -43,9 +45,23 @@ for (const [index, kind] of STORES.entries()) {
       mkdirSync('docs/screenshots', { recursive: true })
       await page.screenshot({ path: `docs/screenshots/${name}.png`, fullPage: true })
     }
-    const signIn = async (email: string): Promise<Page> => {
+    // Every page of every test is watched: a script error, or anything the console's
+    // Content-Security-Policy refuses (a style, a script, a form target), fails the test.
+    const refused: string[] = []
+    const newPage = async (): Promise<Page> => {
       const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
       const page = await context.newPage()
+      page.on('console', (message) => {
+        if (message.type() === 'error' && /Content Security Policy/i.test(message.text())) refused.push(message.text())
+      })
+      page.on('pageerror', (err) => refused.push(`script error: ${err.message}`))
+      return page
+    }
+    afterEach(() => {
+      expect(refused.splice(0)).toEqual([])
+    })
+    const signIn = async (email: string): Promise<Page> => {
+      const page = await newPage()
       await page.goto(`${base}/console`)
       await page.getByLabel('Email').fill(email)
       await page.getByLabel('Password').fill(PASSWORD)
@@ -74,9 +90,13 @@ for (const [index, kind] of STORES.entries()) {
     })
 
     it('signs in; a wrong password gets the one failure message; every page passes axe-core', async () => {
-      const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
-      const page = await context.newPage()
-      await page.goto(`${base}/console`)
+      const page = await newPage()
+      const response = await page.goto(`${base}/console`)
+      // The pages may not be framed, and load only what the console serves (docs/console.md).
+      const headers = response!.headers()
+      expect(headers['x-frame-options']).toBe('DENY')
+      expect(headers['content-security-policy']).toContain("frame-ancestors 'none'")
+      expect(headers['content-security-policy']).toContain("script-src 'self'")
       await expect(page.getByRole('heading', { name: 'Sign in' }).isVisible()).resolves.toBe(true)
       await expectAccessible(page)
       await shot(page, 'sign-in')
@@ -91,7 +111,7 @@ for (const [index, kind] of STORES.entries()) {
         await expect(page.getByRole('link', { name, exact: true }).isVisible()).resolves.toBe(true)
       }
       await expect(page.getByRole('button', { name: 'Sign out' }).isVisible()).resolves.toBe(true)
-      await context.close()
+      await page.context().close()
     })
 
     it('searches assets by name and type and shows an asset with properties, relationships and history', async () => {

@@ -26,6 +26,25 @@ for (const kind of STORES) {
       expect(page.headers['content-type']).toBe('text/html; charset=utf-8')
     })
 
+    it('console pages (error pages too) may not be framed and load only what the console serves; API answers carry no such policy', async () => {
+      const b = new Browser(t)
+      await b.signIn('owner@acme.test')
+      for (const [path, status] of [['/console/sign-in', 200], ['/console/assets', 200], ['/console/no-such-page', 404]] as const) {
+        const page = await b.send('GET', path)
+        expect(page.statusCode).toBe(status)
+        expect(page.headers['x-frame-options']).toBe('DENY')
+        expect(page.headers['content-security-policy']).toBe(
+          "default-src 'self';base-uri 'none';form-action 'self';frame-ancestors 'none';object-src 'none';img-src 'self' data:;script-src 'self';style-src 'self'")
+        expect(page.headers['x-content-type-options']).toBe('nosniff')
+        expect(page.headers['referrer-policy']).toBe('same-origin')
+        // Binding the whole host to https for a year is for whoever terminates TLS.
+        expect(page.headers['strict-transport-security']).toBeUndefined()
+      }
+      const api = await t.request('GET', '/api/v1/metamodel/asset-types')
+      expect(api.status).toBe(200)
+      expect(api.headers['content-security-policy']).toBeUndefined()
+    })
+
     it('sets the Secure flag when the request came over https (through a trusted proxy)', async () => {
       const app2 = await (await import('../../src/app.js')).buildApp({ db: t.store.db, config: (await import('../../src/core/config.js')).loadConfig({}, { trustedProxies: ['127.0.0.1'] }) })
       const b = new Browser({ ...t, app: app2 })

@@ -58,5 +58,53 @@ for (const kind of STORES) {
       expect(await notice()).toBe('Transferred the API key handover.')
       expect(await record(id)).toMatchObject({ owner_user_id: users['viewer@acme.test'], role_keys: ['all'] })
     })
+
+    it('a refused form comes back with its message and what was typed into it, once (keys, transfer, webhooks)', async () => {
+      const follow = async (res: { statusCode: number; headers: Record<string, unknown> }) => {
+        expect(res.statusCode).toBe(303)
+        return (await owner.send('GET', res.headers.location as string)).body
+      }
+      const value = (html: string, id: string) => new RegExp(`id="${id}"[^>]*value="([^"]*)"`).exec(html)?.[1]
+      const text = (html: string, id: string) => new RegExp(`id="${id}"[^>]*>([^<]*)</textarea>`).exec(html)?.[1]
+
+      // A new key without roles: refused, the name, description and type kept, no role chosen.
+      let page = await follow(await owner.send('POST', `${SETTINGS}/keys`, {
+        _csrf: await owner.csrf(`${SETTINGS}?new=key`), name: 'nightly <sync>', description: 'typed & kept', permission_type: 'Editor',
+      }))
+      expect(page).toContain('Roles: choose at least one role.')
+      expect(value(page, 'key-name')).toBe('nightly &lt;sync&gt;')
+      expect(text(page, 'key-description')).toBe('typed &amp; kept')
+      expect(page).toMatch(/<option selected>Editor<\/option>/)
+      expect(options(page, 'key-roles').filter((o) => o.endsWith('(selected)'))).toEqual([])
+      // Shown once: the form opened again is empty, every role chosen as for any new key.
+      page = (await owner.send('GET', `${SETTINGS}?new=key`)).body
+      expect(value(page, 'key-name')).toBe('')
+      expect(options(page, 'key-roles')).toEqual(['all (selected)', 'it_editor (selected)'])
+
+      // An edit refused: the new name typed is in that key's form.
+      const id = await editorKey('kept')
+      page = await follow(await owner.send('POST', `${SETTINGS}/keys/${id}`, {
+        _csrf: await owner.csrf(`${SETTINGS}?edit=${id}`), name: 'renamed but refused', description: '', permission_type: 'Editor',
+      }))
+      expect(page).toContain('Roles: choose at least one role.')
+      expect(value(page, 'key-name')).toBe('renamed but refused')
+      expect((await record(id)).name).toBe('kept')
+
+      // A transfer refused: the new owner and the roles chosen stay chosen.
+      page = await follow(await owner.send('POST', `${SETTINGS}/keys/${id}/transfer`, {
+        _csrf: await owner.csrf(`${SETTINGS}?transfer=${id}`), owner_user_id: users['viewer@acme.test']!, role_keys: ['it_editor'],
+      }))
+      expect(page).toMatch(/does not have the role it_editor/)
+      expect(new RegExp(`<option value="${users['viewer@acme.test']}" selected>`).test(page)).toBe(true)
+      expect(options(page, 'transfer-roles')).toEqual(['all', 'it_editor (selected)'])
+
+      // A webhook refused: its URL, events and description kept.
+      page = await follow(await owner.send('POST', `${SETTINGS}/webhooks`, {
+        _csrf: await owner.csrf(`${SETTINGS}?new=webhook`), url: 'ftp://hooks.example.com/in', event_types: 'asset.*', description: 'the CMDB',
+      }))
+      expect(page).toMatch(/class="error" role="alert">[^<]*url/i)
+      expect([value(page, 'webhook-url'), value(page, 'webhook-events'), value(page, 'webhook-description')]).toEqual(['ftp://hooks.example.com/in', 'asset.*', 'the CMDB'])
+      expect((await t.request('GET', '/api/v1/webhooks')).body.data).toEqual([])
+    })
   })
 }
