@@ -7,6 +7,8 @@ import { ensureDefaultOrganization } from './setup/bootstrap.js'
 import { storeNewKey } from './keys/create.js'
 import { operatorOrigin } from './outbox/write.js'
 import { startControlSocket, type ControlSocket } from './cli/control.js'
+import { HOLDER_WAIT_MS, serverAnswers } from './cli/control-client.js'
+import { DataDirInUseError } from './store/pglite-lock.js'
 import { startMetricsServer } from './ops/metrics-server.js'
 import type { Server } from 'node:http'
 import { applyHeapPolicy } from './ops/heap.js'
@@ -43,10 +45,31 @@ export interface StartOptions {
   metrics?: boolean
 }
 
+/**
+ * Opens the store; a PGlite directory held by a command of this host (a `kbis apply` run beside
+ * `kbis serve &` in a script, which may even have created the directory first) is waited for, up
+ * to HOLDER_WAIT_MS, as the commands wait for a server that is starting. A server that answers on
+ * the directory's control socket holds it for good: its message stands at once.
+ */
+async function openWhenFree(config: Config): Promise<Db> {
+  const deadline = Date.now() + HOLDER_WAIT_MS
+  let told = false
+  for (;;) {
+    try {
+      return await openStore(config, announceInitialize)
+    } catch (err) {
+      if (!(err instanceof DataDirInUseError) || !err.holderRunning || Date.now() >= deadline || await serverAnswers(config.dataDir)) throw err
+      if (!told) process.stderr.write(`kbis: ${config.dataDir} is held by another process of this host (a kbis command, or a kbis serve starting); waiting up to ${HOLDER_WAIT_MS / 1000} s\n`)
+      told = true
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
+  }
+}
+
 /** config → store → app → listen (and, on PGlite, the control socket the CLI talks to). */
 export async function startServer(config: Config, print: (line: string) => void, options: StartOptions = {}): Promise<RunningServer> {
   applyHeapPolicy(config)
-  const db = await openStore(config, announceInitialize)
+  const db = await openWhenFree(config)
   // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.
   const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })
   let control: ControlSocket | null = null

@@ -1,4 +1,5 @@
 import http from 'node:http'
+import net from 'node:net'
 import { createHash } from 'node:crypto'
 import { existsSync, realpathSync, rmSync } from 'node:fs'
 import os from 'node:os'
@@ -50,6 +51,21 @@ export async function sendToServer(dataDir: string, command: ControlCommand, bod
       } else reject(err)
     })
     request.end(JSON.stringify(body))
+  })
+}
+
+/** Whether a kbis serve answers on the control socket of `dataDir` (it has opened the directory). */
+export async function serverAnswers(dataDir: string): Promise<boolean> {
+  if (!existsSync(dataDir)) return false
+  const socketPath = controlSocketPath(dataDir)
+  if (!existsSync(socketPath)) return false
+  return new Promise((resolve) => {
+    const socket = net.connect(socketPath)
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => resolve(false))
   })
 }
 

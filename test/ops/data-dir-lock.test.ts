@@ -63,19 +63,30 @@ describe('one process at a time opens a PGlite data directory (kbis.lock)', { ti
     }
   })
 
-  it('openDb holds the lock from before initdb until close; a second kbis serve on the directory stops with one line', async () => {
+  it('openDb holds the lock from before initdb until close; kbis serve waits for a process of this host that holds it, and stops with one line beside a running server', async () => {
     const data = await templateDataDir(fresh('c'))
     const db = await openDb({ dataDir: data })
     expect(JSON.parse(readFileSync(path.join(data, LOCK_FILE), 'utf8'))).toMatchObject({ pid: process.pid })
     await expect(openDb({ dataDir: data })).rejects.toThrow('is open in this process already')
+    // Held by a process that is not a server (a command such as `kbis apply` run beside
+    // `kbis serve &` in a script): the server says so once, waits, and starts when it is let go.
+    const server = runCli(['serve', '--port', '0', '--data-dir', data])
+    onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
+    await server.waitFor(/held by another process/)
+    expect(server.lines).toEqual([`kbis: ${data} is held by another process of this host (a kbis command, or a kbis serve starting); waiting up to 60 s`])
+    await db.close()
+    expect(existsSync(path.join(data, LOCK_FILE))).toBe(false)
+    await server.waitFor(/kbis listening on/)
+    // Held by a running server (it answers on the directory's control socket): at once, one line.
     const second = runCli(['serve', '--port', '0', '--data-dir', data])
     onTestFinished(() => void (second.child.exitCode === null && second.child.kill('SIGKILL')))
     expect(await second.exited).toBe(1)
     expect(second.lines).toEqual([
-      `kbis: the data directory ${data} is in use by another process (pid ${process.pid} on ${os.hostname()}, since ${JSON.parse(readFileSync(path.join(data, LOCK_FILE), 'utf8')).since}): `
+      `kbis: the data directory ${data} is in use by another process (pid ${server.child.pid} on ${os.hostname()}, since ${JSON.parse(readFileSync(path.join(data, LOCK_FILE), 'utf8')).since}): `
       + `one process at a time may open a PGlite directory (CLI commands reach a running kbis serve through its socket; several processes need PostgreSQL). If no kbis runs there, remove ${path.join(data, LOCK_FILE)}`,
     ])
-    await db.close()
+    server.child.kill('SIGTERM')
+    expect(await server.exited).toBe(0)
     expect(existsSync(path.join(data, LOCK_FILE))).toBe(false)
     // A new directory: the lock is taken before the child process initializes it.
     const created = await openDb({ dataDir: fresh('d') })
