@@ -179,6 +179,46 @@ for (const store of STORES) {
           code: 1, stdout: '', stderr: 'kbis: the server does not support dry runs (?dry_run=true on POST /api/v1/bulk/assets); nothing was sent\n',
         })
       })
+      // One that refuses the parameter it does not know (400 naming dry_run) has none either.
+      await withStubServer((req, res) => {
+        const type = req.method === 'GET' && req.url === '/api/v1/metamodel/asset-types/server'
+        res.writeHead(type ? 200 : 400, { 'content-type': 'application/json' })
+        res.end(JSON.stringify(type
+          ? { data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } }
+          : { errors: [{ status: '400', code: 'invalid_request', detail: 'unknown query parameter dry_run', source: { parameter: 'dry_run' } }] }))
+      }, async (url) => {
+        expect(await kbis(['import', csv, '--type', 'server', '--dry-run', '--upsert'], { ...env, KBIS_URL: url })).toEqual({
+          code: 1, stdout: '', stderr: 'kbis: the server does not support dry runs (?dry_run=true on PUT /api/v1/bulk/assets); nothing was sent\n',
+        })
+      })
+    })
+
+    it('stops a key without the right with the server\'s reason, dry run or not: a server with dry runs is never called one without', async () => {
+      const csv = file('viewer.csv', 'name,hostname\ncli-viewer-1,cli-viewer-1\n')
+      // A bad cell: the chunk is not written and goes to the server as a dry run.
+      const cells = file('viewer-cells.csv', 'name,hostname,cpu_count\ncli-viewer-2,cli-viewer-2,eight\n')
+      const viewer = { ...env, KBIS_API_KEY: await t.givenKey({ type: 'Viewer' }) }
+      const refused = { code: 1, stdout: '', stderr: 'kbis: the server refused the import: this requires the Editor permission; the key acts as Viewer\n' }
+      for (const args of [[], ['--dry-run'], ['--upsert'], ['--dry-run', '--upsert']]) {
+        expect(await kbis(['import', csv, '--type', 'server', ...args], viewer), args.join()).toEqual(refused)
+      }
+      expect(await kbis(['import', cells, '--type', 'server'], viewer)).toEqual(refused)
+      // Any other refusal of the question is the server's word, not a missing dry run: nothing is sent.
+      let posts = 0
+      await withStubServer((req, res) => {
+        const type = req.method === 'GET' && req.url === '/api/v1/metamodel/asset-types/server'
+        if (!type) posts++
+        res.writeHead(type ? 200 : 500, { 'content-type': 'application/json' })
+        res.end(JSON.stringify(type
+          ? { data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } }
+          : { errors: [{ status: '500', code: 'internal_error', detail: 'internal error (request 7)' }] }))
+      }, async (url) => {
+        expect(await kbis(['import', csv, '--type', 'server', '--dry-run'], { ...env, KBIS_URL: url })).toEqual({
+          code: 1, stdout: '', stderr: 'kbis: the server refused the import: internal error (request 7)\n',
+        })
+      })
+      expect(posts).toBe(1)
+      expect(await count('cli-viewer-%')).toBe(0)
     })
 
     it('--upsert names each asset by its unique-key column (PUT /bulk/assets)', async () => {

@@ -96,10 +96,17 @@ interface ChunkContext {
 /**
  * Asks the server whether its bulk endpoint knows `?dry_run=true` with an empty request, which
  * writes nothing either way: a server that ignored the parameter would write a real chunk.
+ * Only two answers mean it does not: a success without `meta.dry_run` (the parameter ignored)
+ * and a 400 naming the parameter (refused as unknown). Any other refusal (401, 403, a 429 still
+ * there after the retries, a 500, …) is the server's word on the import itself, told as the real
+ * import tells it; nothing can be sent while the answer to the question is unknown.
  */
 async function probeDryRun(client: ServerClient, method: string): Promise<boolean> {
   const res = await client.json(method, '/api/v1/bulk/assets?dry_run=true', [])
-  return res.status === 200 && (res.body as { meta?: { dry_run?: unknown } } | null)?.meta?.dry_run === true
+  if (res.status >= 200 && res.status < 300) return (res.body as { meta?: { dry_run?: unknown } } | null)?.meta?.dry_run === true
+  const errors = errorsOf(res.body)
+  if (res.status === 400 && errors.some((e) => e.source?.parameter === 'dry_run')) return false
+  throw new Error(`the server refused the import: ${errors[0]?.detail ?? `HTTP ${res.status}`}`)
 }
 
 /**
