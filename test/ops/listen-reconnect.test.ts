@@ -7,6 +7,7 @@ import { openDb, type Db } from '../../src/store/db.js'
 import { applySetup } from '../../src/setup/apply.js'
 import type { SetupFile } from '../../src/setup/schema.js'
 import { createKeyFromCli } from '../../src/keys/cli.js'
+import { INVALIDATE_CHANNEL } from '../../src/core/channels.js'
 import { createTestStore, STORES, type TestStore } from '../helpers/stores.js'
 import { ACME } from '../helpers/fixtures.js'
 
@@ -58,8 +59,24 @@ describe.runIf(STORES.includes('postgres'))('postgres: the LISTEN connection rec
     throw new Error(`${what}: not within ${ms} ms`)
   }
 
+  /**
+   * Until the notifications sent so far have reached this process: PostgreSQL delivers them to a
+   * listener in commit order, so once a marker sent now arrives, every earlier one (the key
+   * creation's, which empties acme's cached metamodel) has been handled.
+   */
+  async function notificationsHandled(): Promise<void> {
+    const marker = `marker-${Math.random()}`
+    let seen = false
+    await store.db.listen(INVALIDATE_CHANNEL, (payload) => { if (payload === marker) seen = true })
+    await store.db.notify(INVALIDATE_CHANNEL, marker)
+    await until('marker notification', () => seen)
+  }
+
   it('reconnects after pg_terminate_backend, logs it, reloads the caches and sees later changes', async () => {
     const victim = (await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: 'victim', type: 'Viewer', roles: ['all'] }))
+    // The key's notification, arriving after the first read below, would empty the cache that the
+    // read fills, and the un-notified change would show for that reason (seen on a loaded machine).
+    await notificationsHandled()
     expect((await get(app, '/api/v1/metamodel/asset-types/note', victim.secret)).json().data.name).toBe('Note')
     const first = pidOf()
     expect(first).toBeTypeOf('number')
