@@ -1,0 +1,87 @@
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { loadSetupFile } from '../../src/setup/load.js'
+import { STORES } from '../helpers/stores.js'
+import { createTestApp, type TestApp } from '../helpers/app.js'
+import { KBIS_BIN } from '../helpers/cli-server.js'
+
+/**
+ * The examples of the docs that the README's quick start leads to, run as written against the
+ * organization of examples/acme.yaml with the quick start's key (Editor, owner@acme.test, role
+ * `all`): what the docs show is what they answer.
+ */
+
+/** The fenced blocks of `section` (from its heading to the next) in a doc, with their language. */
+function blocks(doc: string, section: string): { lang: string; text: string }[] {
+  const text = readFileSync(path.resolve('docs', doc), 'utf8')
+  const start = text.indexOf(`\n## ${section}\n`)
+  expect(start, `${doc}: ## ${section}`).toBeGreaterThan(0)
+  const end = text.indexOf('\n## ', start + 1)
+  const body = text.slice(start, end < 0 ? undefined : end)
+  return [...body.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => ({ lang: m[1]!, text: m[2]! }))
+}
+
+function kbis(args: string[], env: Record<string, string>, cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(KBIS_BIN, args, { cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+for (const store of STORES) {
+  describe(`${store}: the docs' examples on examples/acme.yaml`, () => {
+    let t: TestApp
+    let env: Record<string, string>
+    let dir: string
+    beforeAll(async () => {
+      t = await createTestApp(store, await loadSetupFile(path.resolve('examples/acme.yaml')))
+      const key = await t.givenKey({ type: 'Editor', roles: ['all'] })
+      env = { KBIS_URL: await t.app.listen({ host: '127.0.0.1', port: 0 }), KBIS_API_KEY: key }
+      dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-docs-'))
+    })
+    afterAll(async () => {
+      rmSync(dir, { recursive: true, force: true })
+      await t.close()
+    })
+
+    it('sync.md "Importing a CSV": the file imports, each command prints what the doc shows, a bad row is refused as shown', async () => {
+      const [csv, commands, output, refused] = blocks('sync.md', 'Importing a CSV')
+      expect([csv!.lang, commands!.lang, output!.lang, refused!.lang]).toEqual(['csv', 'sh', '', 'csv'])
+      const runs = [...commands!.text.matchAll(/^kbis (.+?)\s+#/gm)].map((m) => m[1]!.split(' '))
+      expect(runs).toHaveLength(3)
+      const badRow = /A row `([^`]+)` added to the file/.exec(readFileSync(path.resolve('docs/sync.md'), 'utf8'))![1]!
+      // The bad row first, while nothing is written: the dry run refuses it.
+      writeFileSync(path.join(dir, 'servers.csv'), `${csv!.text}${badRow}\n`)
+      const bad = await kbis(runs[0]!, env, dir)
+      expect(bad.code).toBe(1)
+      expect(readFileSync(path.join(dir, 'refused.csv'), 'utf8')).toBe(refused!.text)
+      writeFileSync(path.join(dir, 'servers.csv'), csv!.text)
+      let printed = ''
+      for (const args of runs) {
+        const run = await kbis(args, env, dir)
+        expect(run.code, args.join(' ')).toBe(0)
+        printed += run.stderr + run.stdout
+      }
+      expect(printed).toBe(output!.text)
+    })
+
+    it('api-keys.md "Create a key with the API": the request answers as shown', async () => {
+      const [request, answer] = blocks('api-keys.md', 'Create a key with the API')
+      const [line, body] = request!.text.trim().split('\n')
+      expect(line).toBe('POST /api/v1/api-keys')
+      const res = await t.request('POST', '/api/v1/api-keys', { key: env.KBIS_API_KEY!, body: JSON.parse(body!) })
+      expect(String(res.status)).toBe(answer!.text.split(' ')[0])
+      const shown = answer!.text.split('\n').slice(2).join('\n')
+      for (const member of ['name', 'description', 'permission_type', 'role_keys', 'last_used_at'] as const) {
+        expect(shown, member).toContain(`"${member}": ${JSON.stringify(res.body.data[member]).replace(/","/g, '", "')}`)
+      }
+    })
+  })
+}
