@@ -5,10 +5,23 @@ import type { Issue } from '../core/errors.js'
 import { MAX_INDEXED_TEXT } from '../core/schemas.js'
 
 /**
- * Characters a unique_key value may not contain (CONTRACT §2): it must be safe in a path. `\s` is
- * JavaScript's white space, which lacks U+0085 (NEXT LINE) of Unicode's White_Space.
+ * White space in a unique_key value: JavaScript's `\s` (tab to carriage return, the Zs spaces, the
+ * byte order mark, the line and paragraph separators) and U+0085 (NEXT LINE) of Unicode's
+ * White_Space, which `\s` lacks. Spelt out as `\uXXXX` escapes rather than `\s` or `[:space:]`
+ * because these patterns also run in SQL (setup/fit.ts), where `[:space:]` follows the server's
+ * locale: the same text then means the same in Ajv's patterns and in PostgreSQL's.
  */
-export const UNIQUE_KEY_PATTERN = "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s\\u0085]+$"
+const WHITE_SPACE = '\\u0009-\\u000d\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff'
+
+/** Characters a unique_key value may not contain (CONTRACT §2): it must be safe in a path. */
+export const UNIQUE_KEY_PATTERN = `^[^:/?#\\[\\]@!$&'()*+,;=\\\\${WHITE_SPACE}]+$`
+
+/**
+ * A date property's value: exactly YYYY-MM-DD (the `date` format then rejects impossible days such
+ * as 2026-02-30). Year 0000 is no date for PostgreSQL (no year 0), so it is excluded. `[0-9]`, not
+ * `\d`: this pattern also runs in SQL (setup/fit.ts), where `\d` is the locale's digits.
+ */
+export const DATE_PATTERN = '^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$'
 
 const ajv = new Ajv({ allErrors: true, strict: false })
 addFormats.default(ajv, ['date', 'uri'])
@@ -37,8 +50,7 @@ export function propertyValueSchema(def: PropertyDefinition): Record<string, unk
     case 'date':
       // `format: date` alone would also take other shapes in some Ajv modes; the pattern pins
       // exactly YYYY-MM-DD and the format rejects impossible days such as 2026-02-30.
-      // Year 0000 is no date for PostgreSQL (no year 0), so the pattern excludes it too.
-      return { type: 'string', pattern: '^(?!0000)\\d{4}-\\d{2}-\\d{2}$', format: 'date' }
+      return { type: 'string', pattern: DATE_PATTERN, format: 'date' }
     case 'boolean':
       return { type: 'boolean' }
     case 'select':

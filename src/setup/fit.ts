@@ -1,3 +1,5 @@
+import { MAX_INDEXED_TEXT } from '../core/schemas.js'
+import { DATE_PATTERN, UNIQUE_KEY_PATTERN } from '../metamodel/validate.js'
 import { Params } from '../store/sql.js'
 import type { PropertySpec } from './types.js'
 
@@ -6,13 +8,14 @@ import type { PropertySpec } from './types.js'
  * API's value validation (metamodel/validate.ts), evaluated where the data is instead of loading
  * every asset. Every cast sits behind a CASE that has checked the JSON type first, so a value of
  * another type yields false rather than a cast error. Values enter only as parameters.
+ *
+ * The unique key and date patterns are the API's own: written to mean the same to JavaScript and
+ * to PostgreSQL (no `\s`, `\d` or `[:space:]`, whose meaning in SQL follows the server's locale),
+ * they cannot drift apart.
  */
 
-/** CONTRACT §2: non-empty, none of `: / ? # [ ] @ ! $ & ' ( ) * + , ; = \` nor white space. */
-export const UNIQUE_KEY_SQL_PATTERN = "^[^:/?#\\[\\]@!$&'()*+,;=\\\\[:space:]]+$"
 /** A scheme, then anything without white space: a looser test than the API's `format: uri`. */
 const URL_SQL_PATTERN = '^[A-Za-z][A-Za-z0-9+.-]*:[^[:space:]]+$'
-const DATE_SQL_PATTERN = '^[0-9]{4}-[0-9]{2}-[0-9]{2}$'
 
 function string(v: string): string {
   return `jsonb_typeof(${v}) = 'string'`
@@ -28,7 +31,7 @@ function numeric(v: string, p: PropertySpec, params: Params, integer: boolean): 
   return `CASE WHEN jsonb_typeof(${v}) = 'number' THEN ${tests.join(' AND ')} ELSE false END`
 }
 
-/** YYYY-MM-DD naming a real day (2024-02-29 yes, 2026-02-30 no), without a cast that could fail. */
+/** YYYY-MM-DD naming a real day (2024-02-29 yes, 2026-02-30 and 0000-01-01 no), without a cast that could fail. */
 function date(v: string, params: Params): string {
   const s = `(${v} #>> '{}')`
   const y = `substr(${s}, 1, 4)::int`
@@ -36,7 +39,7 @@ function date(v: string, params: Params): string {
   const d = `substr(${s}, 9, 2)::int`
   const leap = `((${y} % 4 = 0 AND ${y} % 100 <> 0) OR ${y} % 400 = 0)`
   const days = `CASE WHEN ${m} = 2 THEN CASE WHEN ${leap} THEN 29 ELSE 28 END WHEN ${m} IN (4, 6, 9, 11) THEN 30 ELSE 31 END`
-  return `CASE WHEN ${string(v)} AND ${s} ~ ${params.add(DATE_SQL_PATTERN)}
+  return `CASE WHEN ${string(v)} AND ${s} ~ ${params.add(DATE_PATTERN)}
     THEN ${m} BETWEEN 1 AND 12 AND ${d} BETWEEN 1 AND ${days} ELSE false END`
 }
 
@@ -56,7 +59,9 @@ export function fitsSql(v: string, p: PropertySpec, params: Params): string {
     case 'url':
       return `(${string(v)} AND (${v} #>> '{}') ~ ${params.add(URL_SQL_PATTERN)})`
     case 'unique_key':
-      return `(${string(v)} AND (${v} #>> '{}') ~ ${params.add(UNIQUE_KEY_SQL_PATTERN)})`
+      // length() counts characters, as Ajv's maxLength does (an emoji is one, not two).
+      return `(${string(v)} AND length(${v} #>> '{}') <= ${params.add(MAX_INDEXED_TEXT)}::int
+        AND (${v} #>> '{}') ~ ${params.add(UNIQUE_KEY_PATTERN)})`
     case 'number': case 'currency': case 'percentage':
       return numeric(v, p, params, false)
     case 'integer': case 'score':
@@ -84,7 +89,7 @@ export function expectation(p: PropertySpec): string {
   switch (p.type) {
     case 'text': case 'long_text': case 'rich_text': return 'a string'
     case 'url': return 'a URL'
-    case 'unique_key': return "a unique key (non-empty, without white space or any of : / ? # [ ] @ ! $ & ' ( ) * + , ; = \\)"
+    case 'unique_key': return `a unique key (non-empty, at most ${MAX_INDEXED_TEXT} characters, without white space or any of : / ? # [ ] @ ! $ & ' ( ) * + , ; = \\)`
     case 'number': case 'currency': return `a number${bounds(p)}`
     case 'integer': case 'score': return `an integer${bounds(p)}`
     case 'percentage': return 'a number from 0 to 100'

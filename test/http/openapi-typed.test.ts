@@ -17,11 +17,11 @@ const SERVER_SCHEMA = {
   title: 'Server properties',
   'x-kbis-asset-type-key': 'server',
   properties: {
-    hostname: { title: 'Hostname', type: 'string', minLength: 1, maxLength: 500, pattern: "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\s\\u0085]+$" },
+    hostname: { title: 'Hostname', type: 'string', minLength: 1, maxLength: 500, pattern: "^[^:/?#\\[\\]@!$&'()*+,;=\\\\\\u0009-\\u000d\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]+$" },
     environment: { type: 'string', enum: ['dev', 'staging', 'prod'] },
     cpu_count: { type: 'integer', minimum: 1 },
     memory_gb: { type: 'number' },
-    purchased_on: { type: 'string', pattern: '^(?!0000)\\d{4}-\\d{2}-\\d{2}$', format: 'date' },
+    purchased_on: { type: 'string', pattern: '^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$', format: 'date' },
     tags: { type: 'array', items: { type: 'string', enum: ['pci', 'gdpr', 'legacy'] }, uniqueItems: true },
     managed: { type: 'boolean' },
     owner: { type: 'string' },

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestStore, STORES, type TestStore } from '../../helpers/stores.js'
 import { apply, baseSetup, failure, givenAsset, givenRelationship, snapshot, type BaseSetup } from './helpers.js'
 
-const FORBIDDEN = "a unique key (non-empty, without white space or any of : / ? # [ ] @ ! $ & ' ( ) * + , ; = \\)"
+const FORBIDDEN = "a unique key (non-empty, at most 500 characters, without white space or any of : / ? # [ ] @ ! $ & ' ( ) * + , ; = \\)"
 
 for (const kind of STORES) {
   describe(`${kind}: applySetup refuses metamodel changes that data contradicts`, () => {
