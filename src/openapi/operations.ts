@@ -110,9 +110,79 @@ const PROPERTY_FILTER = {
   schema: { type: 'object', additionalProperties: { type: 'string' } },
 }
 
-/** @fastify/swagger's `transformObject`: the `filter` deepObject parameter where assets are filtered by property. */
+/**
+ * The headers answers carry besides `Location` (components/headers). Set outside the routes (the
+ * request id in src/ops/http.ts, the quota in core/rate-limit.ts, a replay in
+ * idempotency/hooks.ts, Retry-After with the 429 and 503 that give it), so declared here, on the
+ * responses that carry them, once for every operation.
+ */
+const RESPONSE_HEADERS = {
+  'X-Request-Id': {
+    description: 'The request id: the X-Request-Id sent when it matches ^[A-Za-z0-9._-]{1,64}$, else a new UUID; error envelopes (meta.request_id), log lines and events carry the same.',
+    schema: { type: 'string' },
+  },
+  'RateLimit-Limit': {
+    description: "The organization's quota: requests per window. On every answer to a request whose API key was recognized (not a 401 for a missing, unknown or inactive key, nor the 503 of a server shutting down).",
+    schema: { type: 'integer', minimum: 0 },
+  },
+  'RateLimit-Remaining': {
+    description: 'Requests left in the current window (this one counted). On the answers that carry RateLimit-Limit.',
+    schema: { type: 'integer', minimum: 0 },
+  },
+  'RateLimit-Reset': {
+    description: 'Seconds until the current window ends (windows are fixed). On the answers that carry RateLimit-Limit.',
+    schema: { type: 'integer', minimum: 1 },
+  },
+  'Retry-After': {
+    description: 'Seconds to wait before sending the request again: with every 429 (rate_limit_exceeded) and with a 503 service_unavailable (not query_timeout).',
+    schema: { type: 'integer', minimum: 1 },
+  },
+  'Idempotent-Replayed': {
+    description: 'true: the answer of an earlier request with the same Idempotency-Key, sent again; nothing was written. Absent on every other answer.',
+    schema: { type: 'string', enum: ['true'] },
+  },
+} as const
+
+type HeaderName = keyof typeof RESPONSE_HEADERS
+const headerRef = (name: HeaderName): Json => ({ $ref: `#/components/headers/${name}` })
+
+/**
+ * Which of {@link RESPONSE_HEADERS} a response of an operation carries. Every answer has its
+ * request id. The quota's headers: every answer of an operation that takes a key (the others
+ * declare `security: []`). A replay: the answers of a write that takes an Idempotency-Key that are
+ * kept for a repeat, which are all but 5xx and 429 (not kept) and 413 (the body is read before
+ * the key is claimed).
+ */
+function headersOf(operation: Json, status: string): HeaderName[] {
+  const names: HeaderName[] = ['X-Request-Id']
+  if (!(Array.isArray(operation.security) && operation.security.length === 0)) names.push('RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset')
+  if (status === '429' || status === '503') names.push('Retry-After')
+  const idempotent = (operation.parameters as Json[] | undefined)?.some((p) => p.in === 'header' && String(p.name).toLowerCase() === 'idempotency-key')
+  if (idempotent && Number(status) < 500 && status !== '429' && status !== '413') names.push('Idempotent-Replayed')
+  return names
+}
+
+/** Every response with the headers it carries (new objects: responses may be shared between operations). */
+function declareResponseHeaders(openapiObject: Json): void {
+  openapiObject.components = { ...openapiObject.components, headers: { ...openapiObject.components?.headers, ...RESPONSE_HEADERS } }
+  for (const item of Object.values<Json>(openapiObject.paths ?? {})) {
+    for (const operation of Object.values<Json>(item)) {
+      if (!operation?.responses) continue
+      for (const [status, response] of Object.entries<Json>(operation.responses)) {
+        const headers = Object.fromEntries(headersOf(operation, status).map((name) => [name, headerRef(name)]))
+        operation.responses[status] = { ...response, headers: { ...response.headers, ...headers } }
+      }
+    }
+  }
+}
+
+/**
+ * @fastify/swagger's `transformObject`: the `filter` deepObject parameter where assets are
+ * filtered by property, and the response headers.
+ */
 export function transformDocument(document: { openapiObject: Partial<Json> } | { swaggerObject: Partial<Json> }): Json {
   const openapiObject = ('openapiObject' in document ? document.openapiObject : document.swaggerObject) as Json
+  declareResponseHeaders(openapiObject)
   for (const item of Object.values<Json>(openapiObject.paths ?? {})) {
     for (const operation of Object.values<Json>(item)) {
       const parameters = operation?.parameters as Json[] | undefined

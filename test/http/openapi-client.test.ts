@@ -52,7 +52,43 @@ for (const store of STORES) {
       for (const [path, method] of [['/api/v1/assets', 'post'], ['/api/v1/relationships', 'post'], ['/api/v1/api-keys', 'post'], ['/api/v1/assets/{id}', 'put']] as const) {
         expect(base.paths[path][method].responses['201'].headers?.Location?.schema, `${method} ${path}`).toEqual({ type: 'string' })
       }
-      expect(base.paths['/api/v1/bulk/assets'].post.responses['201'].headers).toBeUndefined()
+      expect(base.paths['/api/v1/bulk/assets'].post.responses['201'].headers?.Location).toBeUndefined()
+    })
+
+    it('declares the headers the answers carry, from components/headers: the request id, the quota, Retry-After, Idempotent-Replayed', async () => {
+      const ref = (name: string) => ({ $ref: `#/components/headers/${name}` })
+      const id = { 'X-Request-Id': ref('X-Request-Id') }
+      const quota = { 'RateLimit-Limit': ref('RateLimit-Limit'), 'RateLimit-Remaining': ref('RateLimit-Remaining'), 'RateLimit-Reset': ref('RateLimit-Reset') }
+      const retry = { 'Retry-After': ref('Retry-After') }
+      const replayed = { 'Idempotent-Replayed': ref('Idempotent-Replayed') }
+      for (const doc of [base, typed]) {
+        expect(Object.keys(doc.components.headers).sort()).toEqual(['Idempotent-Replayed', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'X-Request-Id'])
+        const create = doc.paths['/api/v1/assets'].post.responses
+        expect(create['201'].headers).toEqual({ Location: expect.objectContaining({ schema: { type: 'string' } }), ...id, ...quota, ...replayed })
+        expect(create['422'].headers).toEqual({ ...id, ...quota, ...replayed })
+        // 429 and 5xx answers are not kept for a repeat, nor is a body over the limit (read before the key is claimed).
+        expect(create['429'].headers).toEqual({ ...id, ...quota, ...retry })
+        expect(create['503'].headers).toEqual({ ...id, ...quota, ...retry })
+        expect(create['413'].headers).toEqual({ ...id, ...quota })
+        expect(doc.paths['/api/v1/bulk/assets'].put.responses['200'].headers).toEqual({ ...id, ...quota, ...replayed })
+        expect(doc.paths['/api/v1/assets/{id}'].delete.responses['204'].headers).toEqual({ ...id, ...quota, ...replayed })
+        expect(doc.paths['/api/v1/assets'].get.responses['200'].headers).toEqual({ ...id, ...quota })
+        // Without a key: the request id alone.
+        expect(doc.paths['/api/v1/openapi/base.json'].get.responses['200'].headers).toEqual(id)
+        for (const [path, item] of Object.entries<any>(doc.paths)) {
+          for (const [method, operation] of Object.entries<any>(item)) {
+            for (const [status, response] of Object.entries<any>(operation.responses)) expect(response.headers?.['X-Request-Id'], `${method} ${path} ${status}`).toEqual(id['X-Request-Id'])
+          }
+        }
+      }
+      // What the document declares is what the answers carry.
+      const body = { asset_type_key: 'server', name: 'replayed-01', properties: { hostname: 'replayed-01' } }
+      const first = await t.request('POST', '/api/v1/assets', { body, headers: { 'idempotency-key': 'openapi-headers-1' } })
+      const again = await t.request('POST', '/api/v1/assets', { body, headers: { 'idempotency-key': 'openapi-headers-1' } })
+      expect([first.status, again.status]).toEqual([201, 201])
+      expect(first.headers['idempotent-replayed']).toBeUndefined()
+      for (const name of ['x-request-id', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'location']) expect(again.headers[name], name).toBeDefined()
+      expect(again.headers['idempotent-replayed']).toBe('true')
     })
 
     it('names every filter[...] and relationships_filter[...] parameter, with a deepObject for property filters', () => {
@@ -70,7 +106,7 @@ for (const store of STORES) {
       // The property definitions take filter[asset_type_key] alone (any other filter is refused).
       expect(names('/api/v1/metamodel/property-definitions')).toEqual(['page[number]', 'page[size]', 'page[count]', 'filter[asset_type_key]'])
       // Every operation documents a success: the YAML document as text.
-      expect(base.paths['/api/v1/openapi/typed.yaml'].get.responses['200']).toEqual({ description: 'An OpenAPI 3.1 document (YAML)', content: { 'application/yaml': { schema: { type: 'string' } } } })
+      expect(base.paths['/api/v1/openapi/typed.yaml'].get.responses['200']).toEqual({ headers: expect.any(Object), description: 'An OpenAPI 3.1 document (YAML)', content: { 'application/yaml': { schema: { type: 'string' } } } })
       for (const [path, item] of Object.entries<any>(base.paths)) {
         for (const [method, operation] of Object.entries<any>(item)) expect(Object.keys(operation.responses).some((s) => s.startsWith('2')), `${method} ${path}`).toBe(true)
       }
