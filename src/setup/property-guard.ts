@@ -9,12 +9,19 @@ function validityChanged(before: PropertySpec, after: PropertySpec): boolean {
   return (['type', 'options', 'min', 'max'] as const).some((f) => !same(before[f], after[f]))
 }
 
+/**
+ * What the refused change was. Within one type only options (select, multi_select) or min/max
+ * (the number types) decide validity, so a change of options is never called one of bounds: a
+ * live value can be outside options that lose none (an asset restored from the archive after its
+ * option was removed).
+ */
 function action(label: string, before: PropertySpec | null, after: PropertySpec): string {
   if (!before) return `cannot add ${label}`
   if (before.type !== after.type) return `cannot change the type of ${label} from ${before.type} to ${after.type}`
+  if (same(before.options, after.options)) return `cannot change the bounds of ${label}`
   const removed = (before.options ?? []).filter((o) => !(after.options ?? []).includes(o))
   if (removed.length > 0) return `cannot remove option${removed.length > 1 ? 's' : ''} ${removed.join(', ')} from ${label}`
-  return `cannot change the bounds of ${label}`
+  return `cannot change the options of ${label}`
 }
 
 /**

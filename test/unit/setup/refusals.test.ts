@@ -117,6 +117,18 @@ for (const kind of STORES) {
       await expectRefused(orgId, s, `organization ${org}: cannot remove option staging from property server.environment: 1 live asset has a value that is not one of dev, prod`)
     })
 
+    it('changing select options, none removed, while a live value is outside them', async () => {
+      const { orgId, org, s } = await given()
+      // A value outside the options gets in through the archive: its option is removed while the
+      // asset is archived (archived values are not checked), then the asset is restored.
+      const id = await givenAsset(store.db, orgId, 'server', { hostname: 'a', environment: 'staging' }, { archived: true })
+      prop(s, 'environment').options = ['prod', 'dev']
+      await apply(store.db, s)
+      await store.db.query('UPDATE assets SET archived_at = NULL WHERE org_id = $1 AND id = $2', [orgId, id])
+      prop(s, 'environment').options = ['prod', 'qa', 'dev']
+      await expectRefused(orgId, s, `organization ${org}: cannot change the options of property server.environment: 1 live asset has a value that is not one of prod, qa, dev`)
+    })
+
     it('making a property required while live assets lack a value', async () => {
       const { orgId, org, s } = await given()
       await givenAsset(store.db, orgId, 'server', { hostname: 'a', owner: 'ann' })
