@@ -1,3 +1,5 @@
+import { connect } from 'node:net'
+import { once } from 'node:events'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
@@ -181,6 +183,46 @@ for (const store of STORES) {
       }
       expect((await first).status).toBe(201)
       expect(await send('POST', '/api/v1/bulk/assets', 'wait-1', items)).toEqual({ ...(await first), replayed: 'true' })
+    })
+
+    it('answers a repeat over HTTP 409 while the first still runs its statements (the process reads its sockets between them)', async () => {
+      // PGlite runs each statement in the server's own thread: without a turn of the event loop
+      // between them, nothing that arrived during a bulk was read before it had answered, and a
+      // repeat got the replay where CONTRACT §16 says 409.
+      const base = new URL(await t.app.listen({ port: 0, host: '127.0.0.1' }))
+      const body = JSON.stringify(Array.from({ length: 5000 }, (_, i) => server(`idem-busy-${i}`)))
+      const request = [
+        'POST /api/v1/bulk/assets HTTP/1.1', `Host: ${base.host}`, `Authorization: Bearer ${t.adminKey}`, 'Content-Type: application/json',
+        'Idempotency-Key: busy-1', `Content-Length: ${Buffer.byteLength(body)}`, 'Connection: close', '', body,
+      ].join('\r\n')
+      // The repeat's whole request is in its socket (as a client's would be, on another host) from
+      // the moment the first claims its key, its statements (5,000 rows, their events) still to run.
+      const repeat = connect(Number(base.port), '127.0.0.1')
+      await once(repeat, 'connect')
+      let answer = ''
+      repeat.on('data', (chunk: Buffer) => void (answer += chunk.toString()))
+      const repeated = once(repeat, 'end')
+      let sent = false
+      t.store.db.onQuery = (sql) => {
+        if (!sent && sql.includes('INSERT INTO idempotency_keys')) {
+          sent = true
+          repeat.write(request)
+        }
+      }
+      try {
+        const first = await fetch(`${base.origin}/api/v1/bulk/assets`, {
+          method: 'POST', body, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json', 'idempotency-key': 'busy-1' },
+        })
+        expect(first.status).toBe(201)
+        await repeated
+        // 409 only while the first runs: once it has answered, a repeat gets its replay.
+        expect(answer).toMatch(/^HTTP\/1\.1 409 /)
+        expect(answer).toContain('"code":"idempotency_key_in_use"')
+      } finally {
+        t.store.db.onQuery = null
+        repeat.destroy()
+      }
+      expect(await count('idem-busy-%')).toBe(5000)
     })
 
     it('answers 409 idempotency_key_in_use while the first request has not answered', async () => {
