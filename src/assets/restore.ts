@@ -9,6 +9,7 @@ import type { Tx } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { originOf } from '../outbox/write.js'
 import { toAssetRecord, type AssetRecord } from './mapper.js'
+import { prepareAssetValues } from './prepare.js'
 import { restoreAssets, selectArchivedAssetPage, selectArchivedAssets, selectLiveHolder, type ArchivedAssetRow } from './sql.js'
 
 /*
@@ -83,15 +84,33 @@ export async function countVisibleRelationshipsOf(tx: Tx, auth: AuthContext, id:
 }
 
 /**
+ * What an archived asset holds that the metamodel no longer allows. `kbis apply` checks a change
+ * against live assets only (archived ones may hold anything the metamodel once allowed: an option
+ * since removed, a property since dropped, an access domain since deleted), so a restore checks
+ * the asset as a create would, lest live data contradict the metamodel (CONTRACT §12).
+ */
+function disallowed(ctx: RequestContext, row: ArchivedAssetRow): AppError | null {
+  const { issues } = prepareAssetValues(ctx.metamodel, {
+    asset_type_key: row.asset_type_key, name: row.name, access_domain_key: row.access_domain_key, properties: row.properties,
+  })
+  if (issues.length === 0) return null
+  return new AppError(Errors.VALIDATION_FAILED, `${row.name} cannot be restored: the metamodel no longer allows what it holds `
+    + `(${issues.map((issue) => issue.detail).join('; ')}). Allow it again with kbis apply to restore it, or delete it permanently.`)
+}
+
+/**
  * Restores an archived asset: Editor or above and `delete` on it (CONTRACT §15). Refused (409
- * unique_violation, naming the value) when a live asset now holds its unique value. Returns the
- * asset and how many of the relationships that came back with it (those whose other end is live)
- * the caller sees.
+ * unique_violation, naming the value) when a live asset now holds its unique value, and (422
+ * validation_failed, naming each value) when the metamodel no longer allows what it holds.
+ * Returns the asset and how many of the relationships that came back with it (those whose other
+ * end is live) the caller sees.
  */
 export async function restoreArchivedAsset(ctx: RequestContext, id: string): Promise<{ asset: AssetRecord; relationships: number }> {
   if (ctx.auth.permission === 'Viewer') throw new AppError(Errors.FORBIDDEN, 'a Viewer cannot restore assets')
   return ctx.db.transaction(async (tx) => {
     const row = await findArchived(ctx, tx, id, 'restore')
+    const refused = disallowed(ctx, row)
+    if (refused) throw refused
     if (row.unique_value !== null && (await selectLiveHolder(tx, ctx.auth.orgId, row.asset_type_key, row.unique_value))) {
       throw uniqueTaken(ctx, row, row.unique_value)
     }

@@ -96,7 +96,9 @@ export async function assetPages(app: FastifyInstance): Promise<void> {
       const { asset, relationships: n } = await restoreArchivedAsset(ctx, id)
       return redirectWith(app, request, reply, back, { notice: `Restored ${asset.name}${n > 0 ? ` with ${n} relationship${n === 1 ? '' : 's'}` : ''}.` })
     } catch (err) {
-      if (err instanceof AppError && err.def === Errors.UNIQUE_VIOLATION) return redirectWith(app, request, reply, back, { error: err.message })
+      if (err instanceof AppError && (err.def === Errors.UNIQUE_VIOLATION || err.def === Errors.VALIDATION_FAILED)) {
+        return redirectWith(app, request, reply, back, { error: err.issues.map((i) => i.detail).join(' ') })
+      }
       throw err
     }
   })

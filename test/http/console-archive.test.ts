@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { STORES } from '../helpers/stores.js'
 import { Browser, givenPasswords } from '../helpers/console.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { ACME } from '../helpers/fixtures.js'
 
 /** Restore and permanent deletion keep the live counters and the typed search projection right. */
 for (const kind of STORES) {
@@ -44,6 +47,39 @@ for (const kind of STORES) {
         { type: 'asset.restored', subject: `assets/${ids[0]}`, actor: { api_key_id: null, user_id: ownerId } },
         { type: 'asset.deleted', subject: `assets/${ids[1]}`, actor: { api_key_id: null, user_id: ownerId } },
       ])
+    })
+
+    it('refuses to restore what the metamodel no longer allows (an option and an access domain since removed), naming each value; restores once it is allowed again', async () => {
+      const acme = ACME as unknown as SetupFile
+      const apply = async (setup: SetupFile) => {
+        await applySetup(t.store.db, setup)
+        // PostgreSQL tells the app through LISTEN, a moment later: not waited for here.
+        t.app.metamodels.invalidate()
+      }
+      const id = (await t.request('POST', '/api/v1/assets', { body: {
+        asset_type_key: 'server', name: 'old-staging', access_domain_key: 'finance', properties: { hostname: 'old-staging', environment: 'staging' },
+      } })).body.data.id as string
+      expect((await t.request('DELETE', `/api/v1/assets/${id}`)).status).toBe(204)
+      // Accepted by kbis apply: no live asset holds staging or sits in finance (archived ones are not checked).
+      const narrowed = structuredClone(ACME)
+      const server = narrowed.metamodel.asset_types.find((a) => a.key === 'server')!
+      ;(server.properties.find((p) => p.key === 'environment') as { options: string[] }).options = ['dev', 'prod']
+      narrowed.access_domains = narrowed.access_domains.filter((d) => d.key !== 'finance')
+      for (const role of narrowed.roles) role.grants = role.grants.filter((g) => g.access_domain_key !== 'finance')
+      try {
+        await apply(narrowed as unknown as SetupFile)
+        const refused = await post(`/console/archived/${id}/restore`)
+        expect(refused.statusCode).toBe(303)
+        const page = (await owner.send('GET', refused.headers.location as string)).body
+        expect(/class="error" role="alert">([^<]*)</.exec(page)?.[1]).toBe(
+          'old-staging cannot be restored: the metamodel no longer allows what it holds (environment must be one of dev, prod; unknown access domain finance). '
+          + 'Allow it again with kbis apply to restore it, or delete it permanently.')
+        expect((await t.request('GET', `/api/v1/assets/${id}`)).status).toBe(404)
+      } finally {
+        await apply(acme)
+      }
+      expect((await post(`/console/archived/${id}/restore`)).statusCode).toBe(303)
+      expect((await t.request('GET', `/api/v1/assets/${id}`)).body.data).toMatchObject({ name: 'old-staging', access_domain_key: 'finance', properties: { environment: 'staging' } })
     })
 
     it('refuses what the user may not (403 page); hidden or unknown assets are 404 pages', async () => {
