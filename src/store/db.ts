@@ -405,15 +405,9 @@ const PGLITE_PARSERS = { 1184: parseTimestamptz }
  * PGlite if it does. Statements outside transactions (the reads) pass without one: a turn after
  * each cost ≈ 8 % of the search throughput on PGlite (profile-reads, alternating runs).
  */
-async function runPgliteTurning<R>(
-  on: Pick<PGlite, 'query'>,
-  hook: QueryHook | null,
-  sql: string,
-  params: readonly unknown[],
-  options: QueryOptions,
-): Promise<QueryResult<R>> {
+async function runPgliteTurning<R>(...statement: Parameters<typeof runPgliteStatement>): Promise<QueryResult<R>> {
   try {
-    return await runPgliteStatement<R>(on, hook, sql, params, options)
+    return await runPgliteStatement<R>(...statement)
   } finally {
     if (performance.now() - loopTurnedAt >= PGLITE_TURN_AFTER_MS) {
       await new Promise<void>((resolve) => setImmediate(resolve))

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -6,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadSetupFile } from '../../src/setup/load.js'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
-import { KBIS_BIN } from '../helpers/cli-server.js'
+import { runKbis } from '../helpers/cli-server.js'
 
 /**
  * The examples of the docs that the README's quick start leads to, run as written against the
@@ -24,16 +23,7 @@ function blocks(doc: string, section: string): { lang: string; text: string }[] 
   return [...body.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => ({ lang: m[1]!, text: m[2]! }))
 }
 
-function kbis(args: string[], env: Record<string, string>, cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(KBIS_BIN, args, { cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
-}
+const kbis = (args: string[], env: Record<string, string>, cwd: string) => runKbis(args, { env, cwd })
 
 for (const store of STORES) {
   describe(`${store}: the docs' examples on examples/acme.yaml`, () => {

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer, type RequestListener } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -8,27 +7,13 @@ import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
-import { KBIS_BIN } from '../helpers/cli-server.js'
+import { runKbis, type CliRun } from '../helpers/cli-server.js'
 
 
-interface Run {
-  code: number | null
-  stdout: string
-  stderr: string
-}
+type Run = CliRun
 
 /** Runs the CLI to its end; `input`, when given, is its standard input. */
-function kbis(args: string[], env: Record<string, string> = {}, input?: string): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = spawn(KBIS_BIN, args, { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } })
-    if (input !== undefined) child.stdin.end(input)
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
-}
+const kbis = (args: string[], env: Record<string, string> = {}, input?: string): Promise<Run> => runKbis(args, { env, input })
 
 for (const store of STORES) {
   describe(`${store}: kbis import / kbis export`, () => {

@@ -26,6 +26,28 @@ export interface CliProcess {
   exited: Promise<number | null>
 }
 
+export interface CliRun {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/**
+ * Runs the `kbis` CLI to its end with PATH and HOME and `env` only (no DATABASE_URL, KBIS_URL
+ * or KBIS_API_KEY of the test's own environment); `input`, when given, is its standard input.
+ */
+export function runKbis(args: string[], options: { env?: Record<string, string>; cwd?: string; input?: string } = {}): Promise<CliRun> {
+  return new Promise((resolve) => {
+    const child = spawn(KBIS_BIN, args, { cwd: options.cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, ...options.env } })
+    if (options.input !== undefined) child.stdin.end(options.input)
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
 /** Runs the `kbis` CLI (bin/kbis) in its own process (`kbis serve`, `kbis apply`, …). */
 export function runCli(args: string[], env: Record<string, string | undefined> = {}): CliProcess {
   const child = spawn(KBIS_BIN, args, {
