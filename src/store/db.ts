@@ -403,7 +403,7 @@ const PGLITE_PARSERS = { 1184: parseTimestamptz }
  * PGLITE_TURN_AFTER_MS or more after the loop last turned here is followed by one turn
  * (`setImmediate`): what arrived meanwhile is read, answered if it needs no store, and queued on
  * PGlite if it does. Statements outside transactions (the reads) pass without one: a turn after
- * each cost ≈ 8 % of the search throughput on PGlite (profile-reads, alternating runs).
+ * each cost ≈ 8 % of the search throughput on PGlite (profile-reads, alternating runs). Decision 0024.
  */
 async function runPgliteTurning<R>(...statement: Parameters<typeof runPgliteStatement>): Promise<QueryResult<R>> {
   try {
