@@ -96,13 +96,18 @@ function parseMeasure(entry: unknown, at: string, metamodel: Metamodel): Measure
   if (typeof field !== 'string') bad(`${at}/field`, `${String(type)} needs a field`)
   const resolved = parseField(field, `${at}/field`, metamodel)
   if ((type === 'sum' || type === 'average') && !isNumber(resolved)) {
-    bad(`${at}/field`, `${type} needs a number property (number, integer, percentage, currency, score); ${field} is not one`)
+    // A key that is a number on some types and not on others is read as text (docs/analytics.md).
+    const some = resolved.kind === 'property' && resolved.kinds.includes('number')
+    bad(`${at}/field`, some
+      ? `${type} needs a number property; ${field} is a number on some asset types and not on others, so it is read as text: filter asset_type_key to the types where it is a number`
+      : `${type} needs a number property (number, integer, percentage, currency, score); ${field} is not one`)
   }
   return { type: type as 'count_distinct' | 'sum' | 'average', name: (as as string | undefined) ?? `${String(type)}:${field}`, field: resolved }
 }
 
+/** A property every asset type in reach defines as a number (a key of mixed kinds is read as text). */
 function isNumber(field: AnalyticsField): boolean {
-  return field.kind === 'property' && field.kinds.includes('number')
+  return field.kind === 'property' && field.kinds.length === 1 && field.kinds[0] === 'number'
 }
 
 /** `asset_type_key`, `created_at`, … or `properties.<key>` of a key some asset type defines. */

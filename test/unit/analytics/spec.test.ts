@@ -38,6 +38,15 @@ describe('parseAnalytics', () => {
     expect(spec.breakdown).toEqual({ kind: 'field', name: 'properties.purchased_on', field: { kind: 'property', key: 'purchased_on', kinds: ['date'] }, interval: 'year' })
   })
 
+  it('sums a key of mixed kinds only where the filter reaches the types that define it as a number', () => {
+    const rack = { filter: { field: 'asset_type_key', operator: 'equals', value: 'rack' } }
+    expect(parse({ ...rack, measures: [{ type: 'sum', field: 'properties.size' }] }).measures).toEqual([
+      { type: 'sum', name: 'sum:properties.size', field: { kind: 'property', key: 'size', kinds: ['number'] } },
+    ])
+    expect(fails({ measures: [{ type: 'average', field: 'properties.size' }] }).issues[0]?.detail).toBe(
+      'average needs a number property; properties.size is a number on some asset types and not on others, so it is read as text: filter asset_type_key to the types where it is a number')
+  })
+
   it.each<[string, unknown, string, string]>([
     ['a body that is not an object', [1], '', 'invalid_request'],
     ['an unknown member', { measure: [] }, '/measure', 'invalid_request'],
@@ -45,6 +54,7 @@ describe('parseAnalytics', () => {
     ['an unknown measure type', { measures: [{ type: 'median', field: 'properties.cpu_count' }] }, '/measures/0/type', 'invalid_request'],
     ['sum on a text property', { measures: [{ type: 'sum', field: 'properties.owner' }] }, '/measures/0/field', 'invalid_request'],
     ['average on a system field', { measures: [{ type: 'average', field: 'created_at' }] }, '/measures/0/field', 'invalid_request'],
+    ['sum on a key of mixed kinds (integer on racks, text on cables), read as text', { measures: [{ type: 'sum', field: 'properties.size' }] }, '/measures/0/field', 'invalid_request'],
     ['count_distinct without a field', { measures: [{ type: 'count_distinct' }] }, '/measures/0/field', 'invalid_request'],
     ['count with a field', { measures: [{ type: 'count', field: 'name' }] }, '/measures/0/field', 'invalid_request'],
     ['an unknown property', { measures: [{ type: 'count_distinct', field: 'properties.colour' }] }, '/measures/0/field', 'invalid_request'],
