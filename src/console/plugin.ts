@@ -9,6 +9,7 @@ import helmet from '@fastify/helmet'
 import view from '@fastify/view'
 import { Eta } from 'eta'
 import { AppError, Errors } from '../core/errors.js'
+import { refuseBrokenUrl } from '../core/http-input.js'
 import type { RequestContext } from '../request/context.js'
 import { userAuthContext } from '../core/auth/user.js'
 import { loadSession, signIn, signOut } from './auth.js'
@@ -166,6 +167,9 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     referrerPolicy: { policy: 'same-origin' },
     strictTransportSecurity: false,
   })
+  // The app's check of broken URLs (a NUL, an escape that is not UTF-8), here so that its error
+  // page has the headers above (core/http-input.ts leaves console URLs to this hook).
+  app.addHook('onRequest', async (request) => refuseBrokenUrl(request.url))
   await app.register(cookie)
   await app.register(formbody)
   await app.register(csrf, {

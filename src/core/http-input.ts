@@ -260,6 +260,18 @@ export class RefusedBody {
 /** The methods that write (CONTRACT §16: Idempotency-Key and dry runs apply to them). */
 export const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
 
+const CONSOLE_URL = /^\/console(\/|\?|$)/
+
+/** 400 invalid_request for a URL with an escaped NUL or a percent-escape that is not UTF-8. */
+export function refuseBrokenUrl(url: string): void {
+  if (/%00/i.test(url)) {
+    const parameter = nulParameter(url)
+    throw new AppError(Errors.INVALID_REQUEST, [parameter === null ? { detail: NUL_IN_URL } : { detail: NUL_IN_URL, parameter }])
+  }
+  const bad = badlyEscapedParameter(url)
+  if (bad) throw new AppError(Errors.INVALID_REQUEST, [bad.name === null ? { detail: BAD_ESCAPE } : { detail: BAD_ESCAPE, parameter: bad.name }])
+}
+
 /** Whether a refused body waits for the Idempotency-Key's claim: a write of the API that carries one. */
 function defersRefusal(request: FastifyRequest): boolean {
   return WRITE_METHODS.has(request.method) && request.headers['idempotency-key'] !== undefined && request.url.startsWith('/api/v1/')
@@ -270,13 +282,10 @@ function defersRefusal(request: FastifyRequest): boolean {
  * instead of failing deep inside a statement (500) or being stored as something else.
  */
 export function registerInputGuards(app: FastifyInstance): void {
+  // The console's pages check their URLs in the console's own scope, after its browser hardening
+  // (console/plugin.ts): a refusal here would skip those headers on its error page.
   app.addHook('onRequest', async (request) => {
-    if (/%00/i.test(request.url)) {
-      const parameter = nulParameter(request.url)
-      throw new AppError(Errors.INVALID_REQUEST, [parameter === null ? { detail: NUL_IN_URL } : { detail: NUL_IN_URL, parameter }])
-    }
-    const bad = badlyEscapedParameter(request.url)
-    if (bad) throw new AppError(Errors.INVALID_REQUEST, [bad.name === null ? { detail: BAD_ESCAPE } : { detail: BAD_ESCAPE, parameter: bad.name }])
+    if (!CONSOLE_URL.test(request.url)) refuseBrokenUrl(request.url)
   })
   // Fastify's own JSON parser (with its prototype-poisoning protection), plus the walk above. The
   // walk checks values only when the raw text looks suspect, so ordinary bodies pay one

@@ -229,6 +229,9 @@ for (const kind of STORES) {
         expect(res.statusCode, url).toBe(400)
         expect(res.headers['content-type'], url).toBe('text/html; charset=utf-8')
         expect(res.body, url).toContain('<h1>Error</h1>')
+        // Refused before any page ran, the error page still has the console's browser hardening.
+        expect(res.headers['content-security-policy'], url).toContain("frame-ancestors 'none'")
+        expect(res.headers['x-frame-options'], url).toBe('DENY')
       }
     })
 
