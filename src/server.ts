@@ -7,8 +7,7 @@ import { ensureDefaultOrganization } from './setup/bootstrap.js'
 import { storeNewKey } from './keys/create.js'
 import { operatorOrigin } from './outbox/write.js'
 import { startControlSocket, type ControlSocket } from './cli/control.js'
-import { HOLDER_WAIT_MS, serverAnswers } from './cli/control-client.js'
-import { DataDirInUseError } from './store/pglite-lock.js'
+import { serverAnswers, whileHeldHere } from './cli/control-client.js'
 import { startMetricsServer } from './ops/metrics-server.js'
 import type { Server } from 'node:http'
 import { applyHeapPolicy } from './ops/heap.js'
@@ -52,18 +51,7 @@ export interface StartOptions {
  * the directory's control socket holds it for good: its message stands at once.
  */
 async function openWhenFree(config: Config): Promise<Db> {
-  const deadline = Date.now() + HOLDER_WAIT_MS
-  let told = false
-  for (;;) {
-    try {
-      return await openStore(config, announceInitialize)
-    } catch (err) {
-      if (!(err instanceof DataDirInUseError) || !err.holderRunning || Date.now() >= deadline || await serverAnswers(config.dataDir)) throw err
-      if (!told) process.stderr.write(`kbis: ${config.dataDir} is held by another process of this host (a kbis command, or a kbis serve starting); waiting up to ${HOLDER_WAIT_MS / 1000} s\n`)
-      told = true
-      await new Promise((resolve) => setTimeout(resolve, 250))
-    }
-  }
+  return whileHeldHere(config.dataDir, 'a kbis command, or a kbis serve starting', () => openStore(config, announceInitialize), () => serverAnswers(config.dataDir))
 }
 
 /** config → store → app → listen (and, on PGlite, the control socket the CLI talks to). */

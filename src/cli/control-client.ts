@@ -73,26 +73,36 @@ export async function serverAnswers(dataDir: string): Promise<boolean> {
 export const HOLDER_WAIT_MS = 60_000
 
 /**
- * Runs a command on the server that owns the PGlite directory, or here (`here`, which opens it)
- * when none does. While another process of this host holds the directory, it waits, up to
- * HOLDER_WAIT_MS, for that process to answer on its socket (a `kbis serve` still starting: a new
- * directory's initialization takes seconds, and a script runs `kbis serve &` then `kbis apply` at
- * once) or to let go (another command finishing); it says so once on standard error. Then the
- * holder's message stands.
+ * Runs `attempt` until it succeeds, or fails otherwise than because another process of this host
+ * holds the data directory (DataDirInUseError with `holderRunning`): then again every 250 ms, up
+ * to HOLDER_WAIT_MS, saying once on standard error what may hold it (`holders`). `stop` ends the
+ * wait at once (the holder is one that will not let go). After that the holder's message stands.
  */
-export async function onServerOrHere<T>(dataDir: string, command: ControlCommand, body: unknown, here: () => Promise<T>): Promise<T> {
+export async function whileHeldHere<T>(dataDir: string, holders: string, attempt: () => Promise<T>, stop: () => Promise<boolean> = async () => false): Promise<T> {
   const deadline = Date.now() + HOLDER_WAIT_MS
   let told = false
   for (;;) {
-    const remote = await sendToServer(dataDir, command, body)
-    if (remote !== null) return remote as T
     try {
-      return await here()
+      return await attempt()
     } catch (err) {
-      if (!(err instanceof DataDirInUseError) || !err.holderRunning || Date.now() >= deadline) throw err
-      if (!told) process.stderr.write(`kbis: ${dataDir} is held by another process of this host (a kbis serve starting, or another command); waiting up to ${HOLDER_WAIT_MS / 1000} s\n`)
+      if (!(err instanceof DataDirInUseError) || !err.holderRunning || Date.now() >= deadline || await stop()) throw err
+      if (!told) process.stderr.write(`kbis: ${dataDir} is held by another process of this host (${holders}); waiting up to ${HOLDER_WAIT_MS / 1000} s\n`)
       told = true
       await new Promise((resolve) => setTimeout(resolve, 250))
     }
   }
+}
+
+/**
+ * Runs a command on the server that owns the PGlite directory, or here (`here`, which opens it)
+ * when none does. While another process of this host holds the directory, it waits (whileHeldHere)
+ * for that process to answer on its socket (a `kbis serve` still starting: a new directory's
+ * initialization takes seconds, and a script runs `kbis serve &` then `kbis apply` at once) or to
+ * let go (another command finishing).
+ */
+export async function onServerOrHere<T>(dataDir: string, command: ControlCommand, body: unknown, here: () => Promise<T>): Promise<T> {
+  return whileHeldHere(dataDir, 'a kbis serve starting, or another command', async () => {
+    const remote = await sendToServer(dataDir, command, body)
+    return remote !== null ? remote as T : here()
+  })
 }
