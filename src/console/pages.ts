@@ -9,7 +9,7 @@ import { selectArchivedAssets } from '../assets/sql.js'
 import { AppError, Errors } from '../core/errors.js'
 import { isUuid } from '../core/time.js'
 import type { PageMeta } from '../core/pagination.js'
-import { field, query, redirectWith, render, renderPartial } from './plugin.js'
+import { backWithRefusal, field, query, redirectWith, render, renderPartial } from './plugin.js'
 import { assetHistory } from './history.js'
 
 const PAGE_SIZE = 25
@@ -96,10 +96,7 @@ export async function assetPages(app: FastifyInstance): Promise<void> {
       const { asset, relationships: n } = await restoreArchivedAsset(ctx, id)
       return redirectWith(app, request, reply, back, { notice: `Restored ${asset.name}${n > 0 ? ` with ${n} relationship${n === 1 ? '' : 's'}` : ''}.` })
     } catch (err) {
-      if (err instanceof AppError && (err.def === Errors.UNIQUE_VIOLATION || err.def === Errors.VALIDATION_FAILED)) {
-        return redirectWith(app, request, reply, back, { error: err.issues.map((i) => i.detail).join(' ') })
-      }
-      throw err
+      return backWithRefusal(app, request, reply, err, [Errors.UNIQUE_VIOLATION, Errors.VALIDATION_FAILED], back)
     }
   })
 

@@ -8,7 +8,7 @@ import csrf from '@fastify/csrf-protection'
 import helmet from '@fastify/helmet'
 import view from '@fastify/view'
 import { Eta } from 'eta'
-import { AppError, Errors } from '../core/errors.js'
+import { AppError, Errors, type ErrorDef } from '../core/errors.js'
 import { refuseBrokenUrl } from '../core/http-input.js'
 import type { RequestContext } from '../request/context.js'
 import { userAuthContext } from '../core/auth/user.js'
@@ -102,6 +102,16 @@ export async function redirectWith(app: FastifyInstance, request: FastifyRequest
   const stored = flash.secret ? { ...flash, secret: { ...flash.secret, value: sealAnswer(sessionToken(request), FLASH_SCOPE, flash.secret.value) } } : flash
   await setFlash(app.db, c.orgId, c.sessionId, stored)
   return reply.code(303).header('location', to).send()
+}
+
+/**
+ * A refusal the user can mend (one of `mendable`) goes back to the page `back` with its message,
+ * and with what was typed into the form when `form` is given; any other error is the error page's.
+ */
+export async function backWithRefusal(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, err: unknown,
+  mendable: readonly ErrorDef[], back: string, form?: TypedForm): Promise<FastifyReply> {
+  if (!(err instanceof AppError) || !mendable.includes(err.def)) throw err
+  return redirectWith(app, request, reply, back, { error: err.issues.map((i) => i.detail).join(' '), ...(form ? { form } : {}) })
 }
 
 const FLASH_SCOPE = 'kbis console flash'

@@ -5,7 +5,7 @@ import type { KeyPermission } from '../core/auth/permissions.js'
 import type { TypedForm } from './sql.js'
 import { permissionAtLeast } from '../core/auth/permissions.js'
 import { KEY_DESCRIPTION_MAX_LENGTH, KEY_NAME_MAX_LENGTH } from '../keys/limits.js'
-import { field, fields, query, redirectWith, render, typedForm } from './plugin.js'
+import { backWithRefusal, field, fields, query, redirectWith, render, typedForm } from './plugin.js'
 import { pager } from './pages.js'
 import { webhookPages, webhooksForPage } from './webhooks.js'
 
@@ -74,12 +74,8 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
   await app.register(webhookPages)
 
   // A refusal goes back to the form with its message and what was typed into it.
-  const onError = async (request: FastifyRequest, reply: Parameters<typeof redirectWith>[2], err: unknown, back: string, form: TypedForm) => {
-    if (err instanceof AppError && (err.def === Errors.VALIDATION_FAILED || err.def === Errors.FORBIDDEN)) {
-      return redirectWith(app, request, reply, back, { error: err.issues.map((i) => i.detail).join(' '), form })
-    }
-    throw err
-  }
+  const onError = (request: FastifyRequest, reply: Parameters<typeof redirectWith>[2], err: unknown, back: string, form: TypedForm) =>
+    backWithRefusal(app, request, reply, err, [Errors.VALIDATION_FAILED, Errors.FORBIDDEN], back, form)
   const keyForm = (request: FastifyRequest, of: string) => typedForm(request, of, { one: ['name', 'description', 'permission_type'], many: ['role_keys'] })
 
   // Actions the page does not offer the user (no form, no button) are forged requests: the 403

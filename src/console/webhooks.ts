@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import * as service from '../webhooks/service.js'
 import { AppError, Errors } from '../core/errors.js'
-import { field, redirectWith, typedForm } from './plugin.js'
+import { backWithRefusal, field, redirectWith, typedForm } from './plugin.js'
 import type { TypedForm } from './sql.js'
 
 const SETTINGS = '/console/developer-settings'
@@ -29,12 +29,8 @@ export async function webhooksForPage(app: FastifyInstance, request: FastifyRequ
 /** /console/developer-settings/webhooks…: the API's webhook service with the user's context. */
 export async function webhookPages(app: FastifyInstance): Promise<void> {
   // A refusal goes back to the form with its message and what was typed into it.
-  const fail = async (request: FastifyRequest, reply: Parameters<typeof redirectWith>[2], err: unknown, back: string, form: TypedForm) => {
-    if (err instanceof AppError && err.def === Errors.VALIDATION_FAILED) {
-      return redirectWith(app, request, reply, back, { error: err.issues.map((i) => i.detail).join(' '), form })
-    }
-    throw err
-  }
+  const fail = (request: FastifyRequest, reply: Parameters<typeof redirectWith>[2], err: unknown, back: string, form: TypedForm) =>
+    backWithRefusal(app, request, reply, err, [Errors.VALIDATION_FAILED], back, form)
   const id = (request: FastifyRequest) => (request.params as { id: string }).id
 
   app.post('/developer-settings/webhooks', async (request, reply) => {
