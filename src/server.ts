@@ -60,8 +60,6 @@ export async function startServer(config: Config, print: (line: string) => void,
   const db = await openWhenFree(config)
   // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.
   const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })
-  let control: ControlSocket | null = null
-  if (db.kind === 'pglite') control = await startControlSocket(config.dataDir, db)
   await app.listen({ port: config.port, host: config.host }).catch((err: Error) => {
     throw new Error(`cannot listen on ${config.host}:${config.port} (HOST or --host, PORT or --port): ${err.message}`)
   })
@@ -74,6 +72,10 @@ export async function startServer(config: Config, print: (line: string) => void,
   // Once the server listens: a start that fails before (a port in use) must not create the
   // Admin key, which is shown only once and would be lost with it.
   const secret = options.bootstrap === false ? null : await bootstrap(db)
+  // Then the control socket the CLI talks to on PGlite: a command waiting for this server (`kbis
+  // serve & kbis apply` in a script) runs after the first start's organization exists, not before
+  // it, where an organization it created would leave the first start without its Admin key.
+  const control: ControlSocket | null = db.kind === 'pglite' ? await startControlSocket(config.dataDir, db) : null
   print(`kbis listening on ${url} (store: ${db.kind === 'pglite' ? `PGlite in ${config.dataDir}` : 'PostgreSQL'})`)
   if (metricsServer) print(`metrics on ${metricsServer.url}`)
   if (secret) printAdminKey(print, secret)

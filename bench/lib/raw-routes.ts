@@ -67,11 +67,11 @@ export async function startRawRoutes(db: Db, serviceDb: Db): Promise<{ url: stri
   app.post('/copy', async (request) => {
     const { sql, data } = request.body as { sql: string; data: string }
     if (db.kind !== 'pglite') throw new Error('bench: /copy is for PGlite (PostgreSQL is copied into from the bench process)')
-    // The Db keeps its PGlite private; the bench reaches it to use PGlite's COPY from a blob.
-    const pglite = (db as unknown as { pglite: { query(sql: string, params: unknown[], options: { blob: Blob }): Promise<unknown> } }).pglite
+    // COPY from a blob is not in the Db interface; PGlite's store offers it to the benchmark.
+    const pglite = db as unknown as { copyFromBlob(sql: string, data: Blob): Promise<void> }
     const blob = new Blob([data])
     const start = performance.now()
-    await pglite.query(sql, [], { blob })
+    await pglite.copyFromBlob(sql, blob)
     return { ms: performance.now() - start }
   })
   app.post('/raw/:name', async (request) => {

@@ -170,7 +170,7 @@ PostgreSQL ${machine.postgres}. Load average before / after the run: ${load(mach
   their raw side runs on the service's own schema (same tables, same indexes), so they measure
   the service's overhead over its own SQL, not over the limit.
 - **previous run (ours)**: our figure in the last run (docs/benchmarks.json) and the change.
-- Read figures on a busy machine say little: PGlite runs in one thread of one process and gets a
+- Read figures on a busy machine say little: PGlite runs its statements in one thread and gets a
   small share of the CPUs when other processes compete, while PostgreSQL's ten backends get more.
   A limit below our own figure is such a case, not the service beating raw SQL. Run the bench alone.
 - Environment: \`BENCH_SIZE\` / \`--size\`, \`BENCH_QUICK=1\` / \`--quick\` (short windows, docs to a

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto'
 import pg from 'pg'
-import type { PGlite } from '@electric-sql/pglite'
 import { copyLines } from './copy.js'
 import { createDataDir, initPgliteDataDir } from './pglite-init.js'
 import { writeDataDirArchive, type BackupReport } from './backup.js'
 import { lockDataDir, type DataDirLock } from './pglite-lock.js'
+import { PgliteThread } from './pglite-thread.js'
+import type { PgliteRows } from './pglite-worker.js'
 import { retryTransient } from './retry.js'
 import { parseJsonTimestamptz, parseTimestamptz } from './timestamps.js'
 
@@ -103,7 +104,7 @@ export interface Db extends Queryable {
   notify(channel: string, payload: string): Promise<void>
   close(): Promise<void>
   /**
-   * PostgreSQL only (PGlite runs a statement on this thread, to its end): cancels the statements
+   * PostgreSQL only (PGlite runs a statement in its thread to its end): cancels the statements
    * running now and ends their connections, so that their transactions roll back instead of
    * committing later, e.g. once a lock they wait for is released. For a shutdown past its timeout
    * (server.ts); the store stays open for what the shutdown still writes.
@@ -393,55 +394,52 @@ class PostgresDb implements Db {
   }
 }
 
-const PGLITE_PARSERS = { 1184: parseTimestamptz }
+/** Runs one statement in the embedded store's thread, in transaction `tx` (0: none). */
+type PgliteRun = (sql: string, params: readonly unknown[]) => Promise<{ rows: Record<string, unknown>[]; affectedRows: number }>
 
-/**
- * A statement of a PGlite transaction. PGlite runs a statement in this thread, and its promise
- * settles without a turn of the event loop: a write's statements, one after the other, kept every
- * socket unread until the last had run (a 10,000-item bulk: 3 s without /healthz, nor the 409 a
- * repeated Idempotency-Key gets at once, CONTRACT §16). So a statement of a transaction that ends
- * PGLITE_TURN_AFTER_MS or more after the loop last turned here is followed by one turn
- * (`setImmediate`): what arrived meanwhile is read, answered if it needs no store, and queued on
- * PGlite if it does. Statements outside transactions (the reads) pass without one: a turn after
- * each cost ≈ 8 % of the search throughput on PGlite (profile-reads, alternating runs). Decision 0024.
- */
-async function runPgliteTurning<R>(...statement: Parameters<typeof runPgliteStatement>): Promise<QueryResult<R>> {
-  try {
-    return await runPgliteStatement<R>(...statement)
-  } finally {
-    if (performance.now() - loopTurnedAt >= PGLITE_TURN_AFTER_MS) {
-      await new Promise<void>((resolve) => setImmediate(resolve))
-      loopTurnedAt = performance.now()
-    }
+function pgliteRunner(thread: PgliteThread, tx: number): PgliteRun {
+  return async (sql, params) => {
+    const res = await thread.call({ op: 'query', tx, sql, params: params as unknown[] })
+    return { rows: pgliteObjects(res), affectedRows: res.affectedRows }
   }
 }
 
-const PGLITE_TURN_AFTER_MS = 20
-let loopTurnedAt = performance.now()
+/** The rows as objects, as pg gives them (a later column wins a repeated name); timestamptz parsed here, as pg does. */
+function pgliteObjects({ columns, rows, timestamps, timestampArrays }: PgliteRows): Record<string, unknown>[] {
+  for (const values of rows) {
+    for (const i of timestamps) {
+      const value = values[i]
+      if (typeof value === 'string') values[i] = parseTimestamptz(value)
+    }
+    for (const i of timestampArrays) {
+      const value = values[i]
+      if (Array.isArray(value)) values[i] = value.map((v: unknown) => (typeof v === 'string' ? parseTimestamptz(v) : v))
+    }
+  }
+  return rows.map((values) => {
+    const row: Record<string, unknown> = {}
+    for (let i = 0; i < columns.length; i++) row[columns[i]!] = values[i]
+    return row
+  })
+}
 
 /** One statement on PGlite (or one of its transactions); `jsonRows` as QueryOptions says. */
-async function runPgliteStatement<R>(
-  on: Pick<PGlite, 'query'>,
-  hook: QueryHook | null,
-  sql: string,
-  params: readonly unknown[],
-  options: QueryOptions,
-): Promise<QueryResult<R>> {
+async function runPgliteStatement<R>(run: PgliteRun, hook: QueryHook | null, sql: string, params: readonly unknown[], options: QueryOptions): Promise<QueryResult<R>> {
   if (!sql.startsWith(BACKGROUND_SQL)) hook?.(sql)
   if (options.docRows === true) {
     // A plain subquery hands its rows to the aggregate in the order it produced them.
-    const res = await on.query<{ docs: string | null }>(`SELECT string_agg(kbis_rows.doc, E'\\n') AS docs FROM (${sql}) kbis_rows`, params as unknown[])
-    const docs = res.rows[0]?.docs
+    const res = await run(`SELECT string_agg(kbis_rows.doc, E'\\n') AS docs FROM (${sql}) kbis_rows`, params)
+    const docs = res.rows[0]?.docs as string | null | undefined
     const rows = docs === null || docs === undefined ? [] : docs.split('\n').map((doc) => ({ doc }))
     return { rows: rows as R[], rowCount: rows.length }
   }
   if (options.jsonRows === undefined) {
-    const res = await on.query<R>(sql, params as unknown[])
-    return { rows: res.rows, rowCount: res.affectedRows ?? res.rows.length }
+    const res = await run(sql, params)
+    return { rows: res.rows as R[], rowCount: res.affectedRows }
   }
   // A plain subquery hands its rows to the aggregate in the order it produced them.
-  const res = await on.query<{ rows: string }>(`SELECT coalesce(json_agg(kbis_rows), '[]')::text AS rows FROM (${sql}) kbis_rows`, params as unknown[])
-  const rows = JSON.parse(res.rows[0]!.rows) as Record<string, unknown>[]
+  const res = await run(`SELECT coalesce(json_agg(kbis_rows), '[]')::text AS rows FROM (${sql}) kbis_rows`, params)
+  const rows = JSON.parse(res.rows[0]!.rows as string) as Record<string, unknown>[]
   const { timestamps } = options.jsonRows
   for (const row of rows) {
     for (const column of timestamps) {
@@ -452,44 +450,71 @@ async function runPgliteStatement<R>(
   return { rows: rows as R[], rowCount: rows.length }
 }
 
+/**
+ * PGlite, in a thread of its own (store/pglite-thread.ts, decision 0025): a statement runs there
+ * to its end while this thread reads, checks and answers other requests.
+ */
 class PgliteDb implements Db {
   readonly kind = 'pglite' as const
   onQuery: QueryHook | null = null
   private readonly handlers = new Map<string, ((payload: string) => void)[]>()
+  private readonly run: PgliteRun
 
   readonly backup: ((file: string) => Promise<BackupReport>) | undefined
 
   /** `dir`: the data directory and `lock` the process's hold on it (store/pglite-lock.ts); null for an in-memory store. */
-  constructor(private readonly pglite: PGlite, dir: string | null, private readonly lock: DataDirLock | null) {
+  constructor(private readonly thread: PgliteThread, dir: string | null, private readonly lock: DataDirLock | null) {
+    this.run = pgliteRunner(thread, 0)
     this.backup = dir === null ? undefined : (file) => this.backupDataDir(dir, file)
   }
 
   /**
    * A checkpoint first (every change so far in the table files, so that opening the copy has
-   * little write-ahead log to replay), then the files copied while PGlite's lock is held: no
+   * little write-ahead log to replay), then the files copied while PGlite is held: no
    * statement runs meanwhile (requests wait, as they do for any long statement), so the copy is
    * the directory at one moment between two statements, what a crash then would leave. A
    * transaction open at that moment (between its statements) is rolled back when the copy is
    * opened, as after a crash.
    */
   private async backupDataDir(dir: string, file: string): Promise<BackupReport> {
-    await this.pglite.query('CHECKPOINT')
-    return this.pglite.runExclusive(() => writeDataDirArchive(dir, file))
+    const hold = await this.thread.hold()
+    try {
+      return await writeDataDirArchive(dir, file)
+    } finally {
+      await this.thread.call({ op: 'release', hold })
+    }
   }
 
   async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
-    return runPgliteStatement(this.pglite, this.onQuery, sql, params, options)
+    return runPgliteStatement(this.run, this.onQuery, sql, params, options)
+  }
+
+  /** Diagnostics (tests, the benchmark): the size of PGlite's WebAssembly memory, in bytes. */
+  async wasmMemoryBytes(): Promise<number> {
+    return (await this.thread.call({ op: 'memory' })) as number
+  }
+
+  /** The benchmark's bulk-load limit only: `COPY … FROM '/dev/blob'` of `data`, in PGlite's thread. */
+  async copyFromBlob(sql: string, data: Blob): Promise<void> {
+    await this.thread.call({ op: 'query', tx: 0, sql, params: [], blob: data })
   }
 
   async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const committed: (() => void)[] = []
-    const result = await this.pglite.transaction(async (t) =>
-      fn({
+    const id = await this.thread.begin()
+    const run = pgliteRunner(this.thread, id)
+    let result: T
+    try {
+      result = await fn({
         kind: this.kind,
-        query: <R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}) => runPgliteTurning<R>(t, this.onQuery, sql, params, options),
+        query: <R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}) => runPgliteStatement<R>(run, this.onQuery, sql, params, options),
         afterCommit: (hook) => void committed.push(hook),
-      }),
-    )
+      })
+    } catch (err) {
+      await this.thread.call({ op: 'end', tx: id, commit: false }).catch(() => undefined)
+      throw err
+    }
+    await this.thread.call({ op: 'end', tx: id, commit: true })
     runCommitted(committed)
     return result
   }
@@ -508,7 +533,7 @@ class PgliteDb implements Db {
 
   async close(): Promise<void> {
     try {
-      await this.pglite.close()
+      await this.thread.close()
     } finally {
       this.lock?.release()
     }
@@ -611,25 +636,17 @@ export async function openDb(options: StoreOptions): Promise<Db> {
     pool.on('error', () => undefined)
     return new PostgresDb(pool, config)
   }
-  const { PGlite } = await import('@electric-sql/pglite')
   const dir = options.dataDir ?? './data'
-  const settings = {
-    parsers: PGLITE_PARSERS,
-    startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${options.sharedBuffersMb ?? DEFAULT_PGLITE_SHARED_BUFFERS_MB}MB`],
-  }
+  const settings = { startParams: ['-c', `shared_buffers=${options.sharedBuffersMb ?? DEFAULT_PGLITE_SHARED_BUFFERS_MB}MB`], loadDataDir: null }
   if (dir === 'memory://') {
-    const pglite = new PGlite(options.loadDataDir ? { ...settings, loadDataDir: options.loadDataDir } : settings)
-    await pglite.waitReady
-    return new PgliteDb(pglite, null, null)
+    return new PgliteDb(await PgliteThread.start({ ...settings, dataDir: null, loadDataDir: options.loadDataDir ?? null }), null, null)
   }
   // Held from before initdb to after close: no second process opens (or initializes) the directory.
   createDataDir(dir)
   const lock = lockDataDir(dir)
   try {
     await initPgliteDataDir(dir, options.onInitialize)
-    const pglite = new PGlite(dir, settings)
-    await pglite.waitReady
-    return new PgliteDb(pglite, dir, lock)
+    return new PgliteDb(await PgliteThread.start({ ...settings, dataDir: dir }), dir, lock)
   } catch (err) {
     lock.release()
     throw err

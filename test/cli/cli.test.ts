@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { freePort, KBIS_BIN } from '../helpers/cli-server.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 import { openDb } from '../../src/store/db.js'
@@ -26,12 +26,20 @@ function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
   })
 }
 
+/** Servers still running: a test that fails before it stops its own leaves none behind. */
+const running = new Set<ChildProcess>()
+afterEach(() => {
+  for (const child of running) child.kill('SIGTERM')
+})
+
 /** Starts `kbis serve` and resolves once it prints its address (and the key, on a new store). */
 function serve(dataDir: string): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(KBIS_BIN, ['serve', '--port', '0', '--data-dir', dataDir], {
       env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' },
     })
+    running.add(child)
+    child.once('close', () => running.delete(child))
     let out = ''
     const timer = setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 200_000)
     child.stdout.on('data', (d: Buffer) => {

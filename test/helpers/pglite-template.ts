@@ -1,8 +1,9 @@
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { PGlite } from '@electric-sql/pglite'
 import { openDb } from '../../src/store/db.js'
 import { migrate } from '../../src/store/migrate.js'
 
@@ -27,11 +28,20 @@ export function templatePath(): string {
 export async function ensureTemplate(): Promise<string> {
   const file = templatePath()
   if (existsSync(file)) return file
-  const db = await openDb({ dataDir: 'memory://' })
-  await migrate(db)
-  // Test-only reach into the store for PGlite's dumpDataDir, which the Db interface does not offer.
-  const dump = await (db as unknown as { pglite: { dumpDataDir(c: 'none'): Promise<Blob> } }).pglite.dumpDataDir('none')
-  await db.close()
+  // Migrated by the store, then dumped by PGlite itself (dumpDataDir, which the Db interface does
+  // not offer) once the store has closed the directory.
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-test-template-'))
+  let dump: Blob
+  try {
+    const db = await openDb({ dataDir: dir })
+    await migrate(db)
+    await db.close()
+    const pglite = await PGlite.create(dir)
+    dump = await pglite.dumpDataDir('none')
+    await pglite.close()
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
   // Written aside and renamed: a reader never sees half a file.
   const partial = `${file}.${process.pid}.partial`
   writeFileSync(partial, Buffer.from(await dump.arrayBuffer()))

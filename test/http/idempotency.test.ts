@@ -186,9 +186,9 @@ for (const store of STORES) {
     })
 
     it('answers a repeat over HTTP 409 while the first still runs its statements (the process reads its sockets between them)', async () => {
-      // PGlite runs each statement in the server's own thread: without a turn of the event loop
-      // between them, nothing that arrived during a bulk was read before it had answered, and a
-      // repeat got the replay where CONTRACT §16 says 409.
+      // When PGlite ran its statements in the server's own thread, nothing that arrived during a
+      // bulk was read before it had answered, and a repeat got the replay where CONTRACT §16 says
+      // 409 (decision 0025: PGlite has a thread of its own now).
       const base = new URL(await t.app.listen({ port: 0, host: '127.0.0.1' }))
       const body = JSON.stringify(Array.from({ length: 5000 }, (_, i) => server(`idem-busy-${i}`)))
       const request = [

@@ -1,0 +1,130 @@
+/**
+ * The service's end of the embedded store's thread (store/pglite-worker.ts, decision 0025): one
+ * worker thread that holds PGlite, asked through numbered messages. Each call is answered once;
+ * while a call waits, the service's thread is free for other requests.
+ */
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import path from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { Worker } from 'node:worker_threads'
+import type { PgliteFailure, PgliteReply, PgliteRequest, PgliteRows, PgliteWorkerOptions } from './pglite-worker.js'
+
+type Call = PgliteRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never
+
+// From dist/ the worker is the compiled file. From the sources (vitest, tsx) it is the TypeScript
+// file, imported through tsx's API: on Node 20 a worker does not take tsx's loader from
+// `execArgv`.
+const FROM_SOURCES = import.meta.url.endsWith('.ts')
+
+/**
+ * The thread's young generation, in MB. Its objects live for one message (a statement's
+ * parameters and rows), so a small one costs little collecting; V8's default let the thread's
+ * heap add ≈ 20 MB to the peak RSS of a PGlite service taking 10,000-item bulks (decision 0025).
+ */
+const YOUNG_GENERATION_MB = 4
+
+function newWorker(options: PgliteWorkerOptions): Worker {
+  const settings = { workerData: options, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } }
+  if (!FROM_SOURCES) return new Worker(new URL('./pglite-worker.js', import.meta.url), settings)
+  const file = new URL('./pglite-worker.ts', import.meta.url).href
+  // tsx's ESM entry of its API, as its package.json exports it (require.resolve gives the CommonJS one).
+  const manifest = createRequire(import.meta.url).resolve('tsx/package.json')
+  const entry = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports: Record<string, { import: { default: string } }> }).exports['./esm/api']!.import.default
+  const tsx = pathToFileURL(path.join(path.dirname(manifest), entry)).href
+  return new Worker(`import(${JSON.stringify(tsx)}).then(({ tsImport }) => tsImport(${JSON.stringify(file)}, ${JSON.stringify(file)}))`, { ...settings, eval: true })
+}
+
+/** An error that PGlite raised in its thread, with PostgreSQL's fields (code, constraint, detail…) as they were. */
+function revive(failure: PgliteFailure): Error {
+  const err = new Error(failure.message)
+  Object.assign(err, failure.fields)
+  return err
+}
+
+export class PgliteThread {
+  private readonly pending = new Map<number, { resolve(value: unknown): void; reject(err: Error): void }>()
+  private nextId = 1
+  private stopped: Error | null = null
+
+  private constructor(private readonly worker: Worker) {
+    worker.on('message', (reply: PgliteReply) => {
+      const call = this.pending.get(reply.id)
+      if (call === undefined) return
+      this.pending.delete(reply.id)
+      // Only a call in flight keeps the process alive: a command that has its answer may exit.
+      if (this.pending.size === 0) worker.unref()
+      if (reply.ok) call.resolve(reply.value)
+      else call.reject(revive(reply.error))
+    })
+    const stop = (err: Error): void => {
+      this.stopped ??= err
+      for (const call of this.pending.values()) call.reject(this.stopped)
+      this.pending.clear()
+    }
+    worker.on('error', (err) => stop(new Error(`the embedded store stopped: ${err.message}`)))
+    worker.on('exit', (code) => stop(new Error(`the embedded store stopped (its thread exited with code ${code})`)))
+  }
+
+  /** Starts the thread and PGlite in it; resolves once PGlite is ready. */
+  static async start(options: PgliteWorkerOptions): Promise<PgliteThread> {
+    const worker = newWorker(options)
+    const thread = new PgliteThread(worker)
+    try {
+      // Answer 0 is the thread's "ready", or the error that kept PGlite from starting.
+      await new Promise((resolve, reject) => thread.pending.set(0, { resolve, reject }))
+    } catch (err) {
+      await worker.terminate()
+      throw err
+    }
+    worker.unref()
+    return thread
+  }
+
+  call(request: Extract<Call, { op: 'query' }>): Promise<PgliteRows>
+  call(request: Exclude<Call, { op: 'query' }>): Promise<unknown>
+  call(request: Call): Promise<unknown> {
+    return this.ask(this.nextId++, request)
+  }
+
+  /** Opens a transaction in the thread; the answer is its id for `query` and `end`. */
+  begin(): Promise<number> {
+    return this.opening('begin')
+  }
+
+  /** A checkpoint, then holds PGlite (no statement runs) until `release` names the answer. */
+  hold(): Promise<number> {
+    return this.opening('hold')
+  }
+
+  private async opening(op: 'begin' | 'hold'): Promise<number> {
+    const id = this.nextId++
+    await this.ask(id, { op })
+    return id
+  }
+
+  private ask(id: number, request: Call): Promise<unknown> {
+    if (this.stopped) return Promise.reject(this.stopped)
+    return new Promise((resolve, reject) => {
+      try {
+        // Throws at once for a value a structured clone cannot take (a function, a symbol).
+        this.worker.postMessage({ ...request, id } as PgliteRequest)
+      } catch (err) {
+        return reject(err)
+      }
+      if (this.pending.size === 0) this.worker.ref()
+      this.pending.set(id, { resolve, reject })
+    })
+  }
+
+  /** Closes PGlite and ends the thread. */
+  async close(): Promise<void> {
+    if (this.stopped) return
+    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()))
+    await this.call({ op: 'close' })
+    // Alive until the thread has ended: the caller may wait for its close (Node keeps a process
+    // only for what holds it).
+    this.worker.ref()
+    await exited
+  }
+}

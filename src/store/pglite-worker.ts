@@ -1,0 +1,186 @@
+/**
+ * The embedded store's own thread (decision 0025). PGlite runs every statement to its end on the
+ * thread that calls it, so on the service's thread a 10,000-item bulk left every socket unread
+ * for seconds. Here it runs in a worker thread: the service's thread parses, checks and answers
+ * requests while a statement runs, and talks to PGlite through the messages below
+ * (store/pglite-thread.ts is the other end). This file holds PGlite and nothing else of the service.
+ */
+import { parentPort, workerData } from 'node:worker_threads'
+import { PGlite, type Transaction } from '@electric-sql/pglite'
+
+export interface PgliteWorkerOptions {
+  /** The data directory (already initialized and locked by the service's thread), or null: in memory. */
+  dataDir: string | null
+  /** Added to PGlite's own start parameters. */
+  startParams: string[]
+  loadDataDir: Blob | null
+}
+
+export type PgliteRequest =
+  /** `blob`: the file of a `COPY … FROM '/dev/blob'` (the benchmark's bulk-load limit). */
+  | { id: number; op: 'query'; tx: number; sql: string; params: unknown[]; blob?: Blob }
+  /** Opens a transaction; the answer comes once it is open, and its id is this request's. */
+  | { id: number; op: 'begin' }
+  /** Commits (or rolls back) transaction `tx`; answered once it has. */
+  | { id: number; op: 'end'; tx: number; commit: boolean }
+  /** A checkpoint, then no statement runs until `release` names this request (a backup's copy). */
+  | { id: number; op: 'hold' }
+  | { id: number; op: 'release'; hold: number }
+  /** The size of PGlite's WebAssembly memory, in bytes (it grows and never shrinks). */
+  | { id: number; op: 'memory' }
+  | { id: number; op: 'close' }
+
+/**
+ * A statement's rows as arrays of values, in the order of `columns` (the objects are built on the
+ * other side: a structured clone of objects writes every key of every row); `timestamps`: the
+ * indexes of the columns that hold timestamptz text, and `timestampArrays` of arrays of it, for the
+ * service's thread to parse.
+ */
+export interface PgliteRows {
+  columns: string[]
+  rows: unknown[][]
+  affectedRows: number
+  timestamps: number[]
+  timestampArrays: number[]
+}
+
+/** An error as it crosses threads: its message and the fields PostgreSQL gave (code, constraint…). */
+export interface PgliteFailure {
+  message: string
+  fields: Record<string, unknown>
+}
+
+export type PgliteReply = { id: number; ok: true; value?: PgliteRows | number } | { id: number; ok: false; error: PgliteFailure }
+
+const TIMESTAMPTZ = 1184
+const TIMESTAMPTZ_ARRAY = 1185
+
+// What an error carries that the service does not need back: the statement and its parameters
+// (a bulk's are megabytes).
+const LEFT_BEHIND = new Set(['query', 'params', 'queryOptions', 'stack', 'message'])
+
+function failure(err: unknown): PgliteFailure {
+  if (!(err instanceof Error)) return { message: String(err), fields: {} }
+  const fields: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(err)) {
+    if (!LEFT_BEHIND.has(key) && (value === undefined || value === null || typeof value !== 'object')) fields[key] = value
+  }
+  fields.name = err.name
+  return { message: err.message, fields }
+}
+
+async function run(on: Pick<PGlite, 'query'>, sql: string, params: unknown[], blob: Blob | undefined): Promise<PgliteRows> {
+  const res = await on.query<unknown[]>(sql, params, blob === undefined ? { rowMode: 'array' } : { rowMode: 'array', blob })
+  const timestamps: number[] = []
+  const timestampArrays: number[] = []
+  res.fields.forEach((field, i) => {
+    if (field.dataTypeID === TIMESTAMPTZ) timestamps.push(i)
+    else if (field.dataTypeID === TIMESTAMPTZ_ARRAY) timestampArrays.push(i)
+  })
+  return { columns: res.fields.map((field) => field.name), rows: res.rows, affectedRows: res.affectedRows ?? res.rows.length, timestamps, timestampArrays }
+}
+
+const ROLLBACK = Symbol('rollback')
+
+async function main(port: NonNullable<typeof parentPort>, options: PgliteWorkerOptions): Promise<void> {
+  const settings = {
+    // timestamptz stays text: the service's thread parses it into Dates that keep their ISO text
+    // (store/timestamps.ts), which a structured clone would drop.
+    parsers: { [TIMESTAMPTZ]: (text: string) => text },
+    startParams: [...PGlite.defaultStartParams, ...options.startParams],
+  }
+  const pglite =
+    options.dataDir === null
+      ? new PGlite(options.loadDataDir ? { ...settings, loadDataDir: options.loadDataDir } : settings)
+      : new PGlite(options.dataDir, settings)
+  await pglite.waitReady
+
+  const open = new Map<number, { tx: Transaction; end(commit: boolean, endId: number): void }>()
+  const held = new Map<number, () => void>()
+  const reply = (message: PgliteReply): void => port.postMessage(message)
+  const fail = (id: number, err: unknown): void => reply({ id, ok: false, error: failure(err) })
+
+  const begin = (id: number): void => {
+    let begun = false
+    let endId = -1
+    void pglite
+      .transaction(
+        (tx) =>
+          new Promise<void>((resolve, reject) => {
+            begun = true
+            open.set(id, {
+              tx,
+              end(commit, end) {
+                endId = end
+                if (commit) resolve()
+                else reject(ROLLBACK)
+              },
+            })
+            reply({ id, ok: true })
+          }),
+      )
+      .then(
+        () => reply({ id: endId, ok: true }),
+        (err: unknown) => {
+          if (!begun) return fail(id, err)
+          if (err === ROLLBACK) reply({ id: endId, ok: true })
+          else fail(endId, err)
+        },
+      )
+      .finally(() => open.delete(id))
+  }
+
+  port.on('message', (message: PgliteRequest) => {
+    switch (message.op) {
+      case 'query': {
+        const on = message.tx === 0 ? pglite : open.get(message.tx)?.tx
+        if (on === undefined) return fail(message.id, new Error(`no open transaction ${message.tx}`))
+        run(on, message.sql, message.params, message.blob).then((value) => reply({ id: message.id, ok: true, value }), (err: unknown) => fail(message.id, err))
+        return
+      }
+      case 'begin':
+        return begin(message.id)
+      case 'end': {
+        const tx = open.get(message.tx)
+        if (tx === undefined) return fail(message.id, new Error(`no open transaction ${message.tx}`))
+        return tx.end(message.commit, message.id)
+      }
+      case 'hold':
+        pglite
+          .query('CHECKPOINT')
+          .then(() =>
+            pglite.runExclusive(
+              () =>
+                new Promise<void>((release) => {
+                  held.set(message.id, release)
+                  reply({ id: message.id, ok: true })
+                }),
+            ),
+          )
+          .catch((err: unknown) => fail(message.id, err))
+        return
+      case 'release':
+        held.get(message.hold)?.()
+        held.delete(message.hold)
+        return reply({ id: message.id, ok: true })
+      case 'memory':
+        // PGlite keeps its Emscripten module to itself; its heap is the WebAssembly memory.
+        return reply({ id: message.id, ok: true, value: (pglite as unknown as { mod: { HEAPU8: Uint8Array } }).mod.HEAPU8.length })
+      case 'close':
+        pglite.close().then(
+          () => {
+            reply({ id: message.id, ok: true })
+            port.close()
+          },
+          (err: unknown) => fail(message.id, err),
+        )
+        return
+    }
+  })
+  port.postMessage({ id: 0, ok: true } satisfies PgliteReply)
+}
+
+if (parentPort !== null) {
+  const port = parentPort
+  main(port, workerData as PgliteWorkerOptions).catch((err: unknown) => port.postMessage({ id: 0, ok: false, error: failure(err) } satisfies PgliteReply))
+}
