@@ -501,7 +501,7 @@ class PgliteDb implements Db {
 
   async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const committed: (() => void)[] = []
-    const id = await this.thread.begin()
+    const id = this.thread.begin()
     const run = pgliteRunner(this.thread, id)
     let result: T
     try {

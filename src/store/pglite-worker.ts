@@ -14,12 +14,15 @@ export interface PgliteWorkerOptions {
   /** Added to PGlite's own start parameters. */
   startParams: string[]
   loadDataDir: Blob | null
+  /** PGlite's WebAssembly module and file-system bundle, compiled and read once per process (store/pglite-thread.ts). */
+  pgliteWasmModule: WebAssembly.Module
+  fsBundle: Blob
 }
 
 export type PgliteRequest =
   /** `blob`: the file of a `COPY … FROM '/dev/blob'` (the benchmark's bulk-load limit). */
   | { id: number; op: 'query'; tx: number; sql: string; params: unknown[]; blob?: Blob }
-  /** Opens a transaction; the answer comes once it is open, and its id is this request's. */
+  /** Opens a transaction, whose id is this request's; not answered (see `begin` below). */
   | { id: number; op: 'begin' }
   /** Commits (or rolls back) transaction `tx`; answered once it has. */
   | { id: number; op: 'end'; tx: number; commit: boolean }
@@ -88,6 +91,8 @@ async function main(port: NonNullable<typeof parentPort>, options: PgliteWorkerO
     // (store/timestamps.ts), which a structured clone would drop.
     parsers: { [TIMESTAMPTZ]: (text: string) => text },
     startParams: [...PGlite.defaultStartParams, ...options.startParams],
+    pgliteWasmModule: options.pgliteWasmModule,
+    fsBundle: options.fsBundle,
   }
   const pglite =
     options.dataDir === null
@@ -95,47 +100,48 @@ async function main(port: NonNullable<typeof parentPort>, options: PgliteWorkerO
       : new PGlite(options.dataDir, settings)
   await pglite.waitReady
 
-  const open = new Map<number, { tx: Transaction; end(commit: boolean, endId: number): void }>()
+  const open = new Map<number, { ready: Promise<Transaction>; end(commit: boolean, endId: number): void }>()
   const held = new Map<number, () => void>()
   const reply = (message: PgliteReply): void => port.postMessage(message)
   const fail = (id: number, err: unknown): void => reply({ id, ok: false, error: failure(err) })
 
+  // Not answered: the statements that name the transaction wait for it to open (or fail with the
+  // error that kept it from opening), and its `end` is answered once it has committed or rolled
+  // back. A transaction costs its statements and its end, not one more round trip.
   const begin = (id: number): void => {
-    let begun = false
-    let endId = -1
-    void pglite
-      .transaction(
+    let finish: (commit: boolean) => void = () => undefined
+    let done!: Promise<void>
+    const ready = new Promise<Transaction>((opened, failed) => {
+      done = pglite.transaction(
         (tx) =>
-          new Promise<void>((resolve, reject) => {
-            begun = true
-            open.set(id, {
-              tx,
-              end(commit, end) {
-                endId = end
-                if (commit) resolve()
-                else reject(ROLLBACK)
-              },
-            })
-            reply({ id, ok: true })
+          new Promise<void>((commit, rollback) => {
+            finish = (commits) => (commits ? commit() : rollback(ROLLBACK))
+            opened(tx)
           }),
       )
-      .then(
-        () => reply({ id: endId, ok: true }),
-        (err: unknown) => {
-          if (!begun) return fail(id, err)
-          if (err === ROLLBACK) reply({ id: endId, ok: true })
-          else fail(endId, err)
-        },
-      )
-      .finally(() => open.delete(id))
+      done.catch(failed)
+    })
+    ready.catch(() => undefined)
+    open.set(id, {
+      ready,
+      end(commit, endId) {
+        void ready.then(() => finish(commit), () => undefined)
+        done
+          .then(
+            () => reply({ id: endId, ok: true }),
+            (err: unknown) => (err === ROLLBACK || !commit ? reply({ id: endId, ok: true }) : fail(endId, err)),
+          )
+          .finally(() => open.delete(id))
+      },
+    })
   }
 
   port.on('message', (message: PgliteRequest) => {
     switch (message.op) {
       case 'query': {
-        const on = message.tx === 0 ? pglite : open.get(message.tx)?.tx
+        const on = message.tx === 0 ? Promise.resolve(pglite) : open.get(message.tx)?.ready
         if (on === undefined) return fail(message.id, new Error(`no open transaction ${message.tx}`))
-        run(on, message.sql, message.params, message.blob).then((value) => reply({ id: message.id, ok: true, value }), (err: unknown) => fail(message.id, err))
+        on.then((db) => run(db, message.sql, message.params, message.blob)).then((value) => reply({ id: message.id, ok: true, value }), (err: unknown) => fail(message.id, err))
         return
       }
       case 'begin':
