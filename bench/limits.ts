@@ -24,7 +24,7 @@ import { ANALYZE_DEBOUNCE_MS } from '../src/store/statistics.js'
 import { insertAssetsSql } from './lib/raw.js'
 import { pgliteStore, postgresStore, type RawStore, type Statement } from './lib/raw-store.js'
 import { seedServers, seedServersInto } from './lib/seed.js'
-import { startService, type Service } from './lib/service.js'
+import { formatMemoryMap, startService, type Service } from './lib/service.js'
 import { alternate, median, timed } from './lib/stats.js'
 
 // 10,000 items a bulk (the API's maximum); 2,000 in quick mode.
@@ -149,11 +149,15 @@ async function bulks(ctx: BenchContext, t: Target): Promise<BulkFigures> {
   // stays resident for good: 221 MB after one; the service's own bulks leave it at the 128 MB it
   // starts with (decision 0015).
   let rssMb = 0
+  let peakMap = ''
   const rssBeforeMb = t.service.rssMb()
+  const mapBefore = formatMemoryMap(t.service.memoryMap())
   const own = async (request: () => Promise<number>): Promise<void> => {
     t.service.resetPeakRss()
     await request()
-    rssMb = Math.max(rssMb, t.service.peakRssMb())
+    const peak = t.service.peakRssMb()
+    if (peak > rssMb) peakMap = formatMemoryMap(t.service.memoryMap())
+    rssMb = Math.max(rssMb, peak)
   }
   for (let r = 0; r < PASS; r++) {
     await own(() => oursCreate(`w${r}`))
@@ -181,7 +185,7 @@ async function bulks(ctx: BenchContext, t: Target): Promise<BulkFigures> {
   await rawRel(BULK_RUNS)
   const relationships = await alternate(BULK_RUNS, oursRel, rawRel)
   const ms = (xs: number[]) => xs.map((m) => m.toFixed(0)).join(', ')
-  ctx.log(`  ${t.store.label} bulk create ours ${ms(create.ours)} | INSERT ${ms(create.raw)} | COPY ${ms(copy)}; update ours ${ms(update.ours)} | raw ${ms(update.raw)}; relationships ours ${ms(relationships.ours)} | raw ${ms(relationships.raw)}; peak RSS ${rssMb.toFixed(0)} MB (${rssBeforeMb.toFixed(0)} MB when the bulks began)`)
+  ctx.log(`  ${t.store.label} bulk create ours ${ms(create.ours)} | INSERT ${ms(create.raw)} | COPY ${ms(copy)}; update ours ${ms(update.ours)} | raw ${ms(update.raw)}; relationships ours ${ms(relationships.ours)} | raw ${ms(relationships.raw)}; peak RSS ${rssMb.toFixed(0)} MB (${rssBeforeMb.toFixed(0)} MB when the bulks began: ${mapBefore}; after the request that peaked: ${peakMap})`)
   return { create: { ours: create.ours, insert: create.raw, copy }, update, relationships, rssMb, rssBeforeMb }
 }
 

@@ -65,6 +65,8 @@ export interface Service {
   peakRssMb(): number
   /** Starts a new peak-RSS window (Linux clear_refs 5). */
   resetPeakRss(): void
+  /** Resident memory now by kind of mapping, in MB ({@link memoryMap}). */
+  memoryMap(): MemoryMap
   stop(): Promise<void>
 }
 
@@ -80,6 +82,50 @@ function statusField(pid: number, field: string): number {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith(`${field}:`))
   return line ? Number(line.replace(/\D+/g, '')) / 1024 : Number.NaN
 }
+
+/** Where a process's resident memory is, in MB, from /proc/<pid>/smaps (Linux). */
+export interface MemoryMap {
+  /** PGlite's WebAssembly memory: the one anonymous mapping of 128 MB or more (none on PostgreSQL). */
+  wasm: number
+  /** glibc's per-thread malloc arenas: anonymous mappings that start on a 64 MB boundary. */
+  arenas: number
+  /** The main thread's malloc heap (`[heap]`). */
+  heap: number
+  /** The node executable's own pages. */
+  binary: number
+  /** Every other anonymous mapping: V8's heaps, compiled code, thread stacks. */
+  anon: number
+  /** Files and the rest. */
+  other: number
+}
+
+const ARENA = 64 * 2 ** 20
+
+export function memoryMap(pid: number): MemoryMap {
+  const kb: MemoryMap = { wasm: 0, arenas: 0, heap: 0, binary: 0, anon: 0, other: 0 }
+  let kind: keyof MemoryMap = 'other'
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const mapping = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line)
+    if (mapping !== null) {
+      const start = Number.parseInt(mapping[1]!, 16)
+      const size = Number.parseInt(mapping[2]!, 16) - start
+      const file = mapping[3]!
+      if (file === '[heap]') kind = 'heap'
+      else if (file === process.execPath || file.endsWith('/node')) kind = 'binary'
+      else if (file !== '') kind = 'other'
+      else if (size >= 128 * 2 ** 20) kind = 'wasm'
+      else if (start % ARENA === 0 && size <= ARENA) kind = 'arenas'
+      else kind = 'anon'
+      continue
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line)
+    if (rss !== null) kb[kind] += Number(rss[1])
+  }
+  return Object.fromEntries(Object.entries(kb).map(([k, v]) => [k, Math.round(v / 1024)])) as unknown as MemoryMap
+}
+
+/** "wasm 97, arenas 51, …" */
+export const formatMemoryMap = (map: MemoryMap): string => Object.entries(map).map(([k, v]) => `${k} ${v}`).join(', ')
 
 /**
  * Starts `node <script>` (a file under bench/, built: {@link builtScript}) and waits for the JSON
@@ -117,6 +163,7 @@ export async function startService(script: string, env: Record<string, string>, 
     rssMb: () => statusField(pid, 'VmRSS'),
     peakRssMb: () => statusField(pid, 'VmHWM'),
     resetPeakRss: () => writeFileSync(`/proc/${pid}/clear_refs`, '5'),
+    memoryMap: () => memoryMap(pid),
     async stop() {
       if (child.exitCode !== null) return
       const exited = new Promise((resolve) => child.once('exit', resolve))

@@ -55,24 +55,24 @@ function revive(failure: PgliteFailure): Error {
   return err
 }
 
-let files: Promise<Pick<PgliteWorkerOptions, 'pgliteWasmModule' | 'fsBundle'>> | null = null
+const PGLITE_DIST = path.dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite'))
+
+let compiled: Promise<WebAssembly.Module> | null = null
 
 /**
- * PGlite's WebAssembly module, compiled once per process, and its file-system bundle, read once:
- * every thread of the process starts from them (a compiled module crosses to a worker without
- * being compiled again), instead of each thread compiling its own (≈ 0.3 s per store, which the
- * tests, opening a store per file, paid hundreds of times).
+ * PGlite's WebAssembly module and file-system bundle for a new thread. The module is compiled
+ * once per process and shared by every thread of it (a compiled module crosses to a worker
+ * without being compiled again), instead of each thread compiling its own (≈ 0.3 s per store,
+ * which the tests, opening a store per file, paid hundreds of times). The bundle (6 MB) is read
+ * for each thread and not kept: a server starts one, which unpacks it into its own file system.
  */
-function pgliteFiles(): Promise<Pick<PgliteWorkerOptions, 'pgliteWasmModule' | 'fsBundle'>> {
-  files ??= (async () => {
-    const dist = path.dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite'))
-    const [wasm, bundle] = await Promise.all([readFile(path.join(dist, 'pglite.wasm')), readFile(path.join(dist, 'pglite.data'))])
-    return { pgliteWasmModule: await WebAssembly.compile(wasm), fsBundle: new Blob([bundle]) }
-  })()
-  files.catch(() => {
-    files = null
+async function pgliteFiles(): Promise<Pick<PgliteWorkerOptions, 'pgliteWasmModule' | 'fsBundle'>> {
+  compiled ??= readFile(path.join(PGLITE_DIST, 'pglite.wasm')).then((wasm) => WebAssembly.compile(wasm))
+  compiled.catch(() => {
+    compiled = null
   })
-  return files
+  const [pgliteWasmModule, bundle] = await Promise.all([compiled, readFile(path.join(PGLITE_DIST, 'pglite.data'))])
+  return { pgliteWasmModule, fsBundle: new Blob([bundle]) }
 }
 
 export class PgliteThread {
