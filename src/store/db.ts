@@ -406,7 +406,7 @@ function pgliteRunner(thread: PgliteThread, tx: number): PgliteRun {
 
 /** The rows as objects, as pg gives them (a later column wins a repeated name); timestamptz parsed here, as pg does. */
 function pgliteObjects({ columns, rows, timestamps, timestampArrays }: PgliteRows): Record<string, unknown>[] {
-  for (const values of rows) {
+  return rows.map((values) => {
     for (const i of timestamps) {
       const value = values[i]
       if (typeof value === 'string') values[i] = parseTimestamptz(value)
@@ -415,8 +415,6 @@ function pgliteObjects({ columns, rows, timestamps, timestampArrays }: PgliteRow
       const value = values[i]
       if (Array.isArray(value)) values[i] = value.map((v: unknown) => (typeof v === 'string' ? parseTimestamptz(v) : v))
     }
-  }
-  return rows.map((values) => {
     const row: Record<string, unknown> = {}
     for (let i = 0; i < columns.length; i++) row[columns[i]!] = values[i]
     return row
