@@ -14,7 +14,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { ACME } from '../test/helpers/fixtures.js'
 import { openDb } from '../src/store/db.js'
-import { ALLOCATOR_TUNABLES } from '../src/ops/heap.js'
+import { allocatorTunables } from '../src/ops/heap.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 60)
@@ -33,8 +33,8 @@ if (DATABASE_URL) {
 
 const child = spawn(process.execPath, ['--import', 'tsx', 'bench/serve.ts'], {
   cwd: ROOT,
-  // GLIBC_TUNABLES: what bin/kbis gives a `kbis` process (decision 0020), unless set here.
-  env: { GLIBC_TUNABLES: ALLOCATOR_TUNABLES, ...process.env, BENCH_STORE: DATABASE_URL ? 'postgres' : 'pglite', BENCH_DATABASE_URL: DATABASE_URL, BENCH_SCHEMA: schema, BENCH_SETUPS: setups },
+  // GLIBC_TUNABLES: what bin/kbis gives a `kbis` process on that store (decisions 0020, 0026), unless set here.
+  env: { GLIBC_TUNABLES: allocatorTunables(DATABASE_URL), ...process.env, BENCH_STORE: DATABASE_URL ? 'postgres' : 'pglite', BENCH_DATABASE_URL: DATABASE_URL, BENCH_SCHEMA: schema, BENCH_SETUPS: setups },
   stdio: ['ignore', 'pipe', 'inherit'],
 })
 const ready = await new Promise<{ url: string; orgs: Record<string, { secret: string }> }>((resolve, reject) => {

@@ -4,7 +4,7 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
-import { ALLOCATOR_TUNABLES } from '../../src/ops/heap.js'
+import { allocatorTunables } from '../../src/ops/heap.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const SRC = path.join(ROOT, 'src')
@@ -137,8 +137,8 @@ export async function startService(script: string, env: Record<string, string>, 
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []
   const child = spawn(process.execPath, [...profile, await builtScript(script)], {
     cwd: ROOT,
-    // What bin/kbis gives a `kbis` process (decision 0020), unless the run sets its own.
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'production', GLIBC_TUNABLES: process.env.GLIBC_TUNABLES ?? ALLOCATOR_TUNABLES, ...env },
+    // What bin/kbis gives a `kbis` process on that store (decisions 0020, 0026), unless the run sets its own.
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'production', GLIBC_TUNABLES: process.env.GLIBC_TUNABLES ?? allocatorTunables(env.BENCH_STORE === 'pglite' ? undefined : 'postgres'), ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   running.add(child)

@@ -35,3 +35,15 @@ export function applyHeapPolicy(config: Pick<Config, 'optimizeForSize' | 'databa
  * launcher; the benchmark gives its service processes the same (bench/lib/service.ts).
  */
 export const ALLOCATOR_TUNABLES = 'glibc.malloc.trim_threshold=1048576'
+
+/**
+ * What `bin/kbis` gives a process on the embedded store (no DATABASE_URL; decision 0026): also a
+ * fixed mmap threshold of 32 kB, so that blocks of 32 kB and more get mappings of their own,
+ * handed back when freed. The threads' arenas of a server on PGlite held ≈ 45 MB of freed such
+ * blocks; on PostgreSQL the same setting cost list pages a sixth of their throughput (a 64 kB
+ * socket read buffer then costs a mapping each), so it is the embedded store's only.
+ */
+export const EMBEDDED_ALLOCATOR_TUNABLES = `${ALLOCATOR_TUNABLES}:glibc.malloc.mmap_threshold=32768`
+
+/** The setting `bin/kbis` gives a process that has `databaseUrl` (PostgreSQL) or none (PGlite). */
+export const allocatorTunables = (databaseUrl: string | undefined): string => (databaseUrl ? ALLOCATOR_TUNABLES : EMBEDDED_ALLOCATOR_TUNABLES)

@@ -3,7 +3,9 @@ import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig } from '../../src/core/config.js'
-import { ALLOCATOR_TUNABLES, optimizesForSize } from '../../src/ops/heap.js'
+import { execFileSync } from 'node:child_process'
+import { chmodSync } from 'node:fs'
+import { ALLOCATOR_TUNABLES, EMBEDDED_ALLOCATOR_TUNABLES, allocatorTunables, optimizesForSize } from '../../src/ops/heap.js'
 import { benchSetup, serverBatch } from '../../bench/lib/data.js'
 import { cli, runCli } from '../helpers/cli-server.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
@@ -25,6 +27,38 @@ describe('KBIS_OPTIMIZE_FOR_SIZE', () => {
   it('refuses anything but true or false', () => {
     expect(() => loadConfig({ KBIS_OPTIMIZE_FOR_SIZE: 'yes' })).toThrow(ConfigError)
     expect(() => loadConfig({ KBIS_OPTIMIZE_FOR_SIZE: 'lean' })).toThrow('KBIS_OPTIMIZE_FOR_SIZE: must be true or false (or 1 or 0), got "lean"')
+  })
+})
+
+/**
+ * What bin/kbis hands node (decisions 0020 and 0026), read by a stand-in `node` first on PATH that
+ * prints the variable instead of running the CLI.
+ */
+describe('bin/kbis: the allocator settings', () => {
+  let fake: string
+  beforeAll(() => {
+    fake = mkdtempSync(path.join(os.tmpdir(), 'kbis-launcher-'))
+    writeFileSync(path.join(fake, 'node'), '#!/bin/sh\nprintf "%s|%s" "${GLIBC_TUNABLES-unset}" "$*"\n')
+    chmodSync(path.join(fake, 'node'), 0o755)
+  })
+  afterAll(() => rmSync(fake, { recursive: true, force: true }))
+
+  const launch = (env: Record<string, string>): string[] =>
+    execFileSync('bin/kbis', ['serve', '--port', '0'], { env: { PATH: `${fake}:${process.env.PATH}`, ...env }, encoding: 'utf8' }).split('|')
+
+  it('gives the embedded store the mmap threshold too, PostgreSQL the trim threshold alone', () => {
+    const [embedded, args] = launch({})
+    expect(embedded).toBe('glibc.malloc.trim_threshold=1048576:glibc.malloc.mmap_threshold=32768')
+    expect(args).toBe(`${path.resolve('bin/kbis.js')} serve --port 0`)
+    expect(launch({ DATABASE_URL: '' })[0]).toBe(EMBEDDED_ALLOCATOR_TUNABLES)
+    expect(launch({ DATABASE_URL: 'postgres://127.0.0.1/x' })[0]).toBe('glibc.malloc.trim_threshold=1048576')
+    expect(allocatorTunables(undefined)).toBe(EMBEDDED_ALLOCATOR_TUNABLES)
+    expect(allocatorTunables('postgres://127.0.0.1/x')).toBe(ALLOCATOR_TUNABLES)
+  })
+
+  it("keeps an operator's own value, an empty one included", () => {
+    expect(launch({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' })[0]).toBe('glibc.malloc.arena_max=2')
+    expect(launch({ GLIBC_TUNABLES: '', DATABASE_URL: 'postgres://127.0.0.1/x' })[0]).toBe('')
   })
 })
 
@@ -80,7 +114,9 @@ describe('kbis serve on PGlite: memory of 10,000-item bulks', { timeout: 300_000
     const own = [await afterStart({ GLIBC_TUNABLES: '' })]
     trimmed.push(await afterStart({}))
     own.push(await afterStart({ GLIBC_TUNABLES: '' }))
-    for (const start of trimmed) expect(start.environ).toContain(`GLIBC_TUNABLES=${ALLOCATOR_TUNABLES}`)
+    // glibc (2.36) parses the variable in place: /proc/<pid>/environ shows its settings
+    // separated by NUL instead of ':' (the process itself reads the whole value).
+    for (const start of trimmed) expect(start.environ.join(':')).toContain(`GLIBC_TUNABLES=${EMBEDDED_ALLOCATOR_TUNABLES}`)
     for (const start of own) {
       expect(start.environ).toContain('GLIBC_TUNABLES=')
       expect(start.environ.filter((v) => v.startsWith('GLIBC_TUNABLES='))).toEqual(['GLIBC_TUNABLES='])
