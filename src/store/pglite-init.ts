@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
-import { unpackTemplate } from './pglite-template.js'
+import { childFailure, unpackTemplate } from './pglite-template.js'
 
 const require = createRequire(import.meta.url)
 
@@ -62,7 +62,7 @@ PGlite.create(process.argv[1]).then((db) => db.close()).catch((err) => {
   await new Promise<void>((resolve, reject) => {
     execFile(process.execPath, ['-e', script, path.resolve(dir)], { timeout: INIT_TIMEOUT_MS, maxBuffer: 1 << 20 }, (err, _stdout, stderr) => {
       if (!err) return resolve()
-      const reason = stderr.trim() || err.message
+      const reason = childFailure(err, stderr, INIT_TIMEOUT_MS)
       reject(new Error(`could not initialize the PGlite data directory ${dir}: ${reason}`))
     })
   })

@@ -8,7 +8,7 @@ import { t } from 'tar'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openDb } from '../../../src/store/db.js'
 import { pendingMigrations } from '../../../src/store/migrate.js'
-import { templateKey, unpackTemplate, type TemplateFiles } from '../../../src/store/pglite-template.js'
+import { childFailure, templateKey, unpackTemplate, type TemplateFiles } from '../../../src/store/pglite-template.js'
 import { ALLOCATOR_TUNABLES } from '../../../src/ops/heap.js'
 import { ensureTemplate } from '../../helpers/pglite-template.js'
 
@@ -97,6 +97,15 @@ process.stdout.write(JSON.stringify({ unpacked, grewKb: heapKb() - before }))`
     expect(readdirSync(dir)).toContain('PG_VERSION')
     expect(readdirSync(path.join(dir, 'base')).length).toBeGreaterThan(0)
     expect(grewKb).toBeLessThan(8 * 1024)
+  })
+
+  it("names a child's failure by its stderr, else by how it ended, never by its command line", () => {
+    const failed = (fields: Record<string, unknown>) => Object.assign(new Error('Command failed: /usr/bin/node -e const [tar, file] = …'), fields)
+    expect(childFailure(failed({ code: 1 }), '  TAR_BAD_ARCHIVE: Unrecognized archive format\n', 120_000)).toBe('TAR_BAD_ARCHIVE: Unrecognized archive format')
+    expect(childFailure(failed({ killed: true, signal: 'SIGTERM' }), '', 120_000)).toBe('it did not finish within 120 s')
+    expect(childFailure(failed({ code: 3 }), '', 120_000)).toBe('it exited with code 3')
+    expect(childFailure(failed({ signal: 'SIGKILL' }), '', 120_000)).toBe('it ended by SIGKILL')
+    expect(childFailure(failed({ code: 'ENOENT' }), '', 120_000)).toBe('it could not start (ENOENT)')
   })
 
   it('packs the current migrations and the installed PGlite with the build (dist/)', async () => {
