@@ -162,7 +162,9 @@ PostgreSQL ${machine.postgres}. Load average before / after the run: ${load(mach
   relationships, run before any of the limit's statements (on PGlite they run in the same process,
   and the WebAssembly memory a 10,000-row VALUES statement takes stays resident: runs before
   2026-11-27 05:00 UTC counted ≈ 67 MB of it). Runs before 2026-11-26 ran the service under tsx
-  (≈ 50 MB more RSS) and took one peak over the whole bulk phase.
+  (≈ 50 MB more RSS) and took one peak over the whole bulk phase. The bench's log line of the
+  bulks says where that memory is, by kind of mapping (\`/proc/<pid>/smaps\`): WebAssembly, the
+  malloc arenas of threads, the main heap, the node binary, and the rest (V8's heaps, code).
 - **ratio ours/limit**: for req/s higher is better (0.5 = half the limit's throughput); for ms
   lower is better (2 = twice the limit's time). For analytics the target is a time ≤ 0.33× the raw
   jsonb SQL, i.e. at least 3× faster.
