@@ -1,8 +1,8 @@
-import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
-import { childFailure, unpackTemplate } from './pglite-template.js'
+import { runNodeScript } from './node-child.js'
+import { unpackTemplate } from './pglite-template.js'
 
 const require = createRequire(import.meta.url)
 
@@ -59,11 +59,5 @@ PGlite.create(process.argv[1]).then((db) => db.close()).catch((err) => {
   process.stderr.write(String((err && (err.message || (err.errno !== undefined && err.name + ' ' + err.errno))) || err))
   process.exitCode = 1
 })`
-  await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, ['-e', script, path.resolve(dir)], { timeout: INIT_TIMEOUT_MS, maxBuffer: 1 << 20 }, (err, _stdout, stderr) => {
-      if (!err) return resolve()
-      const reason = childFailure(err, stderr, INIT_TIMEOUT_MS)
-      reject(new Error(`could not initialize the PGlite data directory ${dir}: ${reason}`))
-    })
-  })
+  await runNodeScript(script, [path.resolve(dir)], INIT_TIMEOUT_MS, `could not initialize the PGlite data directory ${dir}`)
 }

@@ -1,9 +1,9 @@
-import { execFile, type ExecFileException } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { runNodeScript } from './node-child.js'
 
 const require = createRequire(import.meta.url)
 
@@ -72,18 +72,6 @@ export function packedTemplate(template = BUILD_TEMPLATE): PackedTemplate | null
  */
 export const VERSION_FILE = 'PG_VERSION'
 
-/**
- * Why a short-lived child of the store (initdb, unpacking) failed: what it wrote on stderr, else
- * how it ended — never the command line, which execFile's own message repeats whole.
- */
-export function childFailure(err: ExecFileException, stderr: string, timeoutMs: number): string {
-  if (stderr.trim() !== '') return stderr.trim()
-  if (err.killed) return `it did not finish within ${Math.round(timeoutMs / 1000)} s`
-  if (typeof err.code === 'number') return `it exited with code ${err.code}`
-  if (typeof err.code === 'string') return `it could not start (${err.code})`
-  return `it ended by ${err.signal ?? 'an unknown cause'}`
-}
-
 /** How long unpacking may take (a second on an idle machine). */
 const UNPACK_TIMEOUT_MS = 120_000
 
@@ -107,13 +95,8 @@ require(tar).x({ file, cwd, filter: (entry) => entry.replace(/^(?:\\.?\\/)+/, ''
 export async function unpackTemplate(dir: string, template = BUILD_TEMPLATE): Promise<boolean> {
   const packed = packedTemplate(template)
   if (!packed || packed.pglite !== pgliteVersion()) return false
-  await new Promise<void>((resolve, reject) => {
-    const args = ['-e', UNPACK_SCRIPT, require.resolve('tar'), path.resolve(template.file), path.resolve(dir), VERSION_FILE]
-    execFile(process.execPath, args, { timeout: UNPACK_TIMEOUT_MS, maxBuffer: 1 << 20 }, (err, _stdout, stderr) => {
-      if (!err) return resolve()
-      reject(new Error(`could not unpack the PGlite data directory template into ${dir}: ${childFailure(err, stderr, UNPACK_TIMEOUT_MS)}`))
-    })
-  })
+  const args = [require.resolve('tar'), path.resolve(template.file), path.resolve(dir), VERSION_FILE]
+  await runNodeScript(UNPACK_SCRIPT, args, UNPACK_TIMEOUT_MS, `could not unpack the PGlite data directory template into ${dir}`)
   writeFileSync(path.join(dir, VERSION_FILE), packed.pg_version)
   return true
 }

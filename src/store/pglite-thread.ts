@@ -67,10 +67,13 @@ let compiled: Promise<WebAssembly.Module> | null = null
  * for each thread and not kept: a server starts one, which unpacks it into its own file system.
  */
 async function pgliteFiles(): Promise<Pick<PgliteWorkerOptions, 'pgliteWasmModule' | 'fsBundle'>> {
-  compiled ??= readFile(path.join(PGLITE_DIST, 'pglite.wasm')).then((wasm) => WebAssembly.compile(wasm))
-  compiled.catch(() => {
-    compiled = null
-  })
+  if (compiled === null) {
+    compiled = readFile(path.join(PGLITE_DIST, 'pglite.wasm')).then((wasm) => WebAssembly.compile(wasm))
+    // A failed compile is tried again by the next thread.
+    compiled.catch(() => {
+      compiled = null
+    })
+  }
   const [pgliteWasmModule, bundle] = await Promise.all([compiled, readFile(path.join(PGLITE_DIST, 'pglite.data'))])
   return { pgliteWasmModule, fsBundle: new Blob([bundle]) }
 }

@@ -14,7 +14,7 @@ export interface PgliteWorkerOptions {
   /** Added to PGlite's own start parameters. */
   startParams: string[]
   loadDataDir: Blob | null
-  /** PGlite's WebAssembly module and file-system bundle, compiled and read once per process (store/pglite-thread.ts). */
+  /** PGlite's WebAssembly module, compiled once per process, and its file-system bundle (store/pglite-thread.ts). */
   pgliteWasmModule: WebAssembly.Module
   fsBundle: Blob
 }
