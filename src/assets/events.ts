@@ -1,6 +1,6 @@
 import type { Queryable, Tx } from '../store/db.js'
 import { inIdOrder, isoSecondSql } from '../store/sql.js'
-import { eventsWritten, inEventIdOrder, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
+import { eventPositionSql, eventsWritten, inEventIdOrder, writeEvents, type EventOrigin, type NewEvent } from '../outbox/write.js'
 import type { EventType } from '../outbox/cloud-event.js'
 import { toAssetRecord, type AssetRow } from './mapper.js'
 
@@ -13,7 +13,7 @@ function assetRecordSql(rows: string): string {
                 'created_at', ${isoSecondSql(`${rows}.created_at`)}, 'updated_at', ${isoSecondSql(`${rows}.updated_at`)})`
 }
 
-const EVENT_COLUMNS = 'org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key'
+const EVENT_COLUMNS = 'org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key, sequence'
 
 /**
  * The INSERT of `asset.created` events for the rows of a data-modifying CTE (`rows`: the columns
@@ -26,7 +26,7 @@ export function assetCreatedEventsSql(tx: Tx, rows: string, ids: string): string
   return `INSERT INTO events (${EVENT_COLUMNS})
        SELECT $1, ${ids}.event_id, 'asset.created', 'assets/' || ${rows}.id, now(), $3, $4,
               jsonb_build_object('object', ${assetRecordSql(rows)}, 'actor', $5::jsonb),
-              ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key
+              ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key, ${eventPositionSql(tx, `${ids}.event_id`)}
        FROM ${rows} JOIN ${ids} ON ${ids}.id = ${rows}.id
        ${inEventIdOrder(tx, `${ids}.event_id`)}`
 }
@@ -66,7 +66,7 @@ export function assetUpdatedEventsSql(tx: Tx, rows: string): string {
   return `INSERT INTO events (${EVENT_COLUMNS})
        SELECT $1, ${rows}.event_id, 'asset.updated', 'assets/' || ${rows}.id, now(), $3, $4,
               jsonb_build_object('object', ${assetRecordSql(rows)}, 'changes', c.changes, 'actor', $5::jsonb),
-              ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key
+              ${rows}.id, ${rows}.asset_type_key, ${rows}.access_domain_key, ${eventPositionSql(tx, `${rows}.event_id`)}
        FROM ${rows} CROSS JOIN LATERAL (SELECT ${assetChangesSql(rows)} AS changes OFFSET 0) c
        WHERE c.changes <> '{}'::jsonb
        ${inEventIdOrder(tx, `${rows}.event_id`)}

@@ -1,7 +1,7 @@
 import { BACKGROUND_SQL, type Db, type Queryable } from '../store/db.js'
 import { metrics } from '../ops/metrics.js'
 import { EVENT_COLUMNS, toCloudEvent, type CloudEvent, type StampedEventRow } from '../outbox/cloud-event.js'
-import { onEventsWritten, stampingOf, type Stamping } from '../outbox/write.js'
+import { highestPositionSql, onEventsWritten, stampingOf, type Stamping } from '../outbox/write.js'
 
 /** An event the relay has just stamped, with its organization. */
 export interface StampedEvent {
@@ -30,8 +30,22 @@ interface StampedBatch {
   more: boolean
 }
 
-/** Positions drawn so far (0 before the first). */
-const LAST_DRAWN = 'SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM event_sequence'
+/**
+ * PGlite's hand-over: each organization with events above its mark (`event_handover_marks`, none:
+ * 0), found by one probe of the feed's index (org_id, sequence) per organization.
+ */
+const UNHANDED = `organizations o LEFT JOIN event_handover_marks h ON h.org_id = o.id
+  CROSS JOIN LATERAL (SELECT coalesce(h.handed_through, 0) AS handed) m`
+
+/**
+ * PGlite: gives events written without a position (by SQL of another program, a copy of a
+ * PostgreSQL store taken before its relay stamped them) their organization's next positions, in
+ * id order. Writers of this service always give one; the probe of `events_unstamped` finds none.
+ */
+const NUMBER_UNPOSITIONED = `UPDATE events e SET sequence = s.base + s.k
+  FROM (SELECT x.org_id, x.id, x.k, ${highestPositionSql('x.org_id')} AS base
+        FROM (SELECT org_id, id, row_number() OVER (PARTITION BY org_id ORDER BY id) AS k FROM events WHERE sequence IS NULL) x) s
+  WHERE e.org_id = s.org_id AND e.id = s.id`
 
 export interface RelayOptions {
   /** How often the relay looks for unstamped events (ms); writes of this process also wake it. */
@@ -68,7 +82,8 @@ const RELAY_RETRY_MAX_MS = 5_000
 
 /**
  * One advisory lock for the whole store: stamping transactions of every server process are
- * serialized by it, which is what makes `sequence` follow commit order (decision 0003).
+ * serialized by it, which is what makes `sequence` follow commit order (decision 0003). Positions
+ * are per organization (decision 0027): each stamp continues its organizations' highest.
  */
 export const RELAY_LOCK = 727_160_009
 
@@ -82,8 +97,8 @@ export const HANDOVER_GATHER_MS = 20
 /**
  * The event relay (docs/decisions/0003-event-feed-ordering.md). Writers insert events with
  * `sequence` NULL in their own transaction; the relay, alone under `RELAY_LOCK`, gives every
- * committed unstamped event the next positions, in `id` order (ids of one process sort in
- * creation order), in batches. A stamping transaction only sees committed rows and runs after
+ * committed unstamped event its organization's next positions, in `id` order (ids of one process
+ * sort in creation order), in batches. A stamping transaction only sees committed rows and runs after
  * every earlier stamping transaction committed, so each position it gives is higher than every
  * position a reader could already see: `WHERE sequence > cursor` never skips a late committer.
  */
@@ -114,26 +129,20 @@ export class EventRelay {
   }
 
   /**
-   * Sets the store up for its way of stamping (before start): on PGlite `sequence` defaults to the
-   * next position, and events written without one (by a command before the first start, or by an
-   * earlier version) get theirs now, in id order; on PostgreSQL `sequence` has no default (a
-   * store copied from PGlite would otherwise draw positions out of commit order).
+   * Sets the store up for its way of stamping (before start). Writers give `sequence` themselves
+   * (outbox/write.ts eventPositionSql), so it has no default on either store (an earlier version
+   * drew it from `event_sequence` on PGlite, and a copy of such a store carries that default). On
+   * PGlite, events written without a position get their organization's next positions now, as in
+   * each hand-over round (NUMBER_UNPOSITIONED).
    */
   async prepare(): Promise<void> {
     const column = await this.db.query<{ expr: string | null }>(
       `SELECT pg_get_expr(d.adbin, d.adrelid) AS expr FROM pg_attribute a
        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
        WHERE a.attrelid = 'events'::regclass AND a.attname = 'sequence'`)
-    const hasDefault = (column.rows[0]?.expr ?? null) !== null
-    if (this.stamping === 'stamp') {
-      if (hasDefault) await this.db.query('ALTER TABLE events ALTER COLUMN sequence DROP DEFAULT')
-      return
-    }
-    if (!hasDefault) await this.db.query("ALTER TABLE events ALTER COLUMN sequence SET DEFAULT nextval('event_sequence')")
-    // The ORDER BY keeps the subquery apart: positions are drawn over rows already in id order.
-    await this.db.query(`UPDATE events e SET sequence = s.n
-       FROM (SELECT x.org_id, x.id, nextval('event_sequence') AS n FROM (SELECT org_id, id FROM events WHERE sequence IS NULL ORDER BY id) x) s
-       WHERE e.org_id = s.org_id AND e.id = s.id`)
+    if ((column.rows[0]?.expr ?? null) !== null) await this.db.query('ALTER TABLE events ALTER COLUMN sequence DROP DEFAULT')
+    if (this.stamping === 'stamp') return
+    await this.db.query(NUMBER_UNPOSITIONED)
   }
 
   /**
@@ -260,10 +269,10 @@ export class EventRelay {
 
   /** Unstamped (on PGlite: not yet handed over) events plus stamped ones not yet published (kbis_events_pending, counted when read). */
   async pendingCount(): Promise<number> {
+    const unstamped = '(SELECT count(*) FROM events WHERE sequence IS NULL)'
     const waiting = this.stamping === 'stamp'
-      ? '(SELECT count(*) FROM events WHERE sequence IS NULL)'
-      : `(SELECT count(*) FROM event_handover h, organizations o CROSS JOIN LATERAL
-           (SELECT 1 FROM events e WHERE e.org_id = o.id AND e.sequence > h.handed_through) e)`
+      ? unstamped
+      : `${unstamped} + (SELECT count(*) FROM ${UNHANDED} CROSS JOIN LATERAL (SELECT 1 FROM events e WHERE e.org_id = o.id AND e.sequence > m.handed) e)`
     const result = await this.db.query<{ n: number }>(`${BACKGROUND_SQL}SELECT ${waiting} + (SELECT count(*) FROM events WHERE pending_publish) AS n`)
     return Number(result.rows[0]?.n ?? 0)
   }
@@ -278,7 +287,9 @@ export class EventRelay {
   private async hasUnstamped(): Promise<boolean> {
     const result = this.stamping === 'stamp'
       ? await this.db.query<{ yes: boolean }>(BACKGROUND_SQL + 'SELECT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL) AS yes', [], { prepare: 'kbis_events_unstamped' })
-      : await this.db.query<{ yes: boolean }>(`${BACKGROUND_SQL}SELECT (${LAST_DRAWN}) > (SELECT handed_through FROM event_handover) AS yes`, [], { prepare: 'kbis_events_unhanded' })
+      : await this.db.query<{ yes: boolean }>(`${BACKGROUND_SQL}SELECT EXISTS (SELECT 1 FROM ${UNHANDED}
+           WHERE EXISTS (SELECT 1 FROM events e WHERE e.org_id = o.id AND e.sequence > m.handed))
+           OR EXISTS (SELECT 1 FROM events WHERE sequence IS NULL) AS yes`, [], { prepare: 'kbis_events_unhanded' })
     return result.rows[0]?.yes === true
   }
 
@@ -307,20 +318,23 @@ export class EventRelay {
     if (batch.rows.length === 0) return { count: 0, events: [], orgIds: [], more: false }
     const orgIds = [...new Set(batch.rows.map((r) => r.org_id))]
     const whole = await this.wantsEvents(tx, orgIds)
-    // Positions base .. base + n - 1 in one draw: only the relay draws, under the lock.
-    const drawn = await tx.query<{ base: number }>(`${BACKGROUND_SQL}SELECT setval('event_sequence', nextval('event_sequence') + $1 - 1) - $1 + 1 AS base`,
-      [batch.rows.length],
-    )
-    const base = Number(drawn.rows[0]!.base)
-    const result = await tx.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}UPDATE events e SET sequence = $3::bigint + u.n - 1, pending_publish = $4
-       FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS u(org_id, id, n), organizations o
-       WHERE e.org_id = u.org_id AND e.id = u.id AND o.id = u.org_id
-       RETURNING ${whole ? `${EVENT_COLUMNS}, o.key AS org_key` : 'e.id'}`,
-      [batch.rows.map((r) => r.org_id), batch.rows.map((r) => r.id), base, this.options.publishes],
+    // Each organization's events of the batch, in id order, continue its highest position: only
+    // the relay gives positions, under the lock, so no other stamp runs in between.
+    const result = await tx.query<StampedEventRow & { org_key: string; n: string }>(`${BACKGROUND_SQL}WITH u AS (
+         SELECT u.org_id, u.id, u.n, row_number() OVER (PARTITION BY u.org_id ORDER BY u.n) AS k
+         FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS u(org_id, id, n)
+       ), b AS (
+         SELECT g.org_id, ${highestPositionSql('g.org_id')} AS base FROM (SELECT DISTINCT org_id FROM u) g
+       )
+       UPDATE events e SET sequence = b.base + u.k, pending_publish = $3
+       FROM u JOIN b ON b.org_id = u.org_id JOIN organizations o ON o.id = u.org_id
+       WHERE e.org_id = u.org_id AND e.id = u.id
+       RETURNING ${whole ? `${EVENT_COLUMNS}, o.key AS org_key, u.n` : 'e.id'}`,
+      [batch.rows.map((r) => r.org_id), batch.rows.map((r) => r.id), this.options.publishes],
     )
     const events = whole
       ? result.rows
-        .sort((a, b) => Number(a.sequence) - Number(b.sequence))
+        .sort((a, b) => Number(a.n) - Number(b.n))
         .map((row) => ({ orgId: row.org_id, orgKey: row.org_key, event: toCloudEvent(row, row.org_key) }))
       : []
     for (const { hook } of this.stampedHooks) await hook(tx, events, orgIds)
@@ -329,38 +343,41 @@ export class EventRelay {
 
   /**
    * The relay's round on PGlite (`written`): the events already carry their positions, in commit
-   * order; those above the mark, up to `batchSize` positions further, go to the hooks as a stamped
-   * batch would (whole only when something wants them, marked for publication with a NATS sink),
-   * and the mark moves past them in the same transaction. Positions of rolled-back writes are
-   * simply missing from the range.
+   * order. Each organization's events above its mark, up to `batchSize` of them, go to the hooks
+   * as a stamped batch would (whole only when something wants them, marked for publication with a
+   * NATS sink), and the marks move past them in the same transaction. Organizations come in id
+   * order, each one's events in position order (nothing orders events across organizations: each
+   * has its own feed, webhooks and NATS subjects).
    */
   private async handOver(tx: Queryable): Promise<StampedBatch> {
-    const mark = await tx.query<{ handed: string; last: string }>(
-      `${BACKGROUND_SQL}SELECT handed_through AS handed, (${LAST_DRAWN}) AS last FROM event_handover`)
-    const [handed, last] = [Number(mark.rows[0]!.handed), Number(mark.rows[0]!.last)]
-    if (last <= handed) return { count: 0, events: [], orgIds: [], more: false }
-    const upto = Math.min(last, handed + this.batchSize)
-    const range = [handed, upto]
-    // Per organization, on the feed's index (org_id, sequence).
-    const counted = await tx.query<{ org_id: string; n: string }>(`${BACKGROUND_SQL}SELECT o.id AS org_id, e.n FROM organizations o
-       CROSS JOIN LATERAL (SELECT count(*) AS n FROM events e WHERE e.org_id = o.id AND e.sequence > $1 AND e.sequence <= $2) e
-       WHERE e.n > 0 ORDER BY o.id`, range)
-    const orgIds = counted.rows.map((r) => r.org_id)
-    const count = counted.rows.reduce((sum, r) => sum + Number(r.n), 0)
-    const whole = count > 0 && (await this.wantsEvents(tx, orgIds))
-    if (count > 0 && this.options.publishes) {
-      await tx.query(`${BACKGROUND_SQL}UPDATE events e SET pending_publish = true FROM organizations o
-         WHERE e.org_id = o.id AND e.sequence > $1 AND e.sequence <= $2`, range)
+    await tx.query(BACKGROUND_SQL + NUMBER_UNPOSITIONED)
+    const pending = await tx.query<{ org_id: string; handed: string; upto: string; n: string }>(`${BACKGROUND_SQL}SELECT o.id AS org_id, m.handed, x.upto, x.n
+       FROM ${UNHANDED}
+       CROSS JOIN LATERAL (SELECT max(p.sequence) AS upto, count(*) AS n FROM (SELECT e.sequence FROM events e
+         WHERE e.org_id = o.id AND e.sequence > m.handed ORDER BY e.sequence LIMIT $1) p) x
+       WHERE x.n > 0 ORDER BY o.id`, [this.batchSize])
+    if (pending.rows.length === 0) return { count: 0, events: [], orgIds: [], more: false }
+    const orgIds = pending.rows.map((r) => r.org_id)
+    const ranges = [orgIds, pending.rows.map((r) => r.handed), pending.rows.map((r) => r.upto)]
+    // Each organization's range, on the feed's index (org_id, sequence).
+    const inRanges = `unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS r(org_id, handed, upto)
+       CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.org_id = r.org_id AND e.sequence > r.handed AND e.sequence <= r.upto) e`
+    const count = pending.rows.reduce((sum, r) => sum + Number(r.n), 0)
+    const whole = await this.wantsEvents(tx, orgIds)
+    if (this.options.publishes) {
+      await tx.query(`${BACKGROUND_SQL}UPDATE events x SET pending_publish = true
+         FROM (SELECT e.org_id, e.id FROM ${inRanges}) e WHERE x.org_id = e.org_id AND x.id = e.id`, ranges)
     }
     const rows = whole
-      ? (await tx.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}SELECT ${EVENT_COLUMNS}, o.key AS org_key FROM organizations o
-           CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.org_id = o.id AND e.sequence > $1 AND e.sequence <= $2) e
-           ORDER BY e.sequence`, range)).rows
+      ? (await tx.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}SELECT ${EVENT_COLUMNS}, o.key AS org_key
+           FROM ${inRanges} JOIN organizations o ON o.id = r.org_id ORDER BY r.org_id, e.sequence`, ranges)).rows
       : []
     const events = rows.map((row) => ({ orgId: row.org_id, orgKey: row.org_key, event: toCloudEvent(row, row.org_key) }))
-    await tx.query(`${BACKGROUND_SQL}UPDATE event_handover SET handed_through = $1`, [upto])
-    if (count > 0) for (const { hook } of this.stampedHooks) await hook(tx, events, orgIds)
-    return { count, events, orgIds, more: upto < last }
+    await tx.query(`${BACKGROUND_SQL}INSERT INTO event_handover_marks AS m (org_id, handed_through)
+       SELECT org_id, upto FROM unnest($1::uuid[], $2::bigint[]) AS r(org_id, upto) ORDER BY org_id
+       ON CONFLICT (org_id) DO UPDATE SET handed_through = EXCLUDED.handed_through`, [orgIds, ranges[2]])
+    for (const { hook } of this.stampedHooks) await hook(tx, events, orgIds)
+    return { count, events, orgIds, more: pending.rows.some((r) => Number(r.n) === this.batchSize) }
   }
 
   /** Whether anything needs this batch's events whole: a NATS sink always, a stamped hook if it says so. */
@@ -383,9 +400,10 @@ export class EventRelay {
   }
 
   /**
-   * Retention: deletes the stamped events older than `retentionDays`, in sequence order (never one
-   * above a kept older one), and records per organization the highest position purged, below
-   * which a cursor answers 410 cursor_expired.
+   * Retention: deletes the stamped events older than `retentionDays`, each organization's in
+   * sequence order (never one above a kept older one), and records per organization the highest
+   * position purged, below which a cursor answers 410 cursor_expired and above which the
+   * organization's positions continue.
    */
   private async purge(wait = false): Promise<number> {
     if (this.options.retentionDays <= 0) return 0
@@ -401,12 +419,12 @@ export class EventRelay {
           if (got.rows[0]?.ok !== true) return 0
         }
         const result = await tx.query<{ n: number }>(`${BACKGROUND_SQL}WITH cut AS (
-             SELECT max(sequence) AS upto FROM events
-             WHERE sequence IS NOT NULL AND time < now() - make_interval(days => $1::int)
+             SELECT org_id, max(sequence) AS upto FROM events
+             WHERE sequence IS NOT NULL AND time < now() - make_interval(days => $1::int) GROUP BY org_id
            ), victims AS (
-             SELECT e.org_id, e.id, e.sequence FROM events e, cut
+             SELECT e.org_id, e.id FROM cut JOIN events e ON e.org_id = cut.org_id
              WHERE e.sequence IS NOT NULL AND e.sequence <= cut.upto
-             ORDER BY e.sequence LIMIT 10000
+             ORDER BY e.org_id, e.sequence LIMIT 10000
            ), gone AS (
              DELETE FROM events e USING victims v WHERE e.org_id = v.org_id AND e.id = v.id RETURNING e.org_id, e.sequence
            ), marks AS (

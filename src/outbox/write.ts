@@ -9,10 +9,11 @@ import { callerKeyId } from '../core/auth/context.js'
  * The outbox writers (CONTRACT §13; docs/events.md, "Writing events"). Every write path calls
  * them in the transaction of its change, so an event exists exactly when its change committed.
  * Each call is ONE statement whatever the number of events (a bulk of 10,000 → one INSERT), with
- * the events as one json parameter, inserted in event id order. `sequence` is the column's
- * default: NULL on PostgreSQL, where the relay stamps it after commit; the next position on PGlite,
- * whose transactions commit one after the other in the order they run (decision 0018). Either way
- * a statement's events get their positions in id order.
+ * the events as one json parameter, inserted in event id order. `sequence` is the organization's
+ * position ({@link eventPositionSql}): NULL on PostgreSQL, where the relay stamps it after commit;
+ * the organization's next positions on PGlite, whose transactions commit one after the other in
+ * the order they run (decisions 0018, 0027). Either way a statement's events get their positions
+ * in id order.
  */
 
 /**
@@ -30,12 +31,34 @@ export function stampingOf(kind: StoreKind): Stamping {
 }
 
 /**
- * The ORDER BY that makes a statement write its events in id order where positions are drawn
- * as they are written (so a bulk's events follow its items); nothing on PostgreSQL, whose relay
- * stamps in id order (the sort of 10,000 events' rows would spill to disk there for nothing).
+ * The ORDER BY that makes a statement write its events in id order where positions are given as
+ * they are written (the order {@link eventPositionSql} numbers them in, so the window's sort serves
+ * both); nothing on PostgreSQL, whose relay stamps in id order (the sort of 10,000 events' rows
+ * would spill to disk there for nothing).
  */
 export function inEventIdOrder(db: Queryable, idColumn: string): string {
   return stampingOf(db.kind) === 'written' ? `ORDER BY ${idColumn}` : ''
+}
+
+/**
+ * The highest position `org`'s events have had: its highest event, or after retention purged them
+ * all, the highest purged (a position is never given twice, and a cursor stays valid). Positions
+ * are per organization (decision 0027): an organization's numbers say nothing of the others'.
+ */
+export function highestPositionSql(org: string): string {
+  return `coalesce((SELECT max(x.sequence) FROM events x WHERE x.org_id = ${org} AND x.sequence IS NOT NULL),
+                   (SELECT r.purged_through FROM event_retention r WHERE r.org_id = ${org}), 0)`
+}
+
+/**
+ * The `sequence` an event INSERT of organization `$1` writes, for rows in `idColumn` order: NULL
+ * where the relay stamps after commit; where positions are given as events are written, the
+ * organization's highest plus the row's rank (the statement holds the store's one transaction,
+ * so no other writer numbers between the read and the commit). One event INSERT per statement:
+ * two would both start from the same highest (the unique `events_feed` index refuses that).
+ */
+export function eventPositionSql(db: Queryable, idColumn: string): string {
+  return stampingOf(db.kind) === 'written' ? `(SELECT ${highestPositionSql('$1')}) + row_number() OVER (ORDER BY ${idColumn})` : 'NULL'
 }
 
 /** Relays of this process, woken when this process has committed events (see relay.ts). */
@@ -133,16 +156,16 @@ export async function writeEvents(tx: Queryable, origin: EventOrigin, events: re
        access_domain_key text, related_asset_id uuid, related_asset_type_key text, related_access_domain_key text)`
   const select = options.lookupEnds
     ? `SELECT $1, u.id, u.type, u.subject, now(), $2, $3, u.data::jsonb, u.asset_id, s.asset_type_key, s.access_domain_key,
-              u.related_asset_id, t.asset_type_key, t.access_domain_key
+              u.related_asset_id, t.asset_type_key, t.access_domain_key, ${eventPositionSql(tx, 'u.id')}
        FROM ${ORG_ROW} CROSS JOIN ${recordset}
        LEFT JOIN assets s ON s.org_id = o.org_id AND s.id = u.asset_id
        LEFT JOIN assets t ON t.org_id = o.org_id AND t.id = u.related_asset_id`
     : `SELECT $1, u.id, u.type, u.subject, now(), $2, $3, u.data::jsonb, u.asset_id, u.asset_type_key, u.access_domain_key,
-              u.related_asset_id, u.related_asset_type_key, u.related_access_domain_key
+              u.related_asset_id, u.related_asset_type_key, u.related_access_domain_key, ${eventPositionSql(tx, 'u.id')}
        FROM ${recordset}`
   await tx.query(
     `INSERT INTO events (org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key,
-                         related_asset_id, related_asset_type_key, related_access_domain_key)
+                         related_asset_id, related_asset_type_key, related_access_domain_key, sequence)
      ${select}
      ${inEventIdOrder(tx, 'u.id')}`,
     [origin.orgId, origin.requestId, origin.idempotencyKey, JSON.stringify(rows)],

@@ -1,6 +1,6 @@
 import type { Queryable, Tx } from '../store/db.js'
 import { ORG_ROW, inIdOrder, isoSecondSql } from '../store/sql.js'
-import { eventsWritten, inEventIdOrder, writeEvents, type EventOrigin } from '../outbox/write.js'
+import { eventPositionSql, eventsWritten, inEventIdOrder, writeEvents, type EventOrigin } from '../outbox/write.js'
 import { toRelationshipRecord, type RelationshipRow } from './mapper.js'
 
 /**
@@ -28,12 +28,13 @@ export async function writeRelationshipEvents(tx: Queryable, origin: EventOrigin
 export function relationshipCreatedEventsSql(tx: Tx, rows: string, ids: string): string {
   eventsWritten(tx)
   return `INSERT INTO events (org_id, id, type, subject, time, request_id, idempotency_key, data, asset_id, asset_type_key, access_domain_key,
-                              related_asset_id, related_asset_type_key, related_access_domain_key)
+                              related_asset_id, related_asset_type_key, related_access_domain_key, sequence)
        SELECT $1, ${ids}.event_id, 'relationship.created', 'relationships/' || ${rows}.id, now(), $3, $4,
               jsonb_build_object('object', jsonb_build_object('id', ${rows}.id, 'relationship_type_key', ${rows}.relationship_type_key,
                 'source_asset_id', ${rows}.source_asset_id, 'target_asset_id', ${rows}.target_asset_id,
                 'created_at', ${isoSecondSql(`${rows}.created_at`)}, 'updated_at', ${isoSecondSql(`${rows}.updated_at`)}), 'actor', $5::jsonb),
-              ${rows}.source_asset_id, s.asset_type_key, s.access_domain_key, ${rows}.target_asset_id, t.asset_type_key, t.access_domain_key
+              ${rows}.source_asset_id, s.asset_type_key, s.access_domain_key, ${rows}.target_asset_id, t.asset_type_key, t.access_domain_key,
+              ${eventPositionSql(tx, `${ids}.event_id`)}
        FROM ${ORG_ROW} CROSS JOIN ${rows} JOIN ${ids} ON ${ids}.id = ${rows}.id
        LEFT JOIN assets s ON s.org_id = o.org_id AND s.id = ${rows}.source_asset_id
        LEFT JOIN assets t ON t.org_id = o.org_id AND t.id = ${rows}.target_asset_id

@@ -285,6 +285,13 @@ for (const store of STORES) {
       expect(fresh.status).toBe(200)
       expect(fresh.body.data).toEqual([])
       expect((await t.request('GET', `/api/v1/events?after=${fresh.body.meta.next_cursor}`)).status).toBe(200)
+      // The organization's positions continue above the highest purged: none is given twice, and
+      // the cursor at the head reads the next event.
+      const purgedThrough = Number((await t.store.db.query<{ p: string }>('SELECT purged_through AS p FROM event_retention WHERE org_id = $1', [t.orgId])).rows[0]!.p)
+      const created = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'after-purge' } })
+      expect(created.status).toBe(201)
+      const next = (await feed(fresh.body.meta.next_cursor)).events
+      expect(next.map((e) => [e.subject, Number(e.sequence)])).toEqual([[`assets/${created.body.data.id}`, purgedThrough + 1]])
     })
 
     if (store === 'postgres') {

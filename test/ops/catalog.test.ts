@@ -7,11 +7,10 @@ import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
  */
 
 /**
- * Tables that are not per organization: the organizations themselves, the migration log, and the
- * relay's one mark on the store-wide event positions (read on PGlite only, decision 0018; the
- * positions' sequence is store-wide too).
+ * Tables that are not per organization: the organizations themselves and the migration log (the
+ * relay's store-wide hand-over mark became one per organization with decision 0027).
  */
-const GLOBAL_TABLES = ['organizations', 'schema_migrations', 'event_handover']
+const GLOBAL_TABLES = ['organizations', 'schema_migrations']
 
 interface KeyRow {
   table_name: string
