@@ -581,6 +581,16 @@ export interface StoreOptions {
 export const DEFAULT_PGLITE_SHARED_BUFFERS_MB = 64
 
 /**
+ * PGlite's `maintenance_work_mem`, in MB (PostgreSQL's default is 64): the memory one index build
+ * or VACUUM may take before it works on disk. WebAssembly memory never shrinks, so an index built
+ * over 1,000,000 rows with 64 MB left PGlite 56 MB larger for good (128 → 184 MB; 300,000 rows:
+ * +26 MB); with 16 MB it stayed at 128 MB and took no longer (2.9 against 3.4 s). The service
+ * builds indexes when `kbis apply` gives a property `unique_key` on a filled type, and the
+ * statistics keeper vacuums after large writes. Decision 0015, addendum.
+ */
+export const PGLITE_MAINTENANCE_WORK_MEM_MB = 16
+
+/**
  * What the PostgreSQL planner is told a parallel plan costs to start (its own default is 1000),
  * on the service's connections. Launching a worker took ≈ 23 ms on the 2-core virtual machines
  * kbis is measured on, so with the default a scan of a 200,000-asset projection went parallel
@@ -635,7 +645,10 @@ export async function openDb(options: StoreOptions): Promise<Db> {
     return new PostgresDb(pool, config)
   }
   const dir = options.dataDir ?? './data'
-  const settings = { startParams: ['-c', `shared_buffers=${options.sharedBuffersMb ?? DEFAULT_PGLITE_SHARED_BUFFERS_MB}MB`], loadDataDir: null }
+  const settings = {
+    startParams: ['-c', `shared_buffers=${options.sharedBuffersMb ?? DEFAULT_PGLITE_SHARED_BUFFERS_MB}MB`, '-c', `maintenance_work_mem=${PGLITE_MAINTENANCE_WORK_MEM_MB}MB`],
+    loadDataDir: null,
+  }
   if (dir === 'memory://') {
     return new PgliteDb(await PgliteThread.start({ ...settings, dataDir: null, loadDataDir: options.loadDataDir ?? null }), null, null)
   }
