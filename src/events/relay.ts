@@ -42,10 +42,13 @@ const UNHANDED = `organizations o LEFT JOIN event_handover_marks h ON h.org_id =
  * PostgreSQL store taken before its relay stamped them) their organization's next positions, in
  * id order. Writers of this service always give one; the probe of `events_unstamped` finds none.
  */
-const NUMBER_UNPOSITIONED = `UPDATE events e SET sequence = s.base + s.k
-  FROM (SELECT x.org_id, x.id, x.k, ${highestPositionSql('x.org_id')} AS base
-        FROM (SELECT org_id, id, row_number() OVER (PARTITION BY org_id ORDER BY id) AS k FROM events WHERE sequence IS NULL) x) s
-  WHERE e.org_id = s.org_id AND e.id = s.id`
+const NUMBER_UNPOSITIONED = `WITH x AS MATERIALIZED (
+    SELECT org_id, id, row_number() OVER (PARTITION BY org_id ORDER BY id) AS k FROM events WHERE sequence IS NULL
+  ), b AS MATERIALIZED (
+    SELECT g.org_id, ${highestPositionSql('g.org_id')} AS base FROM (SELECT DISTINCT org_id FROM x) g
+  )
+  UPDATE events e SET sequence = b.base + x.k FROM x JOIN b ON b.org_id = x.org_id
+  WHERE e.org_id = x.org_id AND e.id = x.id`
 
 export interface RelayOptions {
   /** How often the relay looks for unstamped events (ms); writes of this process also wake it. */
@@ -319,11 +322,13 @@ export class EventRelay {
     const orgIds = [...new Set(batch.rows.map((r) => r.org_id))]
     const whole = await this.wantsEvents(tx, orgIds)
     // Each organization's events of the batch, in id order, continue its highest position: only
-    // the relay gives positions, under the lock, so no other stamp runs in between.
+    // the relay gives positions, under the lock, so no other stamp runs in between. `b` is
+    // materialized: inlined, its highest was read again for every row as the UPDATE ran, each
+    // read walking the index entries the UPDATE had just added (1 s instead of 70 ms for 5,000).
     const result = await tx.query<StampedEventRow & { org_key: string; n: string }>(`${BACKGROUND_SQL}WITH u AS (
          SELECT u.org_id, u.id, u.n, row_number() OVER (PARTITION BY u.org_id ORDER BY u.n) AS k
          FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS u(org_id, id, n)
-       ), b AS (
+       ), b AS MATERIALIZED (
          SELECT g.org_id, ${highestPositionSql('g.org_id')} AS base FROM (SELECT DISTINCT org_id FROM u) g
        )
        UPDATE events e SET sequence = b.base + u.k, pending_publish = $3
