@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { freePort, KBIS_BIN } from '../helpers/cli-server.js'
+import { ACME_YAML, freePort, KBIS_BIN } from '../helpers/cli-server.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 import { openDb } from '../../src/store/db.js'
 
@@ -61,20 +61,7 @@ function stop(child: ChildProcess): Promise<void> {
   })
 }
 
-const SETUP = `
-organization: {key: acme, name: Acme}
-access_domains: [{key: it, name: IT}]
-roles:
-  - {key: all, name: Everything, grants: [{access_domain_key: "*", asset_type_keys: ["*"], level: edit_access_domain}]}
-users: [{email: owner@acme.test, name: Owner, permission_type: Owner, role_keys: [all], sign_in_methods: [password]}]
-metamodel:
-  asset_types:
-    - key: server
-      name: Server
-      properties:
-        - {key: hostname, name: Hostname, type: unique_key, required: true}
-        - {key: environment, type: select, options: [dev, prod]}
-`
+const SETUP = ACME_YAML.replace('RATE', '100000')
 
 describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
   let dir: string
