@@ -91,7 +91,7 @@ export interface RelayRetry {
 
 /**
  * After a failed round (the store unreachable) the relay waits before the next: 250 ms, doubling
- * to 5 s, as the LISTEN connection does (store/db.ts); a round that succeeds resets it. Polling
+ * to 5 s, as the LISTEN connection does (store/postgres-db.ts); a round that succeeds resets it. Polling
  * every `intervalMs` regardless put a failure in the log ten times a second.
  */
 const RELAY_RETRY_FIRST_MS = 250

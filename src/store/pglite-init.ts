@@ -8,7 +8,7 @@ const require = createRequire(import.meta.url)
 
 /**
  * The data directory, created if it does not exist yet (before its lock is taken and before
- * initdb, store/db.ts); a path that is a file, or one that cannot be created, is refused by name.
+ * initdb, store/pglite-db.ts); a path that is a file, or one that cannot be created, is refused by name.
  */
 export function createDataDir(dir: string): void {
   if (existsSync(dir) && !statSync(dir).isDirectory()) throw new Error(`the PGlite data directory ${dir} is not a directory`)

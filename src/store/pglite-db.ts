@@ -1,0 +1,197 @@
+/*
+ * The embedded backend of the store (store/db-api.ts says what a store is): PGlite in a thread
+ * of its own, on a data directory it locks, or in memory.
+ */
+import { createDataDir, initPgliteDataDir } from './pglite-init.js'
+import { writeDataDirArchive, type BackupReport } from './backup.js'
+import { lockDataDir, type DataDirLock } from './pglite-lock.js'
+import { PgliteThread } from './pglite-thread.js'
+import type { PgliteRows } from './pglite-worker.js'
+import { parseJsonTimestamptz, parseTimestamptz } from './timestamps.js'
+import { BACKGROUND_SQL, runCommitted, type Db, type QueryHook, type QueryOptions, type QueryResult, type StoreOptions, type Tx } from './db-api.js'
+
+/** Runs one statement in the embedded store's thread, in transaction `tx` (0: none). */
+type PgliteRun = (sql: string, params: readonly unknown[]) => Promise<{ rows: Record<string, unknown>[]; affectedRows: number }>
+
+function pgliteRunner(thread: PgliteThread, tx: number): PgliteRun {
+  return async (sql, params) => {
+    const res = await thread.call({ op: 'query', tx, sql, params: params as unknown[] })
+    return { rows: pgliteObjects(res), affectedRows: res.affectedRows }
+  }
+}
+
+/** The rows as objects, as pg gives them (a later column wins a repeated name); timestamptz parsed here, as pg does. */
+function pgliteObjects({ columns, rows, timestamps, timestampArrays }: PgliteRows): Record<string, unknown>[] {
+  return rows.map((values) => {
+    for (const i of timestamps) {
+      const value = values[i]
+      if (typeof value === 'string') values[i] = parseTimestamptz(value)
+    }
+    for (const i of timestampArrays) {
+      const value = values[i]
+      if (Array.isArray(value)) values[i] = value.map((v: unknown) => (typeof v === 'string' ? parseTimestamptz(v) : v))
+    }
+    const row: Record<string, unknown> = {}
+    for (let i = 0; i < columns.length; i++) row[columns[i]!] = values[i]
+    return row
+  })
+}
+
+/** One statement on PGlite (or one of its transactions); `jsonRows` as QueryOptions says. */
+async function runPgliteStatement<R>(run: PgliteRun, hook: QueryHook | null, sql: string, params: readonly unknown[], options: QueryOptions): Promise<QueryResult<R>> {
+  if (!sql.startsWith(BACKGROUND_SQL)) hook?.(sql)
+  if (options.docRows === true) {
+    // A plain subquery hands its rows to the aggregate in the order it produced them.
+    const res = await run(`SELECT string_agg(kbis_rows.doc, E'\\n') AS docs FROM (${sql}) kbis_rows`, params)
+    const docs = res.rows[0]?.docs as string | null | undefined
+    const rows = docs === null || docs === undefined ? [] : docs.split('\n').map((doc) => ({ doc }))
+    return { rows: rows as R[], rowCount: rows.length }
+  }
+  if (options.jsonRows === undefined) {
+    const res = await run(sql, params)
+    return { rows: res.rows as R[], rowCount: res.affectedRows }
+  }
+  // A plain subquery hands its rows to the aggregate in the order it produced them.
+  const res = await run(`SELECT coalesce(json_agg(kbis_rows), '[]')::text AS rows FROM (${sql}) kbis_rows`, params)
+  const rows = JSON.parse(res.rows[0]!.rows as string) as Record<string, unknown>[]
+  const { timestamps } = options.jsonRows
+  for (const row of rows) {
+    for (const column of timestamps) {
+      const value = row[column]
+      if (typeof value === 'string') row[column] = parseJsonTimestamptz(value)
+    }
+  }
+  return { rows: rows as R[], rowCount: rows.length }
+}
+
+/**
+ * PGlite, in a thread of its own (store/pglite-thread.ts, decision 0025): a statement runs there
+ * to its end while this thread reads, checks and answers other requests.
+ */
+class PgliteDb implements Db {
+  readonly kind = 'pglite' as const
+  onQuery: QueryHook | null = null
+  private readonly handlers = new Map<string, ((payload: string) => void)[]>()
+  private readonly run: PgliteRun
+
+  readonly backup: ((file: string) => Promise<BackupReport>) | undefined
+
+  /** `dir`: the data directory and `lock` the process's hold on it (store/pglite-lock.ts); null for an in-memory store. */
+  constructor(private readonly thread: PgliteThread, dir: string | null, private readonly lock: DataDirLock | null) {
+    this.run = pgliteRunner(thread, 0)
+    this.backup = dir === null ? undefined : (file) => this.backupDataDir(dir, file)
+  }
+
+  /**
+   * A checkpoint first (every change so far in the table files, so that opening the copy has
+   * little write-ahead log to replay), then the files copied while PGlite is held: no
+   * statement runs meanwhile (requests wait, as they do for any long statement), so the copy is
+   * the directory at one moment between two statements, what a crash then would leave. A
+   * transaction open at that moment (between its statements) is rolled back when the copy is
+   * opened, as after a crash.
+   */
+  private async backupDataDir(dir: string, file: string): Promise<BackupReport> {
+    const hold = await this.thread.hold()
+    try {
+      return await writeDataDirArchive(dir, file)
+    } finally {
+      await this.thread.call({ op: 'release', hold })
+    }
+  }
+
+  async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
+    return runPgliteStatement(this.run, this.onQuery, sql, params, options)
+  }
+
+  /** Diagnostics (tests, the benchmark): the size of PGlite's WebAssembly memory, in bytes. */
+  async wasmMemoryBytes(): Promise<number> {
+    return (await this.thread.call({ op: 'memory' })) as number
+  }
+
+  /** The benchmark's bulk-load limit only: `COPY … FROM '/dev/blob'` of `data`, in PGlite's thread. */
+  async copyFromBlob(sql: string, data: Blob): Promise<void> {
+    await this.thread.call({ op: 'query', tx: 0, sql, params: [], blob: data })
+  }
+
+  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const committed: (() => void)[] = []
+    const id = this.thread.begin()
+    const run = pgliteRunner(this.thread, id)
+    let result: T
+    try {
+      result = await fn({
+        kind: this.kind,
+        query: <R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}) => runPgliteStatement<R>(run, this.onQuery, sql, params, options),
+        afterCommit: (hook) => void committed.push(hook),
+      })
+    } catch (err) {
+      await this.thread.call({ op: 'end', tx: id, commit: false }).catch(() => undefined)
+      throw err
+    }
+    await this.thread.call({ op: 'end', tx: id, commit: true })
+    runCommitted(committed)
+    return result
+  }
+
+  // One process owns a PGlite data directory, so notifications never leave the process:
+  // they are delivered directly.
+  async listen(channel: string, onMessage: (payload: string) => void): Promise<void> {
+    const list = this.handlers.get(channel) ?? []
+    list.push(onMessage)
+    this.handlers.set(channel, list)
+  }
+
+  async notify(channel: string, payload: string): Promise<void> {
+    for (const handler of this.handlers.get(channel) ?? []) handler(payload)
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.thread.close()
+    } finally {
+      this.lock?.release()
+    }
+  }
+}
+
+
+/**
+ * PGlite's buffer pool, in MB (PostgreSQL's and PGlite's own default is 128). Half of it keeps
+ * 64 MB less resident in every embedded process; pages beyond it are read from the operating
+ * system's file cache. Measured at 200,000 assets: list, search, deep pages and analytics within
+ * the run-to-run noise of 128 MB; 32 MB was too small (a raw OFFSET scan over 200,000 rows went
+ * from ≈ 50 ms to seconds). Decision 0015.
+ */
+export const DEFAULT_PGLITE_SHARED_BUFFERS_MB = 64
+
+/**
+ * PGlite's `maintenance_work_mem`, in MB (PostgreSQL's default is 64): the memory one index build
+ * or VACUUM may take before it works on disk. WebAssembly memory never shrinks, so an index built
+ * over 1,000,000 rows with 64 MB left PGlite 56 MB larger for good (128 → 184 MB; 300,000 rows:
+ * +26 MB); with 16 MB it stayed at 128 MB and took no longer (2.9 against 3.4 s). The service
+ * builds indexes when `kbis apply` gives a property `unique_key` on a filled type, and the
+ * statistics keeper vacuums after large writes. Decision 0015, addendum.
+ */
+export const PGLITE_MAINTENANCE_WORK_MEM_MB = 16
+
+/** A store on embedded PGlite: on `options.dataDir` (default ./data, created when missing) or in memory (`memory://`). */
+export async function openPglite(options: StoreOptions): Promise<Db> {
+  const dir = options.dataDir ?? './data'
+  const settings = {
+    startParams: ['-c', `shared_buffers=${options.sharedBuffersMb ?? DEFAULT_PGLITE_SHARED_BUFFERS_MB}MB`, '-c', `maintenance_work_mem=${PGLITE_MAINTENANCE_WORK_MEM_MB}MB`],
+    loadDataDir: null,
+  }
+  if (dir === 'memory://') {
+    return new PgliteDb(await PgliteThread.start({ ...settings, dataDir: null, loadDataDir: options.loadDataDir ?? null }), null, null)
+  }
+  // Held from before initdb to after close: no second process opens (or initializes) the directory.
+  createDataDir(dir)
+  const lock = lockDataDir(dir)
+  try {
+    await initPgliteDataDir(dir, options.onInitialize)
+    return new PgliteDb(await PgliteThread.start({ ...settings, dataDir: dir }), dir, lock)
+  } catch (err) {
+    lock.release()
+    throw err
+  }
+}
