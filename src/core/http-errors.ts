@@ -145,6 +145,11 @@ export function queryNames(request: FastifyRequest): string[] {
   return [...Object.keys(query?.properties ?? {}), ...Object.keys(query?.patternProperties ?? {}).map((pattern) => pattern.replace(/^\^/, ''))]
 }
 
+/** Whether `err` is the failure of the request's own body stream (a client that left mid-body). */
+function isBodyCutOff(err: unknown, request: FastifyRequest): boolean {
+  return err !== null && request.raw.errored === err
+}
+
 function toAppError(err: FastifyError, request: FastifyRequest): AppError {
   if (err instanceof AppError) return err
   const validation = (err as { validation?: AjvError[] }).validation
@@ -152,6 +157,11 @@ function toAppError(err: FastifyError, request: FastifyRequest): AppError {
   const codes = request.routeOptions.config?.bodyErrorCodes
   if (validation && context === 'body' && codes) return codedBodyError(validation, codes)
   if (validation) return validationError(validation, context, queryNames(request))
+  // The client left while sending its body (or the server cut its connection at the end of a
+  // shutdown): the request's own stream failed, nothing of the store. Its line and metrics say
+  // so; the answer goes nowhere. (Node names that error ECONNRESET, as a socket to PostgreSQL
+  // that broke, so it is told apart before the store's errors.)
+  if (isBodyCutOff(err, request)) return new AppError(Errors.INVALID_REQUEST, 'the request ended before its body was complete')
   const mapped = mapPgError(err)
   if (mapped) return mapped
   // The database is down or out of reach: a client may retry (the operator is told in the log).
@@ -192,7 +202,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(async (err: FastifyError, request, reply) => {
     const appError = toAppError(err, request)
     if (appError.def === Errors.INTERNAL_ERROR) request.log.error({ err }, 'unhandled error')
-    else if (isStoreUnreachable(err)) request.log.error({ err }, 'the database cannot be reached')
+    else if (appError.def === Errors.SERVICE_UNAVAILABLE && isStoreUnreachable(err)) request.log.error({ err }, 'the database cannot be reached')
     // The client receives the 413 only if it may finish sending first (core/http-layer.ts).
     if (appError.def === Errors.PAYLOAD_TOO_LARGE) await discardBody(request.raw)
     return sendError(reply, appError)

@@ -1,4 +1,6 @@
 import http from 'node:http'
+import { connect } from 'node:net'
+import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -58,6 +60,20 @@ for (const kind of STORES) {
         level: 40, method: 'GET', route: '/api/v1/export/assets', status_code: 200, completed: false,
         org_key: 'acme', msg: 'request ended before its answer was complete',
       })])
+    })
+
+    it('writes a client that left in the middle of its body as such (400, completed false), not as a database out of reach', async () => {
+      const socket = connect(port, '127.0.0.1')
+      await once(socket, 'connect')
+      socket.write(`POST /api/v1/search/assets HTTP/1.1\r\nHost: x\r\nX-Request-Id: body-cut-1\r\nAuthorization: Bearer ${key}\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"filter":')
+      await new Promise((r) => setTimeout(r, 200))
+      socket.destroy()
+      const until = Date.now() + 10_000
+      while (!lines.some((l) => l.request_id === 'body-cut-1' && 'status_code' in l) && Date.now() < until) await new Promise((r) => setTimeout(r, 20))
+      expect(lines.filter((l) => l.request_id === 'body-cut-1').map(({ level, msg, status_code, completed, route }) => ({ level, msg, status_code, completed, route }))).toEqual([
+        { level: 40, msg: 'request ended before its answer was complete', status_code: 400, completed: false, route: '/api/v1/search/assets' },
+      ])
     })
   })
 }
