@@ -1,7 +1,13 @@
-import { BACKGROUND_SQL, type Db, type Queryable } from '../store/db.js'
+import type { Db, Queryable } from '../store/db.js'
 import { metrics } from '../ops/metrics.js'
-import { EVENT_COLUMNS, toCloudEvent, type CloudEvent, type StampedEventRow } from '../outbox/cloud-event.js'
-import { highestPositionSql, onEventsWritten, stampingOf, type Stamping } from '../outbox/write.js'
+import { toCloudEvent, type CloudEvent } from '../outbox/cloud-event.js'
+import { onEventsWritten, stampingOf, type Stamping } from '../outbox/write.js'
+import {
+  countEventsPending, dropSequenceDefault, eventsWaiting, markForPublication, numberUnpositioned, PURGE_BATCH, purgeOldestEvents,
+  selectHandoverRanges, selectRangeEvents, selectUnstamped, setHandoverMarks, stampEvents, takeRelayLock,
+} from './relay-sql.js'
+
+export { RELAY_LOCK } from './relay-sql.js'
 
 /** An event the relay has just stamped, with its organization. */
 export interface StampedEvent {
@@ -29,40 +35,6 @@ interface StampedBatch {
   /** More events may be waiting beyond this batch. */
   more: boolean
 }
-
-/**
- * PGlite's hand-over: each organization with events above its mark (`event_handover_marks`, none:
- * 0), found by one probe of the feed's index (org_id, sequence) per organization.
- */
-const UNHANDED = `organizations o LEFT JOIN event_handover_marks h ON h.org_id = o.id
-  CROSS JOIN LATERAL (SELECT coalesce(h.handed_through, 0) AS handed) m`
-
-/**
- * The one statement that gives events their positions after they were written: `rows` selects
- * `(org_id, id, n)`, the events to number in `n` order; each organization's continue its highest
- * position (decision 0027). `set` adds columns to set, `returning` what to return (the rows are
- * `e`, the numbered ones `u` with `n`, their organization `o`). The highest positions (`b`) are
- * materialized: inlined, PostgreSQL read them again for every row as the UPDATE ran, each read
- * walking the index entries the UPDATE had just added (1 s instead of 70 ms for 5,000 events).
- */
-function numberEventsSql(rows: string, set = '', returning = ''): string {
-  return `WITH u AS MATERIALIZED (
-      SELECT r.org_id, r.id, r.n, row_number() OVER (PARTITION BY r.org_id ORDER BY r.n) AS k FROM (${rows}) r
-    ), b AS MATERIALIZED (
-      SELECT g.org_id, ${highestPositionSql('g.org_id')} AS base FROM (SELECT DISTINCT org_id FROM u) g
-    )
-    UPDATE events e SET sequence = b.base + u.k${set}
-    FROM u JOIN b ON b.org_id = u.org_id JOIN organizations o ON o.id = u.org_id
-    WHERE e.org_id = u.org_id AND e.id = u.id${returning ? ` RETURNING ${returning}` : ''}`
-}
-
-/**
- * PGlite: events written without a position (by SQL of another program, a copy of a PostgreSQL
- * store taken before its relay stamped them) get their organization's next positions, in id
- * order, in each hand-over round. Writers of this service always give one; the probe of
- * `events_unstamped` finds none.
- */
-const NUMBER_UNPOSITIONED = numberEventsSql('SELECT org_id, id, row_number() OVER (ORDER BY id) AS n FROM events WHERE sequence IS NULL')
 
 export interface RelayOptions {
   /** How often the relay looks for unstamped events (ms); writes of this process also wake it. */
@@ -96,13 +68,6 @@ export interface RelayRetry {
  */
 const RELAY_RETRY_FIRST_MS = 250
 const RELAY_RETRY_MAX_MS = 5_000
-
-/**
- * One advisory lock for the whole store: stamping transactions of every server process are
- * serialized by it, which is what makes `sequence` follow commit order (decision 0003). Positions
- * are per organization (decision 0027): each stamp continues its organizations' highest.
- */
-export const RELAY_LOCK = 727_160_009
 
 /**
  * How long, on PGlite, a commit's hand-over waits for later commits to join its round. Single
@@ -149,14 +114,10 @@ export class EventRelay {
    * Sets the store up for its way of stamping (before start). Writers give `sequence` themselves
    * (outbox/write.ts eventPositionSql), so it has no default on either store (an earlier version
    * drew it from `event_sequence` on PGlite, and a copy of such a store carries that default). On
-   * PGlite, events written without one get theirs in the next hand-over round (NUMBER_UNPOSITIONED).
+   * PGlite, events written without one get theirs in the next hand-over round (numberUnpositioned).
    */
   async prepare(): Promise<void> {
-    const column = await this.db.query<{ expr: string | null }>(
-      `SELECT pg_get_expr(d.adbin, d.adrelid) AS expr FROM pg_attribute a
-       LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-       WHERE a.attrelid = 'events'::regclass AND a.attname = 'sequence'`)
-    if ((column.rows[0]?.expr ?? null) !== null) await this.db.query('ALTER TABLE events ALTER COLUMN sequence DROP DEFAULT')
+    await dropSequenceDefault(this.db)
   }
 
   /**
@@ -221,7 +182,7 @@ export class EventRelay {
     this.tickQueued = true
     void this.serialize(async () => {
       this.tickQueued = false
-      if (await this.hasUnstamped()) await this.stampAll(false)
+      if (await eventsWaiting(this.db, this.stamping)) await this.stampAll(false)
     }).then(() => {
       this.failures = 0
       this.lastFailure = ''
@@ -264,7 +225,7 @@ export class EventRelay {
       this.due = null
     }
     await this.serialize(async () => {
-      if (await this.hasUnstamped()) await this.stampAll(true)
+      if (await eventsWaiting(this.db, this.stamping)) await this.stampAll(true)
     })
   }
 
@@ -283,12 +244,7 @@ export class EventRelay {
 
   /** Unstamped (on PGlite: not yet handed over) events plus stamped ones not yet published (kbis_events_pending, counted when read). */
   async pendingCount(): Promise<number> {
-    const unstamped = '(SELECT count(*) FROM events WHERE sequence IS NULL)'
-    const waiting = this.stamping === 'stamp'
-      ? unstamped
-      : `${unstamped} + (SELECT count(*) FROM ${UNHANDED} CROSS JOIN LATERAL (SELECT 1 FROM events e WHERE e.org_id = o.id AND e.sequence > m.handed) e)`
-    const result = await this.db.query<{ n: number }>(`${BACKGROUND_SQL}SELECT ${waiting} + (SELECT count(*) FROM events WHERE pending_publish) AS n`)
-    return Number(result.rows[0]?.n ?? 0)
+    return countEventsPending(this.db, this.stamping)
   }
 
   /** One at a time in this process (the lock serializes processes). */
@@ -296,15 +252,6 @@ export class EventRelay {
     const run = this.chain.then(fn, fn)
     this.chain = run.catch(() => undefined)
     return run
-  }
-
-  private async hasUnstamped(): Promise<boolean> {
-    const result = this.stamping === 'stamp'
-      ? await this.db.query<{ yes: boolean }>(BACKGROUND_SQL + 'SELECT EXISTS (SELECT 1 FROM events WHERE sequence IS NULL) AS yes', [], { prepare: 'kbis_events_unstamped' })
-      : await this.db.query<{ yes: boolean }>(`${BACKGROUND_SQL}SELECT EXISTS (SELECT 1 FROM ${UNHANDED}
-           WHERE EXISTS (SELECT 1 FROM events e WHERE e.org_id = o.id AND e.sequence > m.handed))
-           OR EXISTS (SELECT 1 FROM events WHERE sequence IS NULL) AS yes`, [], { prepare: 'kbis_events_unhanded' })
-    return result.rows[0]?.yes === true
   }
 
   private async stampAll(wait: boolean): Promise<void> {
@@ -318,35 +265,22 @@ export class EventRelay {
 
   /** One stamping transaction: null when another process holds the lock (it stamps them). */
   private async stampBatch(tx: Queryable, wait: boolean): Promise<StampedBatch | null> {
-    if (wait) {
-      await tx.query(BACKGROUND_SQL + 'SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
-    } else {
-      const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + 'SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
-      if (got.rows[0]?.ok !== true) return null
-    }
+    if (!(await takeRelayLock(tx, wait))) return null
     if (this.stamping === 'written') return this.handOver(tx)
-    // A statement of its own, after the lock: its snapshot holds every earlier stamp.
-    const batch = await tx.query<{ org_id: string; id: string }>(BACKGROUND_SQL + 'SELECT org_id, id FROM events WHERE sequence IS NULL ORDER BY id LIMIT $1',
-      [this.batchSize],
-    )
-    if (batch.rows.length === 0) return { count: 0, events: [], orgIds: [], more: false }
-    const orgIds = [...new Set(batch.rows.map((r) => r.org_id))]
-    const whole = await this.wantsEvents(tx, orgIds)
+    const batch = await selectUnstamped(tx, this.batchSize)
+    if (batch.length === 0) return { count: 0, events: [], orgIds: [], more: false }
+    const orgIds = [...new Set(batch.map((r) => r.org_id))]
     // Each organization's events of the batch, in id order, continue its highest position: only
     // the relay gives positions, under the lock, so no other stamp runs in between.
-    const result = await tx.query<StampedEventRow & { org_key: string; n: string }>(BACKGROUND_SQL + numberEventsSql(
-      'SELECT * FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS u(org_id, id, n)',
-      ', pending_publish = $3', whole ? `${EVENT_COLUMNS}, o.key AS org_key, u.n` : 'e.id'),
-      [batch.rows.map((r) => r.org_id), batch.rows.map((r) => r.id), this.options.publishes],
-    )
-    const events = whole
-      ? result.rows
-        .sort((a, b) => Number(a.n) - Number(b.n))
-        .map((row) => ({ orgId: row.org_id, orgKey: row.org_key, event: toCloudEvent(row, row.org_key) }))
-      : []
+    const whole = await this.wantsEvents(tx, orgIds)
+    const stamped = await stampEvents(tx, batch, this.options.publishes, whole)
+    const events = stamped.events
+      .sort((a, b) => Number(a.n) - Number(b.n))
+      .map((row) => ({ orgId: row.org_id, orgKey: row.org_key, event: toCloudEvent(row, row.org_key) }))
     for (const { hook } of this.stampedHooks) await hook(tx, events, orgIds)
-    return { count: result.rows.length, events, orgIds, more: batch.rows.length === this.batchSize }
+    return { count: stamped.count, events, orgIds, more: batch.length === this.batchSize }
   }
+
 
   /**
    * The relay's round on PGlite (`written`): the events already carry their positions, in commit
@@ -357,35 +291,20 @@ export class EventRelay {
    * has its own feed, webhooks and NATS subjects).
    */
   private async handOver(tx: Queryable): Promise<StampedBatch> {
-    await tx.query(BACKGROUND_SQL + NUMBER_UNPOSITIONED)
-    const pending = await tx.query<{ org_id: string; handed: string; upto: string; n: string }>(`${BACKGROUND_SQL}SELECT o.id AS org_id, m.handed, x.upto, x.n
-       FROM ${UNHANDED}
-       CROSS JOIN LATERAL (SELECT max(p.sequence) AS upto, count(*) AS n FROM (SELECT e.sequence FROM events e
-         WHERE e.org_id = o.id AND e.sequence > m.handed ORDER BY e.sequence LIMIT $1) p) x
-       WHERE x.n > 0 ORDER BY o.id`, [this.batchSize])
-    if (pending.rows.length === 0) return { count: 0, events: [], orgIds: [], more: false }
-    const orgIds = pending.rows.map((r) => r.org_id)
-    const ranges = [orgIds, pending.rows.map((r) => r.handed), pending.rows.map((r) => r.upto)]
-    // Each organization's range, on the feed's index (org_id, sequence).
-    const inRanges = `unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS r(org_id, handed, upto)
-       CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.org_id = r.org_id AND e.sequence > r.handed AND e.sequence <= r.upto) e`
-    const count = pending.rows.reduce((sum, r) => sum + Number(r.n), 0)
+    await numberUnpositioned(tx)
+    const ranges = await selectHandoverRanges(tx, this.batchSize)
+    if (ranges.length === 0) return { count: 0, events: [], orgIds: [], more: false }
+    const orgIds = ranges.map((r) => r.org_id)
+    const count = ranges.reduce((sum, r) => sum + Number(r.n), 0)
     const whole = await this.wantsEvents(tx, orgIds)
-    if (this.options.publishes) {
-      await tx.query(`${BACKGROUND_SQL}UPDATE events x SET pending_publish = true
-         FROM (SELECT e.org_id, e.id FROM ${inRanges}) e WHERE x.org_id = e.org_id AND x.id = e.id`, ranges)
-    }
-    const rows = whole
-      ? (await tx.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}SELECT ${EVENT_COLUMNS}, o.key AS org_key
-           FROM ${inRanges} JOIN organizations o ON o.id = r.org_id ORDER BY r.org_id, e.sequence`, ranges)).rows
-      : []
+    if (this.options.publishes) await markForPublication(tx, ranges)
+    const rows = whole ? await selectRangeEvents(tx, ranges) : []
     const events = rows.map((row) => ({ orgId: row.org_id, orgKey: row.org_key, event: toCloudEvent(row, row.org_key) }))
-    await tx.query(`${BACKGROUND_SQL}INSERT INTO event_handover_marks AS m (org_id, handed_through)
-       SELECT org_id, upto FROM unnest($1::uuid[], $2::bigint[]) AS r(org_id, upto) ORDER BY org_id
-       ON CONFLICT (org_id) DO UPDATE SET handed_through = EXCLUDED.handed_through`, [orgIds, ranges[2]])
+    await setHandoverMarks(tx, ranges)
     for (const { hook } of this.stampedHooks) await hook(tx, events, orgIds)
-    return { count, events, orgIds, more: pending.rows.some((r) => Number(r.n) === this.batchSize) }
+    return { count, events, orgIds, more: ranges.some((r) => Number(r.n) === this.batchSize) }
   }
+
 
   /** Whether anything needs this batch's events whole: a NATS sink always, a stamped hook if it says so. */
   private async wantsEvents(tx: Queryable, orgIds: readonly string[]): Promise<boolean> {
@@ -419,33 +338,11 @@ export class EventRelay {
       const deleted = await this.db.transaction(async (tx) => {
         // The scheduled round gives way to a process holding the lock (it will purge); one asked
         // for now waits for it, as a flush waits to stamp.
-        if (wait) {
-          await tx.query(BACKGROUND_SQL + 'SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
-        } else {
-          const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + 'SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
-          if (got.rows[0]?.ok !== true) return 0
-        }
-        const result = await tx.query<{ n: number }>(`${BACKGROUND_SQL}WITH cut AS (
-             SELECT org_id, max(sequence) AS upto FROM events
-             WHERE sequence IS NOT NULL AND time < now() - make_interval(days => $1::int) GROUP BY org_id
-           ), victims AS (
-             SELECT e.org_id, e.id FROM cut JOIN events e ON e.org_id = cut.org_id
-             WHERE e.sequence IS NOT NULL AND e.sequence <= cut.upto
-             ORDER BY e.org_id, e.sequence LIMIT 10000
-           ), gone AS (
-             DELETE FROM events e USING victims v WHERE e.org_id = v.org_id AND e.id = v.id RETURNING e.org_id, e.sequence
-           ), marks AS (
-             INSERT INTO event_retention AS r (org_id, purged_through)
-             SELECT org_id, max(sequence) FROM gone GROUP BY org_id ORDER BY org_id
-             ON CONFLICT (org_id) DO UPDATE SET purged_through = greatest(r.purged_through, EXCLUDED.purged_through)
-           )
-           SELECT count(*) AS n FROM gone`,
-          [this.options.retentionDays],
-        )
-        return Number(result.rows[0]?.n ?? 0)
+        if (!(await takeRelayLock(tx, wait))) return 0
+        return purgeOldestEvents(tx, this.options.retentionDays)
       })
       total += deleted
-      if (deleted < 10000) break
+      if (deleted < PURGE_BATCH) break
     }
     for (const hook of this.retentionHooks) await hook(this.options.retentionDays)
     return total
