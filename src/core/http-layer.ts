@@ -7,7 +7,8 @@ import { AppError, Errors, errorBody, type ErrorDef } from './errors.js'
 /**
  * Answers Node's HTTP server gives before Fastify sees a request — a header block too large (431),
  * a malformed request line (400), a CONNECT (405), a client too slow (408) — in the CONTRACT's
- * envelope (CONTRACT §1), written raw on the socket, with a request id and `Connection: close`.
+ * envelope (CONTRACT §1), written raw on the socket, with a request id and `Connection: close`;
+ * each also gets its request line and metrics (onLayerAnswer).
  */
 
 /** How much of a body over the limit is read and thrown away so that the client receives the 413 (see {@link discardBody}). */
@@ -29,6 +30,21 @@ export function rawErrorResponse(def: ErrorDef, detail: string, requestId: strin
     '',
     json,
   ].join('\r\n')
+}
+
+/** An answer the HTTP layer gave by itself: no request reached Fastify, so no hook wrote its line. */
+export interface LayerAnswer {
+  requestId: string
+  /** `CONNECT`, or `unknown` (a request line Node could not read: its method is not trusted as a label). */
+  method: string
+  status: number
+}
+
+const layerAnswerListeners = new WeakMap<FastifyInstance, (answer: LayerAnswer) => void>()
+
+/** Calls `fn` for each answer the HTTP layer of `app` gives by itself (ops/http.ts logs and counts them). */
+export function onLayerAnswer(app: FastifyInstance, fn: (answer: LayerAnswer) => void): void {
+  layerAnswerListeners.set(app, fn)
 }
 
 /** Writes the answer, then closes the socket once it is sent (destroyed anyway after a second). */
@@ -63,7 +79,9 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
   if (err.code === 'ECONNRESET' || socket.destroyed) return
   const [def, detail] = clientErrorOf(err)
   this.log.debug({ err: { code: err.code, message: err.message } }, 'client error answered by the HTTP layer')
-  answerAndClose(socket, rawErrorResponse(def, detail))
+  const requestId = randomUUID()
+  answerAndClose(socket, rawErrorResponse(def, detail, requestId))
+  layerAnswerListeners.get(this)?.({ requestId, method: 'unknown', status: def.status })
 }
 
 /**
@@ -75,7 +93,9 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
  */
 export function registerHttpLayer(app: FastifyInstance): void {
   app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
-    answerAndClose(socket, rawErrorResponse(Errors.METHOD_NOT_ALLOWED, 'CONNECT is not supported: this is an API server, not a proxy'))
+    const requestId = randomUUID()
+    answerAndClose(socket, rawErrorResponse(Errors.METHOD_NOT_ALLOWED, 'CONNECT is not supported: this is an API server, not a proxy', requestId))
+    layerAnswerListeners.get(app)?.({ requestId, method: 'CONNECT', status: Errors.METHOD_NOT_ALLOWED.status })
   })
   app.addHook('onRequest', async (request, reply) => {
     const version = request.raw.httpVersion

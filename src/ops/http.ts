@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Db } from '../store/db.js'
 import { AppError, Errors } from '../core/errors.js'
 import { sendError } from '../core/http-errors.js'
+import { onLayerAnswer } from '../core/http-layer.js'
 import { metrics } from './metrics.js'
 import { callerKeyId } from '../core/auth/context.js'
 import { DRAIN_RETRY_AFTER_SECONDS, Lifecycle } from './lifecycle.js'
@@ -83,6 +84,14 @@ export function registerOps(app: FastifyInstance, db: Db): void {
     if (lifecycle.draining) reply.header('Connection', 'close')
   })
   app.addHook('onResponse', async (request, reply) => accountFor(request, reply, true))
+  // Answers of the HTTP layer (431, a malformed request line, CONNECT, a slow client) have a line
+  // too, with the id their answer carries. No request was read, so there is no route, caller or
+  // duration: counted with a duration of 0.
+  onLayerAnswer(app, ({ requestId, method, status }) => {
+    metrics.httpDuration.observe({ method, route: 'unmatched', status_code: String(status) }, 0)
+    app.log.info({ request_id: requestId, method, route: 'unmatched', status_code: status, duration_ms: 0, org_key: null, api_key_id: null },
+      'request answered by the HTTP layer')
+  })
   app.addHook('onClose', async () => {
     await lifecycle.runShutdownHooks((err) => app.log.error({ err }, 'a shutdown callback failed'))
     unwatch()

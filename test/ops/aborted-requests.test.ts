@@ -12,6 +12,7 @@ import type { SetupFile } from '../../src/setup/schema.js'
 import { createKeyFromCli } from '../../src/keys/cli.js'
 import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
 import { ACME } from '../helpers/fixtures.js'
+import { metrics } from '../../src/ops/metrics.js'
 
 /** CONTRACT §17, "one JSON line per request": also for an answer whose connection closed before it was complete. */
 for (const kind of STORES) {
@@ -60,6 +61,33 @@ for (const kind of STORES) {
         level: 40, method: 'GET', route: '/api/v1/export/assets', status_code: 200, completed: false,
         org_key: 'acme', msg: 'request ended before its answer was complete',
       })])
+    })
+
+    it('writes a line for each answer of the HTTP layer (431, a malformed request line, CONNECT) with the id the answer carries, and counts it', async () => {
+      const count = async (status: string) => ((await metrics.httpDuration.get()).values
+        .find((v) => v.metricName === 'http_request_duration_seconds_count' && v.labels.route === 'unmatched' && v.labels.status_code === status)?.value ?? 0)
+      const before = { 431: await count('431'), 400: await count('400'), 405: await count('405') }
+      const answers: { id: string; status: number; method: string }[] = []
+      for (const [data, method] of [
+        [`GET /api/v1/assets HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 'unknown'],
+        ['GARBAGE\r\n\r\n', 'unknown'],
+        ['CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 'CONNECT'],
+      ] as const) {
+        const socket = connect(port, '127.0.0.1')
+        const chunks: Buffer[] = []
+        socket.on('data', (chunk) => chunks.push(chunk))
+        socket.write(data)
+        await once(socket, 'close')
+        const text = Buffer.concat(chunks).toString('utf8')
+        answers.push({ id: /x-request-id: (\S+)/i.exec(text)![1]!, status: Number(text.split(' ')[1]), method })
+      }
+      expect(answers.map((a) => a.status)).toEqual([431, 400, 405])
+      for (const { id, status, method } of answers) {
+        expect(lines.filter((l) => l.request_id === id).map(({ level, msg, method, route, status_code, org_key }) => ({ level, msg, method, route, status_code, org_key }))).toEqual([
+          { level: 30, msg: 'request answered by the HTTP layer', method, route: 'unmatched', status_code: status, org_key: null },
+        ])
+      }
+      expect({ 431: await count('431') - before[431], 400: await count('400') - before[400], 405: await count('405') - before[405] }).toEqual({ 431: 1, 400: 1, 405: 1 })
     })
 
     it('writes a client that left in the middle of its body as such (400, completed false), not as a database out of reach', async () => {
