@@ -139,6 +139,11 @@ for (const store of STORES) {
         '4,purchased_on,purchased_on must be a date YYYY-MM-DD: 2024-02-30 is not a calendar date',
         '8,hostname,server cli-win-1: the same unique value is given by line 2',
       ].join('\n') + '\n')
+      // Upserting, the duplicate is the asset the key column names (the server points at the item's id, the key the import made of that column).
+      expect((await kbis(['import', csv, '--type', 'server', '--upsert', '--errors', errors], env)).code).toBe(1)
+      expect(readFileSync(errors, 'utf8').split('\n').filter((line) => line.startsWith('8,'))).toEqual([
+        '8,hostname,server cli-win-1: the same asset is given by line 2',
+      ])
       expect(await count('cli-win-%')).toBe(0)
     })
 

@@ -38,9 +38,13 @@ interface Refusal {
   message: string
 }
 
-/** `/3/properties/purchased_on` → `purchased_on`; `/3/name` → `name`; the item itself → ''. */
-function fieldOf(pointer: string | undefined): string {
+/**
+ * `/3/properties/purchased_on` → `purchased_on`; `/3/name` → `name`; the item itself → ''. An
+ * upsert's `/3/id` (the composite key the import made of the row) → the unique key's column.
+ */
+function fieldOf(pointer: string | undefined, type: AssetTypeInfo): string {
   const parts = (pointer ?? '').split('/').slice(2)
+  if (parts.length === 1 && parts[0] === 'id' && type.unique_property_key) return type.unique_property_key
   return (parts[0] === 'properties' ? parts.slice(1) : parts).join('.')
 }
 
@@ -148,7 +152,7 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: number): Pro
       // A cell refused here was left out of its item: the server's word on that field (required, …) would repeat it.
       const local = new Map<number, Set<string>>()
       for (const r of refusals) local.set(r.line, (local.get(r.line) ?? new Set()).add(r.field))
-      refusals.push(...refusalsOf(errors, rows, items, res.status).filter((r) => !local.get(r.line)?.has(r.field)))
+      refusals.push(...refusalsOf(errors, rows, items, res.status, ctx.type).filter((r) => !local.get(r.line)?.has(r.field)))
     } else if (!dryRun) countResults(res.body, ctx.options.upsert, items.length, results)
   }
   const failed = refusals.length > 0
@@ -163,12 +167,12 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: number): Pro
  * that starts a schema error's detail is dropped, the report's line naming the row already. An
  * error of the whole request refuses every row.
  */
-function refusalsOf(errors: ApiError[], rows: FileRow[], items: readonly Record<string, unknown>[], status: number): Refusal[] {
+function refusalsOf(errors: ApiError[], rows: FileRow[], items: readonly Record<string, unknown>[], status: number, type: AssetTypeInfo): Refusal[] {
   const itemErrors = errors.filter((e) => e.meta?.client_ref)
   const lineOf = (e: ApiError) => e.detail
     .replace(/^item (\d+): /, (text, i: string) => (Number(i) === e.meta?.index ? '' : text))
     .replace(/ given by item (\d+)$/, (text, i: string) => (items[Number(i)] === undefined ? text : ` given by line ${items[Number(i)]!.client_ref as string}`))
-  if (itemErrors.length > 0) return itemErrors.map((e) => ({ line: Number(e.meta!.client_ref), field: fieldOf(e.source?.pointer), message: lineOf(e) }))
+  if (itemErrors.length > 0) return itemErrors.map((e) => ({ line: Number(e.meta!.client_ref), field: fieldOf(e.source?.pointer, type), message: lineOf(e) }))
   const message = errors[0]?.detail ?? `HTTP ${status}`
   return rows.map((r) => ({ line: r.line, field: '', message }))
 }
