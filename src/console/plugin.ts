@@ -211,7 +211,11 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     if (status >= 500) request.log.error({ err }, 'console error')
     const message = status === 403 && err.code?.startsWith('FST_CSRF')
       ? 'This form has expired or did not come from this console. Go back, reload the page and try again.'
-      : status >= 500 ? 'Something went wrong on our side. Try again in a moment.' : err.message
+      : status >= 500 ? 'Something went wrong on our side. Try again in a moment.'
+        : err instanceof AppError ? err.message
+          // A request no page of the console sends (a body that is not a form, one too large): the
+          // framework's own words (about JSON, content types) would mislead whoever reads them here.
+          : status === 413 ? 'What was sent is larger than the console accepts.' : 'This request could not be read. Go back, reload the page and try again.'
     return render(request, reply, 'error.eta', { title: status === 403 ? 'Not allowed' : status === 404 ? 'Not found' : 'Error', message, status }, status)
   })
   app.setNotFoundHandler(async (request, reply) => render(request, reply, 'error.eta', { title: 'Not found', message: 'There is no such page.', status: 404 }, 404))

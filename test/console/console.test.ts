@@ -55,10 +55,18 @@ for (const [index, kind] of STORES.entries()) {
         if (message.type() === 'error' && /Content Security Policy/i.test(message.text())) refused.push(message.text())
       })
       page.on('pageerror', (err) => refused.push(`script error: ${err.message}`))
+      // Nothing a page loads by itself (styles, scripts, the browser's request for its icon) is
+      // missing: Chromium reports such a load as a console error (the icon's to no other event).
+      page.on('console', (message) => {
+        if (message.type() === 'error' && /Failed to load resource/.test(message.text())) failedLoads.push(message.location().url)
+      })
       return page
     }
+    const failedLoads: string[] = []
     afterEach(() => {
       expect(refused.splice(0)).toEqual([])
+      // Answers with an error status on purpose (a failed sign-in, forged requests) are not loads of this kind.
+      expect(failedLoads.splice(0).filter((url) => /\/favicon\.ico$|\/console\/static\//.test(url))).toEqual([])
     })
     const signIn = async (email: string): Promise<Page> => {
       const page = await newPage()
@@ -344,6 +352,19 @@ for (const [index, kind] of STORES.entries()) {
       })).status, [id, token])
       expect(status).toBe(403)
       expect((await t.request('GET', `/api/v1/assets/${id}`)).status).toBe(404)
+      await page.context().close()
+    })
+
+    it('answers a body no page sends (not a form) with a page of its own words, not the framework\'s', async () => {
+      const page = await signIn('owner@acme.test')
+      const token = await page.evaluate(() => (document.querySelector('input[name="_csrf"]') as HTMLInputElement).value)
+      const answer = await page.evaluate(async (csrf) => {
+        const res = await fetch('/console/sign-out', { method: 'POST', headers: { 'content-type': 'text/plain', 'x-csrf-token': csrf }, body: 'hello' })
+        return { status: res.status, text: await res.text() }
+      }, token)
+      expect(answer.status).toBe(400)
+      expect(answer.text).toContain('This request could not be read. Go back, reload the page and try again.')
+      expect(answer.text).not.toContain('content-type')
       await page.context().close()
     })
 
