@@ -35,6 +35,9 @@ for (const store of STORES) {
       const key = await t.givenKey({ type: 'Editor', roles: ['all'] })
       env = { KBIS_URL: await t.app.listen({ host: '127.0.0.1', port: 0 }), KBIS_API_KEY: key }
       dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-docs-'))
+      // The quick start's own asset, created as the README does: the docs' examples come after it.
+      const created = /-d '(\{"asset_type_key"[^']+)'/.exec(readFileSync(path.resolve('README.md'), 'utf8'))![1]!
+      expect((await t.request('POST', '/api/v1/assets', { key, body: JSON.parse(created) })).status).toBe(201)
     })
     afterAll(async () => {
       rmSync(dir, { recursive: true, force: true })
