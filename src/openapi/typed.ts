@@ -124,7 +124,11 @@ class SchemaTyper {
       ...(type.description ? { description: type.description } : {}),
       'x-kbis-asset-type-key': type.key,
       properties: Object.fromEntries(type.properties.map((p) => {
-        const value = { ...(p.name !== p.key ? { title: p.name } : {}), ...(p.description ? { description: p.description } : {}), ...propertyValueSchema(p) }
+        // A currency's code has no JSON Schema keyword: said in words (when the property has no
+        // description of its own) and as an extension a generator can read.
+        const currency = p.type === 'currency' && p.currency ? { 'x-kbis-currency': p.currency } : {}
+        const description = p.description ?? (p.type === 'currency' && p.currency ? `An amount in ${p.currency}` : null)
+        const value = { ...(p.name !== p.key ? { title: p.name } : {}), ...(description ? { description } : {}), ...propertyValueSchema(p), ...currency }
         // On PATCH a property set to null is cleared (CONTRACT §2), on create it is not set; a
         // required one must have a value.
         return [p.key, shape !== 'record' && !p.required ? { anyOf: [value, { type: 'null' }] } : value]

@@ -25,7 +25,7 @@ const SERVER_SCHEMA = {
     tags: { type: 'array', items: { type: 'string', enum: ['pci', 'gdpr', 'legacy'] }, uniqueItems: true },
     managed: { type: 'boolean' },
     owner: { type: 'string' },
-    cost: { type: 'number' },
+    cost: { type: 'number', description: 'An amount in EUR', 'x-kbis-currency': 'EUR' },
     uptime: { type: 'number', minimum: 0, maximum: 100 },
     rating: { type: 'integer', minimum: 0, maximum: 5 },
     homepage: { type: 'string', format: 'uri' },
