@@ -26,18 +26,23 @@ function baseDocument(app: FastifyInstance): Record<string, unknown> {
  */
 const YAML_OPTIONS = { aliasDuplicateObjects: false, version: '1.1' } as const
 
+/** The 200 of the document routes: the document itself, as JSON or as YAML text (sent as it is, not serialized by a schema). */
+const OPENAPI_JSON = { type: 'object', additionalProperties: true, description: 'An OpenAPI 3.1 document' }
+const OPENAPI_YAML = { description: 'An OpenAPI 3.1 document (YAML)', content: { 'application/yaml': { schema: { type: 'string' } } } }
+
 export async function openapiRoutes(app: FastifyInstance): Promise<void> {
   // As every other route: a query parameter it does not take is refused (it takes none).
   registerRouteGuards(app)
-  const schema = (format: string) => ({
+  const schema = (format: string, document: object) => ({
     tags: ['openapi'],
     summary: `Generic OpenAPI 3.1 description (${format}); no authentication`,
     security: [],
+    response: { 200: document },
   })
-  app.get('/openapi/base.json', { schema: schema('JSON') }, async (_request, reply) =>
+  app.get('/openapi/base.json', { schema: schema('JSON', OPENAPI_JSON) }, async (_request, reply) =>
     reply.type('application/json; charset=utf-8').send(baseDocument(app)),
   )
-  app.get('/openapi/base.yaml', { schema: schema('YAML') }, async (_request, reply) =>
+  app.get('/openapi/base.yaml', { schema: schema('YAML', OPENAPI_YAML) }, async (_request, reply) =>
     reply.type('application/yaml; charset=utf-8').send(stringify(baseDocument(app), YAML_OPTIONS)),
   )
 }
@@ -71,12 +76,10 @@ export async function typedOpenapiRoutes(app: FastifyInstance): Promise<void> {
     summary: `OpenAPI 3.1 description typed by the organization's metamodel (${format}): one schema per asset type`,
     response: { 200: document, ...commonErrorResponses },
   })
-  app.get('/openapi/typed.json', { schema: schema('JSON', { type: 'object', additionalProperties: true, description: 'An OpenAPI 3.1 document' }) }, async (request, reply) =>
+  app.get('/openapi/typed.json', { schema: schema('JSON', OPENAPI_JSON) }, async (request, reply) =>
     reply.type('application/json; charset=utf-8').send((await entryFor(request)).json),
   )
-  // The YAML text is sent as it is (a string, not serialized by a schema).
-  const yaml = { description: 'An OpenAPI 3.1 document (YAML)', content: { 'application/yaml': { schema: { type: 'string' } } } }
-  app.get('/openapi/typed.yaml', { schema: schema('YAML', yaml) }, async (request, reply) => {
+  app.get('/openapi/typed.yaml', { schema: schema('YAML', OPENAPI_YAML) }, async (request, reply) => {
     const entry = await entryFor(request)
     entry.yaml ??= stringify(entry.document, YAML_OPTIONS)
     return reply.type('application/yaml; charset=utf-8').send(entry.yaml)

@@ -66,6 +66,11 @@ for (const store of STORES) {
       const size = get.parameters.find((p: { name: string }) => p.name === 'page[size]')
       expect(size.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 100 })
       expect(doc.paths['/api/v1/openapi/base.json'].get.security).toEqual([])
+      // The documents themselves: JSON, and YAML text.
+      for (const path of ['/api/v1/openapi/base.yaml', '/api/v1/openapi/typed.yaml']) {
+        expect(doc.paths[path].get.responses['200'].content, path).toEqual({ 'application/yaml': { schema: { type: 'string' } } })
+      }
+      expect(Object.keys(doc.paths['/api/v1/openapi/base.json'].get.responses['200'].content)).toEqual(['application/json'])
       expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' })
     })
 
