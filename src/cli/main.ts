@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander'
-import { decimalInteger, loadConfig, type Config } from '../core/config.js'
+import { decimalInteger, isListenHost, loadConfig, type Config } from '../core/config.js'
 import type { ApplyReport } from '../setup/apply.js'
 import type { CliKeyRecord, CliKeyRequest } from '../keys/cli.js'
 import type { ControlCommand } from './control-client.js'
@@ -21,6 +21,11 @@ function port(value: string): number {
   const n = decimalInteger(value)
   if (n === null || n > 65535) throw new InvalidArgumentError('must be a port number 0..65535')
   return n
+}
+
+function host(value: string): string {
+  if (!isListenHost(value)) throw new InvalidArgumentError('must be an IP address or a host name (letters, digits, hyphens and dots)')
+  return value
 }
 
 interface StoreFlags {
@@ -77,7 +82,7 @@ export async function main(argv: string[]): Promise<void> {
     .command('serve')
     .description('Start the HTTP API (PostgreSQL when DATABASE_URL is set, else PGlite in --data-dir)')
     .option('--port <port>', 'port to listen on (env PORT, default 8080)', port)
-    .option('--host <host>', 'address to bind (env HOST, default 127.0.0.1)')
+    .option('--host <host>', 'address to bind (env HOST, default 127.0.0.1)', host)
     .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
     .option('--metrics-port <port>', 'serve Prometheus metrics at http://<host>:<port>/metrics (env KBIS_METRICS_PORT)', port)
     .option('--workers <n|auto>', 'n server processes on one port (auto: one per CPU); PostgreSQL only', workersArg)

@@ -2,6 +2,7 @@
  * Service configuration: environment variables, overridden by CLI flags. Documented in
  * docs/configuration.md and the README; every variable here is listed there.
  */
+import { isIP } from 'node:net'
 import ipaddr from 'ipaddr.js'
 import { DEFAULT_PG_PARALLEL_SETUP_COST, DEFAULT_PGLITE_SHARED_BUFFERS_MB } from '../store/db.js'
 
@@ -95,9 +96,26 @@ function intFrom(name: string, raw: string | undefined, fallback: number, min: n
   return value
 }
 
+/**
+ * Whether `value` can be an address to listen on: an IPv4 or IPv6 address, or a host name made of
+ * RFC 1123 labels (`localhost`, `api.internal`). Checked with the other settings, before the store
+ * is opened or created: a name that does not resolve still fails only at listen.
+ */
+export function isListenHost(value: string): boolean {
+  if (isIP(value) !== 0) return true
+  const label = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$/
+  return value.length <= 253 && value.split('.').every((part) => label.test(part))
+}
+
+function hostFrom(raw: string | undefined): string {
+  if (raw === undefined || raw === '') return '127.0.0.1'
+  if (!isListenHost(raw)) throw new ConfigError(`HOST: must be an IP address or a host name (letters, digits, hyphens and dots), got "${raw}"`)
+  return raw
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const config: Config = {
-    host: env.HOST || '127.0.0.1',
+    host: hostFrom(env.HOST),
     port: intFrom('PORT', env.PORT, 8080, 0, 65535),
     databaseUrl: postgresUrlFrom('DATABASE_URL', env.DATABASE_URL),
     dataDir: env.KBIS_DATA_DIR || './data',

@@ -213,7 +213,7 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect(typo).toEqual({ code: 1, stdout: '', stderr: 'kbis: DATABASE_URL: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)\n' })
   })
 
-  it('refuses a port that is not plain decimal digits 0..65535, and a Redis URL that is not one, with one line and before anything is created', async () => {
+  it('refuses a port that is not plain decimal digits 0..65535, a host that is no address nor host name, and a Redis URL that is not one, with one line and before anything is created', async () => {
     const data = path.join(dir, 'never-created')
     // The flags' errors are commander's, one line as every error.
     const flagError = ({ code, stdout, stderr }: Run) => ({ code, stdout, stderr })
@@ -226,6 +226,10 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect(flagError(await kbis(['serve', '--bogus', '--data-dir', data]))).toEqual({ code: 1, stdout: '', stderr: "kbis: unknown option '--bogus'\n" })
     const env = await kbis(['serve', '--data-dir', data], { PORT: '0x4AFE' })
     expect(env).toEqual({ code: 1, stdout: '', stderr: 'kbis: PORT: must be an integer from 0 to 65535, got "0x4AFE"\n' })
+    const host = await kbis(['serve', '--port', '0', '--host', 'not_a_host', '--data-dir', data])
+    expect(flagError(host)).toEqual({ code: 1, stdout: '', stderr: "kbis: option '--host <host>' argument 'not_a_host' is invalid. must be an IP address or a host name (letters, digits, hyphens and dots)\n" })
+    expect(await kbis(['serve', '--port', '0', '--data-dir', data], { HOST: 'not_a_host' }))
+      .toEqual({ code: 1, stdout: '', stderr: 'kbis: HOST: must be an IP address or a host name (letters, digits, hyphens and dots), got "not_a_host"\n' })
     const redis = await kbis(['serve', '--port', '0', '--data-dir', data], { REDIS_URL: 'redis://:hunter2@127.0.0.1:6379/abc' })
     expect(redis).toEqual({ code: 1, stdout: '', stderr: 'kbis: REDIS_URL: must be a Redis URL such as redis://:password@host:6379/0: the path is a database number\n' })
     expect(existsSync(data)).toBe(false)
