@@ -104,7 +104,9 @@ function intFrom(name: string, raw: string | undefined, fallback: number, min: n
 export function isListenHost(value: string): boolean {
   if (isIP(value) !== 0) return true
   const label = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$/
-  return value.length <= 253 && value.split('.').every((part) => label.test(part))
+  // A fully qualified name may end with the root's dot (`api.example.com.`).
+  const name = value.endsWith('.') ? value.slice(0, -1) : value
+  return name.length <= 253 && name.split('.').every((part) => label.test(part))
 }
 
 function hostFrom(raw: string | undefined): string {
