@@ -35,6 +35,13 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
   let stopping = false
   let announced = false
   const restarts: number[] = []
+  // The workers accept connections themselves from the shared listening socket, rather than the
+  // primary accepting and handing each to a worker (node:cluster's default, round-robin): a
+  // connection handed to a worker that died before taking it was never answered nor closed (the
+  // primary kept it: nodejs/node#21746), and its client waited for good. The kernel spreads
+  // connections less evenly (≈ 40/60 between two workers, measured) but loses none: one a dying
+  // worker had accepted is reset, and its client can retry.
+  cluster.schedulingPolicy = cluster.SCHED_NONE
   const fork = () => cluster.fork({ KBIS_WORKER: '1' })
 
   cluster.on('listening', (worker: Worker, address) => {

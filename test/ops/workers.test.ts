@@ -113,6 +113,22 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
     expect(statuses).toEqual(Array(10).fill(200))
   })
 
+  it('answers every connection while a worker dies, none left waiting for good', async () => {
+    // A worker stopped (SIGSTOP) while connections arrive, then killed: with the cluster's
+    // round-robin hand-off, the one connection the primary had handed it was never answered.
+    const alive = workerPids().filter((pid) => { try { process.kill(pid, 0); return true } catch { return false } })
+    const victim = alive[0]!
+    const listening = server.lines.length
+    process.kill(victim, 'SIGSTOP')
+    const answers = Array.from({ length: 6 }, () => fetch(`${url}/healthz`, { headers: { connection: 'close' }, signal: AbortSignal.timeout(8_000) })
+      .then((r) => r.status, (err: Error) => err.name))
+    await new Promise((r) => setTimeout(r, 300))
+    process.kill(victim, 'SIGKILL')
+    expect(await Promise.all(answers)).toEqual(Array(6).fill(200))
+    await server.waitFor(new RegExp(`^worker ${victim} exited \\(SIGKILL\\); starting a new one$`))
+    await expect.poll(() => server.lines.slice(listening).some((l) => /^worker \d+ listening$/.test(l)), { timeout: 60_000 }).toBe(true)
+  })
+
   it('drains every worker on SIGTERM and exits 0', async () => {
     const alive = workerPids().slice(1)
     server.child.kill('SIGTERM')
