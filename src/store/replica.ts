@@ -87,6 +87,8 @@ export class ReplicaReader implements Db {
   readonly kind = 'postgres' as const
   onQuery: Db['onQuery'] = null
   private downUntil = 0
+  /** Found down and not answered since: later failures (one per back-off) are the same outage, not reported again. */
+  private down = false
   fallbacks = 0
 
   constructor(private readonly primary: Db, readonly replica: Db, private readonly onDown: (err: unknown) => void) {}
@@ -130,11 +132,14 @@ export class ReplicaReader implements Db {
   private async route<T>(run: (db: Db) => Promise<T>, onDown: (err: unknown) => void): Promise<T> {
     if (Date.now() >= this.downUntil) {
       try {
-        return await run(this.replica)
+        const result = await run(this.replica)
+        this.down = false
+        return result
       } catch (err) {
         if (replicaUnavailable(err)) {
           this.downUntil = Date.now() + REPLICA_BACKOFF_MS
-          onDown(err)
+          if (!this.down) onDown(err)
+          this.down = true
         } else if (!replicaBehind(err)) throw err
       }
     }

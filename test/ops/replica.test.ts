@@ -165,5 +165,10 @@ describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming re
     expect((await exportedNames(app, reader)).sort()).toEqual((await listedNames(app, reader)).sort())
     expect((await call(app, reader, 'POST', '/api/v1/analytics/assets', {})).json()).toEqual({ data: [{ group: {}, measures: { count: MARKS.length } }], meta: { total_groups: 1 } })
     expect(Date.now() - started).toBeLessThan(10_000)
+    // Still down once the back-off is over: the replica is tried again, and the same outage is not reported again.
+    await new Promise((resolve) => setTimeout(resolve, 5_200))
+    const later = await app.inject({ method: 'GET', url: '/api/v1/assets', headers: { authorization: `Bearer ${reader}`, 'x-request-id': 'replica-down-2' } })
+    expect(later.statusCode).toBe(200)
+    expect(lines.filter((l) => l.msg === 'read replica unavailable; reading from the primary for a while').map((l) => l.request_id)).toEqual(['replica-down-1'])
   })
 })
