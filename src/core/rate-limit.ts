@@ -100,6 +100,8 @@ const REDIS_RETRY_MS = 5_000
 export class RedisCounters implements CounterStore {
   private readonly redis: RedisWithAdd
   private downUntil = 0
+  /** Found down and not answered since: later failures (one per retry) are the same outage, told once. */
+  private down = false
   /**
    * Settles when the first connection attempt ends (ready or refused), at most the command timeout
    * after start: only requests of the first moments wait for it, once.
@@ -139,10 +141,13 @@ export class RedisCounters implements CounterStore {
       if (this.redis.status !== 'ready') await this.firstConnect
       try {
         if (this.redis.status !== 'ready') throw new Error(`Redis is not connected (${this.redis.status})`)
-        return Number(await this.redis.kbisRateAdd(`${this.prefix}${orgId}:${windowStart}`, n, windowSeconds * 2000 + 60_000))
+        const total = Number(await this.redis.kbisRateAdd(`${this.prefix}${orgId}:${windowStart}`, n, windowSeconds * 2000 + 60_000))
+        this.down = false
+        return total
       } catch (err) {
         this.downUntil = Date.now() + REDIS_RETRY_MS
-        onError(err)
+        if (!this.down) onError(err)
+        this.down = true
       }
     }
     return this.fallback.add(orgId, windowStart, windowSeconds, n)

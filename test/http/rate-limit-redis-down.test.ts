@@ -1,5 +1,5 @@
 import { createServer } from 'node:net'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { FastifyInstance } from 'fastify'
 import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
 import { ACME } from '../helpers/fixtures.js'
@@ -103,6 +103,24 @@ for (const store of STORES) {
       expect(await counters.add(orgId, window, WINDOW, 2)).toBe(3)
       expect(Date.now() - start).toBeLessThan(1_500)
       await counters.close()
+    })
+
+    it('tells an outage once: a retry after the back-off that fails again is the same outage', async () => {
+      const told: unknown[] = []
+      const counters = new RedisCounters(`redis://127.0.0.1:${await closedPort()}`, 'kbis-test:', (err) => told.push(err), 2000, new MemoryCounters())
+      const realNow = Date.now
+      try {
+        expect(await counters.add('org', 0, WINDOW, 1)).toBe(1)
+        expect(told).toHaveLength(1)
+        // Past the back-off (5 s): Redis is tried again, still refused.
+        const later = realNow() + 6_000
+        vi.spyOn(Date, 'now').mockImplementation(() => later)
+        expect(await counters.add('org', 0, WINDOW, 1)).toBe(2)
+        expect(told).toHaveLength(1)
+      } finally {
+        vi.restoreAllMocks()
+        await counters.close()
+      }
     })
   })
 }
