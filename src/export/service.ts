@@ -37,6 +37,15 @@ const lengthOf = (chunks: readonly (string | Buffer)[]): number => chunks.reduce
  */
 export const COPY_READ_AHEAD = 2
 
+/**
+ * A batch's chunks, each let go as it is handed on: with `yield*` the batch stayed whole until its
+ * last chunk was sent, beside the batches read ahead. On PostgreSQL, 200,000 servers exported in
+ * one process with its client: Buffers alive at the peak 61 → 29–32 MB, RSS growth 67–81 → 37–39 MB.
+ */
+function* handOn<T>(chunks: T[]): Generator<T> {
+  for (let chunk = chunks.shift(); chunk !== undefined; chunk = chunks.shift()) yield chunk
+}
+
 /** Lines per NDJSON batch on this store: by COPY where the store has it (decision 0014). */
 export function ndjsonBatchSize(db: Db): number {
   return db.copyLines ? COPY_BATCH_SIZE : EXPORT_BATCH_SIZE
@@ -117,7 +126,7 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
             asked = nextBatchSize(sent, length, size)
             next = read(batch.lastId, null, asked)
           }
-          yield* batch.chunks
+          yield* handOn(batch.chunks)
           if (!more) return
         }
       },
@@ -142,7 +151,7 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
           else from = end
         }
         const batch = await ahead.shift()!
-        yield* batch.chunks
+        yield* handOn(batch.chunks)
         if (ahead.length === 0 && open) {
           if (batch.rows < size) return
           from = batch.lastId
