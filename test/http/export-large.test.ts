@@ -8,7 +8,8 @@ const ROWS = 200_000
 // (a server that held the export, as strings and rows, would grow by several times that).
 const MAX_RSS_GROWTH_MB = 60
 
-for (const store of STORES) {
+// PostgreSQL first: memory the PGlite half releases would otherwise hide what the PostgreSQL export grows by.
+for (const store of [...STORES].reverse()) {
   describe(`${store}: export of ${ROWS} assets`, () => {
     let t: TestApp
     let address: string
