@@ -62,6 +62,16 @@ function staticFiles(): Map<string, { type: string; body: Buffer }> {
   ])
 }
 
+/** What an error page says: the service's own words, never the framework's or a stack. */
+function errorMessage(err: Error & { code?: string }, status: number): string {
+  if (status === 403 && err.code?.startsWith('FST_CSRF')) return 'This form has expired or did not come from this console. Go back, reload the page and try again.'
+  if (status >= 500) return 'Something went wrong on our side. Try again in a moment.'
+  if (err instanceof AppError) return err.message
+  // A request no page of the console sends (a body that is not a form, one too large): the
+  // framework's own words (about JSON, content types) would mislead whoever reads them here.
+  return status === 413 ? 'What was sent is larger than the console accepts.' : 'This request could not be read. Go back, reload the page and try again.'
+}
+
 /** Form fields as strings (a repeated field: its last value, or all with `all`). NUL never passes. */
 export function field(request: FastifyRequest, name: string): string {
   const value = (request.body as Record<string, unknown> | undefined)?.[name]
@@ -209,13 +219,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   app.setErrorHandler(async (err: Error & { statusCode?: number; code?: string }, request, reply) => {
     const status = err instanceof AppError ? err.status : err.code?.startsWith('FST_CSRF') ? 403 : (err.statusCode ?? 500)
     if (status >= 500) request.log.error({ err }, 'console error')
-    const message = status === 403 && err.code?.startsWith('FST_CSRF')
-      ? 'This form has expired or did not come from this console. Go back, reload the page and try again.'
-      : status >= 500 ? 'Something went wrong on our side. Try again in a moment.'
-        : err instanceof AppError ? err.message
-          // A request no page of the console sends (a body that is not a form, one too large): the
-          // framework's own words (about JSON, content types) would mislead whoever reads them here.
-          : status === 413 ? 'What was sent is larger than the console accepts.' : 'This request could not be read. Go back, reload the page and try again.'
+    const message = errorMessage(err, status)
     return render(request, reply, 'error.eta', { title: status === 403 ? 'Not allowed' : status === 404 ? 'Not found' : 'Error', message, status }, status)
   })
   app.setNotFoundHandler(async (request, reply) => render(request, reply, 'error.eta', { title: 'Not found', message: 'There is no such page.', status: 404 }, 404))

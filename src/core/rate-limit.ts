@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Redis } from 'ioredis'
 import type { Db } from '../store/db.js'
+import { Outage } from '../store/outage.js'
 import type { Config } from './config.js'
 import { AppError, Errors } from './errors.js'
 
@@ -99,9 +100,7 @@ const REDIS_RETRY_MS = 5_000
  */
 export class RedisCounters implements CounterStore {
   private readonly redis: RedisWithAdd
-  private downUntil = 0
-  /** Found down and not answered since: later failures (one per retry) are the same outage, told once. */
-  private down = false
+  private readonly outage = new Outage(REDIS_RETRY_MS)
   /**
    * Settles when the first connection attempt ends (ready or refused), at most the command timeout
    * after start: only requests of the first moments wait for it, once.
@@ -137,17 +136,15 @@ export class RedisCounters implements CounterStore {
   }
 
   async add(orgId: string, windowStart: number, windowSeconds: number, n: number, onError = this.onError): Promise<number> {
-    if (Date.now() >= this.downUntil) {
+    if (this.outage.due) {
       if (this.redis.status !== 'ready') await this.firstConnect
       try {
         if (this.redis.status !== 'ready') throw new Error(`Redis is not connected (${this.redis.status})`)
         const total = Number(await this.redis.kbisRateAdd(`${this.prefix}${orgId}:${windowStart}`, n, windowSeconds * 2000 + 60_000))
-        this.down = false
+        this.outage.answered()
         return total
       } catch (err) {
-        this.downUntil = Date.now() + REDIS_RETRY_MS
-        if (!this.down) onError(err)
-        this.down = true
+        this.outage.failed(err, onError)
       }
     }
     return this.fallback.add(orgId, windowStart, windowSeconds, n)

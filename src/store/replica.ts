@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis'
+import { Outage } from './outage.js'
 import { openDb, type Db, type ListenEvents, type QueryOptions, type QueryResult, type Tx } from './db.js'
 
 /**
@@ -86,9 +87,7 @@ const REPLICA_BACKOFF_MS = 5_000
 export class ReplicaReader implements Db {
   readonly kind = 'postgres' as const
   onQuery: Db['onQuery'] = null
-  private downUntil = 0
-  /** Found down and not answered since: later failures (one per back-off) are the same outage, not reported again. */
-  private down = false
+  private readonly outage = new Outage(REPLICA_BACKOFF_MS)
   fallbacks = 0
 
   constructor(private readonly primary: Db, readonly replica: Db, private readonly onDown: (err: unknown) => void) {}
@@ -130,17 +129,14 @@ export class ReplicaReader implements Db {
 
   /** On the replica, or on the primary when the replica is down or behind. */
   private async route<T>(run: (db: Db) => Promise<T>, onDown: (err: unknown) => void): Promise<T> {
-    if (Date.now() >= this.downUntil) {
+    if (this.outage.due) {
       try {
         const result = await run(this.replica)
-        this.down = false
+        this.outage.answered()
         return result
       } catch (err) {
-        if (replicaUnavailable(err)) {
-          this.downUntil = Date.now() + REPLICA_BACKOFF_MS
-          if (!this.down) onDown(err)
-          this.down = true
-        } else if (!replicaBehind(err)) throw err
+        if (replicaUnavailable(err)) this.outage.failed(err, onDown)
+        else if (!replicaBehind(err)) throw err
       }
     }
     this.fallbacks++
