@@ -1,4 +1,5 @@
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyHttpOptions, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import type { Server } from 'node:http'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import cors from '@fastify/cors'
@@ -6,7 +7,7 @@ import compress from '@fastify/compress'
 import { Ajv } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { Config } from './core/config.js'
-import { BACKGROUND_SQL, type Db } from './store/db.js'
+import type { Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
 import { ESCAPE_RULE, registerInputGuards, registerRouteGuards } from './core/http-input.js'
@@ -14,7 +15,8 @@ import { clientErrorHandler, registerHttpLayer } from './core/http-layer.js'
 import { buildSerializer } from './core/serializer.js'
 import { registerStatistics } from './store/statistics.js'
 import { Authenticator } from './core/auth/authenticate.js'
-import type { AggregateRows, RequestContext } from './request/context.js'
+import type { RequestContext } from './request/context.js'
+import { registerRequestContext } from './request-context.js'
 import { MetamodelCache } from './metamodel/service.js'
 import { metamodelRoutes } from './metamodel/routes.js'
 import { assetRoutes } from './assets/routes.js'
@@ -31,11 +33,9 @@ import { metrics } from './ops/metrics.js'
 import type { ReadRouting } from './store/replica.js'
 import { registerIdempotency, RunningClaims } from './idempotency/hooks.js'
 import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.js'
-import { EventRelay } from './events/relay.js'
+import type { EventRelay } from './events/relay.js'
+import { registerEvents } from './events/plugin.js'
 import { registerEventSchemas } from './events/schemas.js'
-import { dataVersionSql, selectDataVersion } from './events/sql.js'
-import { INVALIDATE_CHANNEL } from './core/channels.js'
-import { ResultCache, DATA_CHANGED_CHANNEL } from './counts/cache.js'
 import { relationshipRoutes } from './relationships/routes.js'
 import { bulkRoutes } from './bulk/routes.js'
 import { searchRoutes } from './search/routes.js'
@@ -43,6 +43,7 @@ import { analyticsRoutes } from './analytics/routes.js'
 import { exportRoutes } from './export/routes.js'
 import { eventRoutes } from './events/routes.js'
 import { createWebhookWorker, webhookRoutes } from './webhooks/plugin.js'
+import type { WebhookWorker } from './webhooks/worker.js'
 import { consoleRoutes } from './console/plugin.js'
 
 declare module 'fastify' {
@@ -91,8 +92,46 @@ function validatorCompilers() {
 /** Builds the whole application without listening (tests drive it with `inject`). */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { db, config } = options
-  const app = Fastify({
-    logger: options.logger ?? false,
+  const app = Fastify(fastifyOptions(options))
+  app.setValidatorCompiler(validatorCompilers())
+  registerErrorHandling(app)
+  registerHttpLayer(app)
+  registerInputGuards(app)
+  registerOps(app, db)
+
+  const metamodels = new MetamodelCache(db)
+  const authenticator = new Authenticator(db)
+  app.decorate('db', db)
+  app.decorate('config', config)
+  app.decorate('metamodels', metamodels)
+  app.decorate('authenticator', authenticator)
+  const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, redisFailoverMessage(db)))
+  const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)
+  const storeFor = registerReadRouting(app, readRouting, db)
+  await registerRequestContext(app, db, config, { metamodels, authenticator, storeFor, replicated: readRouting !== null })
+  registerStatistics(app, db, (kind, seconds) => metrics.storeUpkeep.observe({ kind }, seconds))
+  registerEvents(app, db, config)
+  // last_used_at shows within a few seconds of use (CONTRACT §9): one batched statement a second at most.
+  const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), LAST_USED_FLUSH_MS)
+  flush.unref()
+  app.addHook('onClose', async () => {
+    clearInterval(flush)
+    await authenticator.flushLastUsed().catch(() => undefined)
+    await rateLimiter.close().catch(() => undefined)
+  })
+
+  await registerResponseHandling(app, config)
+  await registerApiReference(app)
+  registerEventSchemas(app)
+  await app.register(apiRoutes({ db, config, authenticator, rateLimiter, webhooks: createWebhookWorker(app) }), { prefix: '/api/v1' })
+  // The console (CONTRACT §15): HTML, its own session auth, never under /api/v1.
+  await app.register(consoleRoutes, { prefix: '/console' })
+  return app
+}
+
+function fastifyOptions({ config, logger }: AppOptions): FastifyHttpOptions<Server> {
+  return {
+    logger: logger ?? false,
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
     // Room for a composite key with the longest unique value, percent-encoded (500 × 12 + keys).
@@ -114,90 +153,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       if (error.code === 'FST_ERR_BAD_URL') return sendError(reply, new AppError(Errors.INVALID_REQUEST, `the URL is malformed: ${ESCAPE_RULE}`))
       return sendError(reply, new AppError(Errors.INVALID_REQUEST, error.message))
     },
-  })
-  app.setValidatorCompiler(validatorCompilers())
-  registerErrorHandling(app)
-  registerHttpLayer(app)
-  registerInputGuards(app)
-  registerOps(app, db)
-
-  const metamodels = new MetamodelCache(db)
-  const authenticator = new Authenticator(db)
-  app.decorate('db', db)
-  app.decorate('config', config)
-  app.decorate('metamodels', metamodels)
-  app.decorate('authenticator', authenticator)
-  const orgConcurrency = new OrgConcurrency(
-    config.orgConcurrency > 0 ? config.orgConcurrency : Math.max(1, Math.floor(config.poolSize / 2)),
-    // A request waits for a slot at most three statement timeouts (30 s by default): long enough
-    // for the slots' own requests to end, short enough that a client is not left hanging.
-    Math.max(30_000, 3 * config.statementTimeoutMs),
-  )
-  const rateLimiter = options.rateLimiter ?? createRateLimiter(db, config, (err) => app.log.warn({ err }, redisFailoverMessage(db)))
-  const readRouting = options.readRouting !== undefined ? options.readRouting : await openReadRoutingFor(db, config, app)
-  const storeFor = registerReadRouting(app, readRouting, db)
-  // A replica lags the primary by up to KBIS_READ_AFTER_WRITE_MS (the bound read-after-write
-  // already relies on): its results are remembered apart, once it has had that long to catch up.
-  const results = config.countCacheSize > 0
-    ? new ResultCache(config.countCacheSize, Date.now, readRouting === null ? 0 : config.readAfterWriteMs, (kind, outcome) => metrics.resultCache.inc({ kind, outcome }))
-    : null
-  // On PostgreSQL other processes write too: a remembered result is answered only for the data
-  // version it was taken at (read with the request's page, or asked of its store once, when a
-  // result is first wanted). PGlite belongs to this process, whose commits the cache hears of itself.
-  const versionOf = (store: Db, orgId: string) => (store.kind === 'postgres' ? { version: { ask: () => selectDataVersion(store, orgId), sql: dataVersionSql } } : {})
-  app.decorate('requestContext', async (request: FastifyRequest): Promise<RequestContext> => {
-    const store = await storeFor(request)
-    const source = store === db ? 'primary' : 'replica'
-    // `Cache-Control: no-cache`: counts and aggregates are taken afresh (and remembered).
-    const fresh = /\bno-cache\b/i.test(String(request.headers['cache-control'] ?? ''))
-    return {
-      db: store,
-      auth: request.auth,
-      metamodel: await metamodels.get(request.auth.orgId),
-      ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
-      requestId: request.id,
-      ...(results ? {
-        counts: results.memo(request.auth.orgId, { source, fresh, ...versionOf(store, request.auth.orgId) }),
-        analytics: results.memo<AggregateRows>(request.auth.orgId, { source, kind: 'analytics', fresh, ...versionOf(store, request.auth.orgId) }),
-      } : {}),
-    }
-  })
-  app.decorateRequest('auth', null as never)
-
-  // A setup change anywhere (this process, another server, the CLI) empties the caches.
-  // When the listening connection drops (PostgreSQL), it reconnects with back-off; changes made
-  // meanwhile were not notified, so every cache is emptied (reloaded on next use) once it is back.
-  await db.listen(INVALIDATE_CHANNEL, (orgId) => {
-    metamodels.invalidate(orgId || undefined)
-    authenticator.invalidate()
-    results?.changed(orgId || undefined)
-  }, {
-    lost: (err, retryInMs) => app.log.warn({ err }, `LISTEN connection lost; reconnecting in ${retryInMs} ms (caches may be stale until then)`),
-    reconnected: () => {
-      metamodels.invalidate()
-      authenticator.invalidate()
-      results?.changed()
-      app.log.info('LISTEN connection restored; metamodel and key caches reloaded')
-    },
-  })
-  // Other processes' writes: the relay that stamps their events says which organizations changed.
-  if (results) {
-    await db.listen(DATA_CHANGED_CHANNEL, (orgIds) => {
-      for (const orgId of orgIds.split(',')) if (orgId !== '') results.changed(orgId)
-    })
-    app.addHook('onClose', async () => results.close())
   }
-  registerStatistics(app, db, (kind, seconds) => metrics.storeUpkeep.observe({ kind }, seconds))
-  registerEvents(app, db, config)
-  // last_used_at shows within a few seconds of use (CONTRACT §9): one batched statement a second at most.
-  const flush = setInterval(() => void authenticator.flushLastUsed().catch(() => undefined), LAST_USED_FLUSH_MS)
-  flush.unref()
-  app.addHook('onClose', async () => {
-    clearInterval(flush)
-    await authenticator.flushLastUsed().catch(() => undefined)
-    await rateLimiter.close().catch(() => undefined)
-  })
+}
 
+/** CORS for the configured browser origins, and compression of the answers. */
+async function registerResponseHandling(app: FastifyInstance, config: Config): Promise<void> {
   // Browsers of the configured origins may call the API (off unless KBIS_CORS_ORIGINS is set).
   if (config.corsOrigins.length > 0) {
     await app.register(cors, {
@@ -216,7 +176,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // JSON, text, CSV, NDJSON (the export stream, compressed as it goes) and YAML.
     customTypes: /^text\/(?!event-stream)|[+/]json(?:;|$)|\/x-ndjson(?:;|$)|\/yaml(?:;|$)/,
   })
+}
 
+/** The OpenAPI document the routes' own schemas make (CONTRACT §11). */
+async function registerApiReference(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
     // Shared schemas (app.addSchema, e.g. one per event type) keep their $id as component name.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
@@ -231,10 +194,24 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     transform: transformRoute(LIST_FILTER_COLUMNS),
     transformObject: transformDocument,
   })
+}
 
-  registerEventSchemas(app)
-  const webhooks = createWebhookWorker(app)
+interface ApiParts {
+  db: Db
+  config: Config
+  authenticator: Authenticator
+  rateLimiter: RateLimiter
+  webhooks: WebhookWorker
+}
 
+/** Everything under /api/v1: the open OpenAPI routes and reference, then the authenticated routes. */
+function apiRoutes({ db, config, authenticator, rateLimiter, webhooks }: ApiParts) {
+  const orgConcurrency = new OrgConcurrency(
+    config.orgConcurrency > 0 ? config.orgConcurrency : Math.max(1, Math.floor(config.poolSize / 2)),
+    // A request waits for a slot at most three statement timeouts (30 s by default): long enough
+    // for the slots' own requests to end, short enough that a client is not left hanging.
+    Math.max(30_000, 3 * config.statementTimeoutMs),
+  )
   // The key, then the organization's quota: only requests of a known organization count against
   // it, those its plan or its IP allowlist refuses too, answered with the quota's headers as every
   // authenticated answer (CONTRACT §10).
@@ -244,7 +221,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await enforceRateLimit(rateLimiter, request, reply)
     if (refusal) throw refusal
   }
-  await app.register(async (api) => {
+  return async (api: FastifyInstance): Promise<void> => {
     // A path no route serves is authenticated too (spec: every request but the base OpenAPI
     // description): without a valid key 401, as on every route, so no one learns without a key
     // which paths exist; with one, 404.
@@ -277,72 +254,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         bulkRoutes, searchRoutes, analyticsRoutes, exportRoutes, eventRoutes, webhookRoutes(webhooks),
       ]) await authed.register(routes)
     })
-  }, { prefix: '/api/v1' })
-  // The console (CONTRACT §15): HTML, its own session auth, never under /api/v1.
-  await app.register(consoleRoutes, { prefix: '/console' })
-
-  return app
-}
-
-/**
- * The event relay of this process: polls for unstamped events, is woken when this process
- * commits a transaction that wrote events (eventsWritten in outbox/write.ts), stops (stamping
- * and publishing what is left) when the app closes.
- */
-function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
-  const relay = new EventRelay(db, {
-    // PGlite belongs to this process: its writes wake the relay, so a slow safety-net poll is
-    // enough (every poll runs on the event loop's thread there).
-    intervalMs: db.kind === 'pglite' ? Math.max(config.eventRelayIntervalMs, 5000) : config.eventRelayIntervalMs,
-    retentionDays: config.eventRetentionDays,
-    publishes: config.natsUrl !== undefined,
-    onError: (err) => app.log.error({ err }, 'event relay failed'),
-    // The first of a run of identical failures with its stack; the next ones a line each.
-    onRoundFailed: (err, retry) => retry.repeated
-      ? app.log.warn(`event relay still failing (${retry.failures} attempts: ${(err as Error).message}); retrying in ${retry.retryInMs} ms`)
-      : app.log.error({ err }, `event relay failed; retrying in ${retry.retryInMs} ms`),
-  })
-  app.decorate('events', relay)
-  // Every asset and relationship write emits events: the organizations of a stamped batch tell
-  // every process (counts/cache.ts) that their data changed. Only PostgreSQL has other processes.
-  if (db.kind === 'postgres') {
-    relay.onCommitted(async (_events, orgIds) => {
-      // A payload holds at most 8,000 bytes: 100 ids of 36 characters per notification.
-      for (let i = 0; i < orgIds.length; i += 100) {
-        await db.query(`${BACKGROUND_SQL}SELECT pg_notify($1, $2)`, [DATA_CHANGED_CHANNEL, orgIds.slice(i, i + 100).join(',')])
-      }
-    })
   }
-  app.addHook('onReady', async () => {
-    // The store's way of stamping (PGlite: positions drawn when events are written), before any
-    // request writes one.
-    await relay.prepare()
-    if (config.natsUrl) {
-      const { attachNats } = await import('./events/nats.js')
-      const options = { url: config.natsUrl, stream: config.natsStream, onError: (err: unknown) => app.log.error({ err }, 'NATS publication failed; retrying') }
-      // NATS down at start does not stop the API: events stay pending (stamped, not published)
-      // until a connection succeeds, here or in another process. No attempt starts once the app
-      // is closing, and one under way is waited for and closed with it: an attempt that went on
-      // after the close created the stream again and left its connection open.
-      const attach = (): void => {
-        if (closed) return
-        nats.attaching = attachNats(relay, db, options).then((sink) => { nats.sink = sink }, (err: unknown) => {
-          app.log.error({ err }, err instanceof Error && err.name === 'NatsStreamError' ? `${err.message}; retrying in 5 s` : 'NATS unreachable; retrying in 5 s')
-          setTimeout(attach, 5000).unref()
-        })
-      }
-      attach()
-    }
-    relay.start()
-  })
-  let closed = false
-  const nats: { attaching: Promise<void> | null; sink: { close(): Promise<void> } | null } = { attaching: null, sink: null }
-  app.addHook('onClose', async () => {
-    closed = true
-    await nats.attaching
-    await relay.stop()
-    await nats.sink?.close()
-  })
 }
 
 async function openReadRoutingFor(db: Db, config: Config, app: FastifyInstance): Promise<ReadRouting | null> {

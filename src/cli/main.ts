@@ -78,6 +78,17 @@ export async function main(argv: string[]): Promise<void> {
     if (command.name() !== 'serve') process.stdout.on('error', quietOnClosedOutput)
   })
 
+  registerServe(program)
+  registerApply(program)
+  registerKeyCommands(program)
+  registerUserCommands(program)
+  registerBackup(program)
+  registerSyncCommands(program)
+  await program.parseAsync(argv)
+}
+
+/** `kbis serve`: the HTTP API, in this process or in --workers processes. */
+function registerServe(program: Command): void {
   program
     .command('serve')
     .description('Start the HTTP API (PostgreSQL when DATABASE_URL is set, else PGlite in --data-dir)')
@@ -102,7 +113,10 @@ export async function main(argv: string[]): Promise<void> {
       process.on('SIGINT', stop)
       process.on('SIGTERM', stop)
     })
+}
 
+/** `kbis apply <file>`: one organization from a YAML or JSON file. */
+function registerApply(program: Command): void {
   program
     .command('apply')
     .description('Create or update one organization from a YAML or JSON file (idempotent)')
@@ -119,7 +133,10 @@ export async function main(argv: string[]): Promise<void> {
       for (const change of r.changes) out(`  ${change}`)
       for (const warning of r.warnings) process.stderr.write(`kbis: warning: ${warning}\n`)
     })
+}
 
+/** `kbis keys create|list|revoke`. */
+function registerKeyCommands(program: Command): void {
   const keys = program.command('keys').description('Manage API keys')
   keys
     .command('create')
@@ -173,7 +190,10 @@ export async function main(argv: string[]): Promise<void> {
       const revoked = await withStore(configFrom(flags), 'keys/revoke', request, (db) => revokeKeyFromCli(db, request))
       out(`API key ${revoked.id} (${revoked.secret_prefix}, ${JSON.stringify(revoked.name)}) revoked`)
     })
+}
 
+/** `kbis users set-password`. */
+function registerUserCommands(program: Command): void {
   const users = program.command('users').description('Manage users of the console')
   users
     .command('set-password')
@@ -192,7 +212,10 @@ export async function main(argv: string[]): Promise<void> {
       await withStore(configFrom(flags), 'users/set-password', request, (db) => setPasswordFromCli(db, request))
       out(`password set for ${flags.email} in organization ${flags.org}`)
     })
+}
 
+/** `kbis backup <file>`: a tar archive of the embedded data directory. */
+function registerBackup(program: Command): void {
   program
     .command('backup')
     .description('Copy the embedded (PGlite) data directory to a tar archive, while the server runs or not (gzip when <file> ends in .gz or .tgz)')
@@ -213,9 +236,6 @@ export async function main(argv: string[]): Promise<void> {
       const report = await onServerOrHere<BackupReport>(config.dataDir, 'backup', request, () => backupClosedDataDir(config.dataDir, request.file))
       out(`backup of ${config.dataDir} written to ${report.file} (${report.bytes} bytes, ${((performance.now() - started) / 1000).toFixed(1)} s)`)
     })
-
-  registerSyncCommands(program)
-  await program.parseAsync(argv)
 }
 
 /** `kbis keys list` without --json: one aligned line a key under a header. */

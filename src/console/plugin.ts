@@ -165,44 +165,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   })
   const files = staticFiles()
   const idleMinutes = app.config.consoleIdleMinutes
-  // Browser hardening for the console's pages only (the API answers JSON to programs): no framing
-  // (clickjacking), scripts, styles and form targets from the console itself, no sniffing, no
-  // referrer beyond this origin. HSTS is left to whoever terminates TLS (it binds the whole host
-  // for a year), and so is upgrading requests to https (a console on plain http must still load).
-  await app.register(helmet, {
-    contentSecurityPolicy: {
-      useDefaults: false,
-      directives: {
-        defaultSrc: ["'self'"],
-        baseUri: ["'none'"],
-        formAction: ["'self'"],
-        frameAncestors: ["'none'"],
-        objectSrc: ["'none'"],
-        imgSrc: ["'self'", 'data:'],
-        scriptSrc: ["'self'"],
-        styleSrc: ["'self'"],
-      },
-    },
-    frameguard: { action: 'deny' },
-    referrerPolicy: { policy: 'same-origin' },
-    strictTransportSecurity: false,
-  })
-  // The app's check of broken URLs (a NUL, an escape that is not UTF-8), here so that its error
-  // page has the headers above (core/http-input.ts leaves console URLs to this hook).
-  app.addHook('onRequest', async (request) => refuseBrokenUrl(request.url))
-  await app.register(cookie)
-  await app.register(formbody)
-  await app.register(csrf, {
-    cookieKey: 'kbis_console_csrf',
-    cookieOpts: { path: '/console', httpOnly: true, sameSite: 'strict', secure: 'auto' },
-  })
-  await app.register(view, {
-    engine: { eta },
-    root: VIEWS,
-    layout: 'layout.eta',
-    viewExt: 'eta',
-    production: true,
-  })
+  await registerBrowserPlugins(app)
   app.decorateRequest('console', null)
 
   // Idle sessions of every organization go now and then (each request also checks its own).
@@ -244,25 +207,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
 
   // Every other page needs a live session.
   await app.register(async (pages) => {
-    pages.addHook('preHandler', async (request, reply) => {
-      // A new secret is shown by Developer settings only: other pages leave a flash that holds
-      // one where it is (another tab loading first must not make it lost), htmx requests any flash.
-      const takes = request.headers['hx-request'] !== undefined ? 'none'
-        : request.method === 'GET' && request.url.split('?')[0] === '/console/developer-settings' ? 'all' : 'plain'
-      const session = await loadSession(app.db, request.cookies[SESSION_COOKIE], idleMinutes, takes)
-      const auth = session ? await userAuthContext(app.db, session.org_id, session.user_id) : null
-      if (!session || !auth) {
-        reply.clearCookie(SESSION_COOKIE, { path: '/console' })
-        return reply.code(303).header('location', '/console/sign-in').send()
-      }
-      const user = (await app.db.query<{ id: string; email: string; name: string; permission_type: string }>(
-        'SELECT id, email, name, permission_type FROM users WHERE org_id = $1 AND id = $2', [auth.orgId, auth.userId],
-      )).rows[0]!
-      request.console = {
-        sessionId: session.id, orgId: session.org_id, user, flash: openFlash(request, session.flash),
-        ctx: { db: app.db, auth, metamodel: await app.metamodels.get(auth.orgId), requestId: request.id },
-      }
-    })
+    pages.addHook('preHandler', sessionGate(app, idleMinutes))
     pages.get('/', async (_request, reply) => reply.code(303).header('location', '/console/assets').send())
     pages.post('/sign-out', async (request, reply) => {
       await signOut(app.db, request.cookies[SESSION_COOKIE])
@@ -272,6 +217,71 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     await pages.register(assetPages)
     await pages.register(settingsPages)
   })
+}
+
+/** The plugins the console's pages need: browser hardening, cookies, forms, CSRF, templates. */
+async function registerBrowserPlugins(app: FastifyInstance): Promise<void> {
+  // Browser hardening for the console's pages only (the API answers JSON to programs): no framing
+  // (clickjacking), scripts, styles and form targets from the console itself, no sniffing, no
+  // referrer beyond this origin. HSTS is left to whoever terminates TLS (it binds the whole host
+  // for a year), and so is upgrading requests to https (a console on plain http must still load).
+  await app.register(helmet, {
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'self'"],
+        baseUri: ["'none'"],
+        formAction: ["'self'"],
+        frameAncestors: ["'none'"],
+        objectSrc: ["'none'"],
+        imgSrc: ["'self'", 'data:'],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'"],
+      },
+    },
+    frameguard: { action: 'deny' },
+    referrerPolicy: { policy: 'same-origin' },
+    strictTransportSecurity: false,
+  })
+  // The app's check of broken URLs (a NUL, an escape that is not UTF-8), here so that its error
+  // page has the headers above (core/http-input.ts leaves console URLs to this hook).
+  app.addHook('onRequest', async (request) => refuseBrokenUrl(request.url))
+  await app.register(cookie)
+  await app.register(formbody)
+  await app.register(csrf, {
+    cookieKey: 'kbis_console_csrf',
+    cookieOpts: { path: '/console', httpOnly: true, sameSite: 'strict', secure: 'auto' },
+  })
+  await app.register(view, {
+    engine: { eta },
+    root: VIEWS,
+    layout: 'layout.eta',
+    viewExt: 'eta',
+    production: true,
+  })
+}
+
+/** Every page but sign-in needs a live session: the request's user and context, or a redirect to sign in. */
+function sessionGate(app: FastifyInstance, idleMinutes: number) {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    // A new secret is shown by Developer settings only: other pages leave a flash that holds
+    // one where it is (another tab loading first must not make it lost), htmx requests any flash.
+    const takes = request.headers['hx-request'] !== undefined ? 'none'
+      : request.method === 'GET' && request.url.split('?')[0] === '/console/developer-settings' ? 'all' : 'plain'
+    const session = await loadSession(app.db, request.cookies[SESSION_COOKIE], idleMinutes, takes)
+    const auth = session ? await userAuthContext(app.db, session.org_id, session.user_id) : null
+    if (!session || !auth) {
+      reply.clearCookie(SESSION_COOKIE, { path: '/console' })
+      return reply.code(303).header('location', '/console/sign-in').send()
+    }
+    const user = (await app.db.query<{ id: string; email: string; name: string; permission_type: string }>(
+      'SELECT id, email, name, permission_type FROM users WHERE org_id = $1 AND id = $2', [auth.orgId, auth.userId],
+    )).rows[0]!
+    request.console = {
+      sessionId: session.id, orgId: session.org_id, user, flash: openFlash(request, session.flash),
+      ctx: { db: app.db, auth, metamodel: await app.metamodels.get(auth.orgId), requestId: request.id },
+    }
+  }
 }
 
 /** A 403 page for a change the user may not make (a forged form, a button never shown). */

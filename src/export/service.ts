@@ -5,7 +5,8 @@ import { scopeFilter } from '../access/scope.js'
 import { parseListFilters, resolveListFilters } from '../query/list.js'
 import { compileWhere } from '../query/where.js'
 import type { Db } from '../store/db.js'
-import { selectBatchEnd, selectExportBatch, selectNdjsonBatch, type NdjsonBatch } from './sql.js'
+import { selectBatchEnd, selectExportBatch, selectNdjsonBatch, type ExportQuery, type NdjsonBatch } from './sql.js'
+import type { AssetType } from '../metamodel/types.js'
 import { csvLines } from './format.js'
 
 export type ExportFormat = 'ndjson' | 'csv'
@@ -79,85 +80,91 @@ export function planExport(ctx: RequestContext, query: Record<string, unknown>, 
     filter: resolveListFilters(parseListFilters(query), 'assets', ctx.metamodel), scope: scopeFilter(ctx.auth, 'view'),
   }, params)
   const compiled = { where, params }
-  if (format === 'csv' && assetType !== null) {
-    const type = assetType
-    return {
-      async *chunks() {
-        yield csvLines(type, [], true)
-        let afterId: string | null = null
-        let [sent, length] = [0, 0]
-        for (;;) {
-          const size = nextBatchSize(sent, length, EXPORT_BATCH_SIZE)
-          const rows = await selectExportBatch(ctx.db, compiled, afterId, size)
-          if (rows.length > 0) {
-            const text = csvLines(type, rows, false)
-            sent += rows.length
-            length += text.length
-            yield text
-          }
-          if (rows.length < size) return
-          afterId = rows[rows.length - 1]!.id
-        }
-      },
+  if (format === 'csv' && assetType !== null) return { chunks: () => csvChunks(ctx.db, compiled, assetType) }
+  if (!ctx.db.copyLines) return { chunks: () => ndjsonChunks(ctx.db, compiled) }
+  return { chunks: () => copyChunks(ctx.db, compiled, options.compressed === true ? 1 : COPY_READ_AHEAD) }
+}
+
+/** CSV: the header, then batches of rows in id order, each written here. */
+async function* csvChunks(db: Db, compiled: ExportQuery, type: AssetType): AsyncGenerator<string> {
+  yield csvLines(type, [], true)
+  let afterId: string | null = null
+  let [sent, length] = [0, 0]
+  for (;;) {
+    const size = nextBatchSize(sent, length, EXPORT_BATCH_SIZE)
+    const rows = await selectExportBatch(db, compiled, afterId, size)
+    if (rows.length > 0) {
+      const text = csvLines(type, rows, false)
+      sent += rows.length
+      length += text.length
+      yield text
     }
+    if (rows.length < size) return
+    afterId = rows[rows.length - 1]!.id
   }
-  const size = ndjsonBatchSize(ctx.db)
-  // A batch read while the previous one is still being sent may fail before anyone awaits it:
-  // it is marked handled at once (the await below still throws), or the process would crash.
-  const read = (afterId: string | null, throughId: string | null = null, rows = size) => {
-    const batch = selectNdjsonBatch(ctx.db, compiled, afterId, rows, throughId)
-    batch.catch(() => undefined)
-    return batch
-  }
-  if (!ctx.db.copyLines) {
-    return {
-      // One batch read ahead: the store writes the next batch while this one goes out, and
-      // never more than one (PGlite is this process: it only overlaps with the socket's writes).
-      async *chunks() {
-        let asked = nextBatchSize(0, 0, size)
-        let next = read(null, null, asked)
-        let [sent, length] = [0, 0]
-        for (;;) {
-          const batch = await next
-          sent += batch.rows
-          length += lengthOf(batch.chunks)
-          const more = batch.rows === asked
-          if (more) {
-            asked = nextBatchSize(sent, length, size)
-            next = read(batch.lastId, null, asked)
-          }
-          yield* handOn(batch.chunks)
-          if (!more) return
-        }
-      },
+}
+
+/**
+ * A batch of NDJSON lines. A batch read while the previous one is still being sent may fail
+ * before anyone awaits it: it is marked handled at once (the await still throws), or the process
+ * would crash.
+ */
+function readLines(db: Db, compiled: ExportQuery, afterId: string | null, throughId: string | null, rows: number): Promise<NdjsonBatch> {
+  const batch = selectNdjsonBatch(db, compiled, afterId, rows, throughId)
+  batch.catch(() => undefined)
+  return batch
+}
+
+/**
+ * NDJSON without COPY (PGlite), one batch read ahead: the store writes the next batch while this
+ * one goes out, and never more than one (PGlite is this process: it only overlaps with the
+ * socket's writes).
+ */
+async function* ndjsonChunks(db: Db, compiled: ExportQuery): AsyncGenerator<string | Buffer> {
+  const size = ndjsonBatchSize(db)
+  let asked = nextBatchSize(0, 0, size)
+  let next = readLines(db, compiled, null, null, asked)
+  let [sent, length] = [0, 0]
+  for (;;) {
+    const batch = await next
+    sent += batch.rows
+    length += lengthOf(batch.chunks)
+    const more = batch.rows === asked
+    if (more) {
+      asked = nextBatchSize(sent, length, size)
+      next = readLines(db, compiled, batch.lastId, null, asked)
     }
+    yield* handOn(batch.chunks)
+    if (!more) return
   }
-  const readAhead = options.compressed === true ? 1 : COPY_READ_AHEAD
-  return {
-    // PostgreSQL writes the lines, and that is most of an export's work (decision 0014): the end
-    // of each batch is found ahead (a walk of its keys), so that `readAhead` batches are written
-    // at once, by as many server processes, while this one is sent. The last batch has no end:
-    // it reads `size` rows, and if rows were added meanwhile the export goes on after it.
-    async *chunks() {
-      const ahead: Promise<NdjsonBatch>[] = []
-      let from: string | null = null
-      let open = false
-      for (;;) {
-        // The batch to send next and `readAhead` after it.
-        while (ahead.length <= readAhead && !open) {
-          const end = await selectBatchEnd(ctx.db, compiled, from, size)
-          ahead.push(read(from, end))
-          if (end === null) open = true
-          else from = end
-        }
-        const batch = await ahead.shift()!
-        yield* handOn(batch.chunks)
-        if (ahead.length === 0 && open) {
-          if (batch.rows < size) return
-          from = batch.lastId
-          open = false
-        }
-      }
-    },
+}
+
+/**
+ * NDJSON by COPY (PostgreSQL), which writes the lines, and that is most of an export's work
+ * (decision 0014): the end of each batch is found ahead (a walk of its keys), so that `readAhead`
+ * batches are written at once, by as many server processes, while this one is sent. The last
+ * batch has no end: it reads a whole batch's rows, and if rows were added meanwhile the export
+ * goes on after it.
+ */
+async function* copyChunks(db: Db, compiled: ExportQuery, readAhead: number): AsyncGenerator<string | Buffer> {
+  const size = ndjsonBatchSize(db)
+  const ahead: Promise<NdjsonBatch>[] = []
+  let from: string | null = null
+  let open = false
+  for (;;) {
+    // The batch to send next and `readAhead` after it.
+    while (ahead.length <= readAhead && !open) {
+      const end = await selectBatchEnd(db, compiled, from, size)
+      ahead.push(readLines(db, compiled, from, end, size))
+      if (end === null) open = true
+      else from = end
+    }
+    const batch = await ahead.shift()!
+    yield* handOn(batch.chunks)
+    if (ahead.length === 0 && open) {
+      if (batch.rows < size) return
+      from = batch.lastId
+      open = false
+    }
   }
 }

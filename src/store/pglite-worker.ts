@@ -85,7 +85,9 @@ async function run(on: Pick<PGlite, 'query'>, sql: string, params: unknown[], bl
 
 const ROLLBACK = Symbol('rollback')
 
-async function main(port: NonNullable<typeof parentPort>, options: PgliteWorkerOptions): Promise<void> {
+type Reply = (message: PgliteReply) => void
+
+async function openPglite(options: PgliteWorkerOptions): Promise<PGlite> {
   const settings = {
     // timestamptz stays text: the service's thread parses it into Dates that keep their ISO text
     // (store/timestamps.ts), which a structured clone would drop.
@@ -99,20 +101,25 @@ async function main(port: NonNullable<typeof parentPort>, options: PgliteWorkerO
       ? new PGlite(options.loadDataDir ? { ...settings, loadDataDir: options.loadDataDir } : settings)
       : new PGlite(options.dataDir, settings)
   await pglite.waitReady
+  return pglite
+}
 
-  const open = new Map<number, { ready: Promise<Transaction>; end(commit: boolean, endId: number): void }>()
-  const held = new Map<number, () => void>()
-  const reply = (message: PgliteReply): void => port.postMessage(message)
-  const fail = (id: number, err: unknown): void => reply({ id, ok: false, error: failure(err) })
+/**
+ * The open transactions, by the id of the `begin` that opened each. A `begin` is not answered:
+ * the statements that name the transaction wait for it to open (or fail with the error that kept
+ * it from opening), and its `end` is answered once it has committed or rolled back. A transaction
+ * costs its statements and its end, not one more round trip.
+ */
+class Transactions {
+  private readonly open = new Map<number, { ready: Promise<Transaction>; end(commit: boolean, endId: number): void }>()
 
-  // Not answered: the statements that name the transaction wait for it to open (or fail with the
-  // error that kept it from opening), and its `end` is answered once it has committed or rolled
-  // back. A transaction costs its statements and its end, not one more round trip.
-  const begin = (id: number): void => {
+  constructor(private readonly pglite: PGlite, private readonly reply: Reply) {}
+
+  begin(id: number): void {
     let finish: (commit: boolean) => void = () => undefined
     let done!: Promise<void>
     const ready = new Promise<Transaction>((opened, failed) => {
-      done = pglite.transaction(
+      done = this.pglite.transaction(
         (tx) =>
           new Promise<void>((commit, rollback) => {
             finish = (commits) => (commits ? commit() : rollback(ROLLBACK))
@@ -122,35 +129,56 @@ async function main(port: NonNullable<typeof parentPort>, options: PgliteWorkerO
       done.catch(failed)
     })
     ready.catch(() => undefined)
-    open.set(id, {
+    this.open.set(id, {
       ready,
-      end(commit, endId) {
+      end: (commit, endId) => {
         void ready.then(() => finish(commit), () => undefined)
         done
           .then(
-            () => reply({ id: endId, ok: true }),
-            (err: unknown) => (err === ROLLBACK || !commit ? reply({ id: endId, ok: true }) : fail(endId, err)),
+            () => this.reply({ id: endId, ok: true }),
+            (err: unknown) => (err === ROLLBACK || !commit ? this.reply({ id: endId, ok: true }) : this.fail(endId, err)),
           )
-          .finally(() => open.delete(id))
+          .finally(() => this.open.delete(id))
       },
     })
   }
 
+  /** Where a statement runs: outside any transaction (0), or in an open one (undefined: none such). */
+  on(tx: number): Promise<Pick<PGlite, 'query'>> | undefined {
+    return tx === 0 ? Promise.resolve(this.pglite) : this.open.get(tx)?.ready
+  }
+
+  end(tx: number, commit: boolean, endId: number): void {
+    const open = this.open.get(tx)
+    if (open === undefined) return this.fail(endId, new Error(`no open transaction ${tx}`))
+    open.end(commit, endId)
+  }
+
+  fail(id: number, err: unknown): void {
+    this.reply({ id, ok: false, error: failure(err) })
+  }
+}
+
+async function main(port: NonNullable<typeof parentPort>, options: PgliteWorkerOptions): Promise<void> {
+  const pglite = await openPglite(options)
+  const reply: Reply = (message) => port.postMessage(message)
+  const transactions = new Transactions(pglite, reply)
+  const fail = (id: number, err: unknown): void => transactions.fail(id, err)
+  // Holds (a backup's copy of the data directory): released by a later message.
+  const held = new Map<number, () => void>()
+
   port.on('message', (message: PgliteRequest) => {
     switch (message.op) {
       case 'query': {
-        const on = message.tx === 0 ? Promise.resolve(pglite) : open.get(message.tx)?.ready
+        const on = transactions.on(message.tx)
         if (on === undefined) return fail(message.id, new Error(`no open transaction ${message.tx}`))
         on.then((db) => run(db, message.sql, message.params, message.blob)).then((value) => reply({ id: message.id, ok: true, value }), (err: unknown) => fail(message.id, err))
         return
       }
       case 'begin':
-        return begin(message.id)
-      case 'end': {
-        const tx = open.get(message.tx)
-        if (tx === undefined) return fail(message.id, new Error(`no open transaction ${message.tx}`))
-        return tx.end(message.commit, message.id)
-      }
+        return transactions.begin(message.id)
+      case 'end':
+        return transactions.end(message.tx, message.commit, message.id)
       case 'hold':
         pglite
           .query('CHECKPOINT')

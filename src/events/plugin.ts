@@ -1,0 +1,66 @@
+import type { FastifyInstance } from 'fastify'
+import type { Config } from '../core/config.js'
+import { BACKGROUND_SQL, type Db } from '../store/db.js'
+import { DATA_CHANGED_CHANNEL } from '../counts/cache.js'
+import { EventRelay } from './relay.js'
+
+/**
+ * The event relay of this process: polls for unstamped events, is woken when this process
+ * commits a transaction that wrote events (eventsWritten in outbox/write.ts), stops (stamping
+ * and publishing what is left) when the app closes.
+ */
+export function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
+  const relay = new EventRelay(db, {
+    // PGlite belongs to this process: its writes wake the relay, so a slow safety-net poll is
+    // enough (every poll runs on the event loop's thread there).
+    intervalMs: db.kind === 'pglite' ? Math.max(config.eventRelayIntervalMs, 5000) : config.eventRelayIntervalMs,
+    retentionDays: config.eventRetentionDays,
+    publishes: config.natsUrl !== undefined,
+    onError: (err) => app.log.error({ err }, 'event relay failed'),
+    // The first of a run of identical failures with its stack; the next ones a line each.
+    onRoundFailed: (err, retry) => retry.repeated
+      ? app.log.warn(`event relay still failing (${retry.failures} attempts: ${(err as Error).message}); retrying in ${retry.retryInMs} ms`)
+      : app.log.error({ err }, `event relay failed; retrying in ${retry.retryInMs} ms`),
+  })
+  app.decorate('events', relay)
+  // Every asset and relationship write emits events: the organizations of a stamped batch tell
+  // every process (counts/cache.ts) that their data changed. Only PostgreSQL has other processes.
+  if (db.kind === 'postgres') {
+    relay.onCommitted(async (_events, orgIds) => {
+      // A payload holds at most 8,000 bytes: 100 ids of 36 characters per notification.
+      for (let i = 0; i < orgIds.length; i += 100) {
+        await db.query(`${BACKGROUND_SQL}SELECT pg_notify($1, $2)`, [DATA_CHANGED_CHANNEL, orgIds.slice(i, i + 100).join(',')])
+      }
+    })
+  }
+  app.addHook('onReady', async () => {
+    // The store's way of stamping (PGlite: positions drawn when events are written), before any
+    // request writes one.
+    await relay.prepare()
+    if (config.natsUrl) {
+      const { attachNats } = await import('./nats.js')
+      const options = { url: config.natsUrl, stream: config.natsStream, onError: (err: unknown) => app.log.error({ err }, 'NATS publication failed; retrying') }
+      // NATS down at start does not stop the API: events stay pending (stamped, not published)
+      // until a connection succeeds, here or in another process. No attempt starts once the app
+      // is closing, and one under way is waited for and closed with it: an attempt that went on
+      // after the close created the stream again and left its connection open.
+      const attach = (): void => {
+        if (closed) return
+        nats.attaching = attachNats(relay, db, options).then((sink) => { nats.sink = sink }, (err: unknown) => {
+          app.log.error({ err }, err instanceof Error && err.name === 'NatsStreamError' ? `${err.message}; retrying in 5 s` : 'NATS unreachable; retrying in 5 s')
+          setTimeout(attach, 5000).unref()
+        })
+      }
+      attach()
+    }
+    relay.start()
+  })
+  let closed = false
+  const nats: { attaching: Promise<void> | null; sink: { close(): Promise<void> } | null } = { attaching: null, sink: null }
+  app.addHook('onClose', async () => {
+    closed = true
+    await nats.attaching
+    await relay.stop()
+    await nats.sink?.close()
+  })
+}
