@@ -11,6 +11,7 @@ import { insertAssets, selectAssetsByKeys, selectReplaced, updateAssets, type As
 import { jsonbMatches } from '../store/jsonb-text.js'
 import { inUniqueOrder } from './create.js'
 import type { AssetRow } from './mapper.js'
+import type { Tx } from '../store/db.js'
 import { originOf } from '../outbox/write.js'
 import { TransientConflict } from '../store/retry.js'
 
@@ -174,6 +175,28 @@ function holdsAlready(stored: ReplacedAsset, name: string | null, domain: string
 }
 
 /**
+ * Replacing, the look-up locks nothing: a nightly sync's unchanged assets are only read. The
+ * assets about to be written are locked now (in id order, as `changes` comes), and must still be
+ * as the look-up found them — live, with the same unique value and access domain, which named
+ * them and decided the access checks — or the whole request runs again from a new look-up. Once
+ * they are locked, the UPDATE (a statement of its own, whose snapshot is taken after the locks)
+ * compares with the values they hold now, and its events change from those: two replacing
+ * upserts of one asset no longer both change it from the value both had read, nor does one call
+ * itself unchanged against a value another has replaced meanwhile. PGlite runs one transaction
+ * at a time: nothing commits between its look-up and its UPDATE.
+ */
+async function lockAsFound(tx: Tx, orgId: string, changes: readonly AssetChange[], found: readonly AssetReference[]): Promise<void> {
+  if (changes.length === 0 || tx.kind !== 'postgres') return
+  const locked = new Map((await selectAssetRefs(tx, orgId, changes.map((c) => ({ id: c.id })), true)).map((row) => [row.id, row]))
+  const before = new Map(found.map((row) => [row.id, row]))
+  const moved = changes.some(({ id }) => {
+    const [was, now] = [before.get(id)!, locked.get(id)]
+    return now === undefined || now.unique_value !== was.unique_value || now.access_domain_key !== was.access_domain_key
+  })
+  if (moved) throw new TransientConflict('an asset of this request was archived, renamed or moved while it was looked up')
+}
+
+/**
  * PUT /bulk/assets, and PUT /assets/{composite key} as an upsert of one (`single`: a path that
  * is no composite key is 404). Per item: create the asset its key names, or replace (`merge`:
  * merge into) the stored one. One transaction of a handful of statements whatever the count:
@@ -234,6 +257,7 @@ export async function upsertAssets(
     // (the look-up of a replacing one locks nothing) queue instead of deadlocking, as locking
     // look-ups (refs/sql.ts) order theirs.
     const changes = plan.changes.map((c) => c.change).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    if (!merge) await lockAsFound(tx, ctx.auth.orgId, changes, rows)
     const changed = await updateAssets(tx, originOf(ctx), changes, { skipUnchanged: true, answer: options.single === true ? 'rows' : 'ids' })
     const updated = new Map<string, AssetRow | { id: string }>(changed.map((row) => [row.id, row]))
     // An item whose relationships the sync changed is `updated`, not `unchanged` (which promises

@@ -200,6 +200,33 @@ for (const store of STORES) {
       expect(await count("assets WHERE unique_value LIKE 'race-bulk-%' AND archived_at IS NULL")).toBe(20)
     })
 
+    it('concurrent replacing upserts of one asset each change it from the value the one before left: the events chain, the last is what is stored', async () => {
+      for (let round = 0; round < 4; round++) {
+        const key = `server:hostname:chain-${round}`
+        const created = await t.request('PUT', `/api/v1/assets/${key}`, { body: { name: 'chain', properties: { cpu_count: 1 } } })
+        expect(created.status).toBe(201)
+        // Half the PUTs set a new value, half the value it had at first: a PUT that compared with
+        // what it read before another had written would call itself unchanged and lose its write.
+        const puts = Array.from({ length: 6 }, (_, i) => (i % 2 === 0 ? 1 : i + 10))
+        const answers = await Promise.all(puts.map((cpu, i) => (i === 5
+          ? t.request('PUT', '/api/v1/bulk/assets', { body: [{ id: key, name: 'chain', properties: { cpu_count: cpu } }] })
+          : t.request('PUT', `/api/v1/assets/${key}`, { body: { name: 'chain', properties: { cpu_count: cpu } } }))))
+        expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200])
+        await t.settled()
+        const events = (await t.request('GET', `/api/v1/events?filter[subject]=assets/${created.body.data.id}&page[size]=100`)).body.data as any[]
+        events.sort((a, b) => Number(a.sequence) - Number(b.sequence))
+        expect(events[0].type).toBe('asset.created')
+        let value = 1
+        for (const event of events.slice(1)) {
+          expect(event.type).toBe('asset.updated')
+          expect(event.data.changes['properties.cpu_count'].from, JSON.stringify(events.map((e) => e.data.changes))).toBe(value)
+          value = event.data.changes['properties.cpu_count'].to
+          expect(event.data.object.properties.cpu_count).toBe(value)
+        }
+        expect((await get(key)).properties.cpu_count).toBe(value)
+      }
+    })
+
     it('PUT /bulk/assets is all or nothing and lists every failing item', async () => {
       const res = await t.request('PUT', '/api/v1/bulk/assets', {
         body: [
