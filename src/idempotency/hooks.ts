@@ -31,6 +31,8 @@ interface Claim {
   fingerprint: string
   /** What the stored answer is sealed under (seal.ts): the scope, as text. */
   sealScope: string
+  /** Its entry in the app's running claims. */
+  running?: RunningClaim
 }
 
 /** The scope as the seal's context: the same API key reading its own key's answer. */
@@ -41,34 +43,43 @@ const tokenOf = (request: FastifyRequest): string => bearerToken(request) ?? ''
 
 const claims = new WeakMap<FastifyRequest, Claim>()
 
+/** A claim this app is asking the store for, or holds: `claimed` tells which once the store answered. */
+interface RunningClaim {
+  fingerprint: string
+  claimed: Promise<boolean>
+}
+
 /**
- * The claims this app holds now (scope → fingerprint; one per app). A repeat that arrives while its first
- * request runs here is answered at once, without waiting for the store: on PGlite, whose one
- * connection the first request's transaction holds, the repeat's claim would wait for that
- * transaction and then find the answer stored, instead of the 409 that CONTRACT §16 gives a repeat
- * "while the first is still running". Claims of other processes are found in the store.
+ * The claims this app asks for or holds now (one per scope; one set per app). A repeat that
+ * arrives while its first request runs here is answered at once, without waiting for the store:
+ * on PGlite, whose one connection the first request's transaction holds, the repeat's claim would
+ * wait for that transaction and then find the answer stored, instead of the 409 that CONTRACT §16
+ * gives a repeat "while the first is still running". A claim still being asked for is waited for:
+ * a repeat of a request that has answered already asks too, finds the stored answer and replays
+ * it, and so does every repeat sent at once with it. Claims of other processes are found in the store.
  */
 export class RunningClaims {
-  private readonly claims = new Map<string, string>()
+  private readonly claims = new Map<string, RunningClaim>()
   /** Requests let past the organization's turn as repeats (see {@link repeatsRunning}). */
   readonly repeats = new WeakSet<FastifyRequest>()
 
-  get(sealScope: string): string | undefined {
+  get(sealScope: string): RunningClaim | undefined {
     return this.claims.get(sealScope)
   }
 
-  set(sealScope: string, fingerprint: string): void {
-    this.claims.set(sealScope, fingerprint)
+  set(sealScope: string, claim: RunningClaim): void {
+    this.claims.set(sealScope, claim)
   }
 
-  delete(sealScope: string): void {
-    this.claims.delete(sealScope)
+  /** Forgets `claim` (not another request's, asking for the same scope since). */
+  delete(sealScope: string, claim: RunningClaim): void {
+    if (this.claims.get(sealScope) === claim) this.claims.delete(sealScope)
   }
 
   /**
    * Whether this authenticated request repeats the Idempotency-Key of a request running here: it
-   * will be answered 409 or 422 without the store, so it need not wait for the organization's turn
-   * (org-concurrency.ts), behind the very request it repeats.
+   * will be answered 409 or 422, or replayed, from the store without running the route, so it
+   * need not wait for the organization's turn (org-concurrency.ts), behind the very request it repeats.
    */
   repeatsRunning(request: FastifyRequest): boolean {
     if (this.claims.size === 0 || !WRITE_METHODS.has(request.method)) return false
@@ -83,7 +94,7 @@ export class RunningClaims {
 type Running = RunningClaims
 
 function release(running: Running, claim: Claim): void {
-  if (running.get(claim.sealScope) === claim.fingerprint) running.delete(claim.sealScope)
+  if (claim.running) running.delete(claim.sealScope, claim.running)
 }
 
 function headerKey(request: FastifyRequest): string | undefined {
@@ -98,6 +109,26 @@ function headerKey(request: FastifyRequest): string | undefined {
 function scopeOf(request: FastifyRequest, key: string): KeyScope {
   const path = request.url.split('?')[0] ?? request.url
   return { orgId: request.auth.orgId, apiKeyId: request.auth.keyId, method: request.method, path, key }
+}
+
+/**
+ * How long a repeat waits for the store to tell whether the request of its key asking before it
+ * (in this app) claimed the key: a repeat of a request that has answered already asks too, and
+ * so do the repeats sent at once with it; each replays the stored answer. A store that takes
+ * longer is busy with other writes (PGlite's one connection): the request asking may be the first
+ * one, and the repeat is answered 409 at once rather than after those writes.
+ */
+const CLAIM_WAIT_MS = 250
+
+/** Whether `claim` was claimed, or undefined when the store has not said within `ms`. */
+async function claimedWithin(claim: RunningClaim, ms: number): Promise<boolean | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<undefined>((resolve) => { timer = setTimeout(() => resolve(undefined), ms) })
+  try {
+    return await Promise.race([claim.claimed, late])
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /** What "the same request" means: method, path, query string and the parsed body. */
@@ -121,43 +152,62 @@ async function beforeWrite(db: Db, running: Running, request: FastifyRequest, re
   const fingerprint = fingerprintOf(request)
   const sealScope = sealScopeOf(scope)
   const first = running.get(sealScope)
-  if (first !== undefined) throw first === fingerprint ? stillRunning() : reused()
-  // A repeat let past the organization's turn whose first request answered meanwhile: it holds no
-  // turn to run with, so it is told to retry (and then reads the stored answer).
-  if (running.repeats.has(request)) throw stillRunning()
+  if (first !== undefined && (await claimedWithin(first, CLAIM_WAIT_MS)) !== false) throw first.fingerprint === fingerprint ? stillRunning() : reused()
+  // A repeat let past the organization's turn holds no turn to run with: it answers what its
+  // first request stored, or tells the client to retry.
+  if (running.repeats.has(request)) {
+    const replayed = await replayStored(db, scope, fingerprint, request, reply)
+    return replayed === null || replayed === 'gone' ? throwStillRunning() : replayed
+  }
   // A few tries: the row of a lost claim may vanish (its request answered 5xx) before it is read.
   for (let attempt = 0; attempt < 3; attempt++) {
     const claim: Claim = { id: randomUUID(), done: false, fingerprint, sealScope }
-    // Held from before the store is asked: a repeat arriving meanwhile is answered 409 at once.
-    running.set(sealScope, fingerprint)
+    // Entered before the store is asked: a repeat arriving meanwhile waits for the answer and,
+    // if this request claimed the key, is answered 409 at once.
+    const asking = claimKey(db, scope, { id: claim.id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })
+    claim.running = { fingerprint, claimed: asking.catch(() => false) }
+    running.set(sealScope, claim.running)
     let claimed = false
     try {
-      claimed = await claimKey(db, scope, { id: claim.id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })
+      claimed = await asking
     } finally {
-      if (!claimed) running.delete(sealScope)
+      if (!claimed) release(running, claim)
     }
     if (claimed) {
       claims.set(request, claim)
       request.idempotencyKey = key
       return undefined
     }
-    const stored = await readKey(db, scope)
-    if (stored === null) continue
-    if (stored.fingerprint !== fingerprint) throw reused()
-    if (stored.status === null) throw stillRunning()
-    const body = openAnswer(tokenOf(request), sealScopeOf(scope), stored.body ?? '')
-    // Only the API key that wrote the answer reads this row (the scope holds its id), and a key's
-    // secret never changes: an answer that does not open is a fault of the store, not the client's.
-    if (body === null) throw new Error('a stored idempotent answer could not be opened with the API key of its scope')
-    for (const [name, value] of Object.entries(stored.headers ?? {})) reply.header(name, value)
-    reply.header('idempotent-replayed', 'true').code(stored.status)
-    return reply.send(body === '' ? undefined : body)
+    const replayed = await replayStored(db, scope, fingerprint, request, reply)
+    if (replayed === 'gone') continue
+    return replayed ?? throwStillRunning()
   }
   throw new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the request with this Idempotency-Key is changing state; retry' }])
 }
 
+/**
+ * Answers a repeat from the store: the stored answer, replayed byte for byte; 422 for another
+ * body; null while the first request runs; 'gone' when no request holds the key.
+ */
+async function replayStored(db: Db, scope: KeyScope, fingerprint: string, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | null | 'gone'> {
+  const stored = await readKey(db, scope)
+  if (stored === null) return 'gone'
+  if (stored.fingerprint !== fingerprint) throw reused()
+  if (stored.status === null) return null
+  const body = openAnswer(tokenOf(request), sealScopeOf(scope), stored.body ?? '')
+  // Only the API key that wrote the answer reads this row (the scope holds its id), and a key's
+  // secret never changes: an answer that does not open is a fault of the store, not the client's.
+  if (body === null) throw new Error('a stored idempotent answer could not be opened with the API key of its scope')
+  for (const [name, value] of Object.entries(stored.headers ?? {})) reply.header(name, value)
+  reply.header('idempotent-replayed', 'true').code(stored.status)
+  return reply.send(body === '' ? undefined : body)
+}
+
 const reused = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_REUSED, [{ detail: 'this Idempotency-Key was used for another request (another body or query string) to this method and path in the last 24 hours' }])
 const stillRunning = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }])
+const throwStillRunning = (): never => {
+  throw stillRunning()
+}
 
 /** Stores the answer of the request holding a claim, or gives the claim back on 5xx and 429. */
 async function afterWrite(db: Db, running: Running, request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<void> {

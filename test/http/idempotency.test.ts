@@ -154,6 +154,16 @@ for (const store of STORES) {
       expect(later).toEqual({ ...ran[0], replayed: 'true' })
     })
 
+    it('replays a completed answer to every one of several repeats sent at once (none is told the first still runs)', async () => {
+      const first = await send('POST', '/api/v1/assets', 'done-1', server('idem-done-1'))
+      expect(first.status).toBe(201)
+      for (let round = 0; round < 3; round++) {
+        const repeats = await Promise.all(Array.from({ length: 6 }, () => send('POST', '/api/v1/assets', 'done-1', server('idem-done-1'))))
+        expect(repeats).toEqual(Array.from({ length: 6 }, () => ({ ...first, replayed: 'true' })))
+      }
+      expect(await count('idem-done-1')).toBe(1)
+    })
+
     it('answers a repeat sent while the first request runs 409 at once, without waiting for the organization\'s turn behind it', async () => {
       // The first request is held where it claims its key (the table locked by a transaction of the
       // test's): on PGlite that transaction holds the one connection, as a long write would.
