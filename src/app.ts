@@ -70,6 +70,9 @@ export interface AppOptions {
 }
 
 
+/** How long a request (line, headers, body) may take to arrive. */
+export const REQUEST_TIMEOUT_MS = 300_000
+
 /** How often the batched `last_used_at` values are written. */
 export const LAST_USED_FLUSH_MS = 1_000
 
@@ -140,6 +143,9 @@ function fastifyOptions({ config, logger }: AppOptions): FastifyHttpOptions<Serv
     return503OnClosing: false,
     // Route modules load inside plugins; on a busy machine that may take more than Fastify's 10 s.
     pluginTimeout: 60_000,
+    // A request (line, headers and body) must arrive within Node's own default, 5 minutes (8 MiB
+    // of a bulk at 30 kB/s), or it is answered 408 (core/http-layer.ts); Fastify's default is none.
+    requestTimeout: REQUEST_TIMEOUT_MS,
     ...requestIdOptions(),
     // Responses: fast-json-stringify, free-form objects written whole (core/serializer.ts).
     schemaController: { compilersFactory: { buildSerializer } },

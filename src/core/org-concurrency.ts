@@ -66,12 +66,15 @@ declare module 'fastify' {
 }
 
 /**
- * The hooks: a slot after authentication (and the rate limit), given back when the answer is sent
- * or the client goes away. A request `answeredWithoutStore` says will be answered without the store
- * takes no slot.
+ * The hooks: a slot once the body has arrived (after authentication and the rate limit), given
+ * back when the answer is sent or the client goes away. A request whose body is still arriving
+ * holds none: a client that never finishes its body (a stalled upload, or one on purpose) would
+ * hold a slot until the request timeout, and a few of them would stop every request of its
+ * organization. A request `answeredWithoutStore` says will be answered without the store takes
+ * no slot.
  */
 export function registerOrgConcurrency(api: FastifyInstance, gate: OrgConcurrency, answeredWithoutStore: (request: FastifyRequest) => boolean = () => false): void {
-  api.addHook('onRequest', async (request, reply) => {
+  api.addHook('preValidation', async (request, reply) => {
     if (answeredWithoutStore(request)) return
     const release = await gate.acquire(request.auth.orgId)
     request.releaseOrgSlot = release

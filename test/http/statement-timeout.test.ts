@@ -1,3 +1,5 @@
+import { connect } from 'node:net'
+import { once } from 'node:events'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FastifyInstance } from 'fastify'
 import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
@@ -40,6 +42,30 @@ for (const store of STORES) {
     it('serves many concurrent requests of one organization through its slots, all answered', async () => {
       const answers = await Promise.all(Array.from({ length: 12 }, () => t.request('GET', '/api/v1/assets')))
       expect(answers.map((r) => r.status)).toEqual(Array(12).fill(200))
+    })
+
+    it('holds no slot while a body arrives: requests whose bodies never finish do not stop the organization', async () => {
+      const base = new URL(await t.app.listen({ port: 0, host: '127.0.0.1' }))
+      // More stalled uploads than the organization has slots (2), each with its headers read and
+      // a body that stops after a few bytes.
+      const stalled = await Promise.all(Array.from({ length: 4 }, async () => {
+        const socket = connect(Number(base.port), '127.0.0.1')
+        await once(socket, 'connect')
+        socket.write(['POST /api/v1/search/assets HTTP/1.1', `Host: ${base.host}`, `Authorization: Bearer ${t.adminKey}`,
+          'Content-Type: application/json', 'Content-Length: 100', '', '{"page":'].join('\r\n'))
+        return socket
+      }))
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 300))
+        const started = performance.now()
+        const res = await fetch(`${base.origin}/api/v1/assets`, { headers: { authorization: `Bearer ${t.adminKey}` }, signal: AbortSignal.timeout(5000) })
+        expect(res.status).toBe(200)
+        expect(performance.now() - started).toBeLessThan(4000)
+      } finally {
+        for (const socket of stalled) socket.destroy()
+      }
+      // A body that never finishes ends in 408 within Node's own request timeout (Fastify's default is none).
+      expect(t.app.server.requestTimeout).toBe(300_000)
     })
 
     it('caps one organization, queues the rest in order, and bounds the wait', async () => {
