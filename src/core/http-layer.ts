@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { STATUS_CODES, type IncomingMessage } from 'node:http'
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import { AppError, Errors, errorBody, type ErrorDef } from './errors.js'
@@ -74,14 +74,42 @@ function clientErrorOf(err: NodeJS.ErrnoException): [ErrorDef, string] {
   }
 }
 
-/** Fastify's `clientErrorHandler` (Node's server `clientError` event). */
+/**
+ * The answer Node is still writing on this socket to an earlier request of the connection, whole
+ * already, if any. An error while a request's own body arrives (a timeout, a broken chunk) is
+ * that request's: it is answered at once, as there is no earlier answer to wait for.
+ */
+function answerInFlight(socket: Duplex): ServerResponse | null {
+  const response = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
+  return response && !response.writableFinished && response.req.complete ? response : null
+}
+
+/**
+ * Fastify's `clientErrorHandler` (Node's server `clientError` event). Bytes that are no request
+ * may follow a request on its connection (a body sent without Content-Length, as Node's own
+ * `http.request` sends a DELETE's): that request is answered first, then the error, in the order
+ * of the connection (RFC 9112 §9.3.2) — written at once, the error took the place of the answer
+ * of a request that had run, and the connection closed before it was sent.
+ */
 export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return
   const [def, detail] = clientErrorOf(err)
   this.log.debug({ err: { code: err.code, message: err.message } }, 'client error answered by the HTTP layer')
   const requestId = randomUUID()
-  answerAndClose(socket, rawErrorResponse(def, detail, requestId))
-  layerAnswerListeners.get(this)?.({ requestId, method: 'unknown', status: def.status })
+  const answer = (): void => {
+    answerAndClose(socket, rawErrorResponse(def, detail, requestId))
+    layerAnswerListeners.get(this)?.({ requestId, method: 'unknown', status: def.status })
+  }
+  const earlier = answerInFlight(socket)
+  if (earlier === null) return answer()
+  let answered = false
+  const once = (): void => {
+    if (answered) return
+    answered = true
+    answer()
+  }
+  earlier.once('finish', once)
+  earlier.once('close', once)
 }
 
 /**
@@ -92,6 +120,9 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
  * (`requireHostHeader`, off in app.ts so that the answer comes here, in the envelope).
  */
 export function registerHttpLayer(app: FastifyInstance): void {
+  // An Expect other than 100-continue: served as if it were not there (RFC 9110 §10.1.1 lets a
+  // server answer 417, which Node would send bare, outside the envelope).
+  app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => app.server.emit('request', request, response))
   app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
     const requestId = randomUUID()
     answerAndClose(socket, rawErrorResponse(Errors.METHOD_NOT_ALLOWED, 'CONNECT is not supported: this is an API server, not a proxy', requestId))
