@@ -14,12 +14,13 @@ export interface EndIncludes {
 export const NO_ENDS: EndIncludes = Object.freeze({ source: 'none', target: 'none' })
 
 // `source_asset.properties` alone implies `source_asset`, as a nested JSON:API include does.
-const END_INCLUDES: Readonly<Record<string, [keyof EndIncludes, Expansion]>> = {
-  source_asset: ['source', 'asset'],
-  'source_asset.properties': ['source', 'properties'],
-  target_asset: ['target', 'asset'],
-  'target_asset.properties': ['target', 'properties'],
-}
+// A Map: an object literal would also answer `constructor`, `__proto__`, `toString`, … .
+const END_INCLUDES: ReadonlyMap<string, [keyof EndIncludes, Expansion]> = new Map([
+  ['source_asset', ['source', 'asset']],
+  ['source_asset.properties', ['source', 'properties']],
+  ['target_asset', ['target', 'asset']],
+  ['target_asset.properties', ['target', 'properties']],
+])
 
 /** `include` of the relationship endpoints, comma-separated; anything else is 400 invalid_include. */
 export function parseEndIncludes(include: unknown): EndIncludes {
@@ -35,7 +36,7 @@ export function parseEndIncludes(include: unknown): EndIncludes {
 export function readEndIncludes(values: readonly unknown[], at: (i: number) => Pick<Issue, 'pointer' | 'parameter'>): EndIncludes {
   const out = { ...NO_ENDS }
   values.forEach((value, i) => {
-    const hit = typeof value === 'string' ? END_INCLUDES[value] : undefined
+    const hit = typeof value === 'string' ? END_INCLUDES.get(value) : undefined
     if (hit === undefined) {
       throw new AppError(Errors.INVALID_INCLUDE, [{
         detail: `unknown include ${JSON.stringify(value)}; relationships include source_asset, target_asset, each optionally with .properties`,

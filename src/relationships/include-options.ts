@@ -25,11 +25,12 @@ function fail(def: ErrorDef, at: At, detail: string): never {
 // CONTRACT §3: `relationships`, `relationships,relationships.related_asset`,
 // `relationships,relationships.related_asset.properties`. A deeper value implies the shallower
 // ones (as in JSON:API), so `relationships.related_asset` alone is read as the pair.
-const ASSET_INCLUDES: Readonly<Record<string, RelatedExpansion>> = {
-  relationships: 'ids',
-  'relationships.related_asset': 'asset',
-  'relationships.related_asset.properties': 'properties',
-}
+// A Map: an object literal would also answer `constructor`, `__proto__`, `toString`, … .
+const ASSET_INCLUDES: ReadonlyMap<string, RelatedExpansion> = new Map([
+  ['relationships', 'ids'],
+  ['relationships.related_asset', 'asset'],
+  ['relationships.related_asset.properties', 'properties'],
+])
 const RANK: Readonly<Record<RelatedExpansion, number>> = { ids: 0, asset: 1, properties: 2 }
 
 /**
@@ -39,7 +40,7 @@ const RANK: Readonly<Record<RelatedExpansion, number>> = { ids: 0, asset: 1, pro
 export function parseAssetIncludes(values: readonly string[], at: (index: number) => At): RelatedExpansion | null {
   let expand: RelatedExpansion | null = null
   values.forEach((value, i) => {
-    const level = ASSET_INCLUDES[value]
+    const level = ASSET_INCLUDES.get(value)
     if (level === undefined) {
       fail(Errors.INVALID_INCLUDE, at(i), `unknown include ${JSON.stringify(value)}; assets include relationships, relationships.related_asset, relationships.related_asset.properties`)
     }

@@ -147,6 +147,17 @@ for (const store of STORES) {
         expect(res.body.errors[0].source, q).toEqual(source)
       }
       expect((await t.request('GET', '/api/v1/assets?include=nope')).body.errors[0].code).toBe('invalid_include')
+      // Names every JavaScript object answers to are no include either.
+      for (const name of ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf']) {
+        for (const url of [`/api/v1/assets?include=${name}`, `/api/v1/relationships?include=${name}`]) {
+          const res = await t.request('GET', url)
+          expect(res.status, url).toBe(400)
+          expect(res.body.errors[0], url).toMatchObject({ code: 'invalid_include', source: { parameter: 'include' } })
+        }
+        const search = await t.request('POST', '/api/v1/search/assets', { body: { include: [name] } })
+        expect(search.status, name).toBe(400)
+        expect(search.body.errors[0], name).toMatchObject({ code: 'invalid_include', source: { pointer: '/include/0' } })
+      }
     })
   })
 
