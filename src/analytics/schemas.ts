@@ -29,11 +29,11 @@ export const analyticsBody = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    filter: { type: 'object', additionalProperties: true, description: 'As in POST /search/assets.' },
+    filter: { type: ['object', 'null'], additionalProperties: true, description: 'As in POST /search/assets; null: no filter.' },
     measures: {
-      type: 'array',
+      type: ['array', 'null'],
       minItems: 1,
-      description: 'Default [{"type": "count"}].',
+      description: 'Default (or null) [{"type": "count"}].',
       items: {
         type: 'object',
         required: ['type'],
@@ -45,8 +45,8 @@ export const analyticsBody = {
         },
       },
     },
-    group_by: { type: 'array', items: dimensionSchema, maxItems: 10 },
-    breakdown_by: dimensionSchema,
+    group_by: { type: ['array', 'null'], items: dimensionSchema, maxItems: 10, description: 'Up to 10 groupings; none (or null): one row.' },
+    breakdown_by: { oneOf: [...dimensionSchema.oneOf, { type: 'null' }], description: 'A second grouping inside each row; none or null: no breakdown.' },
   },
   examples: [{
     measures: [{ type: 'count' }, { type: 'average', field: 'properties.memory_gb', as: 'avg_memory' }],
