@@ -33,7 +33,9 @@ export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
   app.post('/api-keys', {
     schema: { tags, summary: 'Create an API key; the secret is in this response only', body: apiKeyCreateBody, response: adminResponses.created },
   }, async (request, reply) => {
-    const data = await createKey(contextOf(app, request), request.body as KeyInput)
+    // Dropped afterwards whatever the outcome: a create refused because the caller's own key
+    // changed meanwhile (keys/service.ts holdCaller) is sent again with the key as it is now.
+    const data = await createKey(contextOf(app, request), request.body as KeyInput).finally(() => app.authenticator.invalidate())
     return reply.code(201).header('Location', locationOf(request, 'api-keys', data.id)).send({ data })
   })
 
@@ -47,9 +49,9 @@ export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
       params: idParams, body: apiKeyPatchBody, response: adminResponses.patched,
     },
   }, async (request) => {
-    const data = await updateKey(contextOf(app, request), idOf(request), request.body as KeyPatch)
-    // The notification reaches this process's cache asynchronously on PostgreSQL; drop it now.
-    app.authenticator.invalidate()
+    // The notification reaches this process's cache asynchronously on PostgreSQL; drop it now,
+    // also when the caller's own key had changed meanwhile (503, to be sent again).
+    const data = await updateKey(contextOf(app, request), idOf(request), request.body as KeyPatch).finally(() => app.authenticator.invalidate())
     return { data }
   })
 

@@ -1,5 +1,6 @@
 import { AppError, Errors } from '../core/errors.js'
-import type { AuthContext } from '../core/auth/context.js'
+import { callerKeyId, type AuthContext } from '../core/auth/context.js'
+import { confirmKey } from '../core/auth/authenticate.js'
 import { permissionAtLeast, type KeyPermission } from '../core/auth/permissions.js'
 import type { Queryable } from '../store/db.js'
 import { isUuid } from '../core/time.js'
@@ -126,10 +127,24 @@ export async function createKey(ctx: KeysContext, input: KeyInput): Promise<ApiK
   checkTransferAllowed(ctx.auth, ownerId)
   checkPermissionCeiling(ctx.auth, input.permission_type)
   return ctx.db.transaction(async (tx) => {
+    await holdCaller(tx, ctx.auth)
     const owner = await loadOwner(tx, ctx.auth.orgId, ownerId)
     await checkRoles(tx, ctx.auth.orgId, input.role_keys, owner, ctx.auth)
     return storeNewKey(tx, originOf(ctx), { ...input, description: input.description ?? null, owner_user_id: owner.id })
   })
+}
+
+/**
+ * The calling API key, read from the store and locked for the transaction, must still have the
+ * powers its request was authenticated with (else 503, send again): the ceilings below are
+ * checked against those powers, and a concurrent change of them (an Admin removing the caller's
+ * role) must not be undone by a grant the caller could make only before it. Without the lock an
+ * Editor key PATCHing itself while an Admin took `all` from it gave itself `all` back (outside
+ * audit). A console user (no key) is the operator's session, read at each page.
+ */
+async function holdCaller(tx: Queryable, auth: AuthContext, target?: string): Promise<void> {
+  const keyId = callerKeyId(auth)
+  if (keyId !== null) await confirmKey(tx, auth, keyId === target ? 'update' : 'share')
 }
 
 /**
@@ -140,6 +155,7 @@ export async function createKey(ctx: KeysContext, input: KeyInput): Promise<ApiK
 export async function updateKey(ctx: KeysContext, id: string, patch: KeyPatch): Promise<ApiKeyRecord> {
   requireKeyManager(ctx.auth)
   const row = await ctx.db.transaction(async (tx) => {
+    await holdCaller(tx, ctx.auth, id)
     const current = assertVisible(ctx.auth, id, isUuid(id) ? await selectApiKey(tx, ctx.auth.orgId, id, true) : null)
     const ownerId = patch.owner_user_id ?? current.owner_user_id
     if (ownerId !== current.owner_user_id) checkTransferAllowed(ctx.auth, ownerId)

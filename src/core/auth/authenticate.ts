@@ -60,6 +60,24 @@ const notValid = (): AppError => new AppError(Errors.UNAUTHORIZED, 'the API key 
 const inactive = (): AppError => new AppError(Errors.API_KEY_INACTIVE, "the API key's owner is disabled or has no active sign-in method")
 const noApiAccess = (): AppError => new AppError(Errors.API_ACCESS_DISABLED, "the organization's plan has no API access")
 
+/**
+ * Throws unless the calling key, as the store holds it now, is still valid and has the powers the
+ * request was authenticated with (a cached copy may lag a change another request has just made).
+ * `lock`, inside a transaction: the key's row stays as read until it ends (`share`; `update` when
+ * the transaction changes that very key), so a change of its powers cannot commit in between: a
+ * key that grants or mints keys is held to the rights it has when they are written (keys/service.ts).
+ */
+export async function confirmKey(db: Pick<Db, 'query'>, auth: AuthContext, lock?: 'share' | 'update'): Promise<void> {
+  const sql = lock === undefined ? KEY_BY_ID_SQL : `${KEY_BY_ID_SQL} FOR ${lock === 'update' ? 'UPDATE' : 'SHARE'} OF k`
+  const row = (await db.query<KeyRow>(sql, [auth.orgId, auth.keyId])).rows[0]
+  const entry = row === undefined ? null : toEntry(row)
+  if (entry !== null && !entry.inactive && entry.apiAccess && powers(entry.context) === powers(auth)) return
+  if (entry === null) throw notValid()
+  if (entry.inactive) throw inactive()
+  if (!entry.apiAccess) throw noApiAccess()
+  throw new AppError(Errors.SERVICE_UNAVAILABLE, "the API key's permissions changed while the request ran; send it again", { 'Retry-After': '1' })
+}
+
 /** What a key may do: a change of any of these since the cache read it matters to a write. */
 function powers(context: AuthContext): string {
   return JSON.stringify([context.keyPermission, context.ownerPermission, context.roleKeys, context.grants])
@@ -181,14 +199,12 @@ export class Authenticator {
    * cache is emptied in each case.
    */
   async confirm(db: Pick<Db, 'query'>, auth: AuthContext): Promise<void> {
-    const row = (await db.query<KeyRow>(KEY_BY_ID_SQL, [auth.orgId, auth.keyId])).rows[0]
-    const entry = row === undefined ? null : toEntry(row)
-    if (entry !== null && !entry.inactive && entry.apiAccess && powers(entry.context) === powers(auth)) return
-    this.invalidate()
-    if (entry === null) throw notValid()
-    if (entry.inactive) throw inactive()
-    if (!entry.apiAccess) throw noApiAccess()
-    throw new AppError(Errors.SERVICE_UNAVAILABLE, "the API key's permissions changed while the request ran; send it again", { 'Retry-After': '1' })
+    try {
+      await confirmKey(db, auth)
+    } catch (err) {
+      this.invalidate()
+      throw err
+    }
   }
 
   private async lookup(prefix: string): Promise<CachedKey | null> {
