@@ -194,7 +194,8 @@ export async function sendTestEvent(ctx: WebhookContext, id: string, requestId: 
     data: { object: webhook, actor: originOf(ctx).actor },
   }
   const deliveryId = newId()
-  await sql.insertDelivery(ctx.db, ctx.auth.orgId, { id: deliveryId, webhookId: id, eventId, eventType: TEST_EVENT_TYPE, payload: JSON.stringify(event) })
+  // A webhook deleted meanwhile (a DELETE racing this request) is not found, as it would be a moment later.
+  if (!(await sql.insertDelivery(ctx.db, ctx.auth.orgId, { id: deliveryId, webhookId: id, eventId, eventType: TEST_EVENT_TYPE, payload: JSON.stringify(event) }))) throw notFound(id)
   const queued = await loadDelivery(ctx, id, deliveryId)
   ctx.wake()
   return queued

@@ -137,13 +137,19 @@ export interface NewDelivery {
   payload: string
 }
 
-/** One delivery due now (the test event). */
-export async function insertDelivery(q: Queryable, orgId: string, d: NewDelivery): Promise<void> {
-  await q.query(
-    `INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, payload, status, next_attempt_at)
-     VALUES ($1, $2, $3, $4, $5, $6, 'pending', now())`,
+/**
+ * One delivery due now (the test event); false when the webhook is gone. The webhook's row is
+ * locked first (FOR KEY SHARE, as the foreign key's own check): a DELETE of it under way is waited
+ * for and then leaves nothing to insert, instead of a foreign-key violation (a 500) at the insert.
+ */
+export async function insertDelivery(q: Queryable, orgId: string, d: NewDelivery): Promise<boolean> {
+  const result = await q.query(
+    `WITH w AS (SELECT id FROM webhooks WHERE org_id = $1 AND id = $3 FOR KEY SHARE)
+     INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, payload, status, next_attempt_at)
+     SELECT $1, $2, w.id, $4, $5, $6, 'pending', now() FROM w`,
     [orgId, d.id, d.webhookId, d.eventId, d.eventType, d.payload],
   )
+  return result.rowCount > 0
 }
 
 /**

@@ -160,6 +160,31 @@ for (const store of STORES) {
       }
     })
 
+    it('answers a test of a webhook deleted while the test is under way 404, not 500', async () => {
+      for (let round = 0; round < 3; round++) {
+        const created = (await create({ url: 'https://hooks.example.com/gone', event_types: ['*'] })).body.data
+        // The DELETE is sent the moment the test has read the webhook, before it queues its delivery.
+        let deleted: Promise<unknown> | null = null
+        t.store.db.onQuery = (sql) => {
+          if (deleted === null && /FROM webhooks/.test(sql) && !sql.includes('webhook_deliveries')) {
+            deleted = t.request('DELETE', `/api/v1/webhooks/${created.id}`)
+          }
+        }
+        try {
+          const res = await t.request('POST', `/api/v1/webhooks/${created.id}/test`)
+          // Queued before the DELETE (on PostgreSQL the two may run in either order: 202), or not
+          // found: before its delivery is queued, or its delivery gone with the webhook just after.
+          if (res.status !== 202) {
+            expect(res.status, JSON.stringify(res.body)).toBe(404)
+            expect(res.body.errors[0]).toMatchObject({ code: 'not_found', detail: expect.stringMatching(/ not found$/) })
+          }
+        } finally {
+          t.store.db.onQuery = null
+        }
+        expect(await deleted).toMatchObject({ status: 204 })
+      }
+    })
+
     it('sends a webhook.test event to that webhook only, signed per Standard Webhooks', async () => {
       const { secret, ...hook } = (await create({ url: receiver.url, description: 'test target', event_types: ['asset.created'] })).body.data
       const other = (await create({ url: `${receiver.url}?other`, event_types: ['*'] })).body.data
