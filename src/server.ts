@@ -25,16 +25,18 @@ export interface RunningServer {
  * secret is returned here and printed once by `kbis serve`.
  */
 export async function bootstrap(db: Db): Promise<string | null> {
-  const created = await ensureDefaultOrganization(db)
-  if (!created.created) return null
-  const key = await storeNewKey(db, operatorOrigin(created.orgId), {
-    name: 'Initial admin key',
-    description: 'Created by the first `kbis serve` on an empty store',
-    permission_type: 'Admin',
-    role_keys: ['all'],
-    owner_user_id: created.ownerUserId,
+  let secret: string | null = null
+  await ensureDefaultOrganization(db, async (tx, created) => {
+    const key = await storeNewKey(tx, operatorOrigin(created.orgId), {
+      name: 'Initial admin key',
+      description: 'Created by the first `kbis serve` on an empty store',
+      permission_type: 'Admin',
+      role_keys: ['all'],
+      owner_user_id: created.ownerUserId,
+    })
+    secret = key.secret
   })
-  return key.secret
+  return secret
 }
 
 export interface StartOptions {
@@ -60,6 +62,9 @@ export async function startServer(config: Config, print: (line: string) => void,
   const db = await openWhenFree(config)
   // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.
   const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })
+  // Not ready (/readyz 503) until the first start's organization and key exist and the CLI's
+  // control socket is up: a load balancer or script waiting for it finds the server whole.
+  app.lifecycle.starting = true
   await app.listen({ port: config.port, host: config.host }).catch((err: Error) => {
     throw new Error(`cannot listen on ${config.host}:${config.port} (HOST or --host, PORT or --port): ${err.message}`)
   })
@@ -76,6 +81,7 @@ export async function startServer(config: Config, print: (line: string) => void,
   // serve & kbis apply` in a script) runs after the first start's organization exists, not before
   // it, where an organization it created would leave the first start without its Admin key.
   const control: ControlSocket | null = db.kind === 'pglite' ? await startControlSocket(config.dataDir, db) : null
+  app.lifecycle.starting = false
   print(`kbis listening on ${url} (store: ${db.kind === 'pglite' ? `PGlite in ${config.dataDir}` : 'PostgreSQL'})`)
   if (metricsServer) print(`metrics on ${metricsServer.url}`)
   if (secret) printAdminKey(print, secret)

@@ -7,6 +7,7 @@ import { workersArg } from './workers-arg.js'
 import { registerSyncCommands } from './sync/commands.js'
 import type { BackupReport } from '../store/backup.js'
 import type { Db } from '../store/db.js'
+import type { RunningServer } from '../server.js'
 import { existsSync } from 'node:fs'
 import path from 'node:path'
 
@@ -102,16 +103,22 @@ function registerServe(program: Command): void {
       const { isWorker, runPrimary, startWorker } = await import('./workers.js')
       const { startServer } = await import('../server.js')
       if (flags.workers !== undefined && !isWorker()) return runPrimary(config, flags.workers, out)
-      const server = isWorker() ? await startWorker(config, out) : await startServer(config, out)
-      // The first signal drains; repeated ones (a terminal's Ctrl-C reaches the whole process group) change nothing.
+      // The first signal drains; repeated ones (a terminal's Ctrl-C reaches the whole process group)
+      // change nothing. One that comes while the server starts (it listens, and /readyz may be
+      // asked, before the first start's key exists) lets the start finish, then drains: killed
+      // there, the process exited 143 without its graceful shutdown (an outside audit).
+      let server: RunningServer | null = null
       let stopping = false
+      const drain = (running: RunningServer) => running.close().then(() => process.exit(0), () => process.exit(1))
       const stop = () => {
         if (stopping) return
         stopping = true
-        server.close().then(() => process.exit(0), () => process.exit(1))
+        if (server) void drain(server)
       }
       process.on('SIGINT', stop)
       process.on('SIGTERM', stop)
+      server = isWorker() ? await startWorker(config, out) : await startServer(config, out)
+      if (stopping) void drain(server)
     })
 }
 

@@ -34,7 +34,7 @@ async function storeProblem(db: Db): Promise<string | null> {
 export function registerHealthRoutes(app: FastifyInstance, db: Db, lifecycle: Lifecycle): void {
   app.get('/healthz', { schema: { hide: true, response: { 200: status } } }, async () => ({ status: 'ok' as const }))
   app.get('/readyz', { schema: { hide: true, response: { 200: status } } }, async () => {
-    const problem = lifecycle.draining ? 'the server is shutting down' : await storeProblem(db)
+    const problem = lifecycle.draining ? 'the server is shutting down' : lifecycle.starting ? 'the server is starting' : await storeProblem(db)
     if (problem !== null) {
       throw new AppError(Errors.SERVICE_UNAVAILABLE, `not ready: ${problem}`, { 'Retry-After': String(DRAIN_RETRY_AFTER_SECONDS) })
     }

@@ -4,6 +4,8 @@
  * batched writes) run once no request is left, before the store closes.
  */
 export class Lifecycle {
+  /** Listening but not done starting (kbis serve: the first start's organization and key, the control socket): /readyz says 503. */
+  starting = false
   draining = false
   private readonly hooks: (() => Promise<void> | void)[] = []
 

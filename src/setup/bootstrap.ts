@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid'
-import type { Db } from '../store/db.js'
+import type { Db, Tx } from '../store/db.js'
 
 export type BootstrapResult = { created: true; orgId: string; ownerUserId: string } | { created: false }
 
@@ -14,10 +14,10 @@ export const DEFAULT_ROLE = {
 /**
  * On a store without any organization (CONTRACT §12): organization `default`, its Owner user
  * (sign-in method `password`) and role `all` granting `edit_access_domain` everywhere. The caller
- * creates the Admin key it prints. Does nothing when any organization exists. The insert is guarded
+ * creates the Admin key it prints, in the same transaction (`inSameTransaction`). Does nothing when any organization exists. The insert is guarded
  * by `WHERE NOT EXISTS` so that two processes starting on one empty store create it once.
  */
-export async function ensureDefaultOrganization(db: Db): Promise<BootstrapResult> {
+export async function ensureDefaultOrganization(db: Db, inSameTransaction?: (tx: Tx, created: { orgId: string; ownerUserId: string }) => Promise<void>): Promise<BootstrapResult> {
   return db.transaction(async (tx) => {
     // Serializes concurrent first starts on PostgreSQL; the lock ends with the transaction.
     await tx.query('LOCK TABLE organizations IN SHARE ROW EXCLUSIVE MODE')
@@ -37,6 +37,9 @@ export async function ensureDefaultOrganization(db: Db): Promise<BootstrapResult
     await tx.query('INSERT INTO roles (org_id, key, name, grants) VALUES ($1, $2, $3, $4::jsonb)', [
       orgId, DEFAULT_ROLE.key, DEFAULT_ROLE.name, JSON.stringify(DEFAULT_ROLE.grants),
     ])
+    // What the caller adds (the Admin key) commits with the organization or not at all: a start
+    // killed between the two left an organization without any key, and no later start makes one.
+    await inSameTransaction?.(tx, { orgId, ownerUserId })
     return { created: true, orgId, ownerUserId }
   })
 }

@@ -56,6 +56,21 @@ for (const store of STORES) {
         }
       })
 
+      it(`${label}: a SIGTERM while it starts lets the start finish (the Admin key made and printed), then drains and exits 0`, async () => {
+        const { env, drop } = await cliStore(store)
+        try {
+          const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info' })
+          // pino's line comes when the server listens, before the first start's key is made.
+          await started.waitFor(/Server listening at/, 120_000)
+          started.child.kill('SIGTERM')
+          expect(await started.exited).toBe(0)
+          expect(started.lines.some((line) => /^Admin API key \(shown only this once\): kbis_/.test(line))).toBe(true)
+          expect(await organizations(store, env)).toEqual(['default'])
+        } finally {
+          await drop()
+        }
+      })
+
       it(`${label}: names the setting when the metrics port is in use`, async () => {
         const { env, drop } = await cliStore(store)
         try {

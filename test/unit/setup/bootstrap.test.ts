@@ -31,6 +31,19 @@ for (const kind of STORES) {
       expect(await rows('SELECT count(*)::int AS n FROM organizations')).toEqual([{ n: 1 }])
     })
 
+    it('commits the organization with what the caller adds in its transaction, or neither (a start killed between them)', async () => {
+      await expect(ensureDefaultOrganization(store.db, async (tx) => {
+        await tx.query('SELECT 1')
+        throw new Error('the process died here')
+      })).rejects.toThrow('the process died here')
+      expect(await rows('SELECT count(*)::int AS n FROM organizations')).toEqual([{ n: 0 }])
+      expect(await rows('SELECT count(*)::int AS n FROM users')).toEqual([{ n: 0 }])
+      // The next start finds an empty store and creates both.
+      const seen: string[] = []
+      const result = await ensureDefaultOrganization(store.db, async (_tx, created) => { seen.push(created.orgId) })
+      expect(result.created && [result.orgId]).toEqual(seen)
+    })
+
     it('does nothing when any organization exists', async () => {
       await apply(store.db, baseSetup('acme'))
       expect(await ensureDefaultOrganization(store.db)).toEqual({ created: false })
