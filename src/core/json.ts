@@ -12,6 +12,11 @@ export function escapePointer(token: string): string {
   return token.replaceAll('~', '~0').replaceAll('/', '~1')
 }
 
+/** Reads one reference token of a JSON pointer back: `~1` → `/`, `~0` → `~`. */
+export function unescapePointer(token: string): string {
+  return token.replaceAll('~1', '/').replaceAll('~0', '~')
+}
+
 /** Throws `def` with one issue pointing into the body. */
 export function failAt(def: ErrorDef, pointer: string, detail: string): never {
   throw new AppError(def, [{ detail, pointer }])

@@ -299,6 +299,27 @@ for (const store of STORES) {
         .toEqual([['cli-note-1', null, { body: 'a' }], ['cli-note-1', null, { body: 'a' }], ['cli-note-2', 'it', {}], ['cli-note-2', 'it', {}]])
     })
 
+    it('refuses NDJSON numbers JSON cannot carry exactly, as the server does, and skips a byte-order mark', async () => {
+      const nd = file('numbers.ndjson', '\uFEFF{"name":"nd-big-1","properties":{"hostname":"nd-big-1","memory_gb":9007199254740993}}\n'
+        + '{"name":"nd-big-2","properties":{"hostname":"nd-big-2","memory_gb":1e400}}\n{"name":"nd-big-3","properties":{"hostname":"nd-big-3","memory_gb":64}}\n')
+      const run = await kbis(['import', nd, '--type', 'server', '--errors', path.join(dir, 'numbers-errors.csv')], env)
+      expect(run.code).toBe(1)
+      expect(readFileSync(path.join(dir, 'numbers-errors.csv'), 'utf8')).toBe('line,field,message\n'
+        + '1,memory_gb,the number 9007199254740993 cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text\n'
+        + '2,memory_gb,number out of range: it does not fit a 64-bit float\n')
+      expect(await count('nd-big-%')).toBe(0)
+      const ok = await kbis(['import', file('bom.ndjson', '\uFEFF{"name":"nd-bom","properties":{"hostname":"nd-bom"}}\n'), '--type', 'server'], env)
+      expect(ok.stdout).toBe('1 row read; 0 refused; 1 created\n')
+    })
+
+    it('reads each CSV row to its own line break, whichever the file mixes (LF header, CRLF rows, a CR)', async () => {
+      const csv = file('mixed.csv', 'name,hostname,owner\nmix-1,mix-1,Alice\r\nmix-2,mix-2,Bob\rmix-3,mix-3,Carol\r\n')
+      const run = await kbis(['import', csv, '--type', 'server'], env)
+      expect(run.stdout).toBe('3 rows read; 0 refused; 3 created\n')
+      expect([(await asset('server:hostname:mix-1')).properties.owner, (await asset('server:hostname:mix-2')).properties.owner, (await asset('server:hostname:mix-3')).properties.owner])
+        .toEqual(['Alice', 'Bob', 'Carol'])
+    })
+
     it('reads standard input for - (CSV, or NDJSON with --format ndjson), numbering its lines as a file\'s', async () => {
       const csv = 'name,hostname,environment\ncli-stdin-1,cli-stdin-1,prod\ncli-stdin-2,cli-stdin-2,moon\n'
       const errors = path.join(dir, 'stdin-errors.csv')

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { hasLongDigitRun, inexactIntegers } from '../../src/core/http-input.js'
+import { hasLongDigitRun, inexactIntegers } from '../../src/core/json-values.js'
 
 describe('hasLongDigitRun (a number too long for a 64-bit float may hide in a body)', () => {
   it('finds 100 digits in a row wherever the run starts, and nothing shorter', () => {

@@ -2,6 +2,8 @@ import { createInterface } from 'node:readline'
 import { pipeline, Transform, type Readable } from 'node:stream'
 import { parse, type CsvError, type Parser } from 'csv-parse'
 import { CellError, checkColumns, csvItem, ndjsonItem, type AssetTypeInfo, type ItemFields } from './convert.js'
+import { unstorableValues } from '../../core/json-values.js'
+import { unescapePointer } from '../../core/json.js'
 
 interface Issue {
   field: string
@@ -128,6 +130,10 @@ function skippingParser(): { parser: Parser; skipped: { after: number; raw: stri
   let lastRecord: unknown = null
   const parser: Parser = parse({
     bom: true, raw: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true,
+    // Every record ends at CRLF, LF or CR, whichever it has: left to guess, csv-parse takes the first
+    // line's for the whole file, and a file whose line ends change after it (a header typed on Linux,
+    // rows pasted from Windows) kept a CR at the end of each row's last cell.
+    record_delimiter: ['\r\n', '\n', '\r'],
     on_skip: (err, raw) => {
       const state = (parser as unknown as { state: { quoting: boolean; record: unknown } }).state
       if (err?.code === 'CSV_INVALID_CLOSING_QUOTE') state.quoting = false
@@ -204,14 +210,22 @@ export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: R
   }
 }
 
+/** The field of an --errors line for a JSON pointer into an NDJSON record: a property's key, or the member. */
+function fieldOf(pointer: string): string {
+  const tokens = pointer.split('/').slice(1).map(unescapePointer)
+  return tokens[0] === 'properties' && tokens.length > 1 ? tokens[1]! : tokens[0] ?? ''
+}
+
 /** Reads an NDJSON stream line by line: each non-empty line one record (as `kbis export` writes them). */
 export async function* ndjsonRows(input: Readable, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
   input.on('data', (chunk: Buffer) => { progress.bytes += chunk.length })
   const utf8 = new Utf8Watch()
   pipeline(input, utf8.stream, () => {})
   let line = 0
-  for await (const text of createInterface({ input: utf8.stream, crlfDelay: Infinity })) {
+  for await (const read of createInterface({ input: utf8.stream, crlfDelay: Infinity })) {
     line++
+    // A byte-order mark is skipped, as in a CSV file (docs/cli.md).
+    const text = line === 1 && read.startsWith('\uFEFF') ? read.slice(1) : read
     if (text.trim() === '') continue
     if (utf8.lost(text)) {
       yield { line, item: null, issues: [{ field: '', message: `the line is ${NOT_UTF8}` }] }
@@ -222,6 +236,13 @@ export async function* ndjsonRows(input: Readable, type: AssetTypeInfo, progress
       record = JSON.parse(text)
     } catch {
       yield { line, item: null, issues: [{ field: '', message: 'the line is not valid JSON' }] }
+      continue
+    }
+    // What the server would refuse (an integer past 2^53, 1e400, NUL, a lone surrogate) is
+    // refused here, the line's own text deciding, as a CSV cell is: JSON.parse rounded the number.
+    const unstorable = unstorableValues(text, record, true)
+    if (unstorable.length > 0) {
+      yield { line, item: null, issues: unstorable.map(({ detail, pointer }) => ({ field: fieldOf(pointer ?? ''), message: detail })) }
       continue
     }
     try {
