@@ -76,12 +76,22 @@ declare module 'fastify' {
 export function registerOrgConcurrency(api: FastifyInstance, gate: OrgConcurrency, answeredWithoutStore: (request: FastifyRequest) => boolean = () => false): void {
   api.addHook('preValidation', async (request, reply) => {
     if (answeredWithoutStore(request)) return
-    const release = await gate.acquire(request.auth.orgId)
+    const slot = await gate.acquire(request.auth.orgId)
+    // Given back by onResponse, or by the response's 'close' (sent, failed, or the client went
+    // away, when onResponse does not run), or by the connection's: the answer of a request
+    // pipelined behind another waits in Node's queue, and when the connection closes first it
+    // gets no 'close' of its own (its slot was held until a restart). Idempotent.
+    const socket = request.raw.socket
+    const release = (): void => {
+      slot()
+      reply.raw.removeListener('close', release)
+      socket?.removeListener('close', release)
+    }
     request.releaseOrgSlot = release
-    // The response's 'close' comes in every case (sent, failed, or the client went away, when
-    // onResponse does not run); release is idempotent. A client gone while waiting gives it back at once.
-    if (reply.raw.destroyed || request.raw.destroyed) release()
-    else reply.raw.once('close', release)
+    // A client gone while waiting gives it back at once.
+    if (reply.raw.destroyed || request.raw.destroyed || socket?.destroyed) return release()
+    reply.raw.once('close', release)
+    socket?.once('close', release)
   })
   const release = async (request: FastifyRequest) => request.releaseOrgSlot?.()
   api.addHook('onResponse', release)

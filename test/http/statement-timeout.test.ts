@@ -68,6 +68,25 @@ for (const store of STORES) {
       expect(t.app.server.requestTimeout).toBe(300_000)
     })
 
+    it('gives back the slots of pipelined requests whose connection closes before their answers (a malformed body ahead of them)', async () => {
+      const listening = t.app.server.address()
+      const base = new URL(listening !== null && typeof listening === 'object' ? `http://127.0.0.1:${listening.port}` : await t.app.listen({ port: 0, host: '127.0.0.1' }))
+      const head = (method: string, path: string) => `${method} ${path} HTTP/1.1\r\nHost: ${base.host}\r\nAuthorization: Bearer ${t.adminKey}\r\n`
+      for (let round = 0; round < 4; round++) {
+        const socket = connect(Number(base.port), '127.0.0.1')
+        await once(socket, 'connect')
+        socket.resume()
+        const closed = once(socket, 'close')
+        const gets = Array.from({ length: 5 }, () => `${head('GET', '/api/v1/assets/00000000-0000-7000-8000-000000000000')}\r\n`).join('')
+        socket.write(`${head('POST', '/api/v1/assets')}Content-Type: application/json\r\nContent-Length: 3\r\n\r\n{"a${gets}`)
+        await closed
+      }
+      const started = performance.now()
+      const res = await fetch(`${base.origin}/api/v1/assets`, { headers: { authorization: `Bearer ${t.adminKey}` }, signal: AbortSignal.timeout(5000) })
+      expect(res.status).toBe(200)
+      expect(performance.now() - started).toBeLessThan(4000)
+    })
+
     it('caps one organization, queues the rest in order, and bounds the wait', async () => {
       const gate = new OrgConcurrency(2, 100, 2)
       const a1 = await gate.acquire('a')
