@@ -16,6 +16,9 @@ export const DISCARD_BOUND = 64 * 1024 * 1024
 /** How long a body over the limit may take to arrive before the 413 is sent anyway. */
 export const DISCARD_TIMEOUT_MS = 30_000
 
+/** The answer of the request before this one on its connection (see registerHttpLayer). */
+const PREVIOUS_ANSWER = Symbol('kbis.previousAnswer')
+
 /** A whole HTTP/1.1 response carrying one error in the envelope. */
 export function rawErrorResponse(def: ErrorDef, detail: string, requestId: string = randomUUID()): string {
   const body = errorBody(new AppError(def, detail))
@@ -23,6 +26,7 @@ export function rawErrorResponse(def: ErrorDef, detail: string, requestId: strin
   const json = JSON.stringify(body)
   return [
     `HTTP/1.1 ${def.status} ${STATUS_CODES[def.status] ?? 'Error'}`,
+    `Date: ${new Date().toUTCString()}`,
     'Content-Type: application/json; charset=utf-8',
     `Content-Length: ${Buffer.byteLength(json)}`,
     `X-Request-Id: ${requestId}`,
@@ -93,6 +97,12 @@ function answerInFlight(socket: Duplex): ServerResponse | null {
  */
 export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return
+  // Bytes after a request that asked to close the connection: not read as a request, nor answered
+  // (RFC 9112 §9.6); the connection closes once that request's answer is sent.
+  if (err.code === 'HPE_CLOSED_CONNECTION') {
+    if (answerInFlight(socket) === null) socket.destroy()
+    return
+  }
   const [def, detail] = clientErrorOf(err)
   this.log.debug({ err: { code: err.code, message: err.message } }, 'client error answered by the HTTP layer')
   const requestId = randomUUID()
@@ -127,6 +137,30 @@ export function registerHttpLayer(app: FastifyInstance): void {
     const requestId = randomUUID()
     answerAndClose(socket, rawErrorResponse(Errors.METHOD_NOT_ALLOWED, 'CONNECT is not supported: this is an API server, not a proxy', requestId))
     layerAnswerListeners.get(app)?.({ requestId, method: 'CONNECT', status: Errors.METHOD_NOT_ALLOWED.status })
+  })
+  // Requests pipelined on one connection run one after the other, each once the answer before it
+  // is sent (RFC 9112 §9.3.2 allows running them at once only when all are safe: two writes to one
+  // asset ran out of order on PostgreSQL); none runs once an answer before it closed the
+  // connection (RFC 9112 §9.6: a malformed body's 400 closes it, and writes behind it ran with
+  // no answer and no log line). Ordinary clients wait for each answer, and pay one check.
+  app.addHook('onRequest', async (request, reply) => {
+    const socket = request.raw.socket as (Duplex & { [PREVIOUS_ANSWER]?: ServerResponse }) | null
+    if (!socket) return
+    const previous = socket[PREVIOUS_ANSWER]
+    socket[PREVIOUS_ANSWER] = reply.raw
+    if (previous === undefined) return
+    if (!previous.writableFinished && !previous.destroyed) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          previous.removeListener('finish', done)
+          previous.removeListener('close', done)
+          resolve()
+        }
+        previous.once('finish', done)
+        previous.once('close', done)
+      })
+    }
+    if (!previous.shouldKeepAlive || socket.destroyed || !socket.writable) reply.hijack()
   })
   app.addHook('onRequest', async (request, reply) => {
     const version = request.raw.httpVersion

@@ -166,6 +166,50 @@ for (const store of STORES) {
       expect((await t.request('GET', `/api/v1/assets/${created.body.data.id}`)).status).toBe(404)
     })
 
+    /** Writes `data` on one connection and reads until the server closes it (or `ms` pass): the answers' status lines. */
+    const pipeline = async (data: string, ms = 10_000): Promise<{ statuses: number[]; text: string }> => {
+      const text = await new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1')
+        const chunks: Buffer[] = []
+        socket.on('data', (chunk) => chunks.push(chunk))
+        socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')))
+        socket.on('error', reject)
+        socket.setTimeout(ms, () => socket.destroy())
+        socket.write(data)
+      })
+      return { statuses: [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1])), text }
+    }
+    const req = (method: string, path: string, body?: object, extra = '') => {
+      const json = body === undefined ? '' : JSON.stringify(body)
+      return `${method} ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminKey}\r\n${extra}`
+        + (body === undefined ? '\r\n' : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`)
+    }
+
+    it('runs pipelined requests one after the other, in order, and none behind an answer that closes the connection', async () => {
+      // Writes to one asset pipelined: each sees the one before it.
+      const key = 'server:hostname:piped-1'
+      const ordered = await pipeline(req('POST', '/api/v1/assets', { asset_type_key: 'server', name: 'piped-1', properties: { hostname: 'piped-1' } })
+        + req('PATCH', `/api/v1/assets/${key}`, { name: 'piped-1b' }) + req('DELETE', `/api/v1/assets/${key}`)
+        + req('GET', `/api/v1/assets/${key}`, undefined, 'Connection: close\r\n'))
+      expect(ordered.statuses).toEqual([201, 200, 204, 404])
+      // A malformed body's 400 closes the connection: the write behind it is neither run nor answered.
+      const cut = await pipeline(req('GET', '/api/v1/assets?page[size]=1')
+        + `POST /api/v1/assets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminKey}\r\nContent-Type: application/json\r\nContent-Length: 3\r\n\r\n{"a`
+        + req('POST', '/api/v1/assets', { asset_type_key: 'server', name: 'ghost', properties: { hostname: 'ghost' } }))
+      expect(cut.statuses).toEqual([200, 400])
+      expect((await t.request('GET', '/api/v1/assets/server:hostname:ghost')).status).toBe(404)
+      // Bytes after a request that asked to close: no answer of the HTTP layer for them.
+      const closing = await pipeline('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+      expect(closing.statuses).toEqual([200, 200])
+    })
+
+    it('dates the answers of the HTTP layer', async () => {
+      const text = (await pipeline('GARBAGE\r\n\r\n')).text
+      expect(text).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/)
+      const date = /\r\nDate: ([^\r]+)\r\n/.exec(text)?.[1]
+      expect(Math.abs(Date.parse(date!) - Date.now())).toBeLessThan(10_000)
+    })
+
     it('serves a request whose Expect header asks for something other than 100-continue, as if it had none', async () => {
       for (const expectation of ['bogus', 'x-custom=1']) {
         const res = await rawExchange(port, `GET /api/v1/assets?page[size]=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminKey}\r\nExpect: ${expectation}\r\nConnection: close\r\n\r\n`)
