@@ -171,6 +171,9 @@ async function registerResponseHandling(app: FastifyInstance, config: Config): P
       methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
       exposedHeaders: ['Location', 'X-Request-Id', 'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Idempotent-Replayed'],
       maxAge: 600,
+      // An OPTIONS without Origin or Access-Control-Request-Method (no preflight) is answered 204
+      // like one, not with the plugin's bare text/plain 400 outside the envelope (CONTRACT §1).
+      strictPreflight: false,
     })
   }
   // Responses over 1 KiB are compressed when the client accepts it (streams too: export, NDJSON).

@@ -103,5 +103,13 @@ for (const store of STORES) {
       const unauthorized = await t.app.inject({ method: 'GET', url: '/api/v1/assets', headers: { origin: 'https://ui.example.com' } })
       expect([unauthorized.statusCode, unauthorized.headers['access-control-allow-origin']]).toEqual([401, 'https://ui.example.com'])
     })
+
+    it('answers an OPTIONS that is no preflight (no Origin, or no Access-Control-Request-Method) without an error outside the envelope', async () => {
+      for (const headers of [{}, { origin: 'https://ui.example.com' }]) {
+        const res = await t.app.inject({ method: 'OPTIONS', url: '/api/v1/assets', headers })
+        expect(res.statusCode, JSON.stringify(headers)).toBe(204)
+        expect(res.body).toBe('')
+      }
+    })
   })
 }
