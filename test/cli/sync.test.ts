@@ -312,6 +312,15 @@ for (const store of STORES) {
       expect(ok.stdout).toBe('1 row read; 0 refused; 1 created\n')
     })
 
+    it('refuses --errors naming the file being imported (it would empty it), and says so in one line when --errors cannot be written', async () => {
+      const csv = file('self.csv', 'name,hostname,environment\nself-1,self-1,nope\n')
+      const same = await kbis(['import', csv, '--type', 'server', '--errors', csv], env)
+      expect([same.code, same.stderr]).toEqual([1, `kbis: --errors ${csv} is the file being imported; name another file for the refused rows\n`])
+      expect(readFileSync(csv, 'utf8')).toBe('name,hostname,environment\nself-1,self-1,nope\n')
+      const full = await kbis(['import', csv, '--type', 'server', '--errors', '/dev/full'], env)
+      expect([full.code, full.stderr]).toEqual([1, 'kbis: cannot write --errors /dev/full: ENOSPC: no space left on device\n'])
+    })
+
     it('reads each CSV row to its own line break, whichever the file mixes (LF header, CRLF rows, a CR)', async () => {
       const csv = file('mixed.csv', 'name,hostname,owner\nmix-1,mix-1,Alice\r\nmix-2,mix-2,Bob\rmix-3,mix-3,Carol\r\n')
       const run = await kbis(['import', csv, '--type', 'server'], env)

@@ -62,7 +62,12 @@ async function loadType(client: ServerClient, key: string): Promise<AssetTypeInf
 }
 
 class ErrorReport {
-  private constructor(private readonly out: WriteStream | null) {}
+  /** A write that failed (a full disk): said as one line at the next add or at close, never a crash. */
+  private failure: Error | null = null
+
+  private constructor(private readonly out: WriteStream | null, private readonly path = '') {
+    out?.on('error', (err) => { this.failure ??= err })
+  }
 
   static async open(path: string | undefined): Promise<ErrorReport> {
     if (!path) return new ErrorReport(null)
@@ -72,20 +77,39 @@ class ErrorReport {
     } catch (err) {
       throw new Error(`cannot write --errors ${path}: ${fsReason(err as Error)}`)
     }
+    const report = new ErrorReport(out, path)
     out.write(stringify([['line', 'field', 'message']]))
-    return new ErrorReport(out)
+    return report
+  }
+
+  private check(): void {
+    if (this.failure) throw new Error(`cannot write --errors ${this.path}: ${fsReason(this.failure)}`)
   }
 
   async add(refusals: Refusal[]): Promise<void> {
+    this.check()
     if (!this.out || refusals.length === 0) return
-    if (!this.out.write(stringify(refusals.map((r) => [r.line, r.field, r.message])))) await once(this.out, 'drain')
+    if (!this.out.write(stringify(refusals.map((r) => [r.line, r.field, r.message])))) {
+      await Promise.race([once(this.out, 'drain'), once(this.out, 'close')]).catch(() => undefined)
+    }
+    this.check()
   }
 
   async close(): Promise<void> {
     if (!this.out) return
-    this.out.end()
-    await once(this.out, 'finish')
+    if (!this.out.destroyed) {
+      this.out.end()
+      await Promise.race([once(this.out, 'finish'), once(this.out, 'close')]).catch(() => undefined)
+    }
+    this.check()
   }
+}
+
+/** Whether `a` and `b` name one file (the second may not exist yet). */
+function sameFile(a: string, b: string): boolean {
+  if (!existsSync(b)) return false
+  const [x, y] = [statSync(a), statSync(b)]
+  return x.dev === y.dev && x.ino === y.ino
 }
 
 interface ChunkContext {
@@ -198,6 +222,8 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   if (!stdin && statSync(options.file).isDirectory()) throw new Error(`${options.file} is a directory, not a file`)
   const errorsProblem = options.errors ? outputProblem('--errors', options.errors) : null
   if (errorsProblem) throw new Error(errorsProblem)
+  // Opening the report empties it: naming the file being imported would destroy it before it is read.
+  if (options.errors && !stdin && sameFile(options.file, options.errors)) throw new Error(`--errors ${options.errors} is the file being imported; name another file for the refused rows`)
   const type = await loadType(client, options.type)
   if (options.upsert && !type.unique_property_key) throw new Error(`asset type ${type.key} has no unique_key property: --upsert needs one to name each asset`)
   const method = options.upsert ? 'PUT' : 'POST'
