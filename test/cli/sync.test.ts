@@ -312,6 +312,16 @@ for (const store of STORES) {
       expect(ok.stdout).toBe('1 row read; 0 refused; 1 created\n')
     })
 
+    it('sends a chunk over the server\'s byte limit for a bulk body in halves, each its own request', async () => {
+      // 3,000 valid rows of 3 KB notes: 9 MB in one request, over the 8 MiB limit.
+      const rows = Array.from({ length: 3000 }, (_, i) => `big-note-${i},big-note-${i},${String(i % 10).repeat(3000)}`)
+      const csv = file('long-notes.csv', `name,hostname,notes\n${rows.join('\n')}\n`)
+      const run = await kbis(['import', csv, '--type', 'server'], env)
+      expect([run.code, run.stdout]).toEqual([0, '3000 rows read; 0 refused; 3000 created\n'])
+      expect(await count('big-note-%')).toBe(3000)
+      expect((await asset('server:hostname:big-note-2999')).properties.notes).toBe('9'.repeat(3000))
+    })
+
     it('refuses --errors naming the file being imported (it would empty it), and says so in one line when --errors cannot be written', async () => {
       const csv = file('self.csv', 'name,hostname,environment\nself-1,self-1,nope\n')
       const same = await kbis(['import', csv, '--type', 'server', '--errors', csv], env)

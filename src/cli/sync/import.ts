@@ -143,7 +143,7 @@ async function probeDryRun(client: ServerClient, method: string): Promise<boolea
  * that the report also lists what the server would refuse, those rows included (with the cells
  * that converted).
  */
-async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: number): Promise<{ refusals: Refusal[]; failed: boolean; results: ImportSummary['results']; note: string }> {
+async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Promise<{ refusals: Refusal[]; failed: boolean; results: ImportSummary['results']; note: string } | 'too large'> {
   const results = { created: 0, updated: 0, unchanged: 0 }
   const refusals: Refusal[] = rows.flatMap((r) => r.issues.map((i) => ({ line: r.line, ...i })))
   const items: Record<string, unknown>[] = []
@@ -169,6 +169,9 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: number): Pro
     // the import; a 403 that names items (the key's roles do not reach their access domain) is
     // about those rows only, reported like any refused row, and the next chunks go on.
     const errors = errorsOf(res.body)
+    // Rows of long texts: 10,000 of them may pass the server's byte limit for a bulk body (8 MiB
+    // by default) though each is valid; the caller sends the chunk again in halves.
+    if (res.status === 413 && rows.length > 1) return 'too large'
     if ([401, 403, 404, 405].includes(res.status) && !errors.some((e) => e.meta?.client_ref)) {
       throw new Error(`the server refused the import: ${errors[0]?.detail ?? `HTTP ${res.status}`}`)
     }
@@ -241,15 +244,25 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   const summary: ImportSummary = { rows: 0, refused: 0, failedChunks: 0, results: { created: 0, updated: 0, unchanged: 0 } }
   let chunk: FileRow[] = []
   let index = 0
-  const flush = async () => {
-    const sent = await sendChunk(ctx, chunk, index++)
-    summary.rows += chunk.length
+  // A chunk over the server's byte limit is sent as two, each atomic, and so on (`label`: its
+  // Idempotency-Key's part, 3, then 3a and 3b, …).
+  const send = async (rows: FileRow[], label: string): Promise<void> => {
+    const sent = await sendChunk(ctx, rows, label)
+    if (sent === 'too large') {
+      const half = Math.ceil(rows.length / 2)
+      await send(rows.slice(0, half), `${label}a`)
+      return send(rows.slice(half), `${label}b`)
+    }
+    summary.rows += rows.length
     summary.refused += new Set(sent.refusals.map((r) => r.line)).size
     if (sent.failed) summary.failedChunks++
     for (const k of ['created', 'updated', 'unchanged'] as const) summary.results[k] += sent.results[k]
     await report.add(sent.refusals.sort((a, b) => a.line - b.line))
     bar.update(read.bytes, summary.rows)
     bar.chunk(sent.note)
+  }
+  const flush = async () => {
+    await send(chunk, String(index++))
     chunk = []
   }
   try {
