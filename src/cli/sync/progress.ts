@@ -7,8 +7,14 @@ export interface Progress {
   stop(): void
 }
 
-/** `totalBytes`: the file's size, which drives the bar and its ETA; null when unknown (standard input). */
-export function createProgress(totalBytes: number | null, stream: NodeJS.WriteStream = process.stderr): Progress {
+const INTERRUPTED = 'kbis: interrupted: the chunks reported above are written; the one being sent when you pressed Ctrl-C may be too (an --upsert re-run of the file leaves them unchanged)'
+
+/**
+ * `totalBytes`: the file's size, which drives the bar and its ETA; null when unknown (standard
+ * input). On a terminal, Ctrl-C (SIGINT) gives the terminal back as it was (the bar hides the
+ * cursor and turns line wrapping off), says what may be written, and exits 130 (`exit`).
+ */
+export function createProgress(totalBytes: number | null, stream: NodeJS.WriteStream = process.stderr, exit: (code: number) => void = (code) => process.exit(code)): Progress {
   const started = Date.now()
   const rate = (items: number) => Math.round(items / Math.max(0.001, (Date.now() - started) / 1000))
   if (!stream.isTTY) {
@@ -27,6 +33,13 @@ export function createProgress(totalBytes: number | null, stream: NodeJS.WriteSt
   }, cliProgress.Presets.shades_classic)
   const total = Math.max(1, totalBytes ?? 1)
   bar.start(total, 0, { items: 0, speed: 0 })
+  const interrupted = (): void => {
+    bar.stop()
+    // cli-progress's stop shows the cursor again; wrapping too, and the next line starts below the bar.
+    stream.write(`\x1b[?25h\x1b[?7h\n${INTERRUPTED}\n`)
+    exit(130)
+  }
+  process.once('SIGINT', interrupted)
   return {
     update: (bytes, items) => bar.update(totalBytes === null ? 0 : Math.min(bytes, total), { items, speed: rate(items) }),
     // Above the bar: clear its line, print, and let the next update draw it again.
@@ -34,6 +47,9 @@ export function createProgress(totalBytes: number | null, stream: NodeJS.WriteSt
       stream.write(`\r\x1b[K${text}\n`)
       bar.render()
     },
-    stop: () => bar.stop(),
+    stop: () => {
+      process.removeListener('SIGINT', interrupted)
+      bar.stop()
+    },
   }
 }
