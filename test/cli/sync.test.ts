@@ -360,6 +360,11 @@ for (const store of STORES) {
       expect(await kbis(['import', csv, '--type', 'server'], {})).toEqual({ code: 1, stdout: '', stderr: 'kbis: no server: pass --url or set KBIS_URL (e.g. http://127.0.0.1:8080)\n' })
       expect((await kbis(['import', csv, '--type', 'server', '--url', env.KBIS_URL!], {})).stderr).toBe('kbis: no API key: pass --key or set KBIS_API_KEY\n')
       expect((await kbis(['import', csv, '--type', 'printer'], env)).stderr).toBe('kbis: unknown asset type printer\n')
+      // An export of an unknown type is no empty success, in either format.
+      for (const format of ['ndjson', 'csv']) {
+        expect(await kbis(['export', '--type', 'printer', '--format', format], env), format)
+          .toEqual({ code: 1, stdout: '', stderr: 'kbis: export failed: unknown asset type "printer"\n' })
+      }
       // A --url ending in /api/v1: the server's 404 is for the path, not for the type.
       expect(await kbis(['import', csv, '--type', 'server', '--url', `${env.KBIS_URL}/api/v1`], env)).toEqual({ code: 1, stdout: '',
         stderr: `kbis: cannot read asset type server: no route GET /api/v1/api/v1/metamodel/asset-types/server: is ${env.KBIS_URL}/api/v1 the kbis server's base URL (e.g. http://127.0.0.1:8080)?\n` })

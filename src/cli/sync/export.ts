@@ -25,6 +25,15 @@ const EXPORT_TYPES: Record<ExportOptions['format'], string> = { csv: 'text/csv',
 export async function runExport(client: ServerClient, options: ExportOptions): Promise<void> {
   const problem = options.output ? outputProblem('--output', options.output) : null
   if (problem) throw new Error(`export failed: ${problem}`)
+  // An NDJSON export filters by type, and a type no asset has, unknown included, is an empty answer:
+  // a misspelt --type in a nightly job would write an empty file and succeed. (The CSV export's
+  // columns come from the type: the server refuses an unknown one itself.)
+  if (options.format === 'ndjson') {
+    const known = await client.json('GET', `/api/v1/metamodel/asset-types/${encodeURIComponent(options.type)}`)
+    if (known.status === 404 && !(errorsOf(known.body)[0]?.detail ?? '').startsWith('no route ')) {
+      throw new Error(`export failed: unknown asset type ${JSON.stringify(options.type)}`)
+    }
+  }
   const query = new URLSearchParams({ format: options.format, 'filter[asset_type_key]': options.type })
   const res = await client.stream(`/api/v1/export/assets?${query.toString()}`)
   if (res.status !== 200 || !res.body) {
