@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:net'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { cliStore, freePort, runCli } from '../helpers/cli-server.js'
 import { openDb, type StoreKind } from '../../src/store/db.js'
@@ -60,6 +60,8 @@ for (const store of STORES) {
         const { env, drop } = await cliStore(store)
         try {
           const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info' })
+          // A failing assertion must not leave the server running over a store dropped under it.
+          onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
           // pino's line comes when the server listens, before the first start's key is made.
           await started.waitFor(/Server listening at/, 120_000)
           started.child.kill('SIGTERM')
