@@ -143,24 +143,25 @@ export function registerHttpLayer(app: FastifyInstance): void {
   // asset ran out of order on PostgreSQL); none runs once an answer before it closed the
   // connection (RFC 9112 §9.6: a malformed body's 400 closes it, and writes behind it ran with
   // no answer and no log line). Ordinary clients wait for each answer, and pay one check.
-  app.addHook('onRequest', async (request, reply) => {
+  // A callback hook: every request passes here, and nearly all find the answer before theirs sent.
+  app.addHook('onRequest', (request, reply, done) => {
     const socket = request.raw.socket as (Duplex & { [PREVIOUS_ANSWER]?: ServerResponse }) | null
-    if (!socket) return
+    if (!socket) return done()
     const previous = socket[PREVIOUS_ANSWER]
     socket[PREVIOUS_ANSWER] = reply.raw
-    if (previous === undefined) return
-    if (!previous.writableFinished && !previous.destroyed) {
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          previous.removeListener('finish', done)
-          previous.removeListener('close', done)
-          resolve()
-        }
-        previous.once('finish', done)
-        previous.once('close', done)
-      })
+    if (previous === undefined) return done()
+    const go = (): void => {
+      if (!previous.shouldKeepAlive || socket.destroyed || !socket.writable) reply.hijack()
+      done()
     }
-    if (!previous.shouldKeepAlive || socket.destroyed || !socket.writable) reply.hijack()
+    if (previous.writableFinished || previous.destroyed) return go()
+    const sent = (): void => {
+      previous.removeListener('finish', sent)
+      previous.removeListener('close', sent)
+      go()
+    }
+    previous.once('finish', sent)
+    previous.once('close', sent)
   })
   app.addHook('onRequest', async (request, reply) => {
     const version = request.raw.httpVersion
