@@ -83,12 +83,7 @@ export function registerOps(app: FastifyInstance, db: Db): void {
   app.addHook('onSend', async (_request, reply) => {
     if (lifecycle.draining) reply.header('Connection', 'close')
   })
-  app.addHook('onResponse', async (request, reply) => {
-    // A connection whose answer began before draining (an export streaming when SIGTERM came) is
-    // idle once it ends: closed now, not left open until the shutdown timeout runs out.
-    if (lifecycle.draining) setImmediate(() => app.server.closeIdleConnections())
-    return accountFor(request, reply, true)
-  })
+  app.addHook('onResponse', async (request, reply) => accountFor(request, reply, true))
   // Answers of the HTTP layer (431, a malformed request line, CONNECT, a slow client) have a line
   // too, with the id their answer carries. No request was read, so there is no route, caller or
   // duration: counted with a duration of 0.
