@@ -185,6 +185,15 @@ async function registerResponseHandling(app: FastifyInstance, config: Config): P
     // JSON, text, CSV, NDJSON (the export stream, compressed as it goes) and YAML.
     customTypes: /^text\/(?!event-stream)|[+/]json(?:;|$)|\/x-ndjson(?:;|$)|\/yaml(?:;|$)/,
   })
+  // A HEAD answer carries the headers GET's would (RFC 9110 §9.3.2: Content-Encoding, Vary, no
+  // uncompressed Content-Length): the HEAD route Fastify adds drops the body before the compression
+  // hook, pushed after it, would see it, so that step is moved last.
+  app.addHook('onRoute', (route) => {
+    if (route.method !== 'HEAD' || !Array.isArray(route.onSend)) return
+    const handlers = route.onSend as Array<(...args: never[]) => unknown>
+    const dropBody = handlers.findIndex((fn) => fn.name === 'headRouteOnSendHandler')
+    if (dropBody >= 0) handlers.push(...handlers.splice(dropBody, 1))
+  })
 }
 
 /** The OpenAPI document the routes' own schemas make (CONTRACT §11). */

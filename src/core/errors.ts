@@ -40,6 +40,7 @@ export const Errors = {
   // Answered by the HTTP layer before any route runs (src/core/http-layer.ts).
   REQUEST_TIMEOUT: def(408, 'request_timeout', 'The request did not arrive in time'),
   HEADERS_TOO_LARGE: def(431, 'headers_too_large', 'The request headers are too large'),
+  NOT_IMPLEMENTED: def(501, 'not_implemented', 'The server does not support what the request needs'),
 } as const
 
 export type ErrorKey = keyof typeof Errors

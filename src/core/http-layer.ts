@@ -28,6 +28,7 @@ export function rawErrorResponse(def: ErrorDef, detail: string, requestId: strin
     `HTTP/1.1 ${def.status} ${STATUS_CODES[def.status] ?? 'Error'}`,
     `Date: ${new Date().toUTCString()}`,
     'Content-Type: application/json; charset=utf-8',
+    'Cache-Control: no-store',
     `Content-Length: ${Buffer.byteLength(json)}`,
     `X-Request-Id: ${requestId}`,
     'Connection: close',
@@ -163,17 +164,49 @@ export function registerHttpLayer(app: FastifyInstance): void {
     previous.once('finish', sent)
     previous.once('close', sent)
   })
+  // Node keeps at most 2,000 header lines by default, and lets through header blocks past its
+  // 16 KiB limit when they come as many short lines: every line is kept, and the block measured here.
+  app.server.maxHeadersCount = 0
   app.addHook('onRequest', async (request, reply) => {
-    const version = request.raw.httpVersion
-    if (version !== '1.0' && version !== '1.1') {
-      reply.header('Connection', 'close')
-      throw new AppError(Errors.INVALID_REQUEST, 'the request line is malformed: the HTTP version must be HTTP/1.0 or HTTP/1.1')
-    }
-    if (version === '1.1' && request.headers.host === undefined) {
-      reply.header('Connection', 'close')
-      throw new AppError(Errors.INVALID_REQUEST, 'an HTTP/1.1 request must carry a Host header')
-    }
+    const problem = requestLineProblem(request.raw)
+    if (problem === null) return
+    reply.header('Connection', 'close')
+    throw new AppError(problem[0], problem[1])
   })
+}
+
+/** The largest request line and header block accepted (Node's own `maxHeaderSize` default). */
+export const MAX_HEADER_BYTES = 16 * 1024
+
+/** A Host value: uri-host [ ":" port ] (RFC 9112 §3.2, RFC 3986 §3.2.2); empty is allowed. */
+const HOST_VALUE = /^(?:\[(?:[0-9A-Fa-f:.]+|v[0-9A-Fa-f]+\.[\w\-.~!$&'()*+,;=:]+)\]|[\w\-.~!$&'()*+,;=%]*)(?::[0-9]*)?$/
+
+/**
+ * What makes a request that Node's parser let through one HTTP/1.1 refuses, with the error and
+ * its detail: an HTTP version other than 1.0 and 1.1; a header block over {@link MAX_HEADER_BYTES};
+ * an HTTP/1.1 request without exactly one valid Host (RFC 9112 §3.2: 400); a transfer coding other
+ * than chunked (RFC 9112 §6.1: 501 — Node reads `gzip, chunked` as chunked, the body still gzipped).
+ */
+function requestLineProblem(raw: IncomingMessage): [ErrorDef, string] | null {
+  const version = raw.httpVersion
+  if (version !== '1.0' && version !== '1.1') return [Errors.INVALID_REQUEST, 'the request line is malformed: the HTTP version must be HTTP/1.0 or HTTP/1.1']
+  const lines = raw.rawHeaders
+  let bytes = (raw.method?.length ?? 0) + (raw.url?.length ?? 0) + 12
+  let hosts = 0
+  for (let i = 0; i < lines.length; i += 2) {
+    const name = lines[i] as string
+    bytes += name.length + (lines[i + 1] as string).length + 4
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts++
+  }
+  if (bytes > MAX_HEADER_BYTES) return [Errors.HEADERS_TOO_LARGE, 'the request line and headers are larger than the server accepts (16 KiB)']
+  if (version === '1.1' && hosts === 0) return [Errors.INVALID_REQUEST, 'an HTTP/1.1 request must carry a Host header']
+  if (hosts > 1) return [Errors.INVALID_REQUEST, 'a request must carry one Host header, not several']
+  if (hosts === 1 && !HOST_VALUE.test(raw.headers.host as string)) return [Errors.INVALID_REQUEST, 'the Host header is not a valid host[:port]']
+  const coding = raw.headers['transfer-encoding']
+  if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked') {
+    return [Errors.NOT_IMPLEMENTED, 'the only transfer coding the server reads is chunked (send the body without gzip, deflate or other codings)']
+  }
+  return null
 }
 
 /**

@@ -71,6 +71,9 @@ export function registerOps(app: FastifyInstance, db: Db): void {
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id)
+    // Answers hold an organization's data, and some secrets (new API keys, webhook secrets): no
+    // browser or proxy cache keeps them (the console's static files say otherwise, console/plugin.ts).
+    reply.header('Cache-Control', 'no-store')
     // An answer that finished has its line from onResponse; one that did not gets it here, after
     // any onResponse of the same moment (an injected response never reads as finished).
     reply.raw.once('close', () => {

@@ -121,6 +121,64 @@ for (const store of STORES) {
       expect(res.headers.connection).toBe('close')
     })
 
+    it('measures a header block of many short lines whole: 431 past 16 KiB, every line kept below it', async () => {
+      const lines = (n: number) => Array.from({ length: n }, (_, i) => `x${i % 100}: y\r\n`).join('')
+      // 3,000 lines of 8 bytes (24 KB): Node's parser lets it through and keeps only 2,000 lines.
+      const many = await rawExchange(port, `GET /healthz HTTP/1.1\r\nHost: x\r\n${lines(3_000)}\r\n`)
+      expect(many.status).toBe(431)
+      envelope(many, 'headers_too_large')
+      expect(many.headers.connection).toBe('close')
+      // 2,100 lines of 8 bytes under the limit: served, the Authorization after them still read.
+      const under = await rawExchange(port, `GET /api/v1/assets?page[size]=1 HTTP/1.1\r\nHost: x\r\n${lines(1_900)}Authorization: Bearer ${t.adminKey}\r\nConnection: close\r\n\r\n`)
+      expect(under.status).toBe(200)
+      expect(under.body.meta.page.size).toBe(1)
+    })
+
+    it('refuses two Host headers or an invalid one (400), and a transfer coding other than chunked (501), in the envelope', async () => {
+      for (const hosts of ['Host: a\r\nHost: b\r\n', 'Host: a b\r\n', 'Host: a/b\r\n', 'Host: a:8x\r\n']) {
+        const res = await rawExchange(port, `GET /healthz HTTP/1.1\r\n${hosts}\r\n`)
+        expect(res.status, hosts).toBe(400)
+        envelope(res, 'invalid_request')
+        expect(res.headers.connection).toBe('close')
+        expect(res.body.errors[0].detail).toMatch(/^(a request must carry one Host header, not several|the Host header is not a valid host\[:port\])$/)
+      }
+      for (const host of ['', 'example.com:8080', '[::1]:80', '127.0.0.1', 'xn--bcher-kva.example']) {
+        expect((await rawExchange(port, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`)).status, host).toBe(200)
+      }
+      const body = '{"asset_type_key":"server","name":"gz","properties":{"hostname":"gz"}}'
+      const chunk = `${Buffer.byteLength(body).toString(16)}\r\n${body}\r\n0\r\n\r\n`
+      const gz = await rawExchange(port, `POST /api/v1/assets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n${chunk}`)
+      expect(gz.status).toBe(501)
+      envelope(gz, 'not_implemented')
+      expect(gz.headers.connection).toBe('close')
+      expect((await t.request('GET', '/api/v1/assets/server:hostname:gz')).status).toBe(404)
+      const plain = await rawExchange(port, `POST /api/v1/assets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunk}`)
+      expect(plain.status).toBe(201)
+    })
+
+    it('tells caches not to keep API answers, and answers HEAD with the headers GET has (compressed)', async () => {
+      const auth = { authorization: `Bearer ${t.adminKey}` }
+      for (const path of ['/api/v1/assets?page[size]=1', '/api/v1/nope', '/healthz']) {
+        const res = await fetch(`http://127.0.0.1:${port}${path}`, { headers: auth })
+        expect(res.headers.get('cache-control'), path).toBe('no-store')
+      }
+      expect((await rawExchange(port, 'GARBAGE\r\n\r\n')).headers['cache-control']).toBe('no-store')
+      const head = (method: string) => new Promise<Record<string, unknown>>((resolve, reject) => {
+        const r = httpRequest({ host: '127.0.0.1', port, method, path: '/api/v1/openapi/base.json', headers: { 'accept-encoding': 'gzip' } }, (res) => {
+          res.resume()
+          res.on('end', () => resolve(res.headers))
+        })
+        r.on('error', reject)
+        r.end()
+      })
+      const [get, headers] = [await head('GET'), await head('HEAD')]
+      expect(get['content-encoding']).toBe('gzip')
+      expect(headers['content-encoding']).toBe('gzip')
+      expect(headers.vary).toBe(get.vary)
+      expect(headers['content-length']).toBe(get['content-length'])
+      expect(headers['content-type']).toBe(get['content-type'])
+    })
+
     it('answers a malformed request line with 400 invalid_request in the envelope', async () => {
       for (const line of ['GARBAGE\r\n\r\n', 'GET /api/v1/assets HTTP/9.9\r\nHost: x\r\n\r\n', 'G@T / HTTP/1.1\r\nHost: x\r\n\r\n', 'GET /a b c HTTP/1.1\r\nHost: x\r\n\r\n']) {
         const res = await rawExchange(port, line)
