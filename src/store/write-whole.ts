@@ -1,4 +1,4 @@
-import { rename, rm } from 'node:fs/promises'
+import { readdir, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 
 /**
@@ -12,6 +12,7 @@ import path from 'node:path'
  */
 export async function writeWhole<T>(file: string, write: (partial: string) => Promise<T>): Promise<T> {
   const partial = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.partial`)
+  await removeOrphans(file)
   try {
     const result = await write(partial)
     await rename(partial, file)
@@ -20,6 +21,31 @@ export async function writeWhole<T>(file: string, write: (partial: string) => Pr
     throw isTargetError(err, partial) ? new FileWriteError(file, err as Error) : err
   } finally {
     await rm(partial, { force: true })
+  }
+}
+
+/**
+ * Removes the temporary files of earlier attempts at `file` whose process is gone (killed before
+ * it could remove its own, `kill -9` during a backup): one whose process still runs is writing.
+ */
+async function removeOrphans(file: string): Promise<void> {
+  const prefix = `.${path.basename(file)}.`
+  const names = await readdir(path.dirname(file)).catch(() => [] as string[])
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !name.endsWith('.partial')) continue
+    const pid = Number(name.slice(prefix.length, -'.partial'.length))
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || running(pid)) continue
+    await rm(path.join(path.dirname(file), name), { force: true }).catch(() => undefined)
+  }
+}
+
+/** Whether a process with this id exists (EPERM: it does, another user's). */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
 
