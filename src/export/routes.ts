@@ -19,6 +19,8 @@ export async function exportRoutes(app: FastifyInstance): Promise<void> {
     // Whether the compression hook will compress the stream (app.ts: gzip, br, deflate; a q of 0 refuses one).
     const compressed = /\b(?:gzip|br|deflate)\b(?!\s*;\s*q=0(?:\.0+)?\b)/i.test(String(request.headers['accept-encoding'] ?? ''))
     const plan = planExport(await app.requestContext(request), query, format, { compressed })
-    return reply.type(CONTENT_TYPES[format]).send(Readable.from(plan.chunks(), { objectMode: false, highWaterMark: 1 }))
+    // HEAD: GET's headers, without running the export only to throw it away.
+    const chunks = request.method === 'HEAD' ? [] : plan.chunks()
+    return reply.type(CONTENT_TYPES[format]).send(Readable.from(chunks, { objectMode: false, highWaterMark: 1 }))
   })
 }

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Db } from '../store/db.js'
 import { AppError, Errors } from '../core/errors.js'
@@ -57,6 +58,23 @@ function rejectWhileDraining(request: FastifyRequest, reply: FastifyReply): Fast
 }
 
 /**
+ * While draining, a keep-alive connection whose answer began before (an export streaming when
+ * SIGTERM came) would stay open and idle until the shutdown timeout: the server's close ends only
+ * the connections idle at that moment. Once the answer is sent whole and detached from its
+ * connection, the connection is ended (after what it still has to send) and destroyed a second
+ * later if the client keeps it open. (Not `closeIdleConnections()`: it also destroys connections
+ * whose answer has ended but is still being written, cutting off their last bytes.)
+ */
+function closeOnceIdle(socket: Socket | null): void {
+  if (socket === null) return
+  setImmediate(() => {
+    if (socket.destroyed || (socket as Socket & { _httpMessage?: unknown })._httpMessage) return
+    socket.end()
+    setTimeout(() => socket.destroy(), 1_000).unref()
+  })
+}
+
+/**
  * Operations (CONTRACT §17) for the whole app: the request id on every response, the draining
  * 503, request metrics and the request log line, /healthz and /readyz, shutdown callbacks.
  */
@@ -86,7 +104,10 @@ export function registerOps(app: FastifyInstance, db: Db): void {
   app.addHook('onSend', async (_request, reply) => {
     if (lifecycle.draining) reply.header('Connection', 'close')
   })
-  app.addHook('onResponse', async (request, reply) => accountFor(request, reply, true))
+  app.addHook('onResponse', async (request, reply) => {
+    if (lifecycle.draining) closeOnceIdle(request.raw.socket)
+    return accountFor(request, reply, true)
+  })
   // Answers of the HTTP layer (431, a malformed request line, CONNECT, a slow client) have a line
   // too, with the id their answer carries. No request was read, so there is no route, caller or
   // duration: counted with a duration of 0.

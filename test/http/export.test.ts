@@ -44,6 +44,20 @@ for (const store of STORES) {
       expect((await exportRaw('')).body).toBe(res.body) // NDJSON is the default
     })
 
+    it('answers HEAD with the headers of GET (compressed too) and no body, and refuses what GET refuses', async () => {
+      const headers = { authorization: `Bearer ${t.adminKey}`, 'accept-encoding': 'gzip' }
+      for (const query of ['format=ndjson', 'format=csv&filter[asset_type_key]=server']) {
+        const get = await t.app.inject({ method: 'GET', url: `/api/v1/export/assets?${query}`, headers })
+        const head = await t.app.inject({ method: 'HEAD', url: `/api/v1/export/assets?${query}`, headers })
+        expect(head.statusCode).toBe(200)
+        expect(head.body).toBe('')
+        expect(gunzipSync(get.rawPayload).toString().length).toBeGreaterThan(100)
+        for (const name of ['content-type', 'content-encoding', 'vary', 'content-length']) expect(head.headers[name], `${query} ${name}`).toEqual(get.headers[name])
+      }
+      const bad = await t.app.inject({ method: 'HEAD', url: '/api/v1/export/assets?filter[properties.cpu_count]=eight', headers })
+      expect(bad.statusCode).toBe(400)
+    })
+
     it('applies the list filters of GET /assets and refuses bad ones as the list does', async () => {
       const prod = await exportRaw('filter[asset_type_key]=server&filter[properties.environment]=prod')
       expect(prod.body.trim().split('\n').map((l) => JSON.parse(l).name).sort()).toEqual(['db, "main"\nprimary', 'web-01'])

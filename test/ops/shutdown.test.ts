@@ -69,6 +69,38 @@ for (const kind of STORES) {
       await expect(fetch(`${url}/healthz`)).rejects.toThrow()
       expect(await countAssets()).toBe(ITEMS)
     })
+
+    it('closes a keep-alive connection whose streaming answer ends while it drains, and exits without waiting for the timeout', async () => {
+      const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'export', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
+      const server = runCli(['serve', '--port', '0'], { ...env, KBIS_SHUTDOWN_TIMEOUT: '30', LOG_LEVEL: 'info' })
+      onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
+      const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
+      // An export larger than the sockets' buffers: its answer is still being written when the signal comes.
+      for (let chunk = 0; chunk < 2; chunk++) {
+        const items = Array.from({ length: 10_000 }, (_, i) => ({ asset_type_key: 'server', name: `big-${chunk}-${i}-${'x'.repeat(150)}`, properties: { hostname: `big-${chunk}-${i}.acme.test`, environment: 'prod' } }))
+        const res = await fetch(`${url}/api/v1/bulk/assets`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(items) })
+        expect(res.status).toBe(201)
+      }
+      const agent = new http.Agent({ keepAlive: true })
+      onTestFinished(() => agent.destroy())
+      // The export's headers are out (a keep-alive answer) when the signal comes; its reader is paused meanwhile.
+      const lines = await new Promise<number>((resolve, reject) => {
+        http.get(`${url}/api/v1/export/assets?format=ndjson`, { agent, headers: { authorization: `Bearer ${key}` } }, (res) => {
+          res.pause()
+          let text = ''
+          res.on('data', (d: Buffer) => (text += d.toString()))
+          res.on('end', () => resolve(text.split('\n').filter(Boolean).length))
+          setTimeout(() => {
+            server.child.kill('SIGTERM')
+            setTimeout(() => res.resume(), 1000)
+          }, 500)
+        }).on('error', reject)
+      })
+      const signalled = Date.now()
+      expect(lines).toBe(ITEMS + 20_000)
+      expect(await server.exited).toBe(0)
+      expect(Date.now() - signalled, server.lines.join('\n')).toBeLessThan(15_000)
+    })
   })
 }
 
