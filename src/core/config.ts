@@ -258,13 +258,13 @@ function corsOriginsFrom(raw: string | undefined): string[] {
 
 export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = [5, 300, 1800, 7200, 18000, 36000, 36000]
 
-/** `5,300,1800`: seconds before each retry. Empty = no retry. */
+/** `5,300,1800`: whole seconds before each retry, in plain decimal digits (blanks around the commas allowed). Empty = no retry. */
 function scheduleFrom(raw: string | undefined): number[] {
   if (raw === undefined) return DEFAULT_WEBHOOK_RETRY_SCHEDULE
   if (raw.trim() === '') return []
   return raw.split(',').map((part) => {
-    const value = Number(part.trim())
-    if (part.trim() === '' || !Number.isFinite(value) || value < 0 || value > 7 * 86400) {
+    const value = decimalInteger(part.trim())
+    if (value === null || value > 7 * 86400) {
       throw new ConfigError(`KBIS_WEBHOOK_RETRY_SCHEDULE: a comma-separated list of seconds (0 to 604800), got "${raw}"`)
     }
     return value

@@ -75,5 +75,10 @@ describe('REDIS_URL, KBIS_NATS_STREAM and integer settings', () => {
       expect(() => loadConfig({ KBIS_METRICS_PORT: bad }), bad).toThrow(new ConfigError(`KBIS_METRICS_PORT: must be an integer from 0 to 65535, got "${bad}"`))
     }
     expect(() => loadConfig({ KBIS_POOL_SIZE: '1e1' })).toThrow(new ConfigError('KBIS_POOL_SIZE: must be an integer from 1 to 1000, got "1e1"'))
+    for (const bad of ['0x14', '1e3', '5.5', '+5', '5,,10', '-1', '604801', 'abc']) {
+      expect(() => loadConfig({ KBIS_WEBHOOK_RETRY_SCHEDULE: bad }), bad).toThrow(new ConfigError(`KBIS_WEBHOOK_RETRY_SCHEDULE: a comma-separated list of seconds (0 to 604800), got "${bad}"`))
+    }
+    expect(loadConfig({ KBIS_WEBHOOK_RETRY_SCHEDULE: '0, 20 ,604800' }).webhookRetrySchedule).toEqual([0, 20, 604800])
+    expect(loadConfig({ KBIS_WEBHOOK_RETRY_SCHEDULE: ' ' }).webhookRetrySchedule).toEqual([])
   })
 })
