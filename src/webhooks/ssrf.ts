@@ -24,8 +24,13 @@ export function refusedRange(address: string): string | null {
     return 'invalid'
   }
   const range = parsed.range()
-  return range === 'unicast' ? null : range
+  if (range !== 'unicast') return range
+  // IPv6 unicast outside 2000::/3 is unassigned or reserved (`::7f00:1`, the deprecated
+  // IPv4-compatible form of 127.0.0.1; fe00::/9): only global unicast passes.
+  return parsed.kind() === 'ipv6' && !parsed.match(GLOBAL_UNICAST_V6) ? 'reserved' : null
 }
+
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3')
 
 export class RefusedAddressError extends Error {
   readonly code = 'EWEBHOOKADDRESS'

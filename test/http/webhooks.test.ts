@@ -118,6 +118,8 @@ for (const store of STORES) {
         ['http://127.0.0.1:8080/hook', 'loopback'], ['http://10.1.2.3/hook', 'private'], ['http://192.168.0.10/hook', 'private'],
         ['http://169.254.169.254/latest/meta-data', 'linkLocal'], ['http://[::1]/hook', 'loopback'], ['http://[fd00::1]/hook', 'uniqueLocal'],
         ['http://[::ffff:127.0.0.1]/hook', 'loopback'], ['http://0.0.0.0/hook', 'unspecified'], ['http://2130706433/hook', 'loopback'],
+        // IPv4-compatible (deprecated) and other IPv6 outside global unicast 2000::/3.
+        ['http://[::127.0.0.1]/hook', 'reserved'], ['http://[::8.8.8.8]/hook', 'reserved'], ['http://[fe00::1]/hook', 'reserved'],
       ] as const) {
         const res = await strictRequest('POST', '/api/v1/webhooks', { url, event_types: ['*'] })
         expect({ url, status: res.status, body: res.body }).toEqual({
