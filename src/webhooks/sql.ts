@@ -273,15 +273,29 @@ export interface ClaimedDelivery {
  * senders never claim one row), and in the same statement (its own transaction) their
  * `next_attempt_at` moves to the end of the lease and `lease_token` names this claim. The HTTP
  * requests then run outside any transaction.
+ *
+ * Webhooks take turns: every webhook's oldest due delivery comes first, then every webhook's
+ * second, and so on (each webhook's own in due order). One webhook with thousands due — a receiver
+ * that hangs until the timeout — takes the whole room only while no other webhook has one due;
+ * another's delivery waits at most for one slot to come free, not for the backlog before it.
  */
 export async function claimDeliveries(q: Queryable, limit: number, leaseSeconds: number, leaseToken: string): Promise<ClaimedDelivery[]> {
   const result = await q.query<ClaimedDelivery>(
-    `${BACKGROUND_SQL}WITH due AS (
-       SELECT org_id, id FROM webhook_deliveries
-       WHERE status = 'pending' AND next_attempt_at <= now()
-       ORDER BY next_attempt_at
+    `${BACKGROUND_SQL}WITH locked AS (
+       SELECT x.org_id, x.id, x.webhook_id, x.next_attempt_at FROM webhooks w
+       CROSS JOIN LATERAL (
+         SELECT d.org_id, d.id, d.webhook_id, d.next_attempt_at FROM webhook_deliveries d
+         WHERE d.org_id = w.org_id AND d.webhook_id = w.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+         ORDER BY d.next_attempt_at
+         LIMIT $1
+         FOR UPDATE SKIP LOCKED
+       ) x
+     ), due AS (
+       SELECT org_id, id FROM (
+         SELECT org_id, id, next_attempt_at, row_number() OVER (PARTITION BY org_id, webhook_id ORDER BY next_attempt_at) AS turn FROM locked
+       ) turns
+       ORDER BY turn, next_attempt_at
        LIMIT $1
-       FOR UPDATE SKIP LOCKED
      ), claimed AS (
        UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $2), lease_token = $3
        FROM due WHERE d.org_id = due.org_id AND d.id = due.id

@@ -320,6 +320,41 @@ for (const store of STORES) {
         if (other.db !== t.store.db) await other.db.close()
       }
     }, 120_000)
+
+    it('lets webhooks take turns: one whose receiver hangs does not keep another\'s delivery behind its backlog', async () => {
+      const sender = await secondApp(t.store, { webhookAllowPrivate: true, webhookPollMs: 50, webhookRetrySchedule: [], webhookTimeoutMs: 1000, webhookConcurrency: 4 })
+      await t.app.webhooks.stop()
+      let hog: { id: string } | null = null
+      try {
+        await t.store.db.query('UPDATE webhooks SET enabled = false WHERE org_id = $1', [t.orgId])
+        hog = await create({ url: `${receiver.url}?hog`, event_types: ['relationship.created'] })
+        await create({ url: `${receiver.url}?fair`, event_types: ['relationship.deleted'] })
+        // The hog's receiver never answers: each of its deliveries holds a slot for the whole 1 s timeout.
+        receiver.respond = (r, res) => {
+          if (r.url.endsWith('?hog')) return
+          res.statusCode = 204
+          res.end()
+        }
+        const backlog = Array.from({ length: 40 }, (_, i) => cloudEvent('relationship.created', 1000 + i, `relationships/${newId()}`))
+        await t.store.db.transaction((tx) => enqueueDeliveries(tx, backlog.map((event) => ({ orgId: t.orgId, event }))))
+        await sender.app.webhooks.notify()
+        await eventually(async () => (receiver.received.filter((r) => r.url.endsWith('?hog')).length >= 4 ? true : null), 10_000)
+        // Every slot is busy with the hog; 36 of its deliveries are due before this one.
+        const queued = Date.now()
+        await t.store.db.transaction((tx) => enqueueDeliveries(tx, [{ orgId: t.orgId, event: cloudEvent('relationship.deleted', 2000, `relationships/${newId()}`) }]))
+        await sender.app.webhooks.notify()
+        const fair = await eventually(async () => receiver.received.find((r) => r.url.endsWith('?fair') && r.at >= queued) ?? null, 30_000)
+        // One timeout for a slot to come free (and a poll), not the ten the backlog before it takes.
+        expect(fair.at - queued).toBeLessThan(4_000)
+        expect(receiver.received.filter((r) => r.url.endsWith('?hog') && r.at <= fair.at).length).toBeLessThan(16)
+      } finally {
+        receiver.respond = (_r, res) => { res.statusCode = 204; res.end() }
+        await sender.app.close()
+        if (sender.db !== t.store.db) await sender.db.close()
+        if (hog) await t.store.db.query('DELETE FROM webhook_deliveries WHERE webhook_id = $1', [hog.id])
+        await t.app.webhooks.start()
+      }
+    }, 60_000)
   })
 }
 
