@@ -99,7 +99,10 @@ export function bodyIssues(errors: AjvError[]): (Issue & { def: ErrorDef })[] {
           ? `${e.instancePath}/${escapePointer(String(e.params.additionalProperty))}`
           : e.keyword === 'required'
             ? `${e.instancePath}/${escapePointer(String(e.params.missingProperty))}`
-            : e.instancePath
+            // The repeated item, not the list: Ajv names the later of two equal items `j`.
+            : e.keyword === 'uniqueItems' && typeof e.params.j === 'number'
+              ? `${e.instancePath}/${e.params.j}`
+              : e.instancePath
       const where = e.instancePath.replace(/^\//, '').replaceAll('/', '.')
       // A body that is not an object at all (an array, null, a string) is malformed, as an
       // unknown member is (docs/errors.md); its pointer is the document's, "" (RFC 6901).

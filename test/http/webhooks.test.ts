@@ -98,6 +98,9 @@ for (const store of STORES) {
         invalid(/^unknown event type or pattern "webhook.test"/, '/event_types/3'),
       ])
       expect((await create({ url: 'https://hooks.example.com/p', event_types: [] })).status).toBe(422)
+      const repeated = await create({ url: 'https://hooks.example.com/p', event_types: ['asset.created', '*', 'asset.created'] })
+      expect(repeated.status).toBe(422)
+      expect(repeated.body.errors).toEqual([invalid(/duplicate/, '/event_types/2')])
       expect((await create({ url: 'https://hooks.example.com/p' })).status).toBe(422)
       expect((await create({ url: 'https://hooks.example.com/p', event_types: ['*'], secret: 'mine' })).status).toBe(400)
     })
