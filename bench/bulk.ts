@@ -108,11 +108,11 @@ export async function run(ctx: BenchContext): Promise<Row[]> {
     const idle = ctx.service.peakRssMb()
     ctx.service.resetPeakRss()
     const created = await bulkCreate(client, sql, orgId)
-    ctx.log(`  service peak RSS: ${idle.toFixed(0)} MB after start, ${ctx.service.peakRssMb().toFixed(0)} MB after the creates`)
+    ctx.log(`  service peak RSS: ${idle.toFixed(0)} MiB after start, ${ctx.service.peakRssMb().toFixed(0)} MiB after the creates`)
     ctx.log(`  bulk create runs (ms) ours ${created.pair.ours.map((m) => m.toFixed(0)).join(', ')} | raw ${created.pair.raw.map((m) => m.toFixed(0)).join(', ')}`)
     const updated = await bulkUpdate(client, sql, orgId, created)
     ctx.log(`  bulk update runs (ms) ours ${updated.ours.map((m) => m.toFixed(0)).join(', ')} | raw ${updated.raw.map((m) => m.toFixed(0)).join(', ')}`)
-    ctx.log(`  service peak RSS: ${ctx.service.peakRssMb().toFixed(0)} MB after the updates`)
+    ctx.log(`  service peak RSS: ${ctx.service.peakRssMb().toFixed(0)} MiB after the updates`)
     const related = await bulkRelationships(client, sql, orgId, created)
     ctx.log(`  bulk relationships runs (ms) ours ${related.ours.map((m) => m.toFixed(0)).join(', ')} | raw ${related.raw.map((m) => m.toFixed(0)).join(', ')}`)
     const rss = ctx.service.peakRssMb()
@@ -124,10 +124,10 @@ export async function run(ctx: BenchContext): Promise<Row[]> {
         'ours: lock, merge, validate and write 10,000 servers; raw: one UPDATE … SET properties = properties || v.p FROM (VALUES …) of other 10,000 servers.'),
       row(`POST /bulk/relationships, 10,000 (median of ${RUNS})`, related,
         'ours: items naming both ends by UUID; raw: one multi-row INSERT into relationships. New (source, target) pairs every run.'),
-      { metric: 'peak RSS of the service during the bulk runs', ours: rss, raw: null, unit: 'MB', target: { on: 'ours', op: '<', value: 300 },
-        note: `VmHWM of the service process (a child process of its own, running the built code, as kbis serve does), reset before the bulk runs; ${idle.toFixed(0)} MB after start.` },
+      { metric: 'peak RSS of the service during the bulk runs', ours: rss, raw: null, unit: 'MiB', target: { on: 'ours', op: '<', value: 300 },
+        note: `VmHWM of the service process (a child process of its own, running the built code, as kbis serve does), reset before the bulk runs; ${idle.toFixed(0)} MiB after start.` },
       { metric: `POST /bulk/assets, 10,000 servers, on PGlite (median of ${RUNS})`, ours: median(pglite.ms), raw: null, unit: 'ms',
-        note: `the same request against a service on embedded PGlite on a data directory (its peak RSS: ${pglite.rss.toFixed(0)} MB).` },
+        note: `the same request against a service on embedded PGlite on a data directory (its peak RSS: ${pglite.rss.toFixed(0)} MiB).` },
     ]
   } finally {
     sql.release()

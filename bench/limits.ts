@@ -185,7 +185,7 @@ async function bulks(ctx: BenchContext, t: Target): Promise<BulkFigures> {
   await rawRel(BULK_RUNS)
   const relationships = await alternate(BULK_RUNS, oursRel, rawRel)
   const ms = (xs: number[]) => xs.map((m) => m.toFixed(0)).join(', ')
-  ctx.log(`  ${t.store.label} bulk create ours ${ms(create.ours)} | INSERT ${ms(create.raw)} | COPY ${ms(copy)}; update ours ${ms(update.ours)} | raw ${ms(update.raw)}; relationships ours ${ms(relationships.ours)} | raw ${ms(relationships.raw)}; peak RSS ${rssMb.toFixed(0)} MB (${rssBeforeMb.toFixed(0)} MB when the bulks began: ${mapBefore}; after the request that peaked: ${peakMap})`)
+  ctx.log(`  ${t.store.label} bulk create ours ${ms(create.ours)} | INSERT ${ms(create.raw)} | COPY ${ms(copy)}; update ours ${ms(update.ours)} | raw ${ms(update.raw)}; relationships ours ${ms(relationships.ours)} | raw ${ms(relationships.raw)}; peak RSS ${rssMb.toFixed(0)} MiB (${rssBeforeMb.toFixed(0)} MiB when the bulks began: ${mapBefore}; after the request that peaked: ${peakMap})`)
   return { create: { ours: create.ours, insert: create.raw, copy }, update, relationships, rssMb, rssBeforeMb }
 }
 
@@ -200,8 +200,8 @@ function bulkRows(t: Target, f: BulkFigures): Row[] {
       target: { on: 'ratio', op: '<=', value: 2 }, note: 'PATCH /api/v1/bulk/assets (lock, merge, validate, write); limit: one UPDATE … SET properties = properties || v.p FROM (VALUES …) by primary key.' },
     { metric: pfx(t, `bulk relationships ${bulkSize} vs lean INSERT (${n})`), ours: median(f.relationships.ours), raw: median(f.relationships.raw), unit: 'ms',
       target: { on: 'ratio', op: '<=', value: 1.5 }, note: 'POST /api/v1/bulk/relationships (both ends by UUID); limit: one INSERT … VALUES into bench_lean_relationships (one unique index, no foreign key).' },
-    { metric: pfx(t, `peak RSS of the service during the ${bulkSize}-item bulks`), ours: f.rssMb, raw: null, unit: 'MB', target: { on: 'ours', op: '<', value: 300 },
-      note: `the largest VmHWM of the service process (its own child process, running the built code, as kbis serve does) over its own bulk creates, PATCHes and relationships (as many of each as the timed runs), reset before each, before any of the limit's statements: on PGlite those run in the same process, and the WebAssembly memory of a 10,000-row VALUES statement stays resident (≈ 67 MB more than the service's own bulks take). Its RSS when the first of them began: ${f.rssBeforeMb.toFixed(0)} MB.` },
+    { metric: pfx(t, `peak RSS of the service during the ${bulkSize}-item bulks`), ours: f.rssMb, raw: null, unit: 'MiB', target: { on: 'ours', op: '<', value: 300 },
+      note: `the largest VmHWM of the service process (its own child process, running the built code, as kbis serve does) over its own bulk creates, PATCHes and relationships (as many of each as the timed runs), reset before each, before any of the limit's statements: on PGlite those run in the same process, and the WebAssembly memory of a 10,000-row VALUES statement stays resident (≈ 67 MiB more than the service's own bulks take). Its RSS when the first of them began: ${f.rssBeforeMb.toFixed(0)} MiB.` },
   ]
 }
 

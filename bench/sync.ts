@@ -79,13 +79,13 @@ async function exportRows(ctx: BenchContext): Promise<Row[]> {
     if (res.code !== 0) throw new Error(`bench: psql COPY failed: ${res.stderr}`)
   })
   const perSecond = (ms: number) => Math.round(rows / (ms / 1000))
-  ctx.log(`  export: ${perSecond(ours.ms)} rows/s (raw COPY ${perSecond(raw.ms)} rows/s; gzip-compressed ${perSecond(gzip.ms)} rows/s), service peak RSS ${rss.toFixed(0)} MB`)
+  ctx.log(`  export: ${perSecond(ours.ms)} rows/s (raw COPY ${perSecond(raw.ms)} rows/s; gzip-compressed ${perSecond(gzip.ms)} rows/s), service peak RSS ${rss.toFixed(0)} MiB`)
   return [
     { metric: `GET /export/assets NDJSON, ${rows} servers`, ours: ours.ms / 1000, raw: raw.ms / 1000, unit: 's', target: { on: 'ratio', op: '<=', value: 2 },
       note: `${perSecond(ours.ms)} rows/s against ${perSecond(raw.ms)} rows/s for psql COPY … TO STDOUT of the same rows in id order (goal ≥ 0.5×, i.e. time ≤ 2×). Read uncompressed (Accept-Encoding: identity, as psql's COPY is) by node:http, counting lines.` },
     { metric: `GET /export/assets NDJSON gzip-compressed, ${rows} servers`, ours: gzip.ms / 1000, raw: raw.ms / 1000, unit: 's',
       note: `the same export with Accept-Encoding: gzip (what fetch and browsers ask for): ${perSecond(gzip.ms)} rows/s, the service compressing as it streams and the client inflating. No target: the raw side compresses nothing.` },
-    { metric: `peak RSS of the service during the export of ${rows} servers`, ours: rss, raw: null, unit: 'MB', target: { on: 'ours', op: '<', value: 300 } },
+    { metric: `peak RSS of the service during the export of ${rows} servers`, ours: rss, raw: null, unit: 'MiB', target: { on: 'ours', op: '<', value: 300 } },
   ]
 }
 

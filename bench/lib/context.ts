@@ -17,7 +17,7 @@ export interface Row {
   ours: number
   /** The same work done by raw SQL (or a bare route) in the same run; null when there is none. */
   raw: number | null
-  unit: 'ms' | 's' | 'req/s' | 'MB' | 'events/s'
+  unit: 'ms' | 's' | 'req/s' | 'MiB' | 'events/s'
   target?: Target
   note?: string
 }

@@ -41,10 +41,12 @@ export function readPrevious(file: string): Previous | null {
   }
 }
 
-const UNITS = ['ms', 's', 'req/s', 'MB', 'events/s'] as const
+const UNITS = ['ms', 's', 'req/s', 'MiB', 'events/s'] as const
 const value = (cell: string): { n: number; unit: Row['unit'] } | null => {
-  const m = /^([\d.]+) (ms|s|req\/s|MB|events\/s)$/.exec(cell.trim())
-  return m && UNITS.includes(m[2] as Row['unit']) ? { n: Number(m[1]), unit: m[2] as Row['unit'] } : null
+  const m = /^([\d.]+) (ms|s|req\/s|MiB|MB|events\/s)$/.exec(cell.trim())
+  // Peak RSS was labelled MB until 2026-11-29; it was always MiB (VmHWM / 1024).
+  const unit = m?.[2] === 'MB' ? 'MiB' : m?.[2]
+  return m && UNITS.includes(unit as Row['unit']) ? { n: Number(m[1]), unit: unit as Row['unit'] } : null
 }
 
 /** Rows of the first markdown table whose second cell is a figure (`585 ms`). */
@@ -81,7 +83,7 @@ function previousText(row: Row): string {
 
 const fmt = (value: number | null, unit: string): string => {
   if (value === null) return '—'
-  const digits = unit === 'MB' || value >= 100 ? 0 : value >= 10 ? 1 : 2
+  const digits = unit === 'MiB' || value >= 100 ? 0 : value >= 10 ? 1 : 2
   return `${value.toFixed(digits)} ${unit}`
 }
 

@@ -61,11 +61,11 @@ export interface Service {
   ready: Record<string, any>
   /** Resident set size now, in MB (Linux VmRSS). */
   rssMb(): number
-  /** Peak resident set size since start or the last reset, in MB (Linux VmHWM). */
+  /** Peak resident set size since start or the last reset, in MiB (Linux VmHWM, kB / 1024). */
   peakRssMb(): number
   /** Starts a new peak-RSS window (Linux clear_refs 5). */
   resetPeakRss(): void
-  /** Resident memory now by kind of mapping, in MB ({@link memoryMap}). */
+  /** Resident memory now by kind of mapping, in MiB ({@link memoryMap}). */
   memoryMap(): MemoryMap
   stop(): Promise<void>
 }
@@ -83,7 +83,7 @@ function statusField(pid: number, field: string): number {
   return line ? Number(line.replace(/\D+/g, '')) / 1024 : Number.NaN
 }
 
-/** Where a process's resident memory is, in MB, from /proc/<pid>/smaps (Linux). */
+/** Where a process's resident memory is, in MiB, from /proc/<pid>/smaps (Linux). */
 export interface MemoryMap {
   /** PGlite's WebAssembly memory: the one anonymous mapping of 128 MB or more (none on PostgreSQL). */
   wasm: number

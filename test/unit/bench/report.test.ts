@@ -32,7 +32,7 @@ describe('bench report: the previous run', () => {
       quick: false,
       rows: [
         { metric: 'POST /bulk/assets, 10,000 servers × 8 properties (median of 5)', ours: 585, raw: 522, unit: 'ms' },
-        { metric: 'peak RSS of the service during the bulk runs', ours: 205, raw: null, unit: 'MB' },
+        { metric: 'peak RSS of the service during the bulk runs', ours: 205, raw: null, unit: 'MiB' },
         { metric: 'GET /assets/{id}, throughput, 10 connections × 10 s', ours: 6557, raw: 5534, unit: 'req/s' },
       ],
     })
