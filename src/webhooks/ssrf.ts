@@ -82,12 +82,17 @@ export async function webhookUrlIssue(raw: string, allowPrivate: boolean): Promi
   const literal = literalAddressProblem(host)
   if (literal) return issue(literal)
   if (net.isIP(host) !== 0) return null
+  // `localhost` and names under it are loopback whatever a resolver says (RFC 6761 §6.3): refused
+  // without a lookup, which a busy resolver could make wait past its 3 s and so let through.
+  if (LOCALHOST_NAME.test(host)) return issue(refusal(host, '127.0.0.1', 'loopback'))
   for (const { address } of (await lookupAll(host, 3000)) ?? []) {
     const range = refusedRange(address)
     if (range) return issue(refusal(host, address, range))
   }
   return null
 }
+
+const LOCALHOST_NAME = /^(?:.+\.)?localhost\.?$/i
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void
 
