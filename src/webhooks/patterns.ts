@@ -11,10 +11,19 @@ export const EVENT_TYPE_PATTERNS: readonly string[] = ['*', ...FAMILIES.map((f) 
 
 /** Issues (pointer `/event_types/<i>`) for entries that are neither a known type nor a pattern. */
 export function eventTypeIssues(patterns: readonly string[]): Issue[] {
+  if (patterns.length === 0 || patterns.length > WEBHOOK_LIMITS.eventTypes) {
+    return [{ detail: `event_types must list 1 to ${WEBHOOK_LIMITS.eventTypes} event types or patterns`, pointer: '/event_types' }]
+  }
   return patterns.flatMap((pattern, i) => EVENT_TYPE_PATTERNS.includes(pattern)
-    ? []
+    ? patterns.indexOf(pattern) < i ? [{ detail: `event_types lists "${pattern}" twice`, pointer: `/event_types/${i}` }] : []
     : [{ detail: `unknown event type or pattern "${pattern}"; use one of ${EVENT_TYPE_PATTERNS.join(', ')}`, pointer: `/event_types/${i}` }])
 }
+
+/**
+ * The sizes of a webhook's fields: the API's schemas (schemas.ts) and the service's own checks
+ * (service.ts, for every caller: the console's forms have no schema) read them from here.
+ */
+export const WEBHOOK_LIMITS = { url: 2048, description: 2000, eventTypes: 50 } as const
 
 /**
  * Whether a webhook's patterns select an event type. The same rule in SQL lives in sql.ts

@@ -1,21 +1,21 @@
 import { commonErrorResponses, errorEnvelopeSchema, listEnvelope, recordEnvelope } from '../core/schemas.js'
 import { pageQuerySchema } from '../core/pagination.js'
-import { EVENT_TYPE_PATTERNS } from './patterns.js'
+import { EVENT_TYPE_PATTERNS, WEBHOOK_LIMITS } from './patterns.js'
 
 const timestamp = { type: 'string', format: 'date-time', examples: ['2026-01-31T09:15:00Z'] } as const
 const nullableTimestamp = { type: ['string', 'null'], format: 'date-time' } as const
 
 const urlField = {
-  type: 'string', minLength: 1, maxLength: 2048,
+  type: 'string', minLength: 1, maxLength: WEBHOOK_LIMITS.url,
   description: 'http or https. Loopback, private, link-local and unique-local addresses (literal, or what the host name resolves to) are refused unless the server runs with KBIS_WEBHOOK_ALLOW_PRIVATE=true.',
   examples: ['https://hooks.example.com/kbis'],
 } as const
 const eventTypesField = {
-  type: 'array', minItems: 1, maxItems: 50, uniqueItems: true,
+  type: 'array', minItems: 1, maxItems: WEBHOOK_LIMITS.eventTypes, uniqueItems: true,
   items: { type: 'string', examples: EVENT_TYPE_PATTERNS },
   description: `Event types or patterns: ${EVENT_TYPE_PATTERNS.join(', ')}.`,
 } as const
-const descriptionField = { type: ['string', 'null'], maxLength: 2000 } as const
+const descriptionField = { type: ['string', 'null'], maxLength: WEBHOOK_LIMITS.description } as const
 
 const webhookProperties = {
   id: { type: 'string', format: 'uuid' },

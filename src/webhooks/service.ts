@@ -3,7 +3,7 @@ import type { AuthContext } from '../core/auth/context.js'
 import type { Db } from '../store/db.js'
 import { isoSecond, isUuid, newId } from '../core/time.js'
 import { offsetOf, pageMeta, type Page, type PageMeta } from '../core/pagination.js'
-import { eventTypeIssues, TEST_EVENT_TYPE } from './patterns.js'
+import { eventTypeIssues, TEST_EVENT_TYPE, WEBHOOK_LIMITS } from './patterns.js'
 import { newWebhookSecret } from './signing.js'
 import { webhookUrlIssue } from './ssrf.js'
 import * as sql from './sql.js'
@@ -96,7 +96,13 @@ async function load(ctx: WebhookContext, id: string): Promise<sql.WebhookRow> {
 /** Every problem of the body at once: the URL (scheme, refused address) and unknown event types. */
 async function validate(ctx: WebhookContext, input: WebhookPatch): Promise<void> {
   const issues: Issue[] = []
-  if (input.url !== undefined) {
+  // The API's schema refuses these first; the console's forms reach only this.
+  const tooLong = (name: 'url' | 'description', value: string | null | undefined): void => {
+    if (value && [...value].length > WEBHOOK_LIMITS[name]) issues.push({ detail: `${name} must be at most ${WEBHOOK_LIMITS[name]} characters`, pointer: `/${name}` })
+  }
+  tooLong('url', input.url)
+  tooLong('description', input.description)
+  if (input.url !== undefined && issues.length === 0) {
     const issue = await webhookUrlIssue(input.url, ctx.allowPrivate)
     if (issue) issues.push(issue)
   }

@@ -104,6 +104,14 @@ for (const kind of STORES) {
       }))
       expect(page).toMatch(/class="error" role="alert">[^<]*url/i)
       expect([value(page, 'webhook-url'), value(page, 'webhook-events'), value(page, 'webhook-description')]).toEqual(['ftp://hooks.example.com/in', 'asset.*', 'the CMDB'])
+      // The API's limits hold for the form too: a URL over 2,048 characters, a description over 2,000.
+      for (const [url, description, message] of [
+        [`https://hooks.example.com/${'a'.repeat(3000)}`, '', 'url must be at most 2048 characters'],
+        ['https://hooks.example.com/in', 'd'.repeat(2001), 'description must be at most 2000 characters'],
+      ] as const) {
+        page = await follow(await owner.send('POST', `${SETTINGS}/webhooks`, { _csrf: await owner.csrf(`${SETTINGS}?new=webhook`), url, event_types: '*', description }))
+        expect(page).toContain(message)
+      }
       expect((await t.request('GET', '/api/v1/webhooks')).body.data).toEqual([])
     })
   })
