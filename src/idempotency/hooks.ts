@@ -146,6 +146,7 @@ function fingerprintOf(request: FastifyRequest): string {
  */
 async function beforeWrite(db: Db, running: Running, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
   if (!WRITE_METHODS.has(request.method)) return undefined
+  bodyRead.add(request)
   const key = headerKey(request)
   if (key === undefined) return undefined
   const scope = scopeOf(request, key)
@@ -218,15 +219,59 @@ async function afterWrite(db: Db, running: Running, request: FastifyRequest, rep
   const body = payload === undefined || payload === null ? '' : typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : null
   try {
     if (status >= 500 || status === 429 || body === null) return await releaseKey(db, claim.id)
-    const headers: Record<string, string> = {}
-    for (const name of REPLAYED_HEADERS) {
-      const value = reply.getHeader(name)
-      if (value !== undefined) headers[name] = String(value)
-    }
-    await completeKey(db, claim.id, { status, headers, body: sealAnswer(tokenOf(request), claim.sealScope, body) })
+    await completeKey(db, claim.id, { status, headers: replayedHeaders(reply), body: sealAnswer(tokenOf(request), claim.sealScope, body) })
   } finally {
     // Once the answer is stored (or the claim given back), a repeat reads the store.
     release(running, claim)
+  }
+}
+
+function replayedHeaders(reply: FastifyReply): Record<string, string> {
+  const headers: Record<string, string> = {}
+  for (const name of REPLAYED_HEADERS) {
+    const value = reply.getHeader(name)
+    if (value !== undefined) headers[name] = String(value)
+  }
+  return headers
+}
+
+/** Writes whose body was read and parsed (beforeWrite ran). */
+const bodyRead = new WeakSet<FastifyRequest>()
+
+/**
+ * A write whose body was over the byte limit (413 payload_too_large, refused by Fastify before any
+ * parser or hook of ours sees the body; a body refused by the parser comes through beforeWrite as
+ * a RefusedBody) took no claim: the fingerprint needs the body. CONTRACT §16 keeps every completed
+ * answer but 5xx and 429, so the 413 is stored here, under a fingerprint of the refusal (status,
+ * method, path, query string): a repeat refused the same way gets it back, replayed; a repeat
+ * whose body is read is another body (422 idempotency_key_reused). A key held or kept by another
+ * request leaves the answer as it is.
+ */
+async function keepUnreadBodyAnswer(db: Db, request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
+  const key = request.headers['idempotency-key']
+  const status = reply.statusCode
+  if (status !== Errors.PAYLOAD_TOO_LARGE.status || typeof key !== 'string' || !VALID_KEY.test(key) || !request.auth) return payload
+  const body = typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : null
+  if (body === null) return payload
+  const scope = scopeOf(request, key)
+  const sealScope = sealScopeOf(scope)
+  const fingerprint = createHash('sha256').update(`unread body ${status}\n${request.method}\n${request.url}`).digest('hex')
+  const id = randomUUID()
+  try {
+    if (await claimKey(db, scope, { id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })) {
+      await completeKey(db, id, { status, headers: replayedHeaders(reply), body: sealAnswer(tokenOf(request), sealScope, body) })
+      return payload
+    }
+    const stored = await readKey(db, scope)
+    if (stored === null || stored.fingerprint !== fingerprint || stored.status === null) return payload
+    const replay = openAnswer(tokenOf(request), sealScope, stored.body ?? '')
+    if (replay === null) return payload
+    for (const [name, value] of Object.entries(stored.headers ?? {})) reply.header(name, value)
+    reply.header('idempotent-replayed', 'true').code(stored.status)
+    return replay
+  } catch (err) {
+    request.log.warn({ err }, 'the answer of an Idempotency-Key could not be kept')
+    return payload
   }
 }
 
@@ -257,6 +302,8 @@ export function registerIdempotency(app: FastifyInstance, db: Db, running: Runni
   })
   app.addHook('preValidation', async (request, reply) => beforeWrite(db, running, request, reply))
   app.addHook('onSend', async (request, reply, payload) => {
+    if (!WRITE_METHODS.has(request.method)) return payload
+    if (!bodyRead.has(request)) return keepUnreadBodyAnswer(db, request, reply, payload)
     await afterWrite(db, running, request, reply, payload)
     return payload
   })

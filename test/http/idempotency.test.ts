@@ -138,6 +138,21 @@ for (const store of STORES) {
       expect(await count('idem-m')).toBe(0)
     })
 
+    it('stores a 413 (a body over the byte limit) as any refusal: a repeat over the limit replays it, a body that is read is another request', async () => {
+      const big = JSON.stringify(server(`idem-big-${'x'.repeat(t.app.config.bodyLimit)}`))
+      const first = await send('POST', '/api/v1/assets', 'too-large-1', big)
+      expect([first.status, first.replayed]).toEqual([413, undefined])
+      expect(JSON.parse(first.raw).errors[0].code).toBe('payload_too_large')
+      const again = await send('POST', '/api/v1/assets', 'too-large-1', big)
+      expect([again.status, again.raw, again.replayed, again.type]).toEqual([413, first.raw, 'true', first.type])
+      const small = await send('POST', '/api/v1/assets', 'too-large-1', server('idem-big-small'))
+      expect([small.status, JSON.parse(small.raw).errors[0].code]).toEqual([422, 'idempotency_key_reused'])
+      expect(await count('idem-big%')).toBe(0)
+      // Another path, or no key: nothing kept.
+      expect((await send('POST', '/api/v1/bulk/assets', 'too-large-1', [server('idem-big-bulk')])).status).toBe(201)
+      expect((await send('POST', '/api/v1/assets', null, big)).replayed).toBeUndefined()
+    })
+
     it('runs concurrent duplicates of one key exactly once: the others get 409 idempotency_key_in_use or the replay', async () => {
       const items = Array.from({ length: 300 }, (_, i) => server(`idem-conc-${i}`))
       const answers = await Promise.all(Array.from({ length: 8 }, () => send('POST', '/api/v1/bulk/assets', 'bulk-1', items)))
