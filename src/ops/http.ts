@@ -37,7 +37,8 @@ function accountFor(request: FastifyRequest, reply: FastifyReply, completed: boo
   accounted.add(request)
   metrics.httpDuration.observe({ method: request.method, route: routeOf(request), status_code: String(reply.statusCode) }, reply.elapsedTime / 1000)
   if (reply.statusCode === 429) metrics.rateLimited.inc()
-  const auth = request.auth as FastifyRequest['auth'] | null
+  // An API key's, or a console user's session (whose organization the line names too).
+  const auth = (request.auth as FastifyRequest['auth'] | null) ?? (request as { console?: { ctx: { auth: FastifyRequest['auth'] } } | null }).console?.ctx.auth ?? null
   const line = {
     method: request.method,
     route: routeOf(request),
@@ -66,7 +67,8 @@ function rejectWhileDraining(request: FastifyRequest, reply: FastifyReply): Fast
  * whose answer has ended but is still being written, cutting off their last bytes.)
  */
 function closeOnceIdle(socket: Socket | null): void {
-  if (socket === null) return
+  // (An injected request's socket is a stand-in without end().)
+  if (socket === null || typeof socket.end !== 'function') return
   setImmediate(() => {
     if (socket.destroyed || (socket as Socket & { _httpMessage?: unknown })._httpMessage) return
     socket.end()

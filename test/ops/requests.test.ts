@@ -10,6 +10,8 @@ import { metrics } from '../../src/ops/metrics.js'
 import { startMetricsServer } from '../../src/ops/metrics-server.js'
 import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
 import { ACME } from '../helpers/fixtures.js'
+import type { TestApp } from '../helpers/app.js'
+import { Browser, givenPasswords } from '../helpers/console.js'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 // A quota that the suite spends on purpose (a day-long window: it cannot reset mid-test).
@@ -78,6 +80,15 @@ for (const kind of STORES) {
       expect(requestLines.every((l) => typeof l.request_id === 'string')).toBe(true)
       expect(lines.find((l) => l.request_id === 'bad-key')).toMatchObject({ status_code: 401, org_key: null, api_key_id: null, route: '/api/v1/assets' })
       expect(lines.find((l) => l.request_id === 'with-body')).toMatchObject({ status_code: 201, org_key: 'acme', api_key_id: keyId, method: 'POST' })
+    })
+
+    it('names the organization of a console user on the request line (no API key)', async () => {
+      const t = { app, store } as unknown as TestApp
+      await givenPasswords(t, ['owner@acme.test'])
+      const browser = new Browser(t)
+      expect((await browser.signIn('owner@acme.test')).statusCode).toBe(303)
+      expect((await browser.send('GET', '/console/archived', undefined, { 'x-request-id': 'console-line' })).statusCode).toBe(200)
+      expect(lines.find((l) => l.request_id === 'console-line')).toMatchObject({ status_code: 200, org_key: 'acme', api_key_id: null, route: '/console/archived' })
     })
 
     it('exposes the CONTRACT series with the route pattern as label, and counts 429s', async () => {
