@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/core/config.js'
 import { openDb, type Db } from '../../src/store/db.js'
+import { migrate } from '../../src/store/migrate.js'
 import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
 import { ACME } from '../helpers/fixtures.js'
 import { applySetup } from '../../src/setup/apply.js'
@@ -109,6 +110,39 @@ describe.runIf(STORES.includes('postgres'))('postgres: API requests while the st
       await app.close().catch(() => undefined)
       await db.close().catch(() => undefined)
       await proxy.close()
+    }
+  })
+})
+
+describe.runIf(STORES.includes('postgres'))('postgres: API requests when the database is gone', () => {
+  it('answer 503 service_unavailable, not 500, once the database was dropped under the server', async () => {
+    const name = `kbis_gone_${process.pid}_${Date.now()}`
+    const admin = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL, poolSize: 1 })
+    await admin.query(`CREATE DATABASE ${name}`)
+    const url = new URL(process.env.TEST_DATABASE_URL!)
+    url.pathname = `/${name}`
+    const db = await openDb({ databaseUrl: url.toString(), poolSize: 2, connectTimeoutMs: 1000 })
+    const app = await (async () => {
+      await migrate(db)
+      await applySetup(db, ACME as unknown as SetupFile)
+      return buildApp({ db, config: loadConfig({}) })
+    })()
+    try {
+      const { secret } = await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: 'gone', type: 'Admin', roles: ['all'] })
+      const list = () => app.inject({ method: 'GET', url: '/api/v1/assets', headers: { authorization: `Bearer ${secret}`, 'x-request-id': 'gone-1' } })
+      expect((await list()).statusCode).toBe(200)
+      await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
+      // The first request may meet a connection the drop ended; the next ones connect anew and are refused.
+      for (let i = 0; i < 3; i++) {
+        const res = await list()
+        expect(res.statusCode, res.body).toBe(503)
+        expect(res.json().errors[0]).toMatchObject({ code: 'service_unavailable', detail: 'the database cannot be reached; retry later' })
+      }
+    } finally {
+      await app.close().catch(() => undefined)
+      await db.close().catch(() => undefined)
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined)
+      await admin.close()
     }
   })
 })
