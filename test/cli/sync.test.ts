@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startMetricsServer } from '../../src/ops/metrics-server.js'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { runKbis, type CliRun } from '../helpers/cli-server.js'
@@ -416,6 +417,20 @@ for (const store of STORES) {
         expect(await kbis(['export', '--type', 'server', '--format', 'csv'], { ...env, KBIS_URL: url }))
           .toEqual({ code: 1, stdout: '', stderr: `kbis: export failed: ${url} answered text/html, not text/csv: is it the kbis server's address?\n` })
       })
+      // The metrics port: its JSON 404 is no unknown type.
+      const metricsServer = await startMetricsServer(0, '127.0.0.1')
+      try {
+        const url = new URL(metricsServer.url).origin
+        const misdirected = `cannot read asset type server: metrics are at GET /metrics: is ${url} the kbis server's base URL (e.g. http://127.0.0.1:8080)?\n`
+        expect(await both([], { ...env, KBIS_URL: url })).toEqual([
+          { code: 1, stdout: '', stderr: `kbis: ${misdirected}` },
+          { code: 1, stdout: '', stderr: 'kbis: export failed: metrics are at GET /metrics\n' },
+        ])
+        expect(await kbis(['export', '--type', 'server', '--format', 'ndjson'], { ...env, KBIS_URL: url }))
+          .toEqual({ code: 1, stdout: '', stderr: `kbis: export failed: ${misdirected}` })
+      } finally {
+        await new Promise((resolve) => metricsServer.close(resolve))
+      }
       // A server that answered once and then drops a connection (restarting): the chunk is sent again.
       let posts = 0
       await withStubServer((req, res) => {

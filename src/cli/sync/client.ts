@@ -138,3 +138,18 @@ export function errorsOf(body: unknown): ApiError[] {
   const errors = (body as { errors?: unknown } | null)?.errors
   return Array.isArray(errors) ? (errors as ApiError[]) : []
 }
+
+/**
+ * GET /metamodel/asset-types/{key}: the type, or null when the server has no such type. A 404 that
+ * is not the API's "asset type … not found" comes from something else at that address (a --url
+ * ending in /api/v1 doubles it: "no route …"; the metrics port: "metrics are at GET /metrics"), and
+ * is said so, not taken for an unknown type.
+ */
+export async function readAssetType<T>(client: ServerClient, key: string): Promise<T | null> {
+  const res = await client.json('GET', `/api/v1/metamodel/asset-types/${encodeURIComponent(key)}`)
+  const detail = errorsOf(res.body)[0]?.detail ?? `HTTP ${res.status}`
+  if (res.status === 200) return (res.body as { data: T }).data
+  if (res.status === 404 && detail === `asset type ${key} not found`) return null
+  const where = res.status === 404 ? `: is ${client.base} the kbis server's base URL (e.g. http://127.0.0.1:8080)?` : ''
+  throw new Error(`cannot read asset type ${key}: ${detail}${where}`)
+}

@@ -4,7 +4,7 @@ import path from 'node:path'
 import { Readable, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { ReadableStream } from 'node:stream/web'
-import { errorsOf, type ServerClient } from './client.js'
+import { errorsOf, readAssetType, type ServerClient } from './client.js'
 import { FileWriteError, writeWhole } from '../../store/write-whole.js'
 
 export interface ExportOptions {
@@ -29,10 +29,10 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
   // a misspelt --type in a nightly job would write an empty file and succeed. (The CSV export's
   // columns come from the type: the server refuses an unknown one itself.)
   if (options.format === 'ndjson') {
-    const known = await client.json('GET', `/api/v1/metamodel/asset-types/${encodeURIComponent(options.type)}`)
-    if (known.status === 404 && !(errorsOf(known.body)[0]?.detail ?? '').startsWith('no route ')) {
-      throw new Error(`export failed: unknown asset type ${JSON.stringify(options.type)}`)
-    }
+    const known = await readAssetType(client, options.type).catch((err: Error) => {
+      throw new Error(`export failed: ${err.message}`)
+    })
+    if (known === null) throw new Error(`export failed: unknown asset type ${JSON.stringify(options.type)}`)
   }
   const query = new URLSearchParams({ format: options.format, 'filter[asset_type_key]': options.type })
   const res = await client.stream(`/api/v1/export/assets?${query.toString()}`)

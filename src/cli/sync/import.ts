@@ -2,7 +2,7 @@ import { createReadStream, createWriteStream, existsSync, statSync, type WriteSt
 import { once } from 'node:events'
 import { randomUUID } from 'node:crypto'
 import { stringify } from 'csv-stringify/sync'
-import { errorsOf, type ApiError, type ServerClient } from './client.js'
+import { errorsOf, readAssetType, type ApiError, type ServerClient } from './client.js'
 import { compositeKey, type AssetTypeInfo, type CellError } from './convert.js'
 import { csvRows, ndjsonRows, type FileRow, type ReadProgress } from './rows.js'
 import { createProgress, type Progress } from './progress.js'
@@ -53,12 +53,9 @@ function fieldOf(pointer: string | undefined, type: AssetTypeInfo): string {
  * /api/v1 doubles it) is told from its 404 for a type it does not have.
  */
 async function loadType(client: ServerClient, key: string): Promise<AssetTypeInfo> {
-  const res = await client.json('GET', `/api/v1/metamodel/asset-types/${encodeURIComponent(key)}`)
-  const detail = errorsOf(res.body)[0]?.detail ?? `HTTP ${res.status}`
-  if (res.status === 404 && detail.startsWith('no route ')) throw new Error(`cannot read asset type ${key}: ${detail}: is ${client.base} the kbis server's base URL (e.g. http://127.0.0.1:8080)?`)
-  if (res.status === 404) throw new Error(`unknown asset type ${key}`)
-  if (res.status !== 200) throw new Error(`cannot read asset type ${key}: ${detail}`)
-  return (res.body as { data: AssetTypeInfo }).data
+  const type = await readAssetType<AssetTypeInfo>(client, key)
+  if (type === null) throw new Error(`unknown asset type ${key}`)
+  return type
 }
 
 class ErrorReport {
