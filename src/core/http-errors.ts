@@ -195,6 +195,8 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   // The request id (CONTRACT §17) lets a client quote the failing request; set here too for the
   // errors the router raises before any hook runs.
   reply.header('X-Request-Id', reply.request.id)
+  // As on every answer (ops/http.ts), here too for those refused before that hook ran (core/http-layer.ts).
+  reply.header('Cache-Control', 'no-store')
   const body = errorBody(err)
   for (const entry of body.errors) entry.meta = { ...(entry.meta as Record<string, unknown> | undefined), request_id: reply.request.id }
   return reply.code(err.status).type('application/json; charset=utf-8').send(body)

@@ -179,7 +179,13 @@ export function registerHttpLayer(app: FastifyInstance): void {
 export const MAX_HEADER_BYTES = 16 * 1024
 
 /** A Host value: uri-host [ ":" port ] (RFC 9112 §3.2, RFC 3986 §3.2.2); empty is allowed. */
-const HOST_VALUE = /^(?:\[(?:[0-9A-Fa-f:.]+|v[0-9A-Fa-f]+\.[\w\-.~!$&'()*+,;=:]+)\]|[\w\-.~!$&'()*+,;=%]*)(?::[0-9]*)?$/
+const HOST_VALUE = /^(?:\[(?:[0-9A-Fa-f:.]+|v[0-9A-Fa-f]+\.[\w\-.~!$&'()*+,;=:]+)\]|[\w\-.~!$&'()*+,;=%]*)(?::([0-9]{0,5}))?$/
+
+function validHost(value: string): boolean {
+  const match = HOST_VALUE.exec(value)
+  // The port, when there is one, is at most 65535 (`a:99999` is no host[:port]).
+  return match !== null && (match[1] === undefined || match[1] === '' || Number(match[1]) <= 65535)
+}
 
 /**
  * What makes a request that Node's parser let through one HTTP/1.1 refuses, with the error and
@@ -201,7 +207,7 @@ function requestLineProblem(raw: IncomingMessage): [ErrorDef, string] | null {
   if (bytes > MAX_HEADER_BYTES) return [Errors.HEADERS_TOO_LARGE, 'the request line and headers are larger than the server accepts (16 KiB)']
   if (version === '1.1' && hosts === 0) return [Errors.INVALID_REQUEST, 'an HTTP/1.1 request must carry a Host header']
   if (hosts > 1) return [Errors.INVALID_REQUEST, 'a request must carry one Host header, not several']
-  if (hosts === 1 && !HOST_VALUE.test(raw.headers.host as string)) return [Errors.INVALID_REQUEST, 'the Host header is not a valid host[:port]']
+  if (hosts === 1 && !validHost(raw.headers.host as string)) return [Errors.INVALID_REQUEST, 'the Host header is not a valid host[:port]']
   const coding = raw.headers['transfer-encoding']
   if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked') {
     return [Errors.NOT_IMPLEMENTED, 'the only transfer coding the server reads is chunked (send the body without gzip, deflate or other codings)']

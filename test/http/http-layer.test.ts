@@ -135,14 +135,15 @@ for (const store of STORES) {
     })
 
     it('refuses two Host headers or an invalid one (400), and a transfer coding other than chunked (501), in the envelope', async () => {
-      for (const hosts of ['Host: a\r\nHost: b\r\n', 'Host: a b\r\n', 'Host: a/b\r\n', 'Host: a:8x\r\n']) {
+      for (const hosts of ['Host: a\r\nHost: b\r\n', 'Host: a b\r\n', 'Host: a/b\r\n', 'Host: a:8x\r\n', 'Host: a:99999\r\n', 'Host: a:123456\r\n']) {
         const res = await rawExchange(port, `GET /healthz HTTP/1.1\r\n${hosts}\r\n`)
         expect(res.status, hosts).toBe(400)
         envelope(res, 'invalid_request')
         expect(res.headers.connection).toBe('close')
+        expect(res.headers['cache-control']).toBe('no-store')
         expect(res.body.errors[0].detail).toMatch(/^(a request must carry one Host header, not several|the Host header is not a valid host\[:port\])$/)
       }
-      for (const host of ['', 'example.com:8080', '[::1]:80', '127.0.0.1', 'xn--bcher-kva.example']) {
+      for (const host of ['', 'example.com:8080', '[::1]:80', '127.0.0.1', 'xn--bcher-kva.example', 'a:65535', 'a:']) {
         expect((await rawExchange(port, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`)).status, host).toBe(200)
       }
       const body = '{"asset_type_key":"server","name":"gz","properties":{"hostname":"gz"}}'
@@ -150,6 +151,7 @@ for (const store of STORES) {
       const gz = await rawExchange(port, `POST /api/v1/assets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n${chunk}`)
       expect(gz.status).toBe(501)
       envelope(gz, 'not_implemented')
+      expect(gz.headers['cache-control']).toBe('no-store')
       expect(gz.headers.connection).toBe('close')
       expect((await t.request('GET', '/api/v1/assets/server:hostname:gz')).status).toBe(404)
       const plain = await rawExchange(port, `POST /api/v1/assets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunk}`)
