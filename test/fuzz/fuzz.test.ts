@@ -212,8 +212,12 @@ function problemOf(method: string, path: string, res: { statusCode: number; head
   return null
 }
 
-/** The body as a client reads it: a fuzzed `accept-encoding` may get a compressed answer (over 1 KiB). */
+/**
+ * The body as a client reads it: a fuzzed `accept-encoding` may get a compressed answer (over 1 KiB).
+ * A HEAD answer has no body, whatever its Content-Encoding says of GET's (RFC 9110 §9.3.2).
+ */
 function decoded(encoding: string | string[] | undefined, raw: Buffer): string {
+  if (raw.length === 0) return ''
   if (encoding === 'gzip') return gunzipSync(raw).toString('utf8')
   if (encoding === 'br') return brotliDecompressSync(raw).toString('utf8')
   if (encoding === 'deflate') return inflateSync(raw).toString('utf8')
