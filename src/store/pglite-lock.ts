@@ -99,7 +99,8 @@ function parse(text: string | null): Holder | null {
   }
 }
 
-function running(pid: number): boolean {
+/** Whether a process with this id runs on this host (EPERM: it does, another user's). */
+export function running(pid: number): boolean {
   try {
     process.kill(pid, 0)
     return true

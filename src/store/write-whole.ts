@@ -1,5 +1,6 @@
 import { readdir, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
+import { running } from './pglite-lock.js'
 
 /**
  * Writes `file` whole or not at all (`kbis backup` here, `kbis export --output` too: the lowest
@@ -36,16 +37,6 @@ async function removeOrphans(file: string): Promise<void> {
     const pid = Number(name.slice(prefix.length, -'.partial'.length))
     if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || running(pid)) continue
     await rm(path.join(path.dirname(file), name), { force: true }).catch(() => undefined)
-  }
-}
-
-/** Whether a process with this id exists (EPERM: it does, another user's). */
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
 
