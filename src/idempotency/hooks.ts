@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Db } from '../store/db.js'
-import { AppError, Errors } from '../core/errors.js'
+import { AppError, Errors, errorBody } from '../core/errors.js'
 import { claimKey, completeKey, purgeExpiredKeys, readKey, releaseKey, type KeyScope } from './sql.js'
 import { openAnswer, sealAnswer } from './seal.js'
 import { bearerToken } from '../core/auth/authenticate.js'
@@ -242,10 +242,10 @@ const bodyRead = new WeakSet<FastifyRequest>()
  * A write whose body was over the byte limit (413 payload_too_large, refused by Fastify before any
  * parser or hook of ours sees the body; a body refused by the parser comes through beforeWrite as
  * a RefusedBody) took no claim: the fingerprint needs the body. CONTRACT §16 keeps every completed
- * answer but 5xx and 429, so the 413 is stored here, under a fingerprint of the refusal (status,
- * method, path, query string): a repeat refused the same way gets it back, replayed; a repeat
- * whose body is read is another body (422 idempotency_key_reused). A key held or kept by another
- * request leaves the answer as it is.
+ * answer but 5xx and 429, so the 413 is stored here, under a fingerprint of what is known of the
+ * request (its Content-Length, method, path and query string): a repeat of the same length gets it
+ * back, replayed; another length, another query string, or a body that is read is another request
+ * (422 idempotency_key_reused). A key still held by a running request leaves the answer as it is.
  */
 async function keepUnreadBodyAnswer(db: Db, request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
   const key = request.headers['idempotency-key']
@@ -255,7 +255,9 @@ async function keepUnreadBodyAnswer(db: Db, request: FastifyRequest, reply: Fast
   if (body === null) return payload
   const scope = scopeOf(request, key)
   const sealScope = sealScopeOf(scope)
-  const fingerprint = createHash('sha256').update(`unread body ${status}\n${request.method}\n${request.url}`).digest('hex')
+  // The body was not read: it is told from another only by its length (a chunked body has none).
+  const length = request.headers['content-length'] ?? 'chunked'
+  const fingerprint = createHash('sha256').update(`unread body ${status} ${length}\n${request.method}\n${request.url}`).digest('hex')
   const id = randomUUID()
   try {
     if (await claimKey(db, scope, { id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })) {
@@ -263,7 +265,14 @@ async function keepUnreadBodyAnswer(db: Db, request: FastifyRequest, reply: Fast
       return payload
     }
     const stored = await readKey(db, scope)
-    if (stored === null || stored.fingerprint !== fingerprint || stored.status === null) return payload
+    if (stored === null || stored.status === null) return payload
+    if (stored.fingerprint !== fingerprint) {
+      // Another body (another length, another query string) than the request the key answered.
+      const body = errorBody(reused())
+      for (const entry of body.errors) entry.meta = { request_id: request.id }
+      reply.code(Errors.IDEMPOTENCY_KEY_REUSED.status).type('application/json; charset=utf-8')
+      return JSON.stringify(body)
+    }
     const replay = openAnswer(tokenOf(request), sealScope, stored.body ?? '')
     if (replay === null) return payload
     for (const [name, value] of Object.entries(stored.headers ?? {})) reply.header(name, value)

@@ -147,7 +147,15 @@ for (const store of STORES) {
       expect([again.status, again.raw, again.replayed, again.type]).toEqual([413, first.raw, 'true', first.type])
       const small = await send('POST', '/api/v1/assets', 'too-large-1', server('idem-big-small'))
       expect([small.status, JSON.parse(small.raw).errors[0].code]).toEqual([422, 'idempotency_key_reused'])
-      expect(await count('idem-big%')).toBe(0)
+      // Another oversized body (another length), or another query string: another request, not the replay.
+      const longer = await send('POST', '/api/v1/assets', 'too-large-1', JSON.stringify(server(`idem-big-${'y'.repeat(t.app.config.bodyLimit + 10)}`)))
+      expect([longer.status, JSON.parse(longer.raw).errors[0].code, longer.replayed]).toEqual([422, 'idempotency_key_reused', undefined])
+      const query = await send('POST', '/api/v1/assets?dry_run=true', 'too-large-1', big)
+      expect([query.status, JSON.parse(query.raw).errors[0].code]).toEqual([422, 'idempotency_key_reused'])
+      // A key that answered a body it read: an oversized repeat is another body.
+      expect((await send('POST', '/api/v1/assets', 'too-large-2', server('idem-big-first'))).status).toBe(201)
+      expect(JSON.parse((await send('POST', '/api/v1/assets', 'too-large-2', big)).raw).errors[0].code).toBe('idempotency_key_reused')
+      expect(await count('idem-big-small')).toBe(0)
       // Another path, or no key: nothing kept.
       expect((await send('POST', '/api/v1/bulk/assets', 'too-large-1', [server('idem-big-bulk')])).status).toBe(201)
       expect((await send('POST', '/api/v1/assets', null, big)).replayed).toBeUndefined()
