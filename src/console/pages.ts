@@ -23,6 +23,10 @@ function pageNumber(request: FastifyRequest): number {
 export function pager(path: string, params: Record<string, string>, page: PageMeta): { prev: string | null; next: string | null; label: string } {
   const link = (n: number) => `${path}?${new URLSearchParams({ ...Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '')), page: String(n) })}`
   const total = page.total_items_exact ? String(page.total_items) : `more than ${page.total_items.toLocaleString('en')}`
+  // A page past the last (an old link, an edited address): say so, and lead back to the last one.
+  if (page.total_items_exact && page.total_items > 0 && page.number > page.total_pages) {
+    return { prev: link(page.total_pages), next: null, label: `No items on page ${page.number}: the last page is ${page.total_pages} · ${total} ${page.total_items === 1 ? 'item' : 'items'}` }
+  }
   return {
     prev: page.number > 1 ? link(page.number - 1) : null,
     next: page.number < page.total_pages || (!page.total_items_exact && page.number >= page.total_pages) ? link(page.number + 1) : null,
