@@ -97,12 +97,14 @@ async function load(ctx: WebhookContext, id: string): Promise<sql.WebhookRow> {
 async function validate(ctx: WebhookContext, input: WebhookPatch): Promise<void> {
   const issues: Issue[] = []
   // The API's schema refuses these first; the console's forms reach only this.
-  const tooLong = (name: 'url' | 'description', value: string | null | undefined): void => {
-    if (value && [...value].length > WEBHOOK_LIMITS[name]) issues.push({ detail: `${name} must be at most ${WEBHOOK_LIMITS[name]} characters`, pointer: `/${name}` })
+  const tooLong = (name: 'url' | 'description', value: string | null | undefined): boolean => {
+    const over = !!value && [...value].length > WEBHOOK_LIMITS[name]
+    if (over) issues.push({ detail: `${name} must be at most ${WEBHOOK_LIMITS[name]} characters`, pointer: `/${name}` })
+    return over
   }
-  tooLong('url', input.url)
+  const urlTooLong = tooLong('url', input.url)
   tooLong('description', input.description)
-  if (input.url !== undefined && issues.length === 0) {
+  if (input.url !== undefined && !urlTooLong) {
     const issue = await webhookUrlIssue(input.url, ctx.allowPrivate)
     if (issue) issues.push(issue)
   }
