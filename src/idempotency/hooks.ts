@@ -268,10 +268,10 @@ async function keepUnreadBodyAnswer(db: Db, request: FastifyRequest, reply: Fast
     if (stored === null || stored.status === null) return payload
     if (stored.fingerprint !== fingerprint) {
       // Another body (another length, another query string) than the request the key answered.
-      const body = errorBody(reused())
-      for (const entry of body.errors) entry.meta = { request_id: request.id }
+      const refusal = errorBody(reused())
+      for (const entry of refusal.errors) entry.meta = { request_id: request.id }
       reply.code(Errors.IDEMPOTENCY_KEY_REUSED.status).type('application/json; charset=utf-8')
-      return JSON.stringify(body)
+      return JSON.stringify(refusal)
     }
     const replay = openAnswer(tokenOf(request), sealScope, stored.body ?? '')
     if (replay === null) return payload
