@@ -38,7 +38,7 @@ function accountFor(request: FastifyRequest, reply: FastifyReply, completed: boo
   metrics.httpDuration.observe({ method: request.method, route: routeOf(request), status_code: String(reply.statusCode) }, reply.elapsedTime / 1000)
   if (reply.statusCode === 429) metrics.rateLimited.inc()
   // An API key's, or a console user's session (whose organization the line names too).
-  const auth = (request.auth as FastifyRequest['auth'] | null) ?? (request as { console?: { ctx: { auth: FastifyRequest['auth'] } } | null }).console?.ctx.auth ?? null
+  const auth = (request.auth as FastifyRequest['auth'] | null) ?? request.console?.ctx.auth ?? null
   const line = {
     method: request.method,
     route: routeOf(request),
