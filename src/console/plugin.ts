@@ -109,7 +109,9 @@ export async function redirectWith(app: FastifyInstance, request: FastifyRequest
   const c = request.console!
   // A new secret waits in the session row sealed with the session's own token (the cookie; the
   // row keeps only its hash): the database alone does not give it away (CONTRACT §9).
-  const stored = flash.secret ? { ...flash, secret: { ...flash.secret, value: sealAnswer(sessionToken(request), FLASH_SCOPE, flash.secret.value) } } : flash
+  const stored = flash.secrets
+    ? { ...flash, secrets: flash.secrets.map((secret) => ({ ...secret, value: sealAnswer(sessionToken(request), FLASH_SCOPE, secret.value) })) }
+    : flash
   await setFlash(app.db, c.orgId, c.sessionId, stored)
   return reply.code(303).header('location', to).send()
 }
@@ -127,15 +129,14 @@ export async function backWithRefusal(app: FastifyInstance, request: FastifyRequ
 const FLASH_SCOPE = 'kbis console flash'
 const sessionToken = (request: FastifyRequest): string => request.cookies[SESSION_COOKIE] ?? ''
 
-/** A flash as stored, its secret opened with the session's token (none when it cannot be). */
+/** A flash as stored, its secrets opened with the session's token (those that cannot be are left out). */
 function openFlash(request: FastifyRequest, flash: Flash | null): Flash | null {
-  if (!flash?.secret) return flash
-  const value = openAnswer(sessionToken(request), FLASH_SCOPE, flash.secret.value)
-  if (value === null) {
-    const { secret: _secret, ...rest } = flash
-    return rest
-  }
-  return { ...flash, secret: { ...flash.secret, value } }
+  if (!flash?.secrets) return flash
+  const secrets = flash.secrets.flatMap((secret) => {
+    const value = openAnswer(sessionToken(request), FLASH_SCOPE, secret.value)
+    return value === null ? [] : [{ ...secret, value }]
+  })
+  return { ...flash, secrets }
 }
 
 /** Renders a page inside the layout with what every page needs (user, CSRF token, flash). */

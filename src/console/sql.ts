@@ -93,9 +93,16 @@ export interface SessionRow {
 export interface Flash {
   notice?: string
   error?: string
-  secret?: { label: string; value: string; section?: 'keys' | 'webhooks' }
+  /** New secrets not shown yet, oldest first: a change made in another tab before they were shown adds its own. */
+  secrets?: FlashSecret[]
   /** What was typed into a refused form (`of` names the form), shown in it again with the error. */
   form?: TypedForm
+}
+
+export interface FlashSecret {
+  label: string
+  value: string
+  section?: 'keys' | 'webhooks'
 }
 
 export interface TypedForm {
@@ -123,7 +130,7 @@ export type FlashTaken = 'all' | 'plain' | 'none'
 export async function touchSession(db: Queryable, orgId: string, id: string, idleSeconds: number, takes: FlashTaken = 'all'): Promise<SessionRow | null> {
   const result = await db.query<SessionRow>(
     `WITH s AS (SELECT org_id, id, user_id, flash, last_seen_at < now() - make_interval(secs => $3) AS idle,
-                       ($4::text = 'all' OR ($4::text = 'plain' AND flash->'secret' IS NULL)) AS takes
+                       ($4::text = 'all' OR ($4::text = 'plain' AND flash->'secrets' IS NULL)) AS takes
                 FROM console_sessions WHERE org_id = $1 AND id = $2 FOR UPDATE),
           touched AS (UPDATE console_sessions c SET last_seen_at = now(), flash = CASE WHEN s.takes THEN NULL ELSE c.flash END FROM s
                       WHERE c.org_id = s.org_id AND c.id = s.id AND NOT s.idle),
@@ -134,8 +141,18 @@ export async function touchSession(db: Queryable, orgId: string, id: string, idl
   return result.rows[0] ?? null
 }
 
+/**
+ * Leaves `flash` for the session's next page. It replaces the message of a flash not shown yet, not
+ * its secrets: those stay, and the new flash's are added after them (a key created in each of two
+ * tabs before either page loaded shows both secrets, once).
+ */
 export async function setFlash(db: Queryable, orgId: string, id: string, flash: Flash): Promise<void> {
-  await db.query('UPDATE console_sessions SET flash = $3 WHERE org_id = $1 AND id = $2', [orgId, id, JSON.stringify(flash)])
+  await db.query(
+    `UPDATE console_sessions SET flash = CASE WHEN flash->'secrets' IS NULL THEN $3::jsonb
+       ELSE jsonb_set($3::jsonb, '{secrets}', (flash->'secrets') || coalesce($3::jsonb->'secrets', '[]'::jsonb)) END
+     WHERE org_id = $1 AND id = $2`,
+    [orgId, id, JSON.stringify(flash)],
+  )
 }
 
 export async function deleteSession(db: Queryable, orgId: string, id: string): Promise<void> {

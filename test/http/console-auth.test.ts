@@ -199,6 +199,34 @@ for (const kind of STORES) {
       expect((await b.send('GET', '/console/developer-settings')).body).not.toContain(secret!)
     })
 
+    it('shows every secret made before Developer settings loaded: two keys from two tabs, then a refused form, lose none', async () => {
+      const b = new Browser(t, '10.0.0.12')
+      expect((await b.signIn('editor@acme.test')).statusCode).toBe(303)
+      const csrf = await b.csrf('/console/developer-settings')
+      for (const name of ['tab one', 'tab two']) {
+        const created = await b.send('POST', '/console/developer-settings/keys', { _csrf: csrf, name, description: '', permission_type: 'Viewer', role_keys: 'it_editor' })
+        expect(created.statusCode, name).toBe(303)
+      }
+      // A third tab's form is refused (no role): its message replaces the others', not their secrets.
+      const refused = await b.send('POST', '/console/developer-settings/keys', { _csrf: csrf, name: 'tab three', description: '', permission_type: 'Viewer' })
+      expect(refused.statusCode).toBe(303)
+      const settings = (await b.send('GET', '/console/developer-settings')).body
+      const shown = [...settings.matchAll(/<label for="(new-secret(?:-\d)?)">([^<]+)<\/label>\s*<div class="row">\s*<input id="\1" type="text" readonly value="(kbis_[^"]+)"/g)]
+        .map((m) => ({ id: m[1], label: m[2], secret: m[3]! }))
+      expect(shown.map(({ id, label }) => ({ id, label }))).toEqual([
+        { id: 'new-secret', label: 'Secret of tab one' },
+        { id: 'new-secret-2', label: 'Secret of tab two' },
+      ])
+      const keys = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data as { id: string; name: string }[]
+      for (const { label, secret } of shown) {
+        expect((await t.request('GET', '/api/v1/metamodel/asset-types', { key: secret })).status, label).toBe(200)
+        expect(keys.some((k) => label === `Secret of ${k.name}`), label).toBe(true)
+      }
+      // Shown once.
+      const again = (await b.send('GET', '/console/developer-settings')).body
+      for (const { secret } of shown) expect(again).not.toContain(secret)
+    })
+
     it('answers forged key actions the page does not offer with the 403 page: a Viewer creating or changing a key, an Editor transferring one', async () => {
       await givenPasswords(t, ['viewer@acme.test'])
       const viewer = new Browser(t, '10.0.0.13')
