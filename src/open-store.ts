@@ -9,13 +9,17 @@ import { isStoreUnreachable } from './core/pg-errors.js'
  * ≈ 0.9 s of each such command).
  */
 
-/** Opens the configured store (PGlite or PostgreSQL) and migrates it; `onInitialize` as openDb's. */
-export async function openStore(config: Config, onInitialize?: (dir: string) => void): Promise<Db> {
+/**
+ * Opens the configured store (PGlite or PostgreSQL) and migrates it; `onInitialize` as openDb's,
+ * `onMigrated` with the migrations this call applied (none when the store was current).
+ */
+export async function openStore(config: Config, onInitialize?: (dir: string) => void, onMigrated?: (applied: string[]) => void): Promise<Db> {
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
     statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize })
   try {
     if (config.databaseUrl) await reachPostgres(config.databaseUrl, config.connectTimeoutMs)
-    await migrate(db)
+    const applied = await migrate(db)
+    if (applied.length > 0) onMigrated?.(applied)
   } catch (err) {
     await db.close().catch(() => undefined)
     // The first statement is where an unreachable or refusing PostgreSQL shows: say which one.
@@ -30,6 +34,16 @@ function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code
   if (typeof code !== 'string') return false
   return code.startsWith('E') || code.startsWith('08') || code.startsWith('28') || code === '3D000'
+}
+
+/**
+ * What a starting server says of the migrations it applied (an upgrade, a new PostgreSQL database;
+ * a new PGlite directory is made from a template already migrated): which, so that an operator
+ * sees the schema move. Up to five by name, more as a range.
+ */
+export function migratedLine(applied: readonly string[]): string {
+  const named = applied.length <= 5 ? applied.join(', ') : `${applied[0]} … ${applied[applied.length - 1]}`
+  return `kbis: applied ${applied.length} schema migration${applied.length === 1 ? '' : 's'} (${named})`
 }
 
 /** What the commands say on stderr before a new PGlite data directory is created (a second or two). */

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import type { Config } from './core/config.js'
 import type { Db } from './store/db.js'
-import { announceInitialize, openStore } from './open-store.js'
+import { announceInitialize, migratedLine, openStore } from './open-store.js'
 import { ensureDefaultOrganization } from './setup/bootstrap.js'
 import { storeNewKey } from './keys/create.js'
 import { operatorOrigin } from './outbox/write.js'
@@ -52,14 +52,15 @@ export interface StartOptions {
  * to HOLDER_WAIT_MS, as the commands wait for a server that is starting. A server that answers on
  * the directory's control socket holds it for good: its message stands at once.
  */
-async function openWhenFree(config: Config): Promise<Db> {
-  return whileHeldHere(config.dataDir, 'a kbis command, or a kbis serve starting', () => openStore(config, announceInitialize), () => serverAnswers(config.dataDir))
+async function openWhenFree(config: Config, print: (line: string) => void): Promise<Db> {
+  const open = () => openStore(config, announceInitialize, (applied) => print(migratedLine(applied)))
+  return whileHeldHere(config.dataDir, 'a kbis command, or a kbis serve starting', open, () => serverAnswers(config.dataDir))
 }
 
 /** config → store → app → listen (and, on PGlite, the control socket the CLI talks to). */
 export async function startServer(config: Config, print: (line: string) => void, options: StartOptions = {}): Promise<RunningServer> {
   applyHeapPolicy(config)
-  const db = await openWhenFree(config)
+  const db = await openWhenFree(config, print)
   // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.
   const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })
   // Not ready (/readyz 503) until the first start's organization and key exist and the CLI's

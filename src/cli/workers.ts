@@ -1,7 +1,7 @@
 import cluster, { type Worker } from 'node:cluster'
 import type { Config } from '../core/config.js'
 import { bootstrap, printAdminKey, startServer, type RunningServer } from '../server.js'
-import { openStore } from '../open-store.js'
+import { migratedLine, openStore } from '../open-store.js'
 import { startMetricsServer } from '../ops/metrics-server.js'
 
 
@@ -30,7 +30,7 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
   }
   // Migrated here, once; organization `default` and its Admin key only when every worker
   // listens (a port in use must not create a key that is shown only once and then lost).
-  const db = await openStore(config)
+  const db = await openStore(config, undefined, (applied) => print(migratedLine(applied)))
   const metricsServer = config.metricsPort !== undefined ? await startMetricsServer(config.metricsPort, config.host, { cluster: true }) : null
   let stopping = false
   let announced = false

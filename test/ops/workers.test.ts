@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -56,6 +56,14 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
   it('bootstraps once (one Admin key printed), with two workers on one port', () => {
     expect(server.lines.filter((l) => l.startsWith('Admin API key'))).toHaveLength(1)
     expect(new Set(workerPids()).size).toBe(2)
+  })
+
+  it('migrates the new database once, in the primary, and says which migrations it applied', () => {
+    const migrations = readdirSync('src/store/migrations').filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort()
+    expect(migrations.length).toBeGreaterThan(5)
+    expect(server.lines.filter((l) => l.includes('schema migration'))).toEqual([
+      `kbis: applied ${migrations.length} schema migrations (${migrations[0]} … ${migrations.at(-1)})`,
+    ])
   })
 
   it('shares one organization quota exactly between the workers', async () => {
