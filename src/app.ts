@@ -252,19 +252,20 @@ function apiRoutes({ db, config, authenticator, rateLimiter, webhooks }: ApiPart
     await api.register(swaggerUi, { routePrefix: '/docs', indexPrefix: '/api/v1', uiConfig: { deepLinking: true, persistAuthorization: false } })
     await api.register(async (authed) => {
       authed.addHook('onRequest', admit)
-      // On PostgreSQL other processes revoke and change keys: a write checks its key in the store
-      // (not a search or an analytics POST, which read).
-      if (db.kind === 'postgres') {
-        authed.addHook('preHandler', async (request) => {
-          if (writes(request)) await authenticator.confirm(db, request.auth)
-        })
-      }
       // One organization cannot hold every pooled connection (docs/configuration.md, KBIS_ORG_CONCURRENCY).
       // A repeat of an Idempotency-Key whose request runs here is answered at once (409 or 422),
       // not after waiting for the organization's turn behind that request.
       const runningClaims = new RunningClaims()
       registerOrgConcurrency(authed, orgConcurrency, (request) => runningClaims.repeatsRunning(request))
       registerIdempotency(authed, db, runningClaims)
+      // On PostgreSQL other processes revoke and change keys: a write checks its key in the store
+      // (not a search or an analytics POST, which read) and is judged with the key as it is now,
+      // before any permission check (the routes' own preValidation hooks run after this one).
+      if (db.kind === 'postgres') {
+        authed.addHook('preValidation', async (request) => {
+          if (writes(request)) request.auth = await authenticator.confirm(db, request.auth)
+        })
+      }
       registerRouteGuards(authed)
       // Every authenticated route, one flat list.
       for (const routes of [

@@ -1,6 +1,6 @@
 import { AppError, Errors } from '../core/errors.js'
 import { callerKeyId, type AuthContext } from '../core/auth/context.js'
-import { confirmKey } from '../core/auth/authenticate.js'
+import { confirmKey, KeyChanged } from '../core/auth/authenticate.js'
 import { permissionAtLeast, type KeyPermission } from '../core/auth/permissions.js'
 import type { Queryable } from '../store/db.js'
 import { isUuid } from '../core/time.js'
@@ -122,6 +122,10 @@ export async function getKey(ctx: KeysContext, id: string): Promise<ApiKeyRecord
 
 /** Creates a key; the returned record carries the secret, which is never shown again. */
 export async function createKey(ctx: KeysContext, input: KeyInput): Promise<ApiKeyRecord & { secret: string }> {
+  return asCallerIsNow(ctx, (ctx) => createKeyAs(ctx, input))
+}
+
+async function createKeyAs(ctx: KeysContext, input: KeyInput): Promise<ApiKeyRecord & { secret: string }> {
   requireKeyManager(ctx.auth)
   const ownerId = input.owner_user_id ?? ctx.auth.userId
   checkTransferAllowed(ctx.auth, ownerId)
@@ -136,11 +140,12 @@ export async function createKey(ctx: KeysContext, input: KeyInput): Promise<ApiK
 
 /**
  * The calling API key, read from the store and locked for the transaction, must still have the
- * powers its request was authenticated with (else 503, send again): the ceilings below are
- * checked against those powers, and a concurrent change of them (an Admin removing the caller's
- * role) must not be undone by a grant the caller could make only before it. Without the lock an
- * Editor key PATCHing itself while an Admin took `all` from it gave itself `all` back (outside
- * audit). A console user (no key) is the operator's session, read at each page.
+ * powers its request was authenticated with (else KeyChanged: {@link asCallerIsNow} runs the
+ * change again with the key as it is now): the ceilings below are checked against those powers,
+ * and a concurrent change of them (an Admin removing the caller's role) must not be undone by a
+ * grant the caller could make only before it. Without the lock an Editor key PATCHing itself while
+ * an Admin took `all` from it gave itself `all` back (outside audit). A console user (no key) is
+ * the operator's session, read at each page.
  */
 async function holdCaller(tx: Queryable, auth: AuthContext, target?: string): Promise<void> {
   const keyId = callerKeyId(auth)
@@ -153,6 +158,25 @@ async function holdCaller(tx: Queryable, auth: AuthContext, target?: string): Pr
  * (new) owner. Every server drops its cached copy of the key afterwards.
  */
 export async function updateKey(ctx: KeysContext, id: string, patch: KeyPatch): Promise<ApiKeyRecord> {
+  return asCallerIsNow(ctx, (ctx) => updateKeyAs(ctx, id, patch))
+}
+
+/**
+ * Runs a change of keys as the calling key is when it is written: when its powers changed after
+ * the request was authenticated (another request, another process; its transaction rolled back),
+ * once more, judged wholly with the key as the store holds it now. Changed yet again meanwhile:
+ * 503 with Retry-After, to send it again.
+ */
+async function asCallerIsNow<T>(ctx: KeysContext, run: (ctx: KeysContext) => Promise<T>): Promise<T> {
+  try {
+    return await run(ctx)
+  } catch (err) {
+    if (!(err instanceof KeyChanged)) throw err
+    return run({ ...ctx, auth: err.current })
+  }
+}
+
+async function updateKeyAs(ctx: KeysContext, id: string, patch: KeyPatch): Promise<ApiKeyRecord> {
   requireKeyManager(ctx.auth)
   const row = await ctx.db.transaction(async (tx) => {
     await holdCaller(tx, ctx.auth, id)

@@ -159,27 +159,42 @@ describe.runIf(STORES.includes('postgres'))('postgres: a key revoked or changed 
     const key = await t.givenKey({ type: 'Editor' })
     expect((await t.request('POST', '/api/v1/assets', { key, body: note('editor write') })).status).toBe(201)
     await elsewhere("UPDATE api_keys SET permission_type = 'Viewer' WHERE id = $1", [await keyIdOf(key)])
-    // 503 to send again when this process still held the Editor key (its notification not yet
-    // arrived), 403 when it had reloaded it meanwhile; never written.
+    // This process still holds the Editor key (no notification arrived): the write is judged with
+    // the key as the store holds it, the 403 of a Viewer; never written.
+    const forbidden = { status: '403', code: 'forbidden', detail: 'this requires the Editor permission; the key acts as Viewer' }
     const racing = await t.request('POST', '/api/v1/assets', { key, body: note('downgraded write') })
-    expect([503, 403]).toContain(racing.status)
+    expect({ status: racing.status, error: racing.body.errors[0] }).toMatchObject({ status: 403, error: forbidden })
     const again = await t.request('POST', '/api/v1/assets', { key, body: note('downgraded write') })
     expect(again.status).toBe(403)
     expect(await notes('downgraded write')).toBe(0)
   })
 
-  it('confirms a cached key against the store: 503 with Retry-After when its powers changed, and the cache emptied', async () => {
+  it('judges a write of a key raised elsewhere with its new permission type: written at once (outside audit: 403 before)', async () => {
+    const key = await t.givenKey({ type: 'Viewer' })
+    expect((await t.request('GET', '/api/v1/assets', { key })).status).toBe(200)
+    expect((await t.request('POST', '/api/v1/assets', { key, body: note('viewer write') })).status).toBe(403)
+    await elsewhere("UPDATE api_keys SET permission_type = 'Editor' WHERE id = $1", [await keyIdOf(key)])
+    const raised = await t.request('POST', '/api/v1/assets', { key, body: note('raised write') })
+    expect(raised.status).toBe(201)
+    expect(await notes('raised write')).toBe(1)
+  })
+
+  it('confirms a cached key against the store: the key as it is now when its powers changed, and the cache emptied', async () => {
     const key = await t.givenKey({ type: 'Editor' })
     const authenticator = new Authenticator(t.store.db)
     const request = { headers: { authorization: `Bearer ${key}` }, ip: '127.0.0.1' } as unknown as FastifyRequest
     const auth = await authenticator.authenticate(request)
-    await expect(authenticator.confirm(t.store.db, auth)).resolves.toBeUndefined()
+    await expect(authenticator.confirm(t.store.db, auth)).resolves.toBe(auth)
     await elsewhere("UPDATE api_keys SET permission_type = 'Viewer' WHERE id = $1", [auth.keyId])
-    const refused = await authenticator.confirm(t.store.db, auth).catch((err: unknown) => err)
-    expect(refused).toBeInstanceOf(AppError)
-    expect(refused).toMatchObject({ def: { status: 503, code: 'service_unavailable' }, headers: { 'Retry-After': '1' } })
+    const now = await authenticator.confirm(t.store.db, auth)
+    expect({ keyId: now.keyId, permission: now.permission, keyPermission: now.keyPermission }).toEqual({ keyId: auth.keyId, permission: 'Viewer', keyPermission: 'Viewer' })
     // Emptied: the key is read again, as a Viewer now.
     expect((await authenticator.authenticate(request)).permission).toBe('Viewer')
+    // Revoked: 401, whatever the cache holds.
+    await elsewhere('DELETE FROM api_keys WHERE id = $1', [auth.keyId])
+    const revoked = await authenticator.confirm(t.store.db, now).catch((err: unknown) => err)
+    expect(revoked).toBeInstanceOf(AppError)
+    expect(revoked).toMatchObject({ def: { status: 401, code: 'unauthorized' } })
   })
 
   it('refuses the writes of a key whose owner was disabled elsewhere with 401 api_key_inactive', async () => {

@@ -61,8 +61,21 @@ const inactive = (): AppError => new AppError(Errors.API_KEY_INACTIVE, "the API 
 const noApiAccess = (): AppError => new AppError(Errors.API_ACCESS_DISABLED, "the organization's plan has no API access")
 
 /**
+ * The calling key's powers changed since its request was authenticated (another request, or
+ * another process, changed it): {@link currentKey} carries the key as the store holds it now, to
+ * judge the request with. Unhandled, it is a 503 to send the request again.
+ */
+export class KeyChanged extends AppError {
+  constructor(readonly current: AuthContext) {
+    super(Errors.SERVICE_UNAVAILABLE, "the API key's permissions changed while the request ran; send it again", { 'Retry-After': '1' })
+  }
+}
+
+/**
  * Throws unless the calling key, as the store holds it now, is still valid and has the powers the
- * request was authenticated with (a cached copy may lag a change another request has just made).
+ * request was authenticated with (a cached copy may lag a change another request has just made):
+ * 401 revoked, 401 api_key_inactive, 403 no API access, {@link KeyChanged} with the key as it is
+ * now when its permission type, owner's type, roles or grants differ.
  * `lock`, inside a transaction: the key's row stays as read until it ends (`share`; `update` when
  * the transaction changes that very key), so a change of its powers cannot commit in between: a
  * key that grants or mints keys is held to the rights it has when they are written (keys/service.ts).
@@ -75,7 +88,7 @@ export async function confirmKey(db: Pick<Db, 'query'>, auth: AuthContext, lock?
   if (entry === null) throw notValid()
   if (entry.inactive) throw inactive()
   if (!entry.apiAccess) throw noApiAccess()
-  throw new AppError(Errors.SERVICE_UNAVAILABLE, "the API key's permissions changed while the request ran; send it again", { 'Retry-After': '1' })
+  throw new KeyChanged(entry.context)
 }
 
 /** What a key may do: a change of any of these since the cache read it matters to a write. */
@@ -192,17 +205,20 @@ export class Authenticator {
   /**
    * Before a write on PostgreSQL, where other processes change keys: the key as the store has it
    * now, against the cached copy this request was authenticated with. A key revoked or changed by
-   * another process is known here only once its notification arrives (milliseconds); a write that
-   * starts after the revocation was answered must fail all the same (CONTRACT §17). Revoked:
-   * 401; owner disabled: 401 api_key_inactive; plan without API access: 403; other permission
-   * types or roles: 503, the request to be sent again (it is then judged with the new ones). The
-   * cache is emptied in each case.
+   * another process is known here only once its notification arrives (milliseconds); a write sent
+   * after the change was answered is judged by it all the same, on every process (CONTRACT §17):
+   * revoked: 401; owner disabled: 401 api_key_inactive; plan without API access: 403 (thrown);
+   * other permission types or roles: the key as it is now is returned, for the request to be judged
+   * with (a raised key may write, a lowered one gets the 403 of its new powers). The cache is
+   * emptied whenever the store's key differs from it.
    */
-  async confirm(db: Pick<Db, 'query'>, auth: AuthContext): Promise<void> {
+  async confirm(db: Pick<Db, 'query'>, auth: AuthContext): Promise<AuthContext> {
     try {
       await confirmKey(db, auth)
+      return auth
     } catch (err) {
       this.invalidate()
+      if (err instanceof KeyChanged) return err.current
       throw err
     }
   }
