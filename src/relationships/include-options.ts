@@ -82,11 +82,11 @@ const QUERY_FILTER = /^relationships_filter\[(.*)\]$/s
  * The query-string form: include, relationships_page[number|size],
  * relationships_filter[relationship_type_key|direction|related_asset.asset_type_key] and
  * relationships_sort=created_at|relationship_type_key|related_asset.name (`-` for descending).
- * Null when no relationships are included (the other parameters are then ignored).
+ * Null when no relationships are included; the other parameters are checked all the same (an
+ * unknown field or a bad value is a 400 whether or not relationships are included).
  */
 export function includeOptionsFromQuery(query: Record<string, unknown>): RelationshipIncludeOptions | null {
   const expand = parseAssetIncludes(splitInclude(query.include), () => ({ parameter: 'include' }))
-  if (expand === null) return null
   const filter: Record<string, string[]> = {}
   for (const [key, value] of Object.entries(query)) {
     const field = QUERY_FILTER.exec(key)?.[1]
@@ -94,7 +94,8 @@ export function includeOptionsFromQuery(query: Record<string, unknown>): Relatio
   }
   const specs = typeof query.relationships_sort === 'string' ? parseSortParam(query.relationships_sort, 'relationships_sort') : []
   const sort = specs.map((s): IncludeSort => ({ field: sortField(s.field, { parameter: 'relationships_sort' }), order: s.order }))
-  return { expand, page: pageFromQuery(query, 'relationships_page'), filter: filter as IncludeFilter, sort }
+  const page = pageFromQuery(query, 'relationships_page')
+  return expand === null ? null : { expand, page, filter: filter as IncludeFilter, sort }
 }
 
 /** The search-body form (CONTRACT §4): `include` array and the `relationships` block. */
@@ -111,17 +112,13 @@ export interface IncludeBody {
  * its fields and their values are this folder's. Errors point into the body.
  */
 export function includeOptionsFromBody(body: IncludeBody): RelationshipIncludeOptions | null {
-  if (body.include === undefined) return null
-  const expand = parseAssetIncludes(body.include as string[], (i) => ({ pointer: `/include/${i}` }))
-  if (expand === null) return null
+  const expand = body.include === undefined ? null : parseAssetIncludes(body.include as string[], (i) => ({ pointer: `/include/${i}` }))
+  // Checked whether or not relationships are included, as the query-string form.
   const block = (body.relationships ?? {}) as { page?: Partial<Page> | null; filter?: unknown; sort?: { field: string; order?: 'asc' | 'desc' }[] | null }
   const page = block.page ?? {}
-  return {
-    expand,
-    page: { number: page.number ?? 1, size: page.size ?? DEFAULT_PAGE_SIZE },
-    filter: bodyFilter(block.filter, '/relationships/filter'),
-    sort: (block.sort ?? []).map((s, i) => ({ field: sortField(s.field, { pointer: `/relationships/sort/${i}/field` }), order: s.order ?? 'asc' })),
-  }
+  const filter = bodyFilter(block.filter, '/relationships/filter')
+  const sort = (block.sort ?? []).map((s, i): IncludeSort => ({ field: sortField(s.field, { pointer: `/relationships/sort/${i}/field` }), order: s.order ?? 'asc' }))
+  return expand === null ? null : { expand, page: { number: page.number ?? 1, size: page.size ?? DEFAULT_PAGE_SIZE }, filter, sort }
 }
 
 function bodyFilter(value: unknown, pointer: string): IncludeFilter {

@@ -139,13 +139,36 @@ for (const store of STORES) {
         ['include=relationships&relationships_sort=name', 'invalid_sort', { parameter: 'relationships_sort' }],
         ['include=relationships&relationships_filter[direction]=sideways', 'invalid_filter', { parameter: 'relationships_filter[direction]' }],
         ['include=relationships&relationships_page[size]=101', 'invalid_page', { parameter: 'relationships_page[size]' }],
+        // Checked without an include too (outside audit: 200 before): an unknown field or a bad value is a 400 (CONTRACT §1).
+        ['relationships_sort=-bogus', 'invalid_sort', { parameter: 'relationships_sort' }],
+        ['relationships_filter[direction]=sideways', 'invalid_filter', { parameter: 'relationships_filter[direction]' }],
+        ['relationships_filter[bogus]=1', 'invalid_filter', { parameter: 'relationships_filter[bogus]' }],
+        ['relationships_page[size]=0', 'invalid_page', { parameter: 'relationships_page[size]' }],
       ]
       for (const [q, code, source] of cases) {
-        const res = await get(q)
-        expect(res.status, q).toBe(400)
-        expect(res.body.errors[0].code, q).toBe(code)
-        expect(res.body.errors[0].source, q).toEqual(source)
+        for (const res of [await get(q), await t.request('GET', `/api/v1/assets?${q}`)]) {
+          expect(res.status, q).toBe(400)
+          expect(res.body.errors[0].code, q).toBe(code)
+          expect(res.body.errors[0].source, q).toEqual(source)
+        }
       }
+      const name = { field: 'name', operator: 'equals', value: 'crm' }
+      for (const [relationships, code, pointer] of [
+        [{ filter: { field: 'bogus', operator: 'equals', value: 'x' } }, 'invalid_filter', '/relationships/filter/field'],
+        [{ filter: { field: 'direction', operator: 'greater_than', value: 5 } }, 'invalid_filter', '/relationships/filter/operator'],
+        [{ filter: { direction: 'sideways' } }, 'invalid_filter', '/relationships/filter/direction'],
+        [{ sort: [{ field: 'bogus' }] }, 'invalid_sort', '/relationships/sort/0/field'],
+      ] as const) {
+        for (const body of [{ filter: name, relationships }, { filter: name, include: [], relationships }, { filter: name, include: ['relationships'], relationships }]) {
+          const res = await t.request('POST', '/api/v1/search/assets', { body })
+          expect(res.status, JSON.stringify(body)).toBe(400)
+          expect(res.body.errors[0], JSON.stringify(body)).toMatchObject({ code, source: { pointer } })
+        }
+      }
+      // Valid options without an include are accepted, and include nothing.
+      const plain = await get('relationships_sort=-created_at&relationships_filter[direction]=outgoing&relationships_page[size]=5')
+      expect(plain.status).toBe(200)
+      expect(plain.body.data).not.toHaveProperty('relationships')
       expect((await t.request('GET', '/api/v1/assets?include=nope')).body.errors[0].code).toBe('invalid_include')
       // Names every JavaScript object answers to are no include either.
       for (const name of ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf']) {
