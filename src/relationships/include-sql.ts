@@ -83,6 +83,10 @@ export async function selectIncludedRelationships(db: Queryable, auth: AuthConte
   const from = params.add(offsetOf(q.page))
   const to = params.add(offsetOf(q.page) + q.page.size)
   const props = q.withProperties ? ', o.properties AS related_properties' : ''
+  // One entry per relationship (CONTRACT §2): a self-loop is its asset's outgoing one, and incoming
+  // only when the filter asks for incoming relationships alone.
+  const directions = q.filter.direction === undefined ? ['outgoing'] : [q.filter.direction].flat()
+  const selfOnce = directions.includes('outgoing') ? ' AND r.source_asset_id <> r.target_asset_id' : ''
   const result = await db.query<IncludedRow>(
     `SELECT p.asset_id, p.total::int AS total, p.rn::int AS rn, p.id, p.relationship_type_key, p.direction, p.related_id, p.related_asset_type_key, p.related_name,
             p.related_created_at, p.related_updated_at${q.withProperties ? ', p.related_properties' : ''}
@@ -99,7 +103,7 @@ export async function selectIncludedRelationships(db: Queryable, auth: AuthConte
            FROM relationships r WHERE r.org_id = $1 AND r.source_asset_id = ids.asset_id
            UNION ALL
            SELECT r.id, r.relationship_type_key, 'incoming'::text, r.source_asset_id, r.created_at
-           FROM relationships r WHERE r.org_id = $1 AND r.target_asset_id = ids.asset_id
+           FROM relationships r WHERE r.org_id = $1 AND r.target_asset_id = ids.asset_id${selfOnce}
            OFFSET 0
          ) b
          CROSS JOIN LATERAL (SELECT o.* FROM assets o WHERE o.org_id = $1 AND o.id = b.related_id OFFSET 0) o
@@ -125,7 +129,7 @@ function compileIncludeFilter(filter: IncludeFilter, params: Params): string {
   return conds.length === 0 ? 'TRUE' : conds.join(' AND ')
 }
 
-/** Default created_at; the relationship id then the direction break ties (a self-loop shows twice). */
+/** Default created_at; the relationship id then the direction break ties. */
 function orderBy(sort: readonly IncludeSort[], alias: string): string {
   const specs = sort.length === 0 ? [{ field: 'created_at', order: 'asc' } as const] : sort
   const keys = specs.map((s) => `${alias}.${SORT_COLUMN[s.field]} ${s.order.toUpperCase()}`)

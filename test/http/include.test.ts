@@ -64,6 +64,29 @@ for (const store of STORES) {
       })
     })
 
+    it('includes a relationship from an asset to itself once: outgoing, or incoming when only incoming ones are asked for', async () => {
+      await createAsset('loop', 'application', 'it', { code: 'loop' })
+      await relate('depends_on', 'loop', 'loop')
+      const entry = (direction: string) => ({ id: rels['loop>loop'], relationship_type_key: 'depends_on', direction, related_asset_id: ids.loop })
+      const meta = { page: { number: 1, size: 50, total_items: 1, total_items_exact: true, total_pages: 1 } }
+      const of = async (query: string) => {
+        const res = await t.request('GET', `/api/v1/assets/${ids.loop}?include=relationships${query}`)
+        expect(res.status, query).toBe(200)
+        return { relationships: res.body.data.relationships, relationships_meta: res.body.data.relationships_meta }
+      }
+      expect(await of('')).toEqual({ relationships: [entry('outgoing')], relationships_meta: meta })
+      expect(await of('&relationships_filter[direction]=outgoing')).toEqual({ relationships: [entry('outgoing')], relationships_meta: meta })
+      expect(await of('&relationships_filter[direction]=incoming')).toEqual({ relationships: [entry('incoming')], relationships_meta: meta })
+      const listed = await t.request('GET', '/api/v1/assets?filter[name]=loop&include=relationships')
+      expect(listed.body.data[0].relationships).toEqual([entry('outgoing')])
+      for (const relationships of [{}, { filter: { direction: ['incoming', 'outgoing'] } }]) {
+        const searched = await t.request('POST', '/api/v1/search/assets', { body: { filter: { field: 'name', operator: 'equals', value: 'loop' }, include: ['relationships'], relationships } })
+        expect(searched.body.data[0].relationships, JSON.stringify(relationships)).toEqual([entry('outgoing')])
+      }
+      expect((await t.request('DELETE', `/api/v1/relationships/${rels['loop>loop']}`)).status).toBe(204)
+      expect((await t.request('DELETE', `/api/v1/assets/${ids.loop}`)).status).toBe(204)
+    })
+
     it('relationships.related_asset expands the related asset; .properties adds its properties', async () => {
       const expanded = await get(`include=relationships,relationships.related_asset&${BY_NAME}&relationships_filter[related_asset.asset_type_key]=application&relationships_page[size]=1`)
       const erp = assets.erp as { created_at: string; updated_at: string }
