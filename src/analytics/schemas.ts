@@ -19,7 +19,7 @@ const dimensionSchema = {
         interval: { type: 'string', enum: [...INTERVALS], description: 'For created_at, updated_at (required) and date properties.' },
         relationship_type_key: { type: 'string', description: 'With related_asset_type_key: the relationship type (default: any).' },
         direction: { type: 'string', enum: ['outgoing', 'incoming'], description: 'With related_asset_type_key (default outgoing).' },
-        as: { type: 'string', description: 'The key of this grouping in `group` (default: the field).' },
+        as: { type: 'string', minLength: 1, description: 'The key of this grouping in `group` (default: the field).' },
       },
     },
   ],
@@ -41,7 +41,7 @@ export const analyticsBody = {
         properties: {
           type: { type: 'string', enum: ['count', 'count_distinct', 'sum', 'average'] },
           field: { type: 'string', description: 'count_distinct: any field; sum and average: a number property.' },
-          as: { type: 'string', description: 'The measure\'s name (default `count` or `<type>:<field>`).' },
+          as: { type: 'string', minLength: 1, description: 'The measure\'s name (default `count` or `<type>:<field>`).' },
         },
       },
     },

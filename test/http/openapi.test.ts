@@ -66,6 +66,14 @@ for (const store of STORES) {
       const size = get.parameters.find((p: { name: string }) => p.name === 'page[size]')
       expect(size.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 100 })
       expect(doc.paths['/api/v1/openapi/base.json'].get.security).toEqual([])
+      // Analytics checks its body itself (with pointers); the schema says what it refuses: an empty `as`.
+      const analytics = doc.paths['/api/v1/analytics/assets'].post.requestBody.content['application/json'].schema
+      const asOf = (schema: { properties?: Record<string, any>; oneOf?: any[]; anyOf?: any[]; items?: any }): unknown[] =>
+        [schema.properties?.as, ...Object.values(schema.properties ?? {}), ...(schema.oneOf ?? []), ...(schema.anyOf ?? []), schema.items]
+          .filter((s) => typeof s === 'object' && s !== null).flatMap((s) => (s === schema.properties?.as ? [s] : asOf(s)))
+      const names = asOf(analytics)
+      expect(names.length).toBeGreaterThanOrEqual(2)
+      for (const as of names) expect(as).toMatchObject({ type: 'string', minLength: 1 })
       // The documents themselves: JSON, and YAML text.
       for (const path of ['/api/v1/openapi/base.yaml', '/api/v1/openapi/typed.yaml']) {
         expect(doc.paths[path].get.responses['200'].content, path).toEqual({ 'application/yaml': { schema: { type: 'string' } } })
