@@ -90,7 +90,7 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
       const key = await createKey(request.console!.ctx, keyInput(request))
       return redirectWith(app, request, reply, SETTINGS, {
         notice: `Created the API key ${key.name}. Copy its secret now: it is shown only this once.`,
-        secrets: [{ label: `Secret of ${key.name}`, value: key.secret }],
+        secrets: [{ of: `the API key ${key.name}`, value: key.secret }],
       })
     } catch (err) {
       return onError(request, reply, err, `${SETTINGS}?new=key`, keyForm(request, 'key:new'))

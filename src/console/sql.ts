@@ -100,7 +100,8 @@ export interface Flash {
 }
 
 export interface FlashSecret {
-  label: string
+  /** What the secret belongs to (a key's name, a webhook's URL): shown beside it when several wait. */
+  of: string
   value: string
   section?: 'keys' | 'webhooks'
 }
@@ -115,10 +116,10 @@ export async function insertSession(db: Queryable, orgId: string, id: string, us
 }
 
 /**
- * Which flash the page being served shows, and so takes: `all` (the page that shows a new
- * secret), `plain` (a page that shows messages: a flash carrying a secret is left for the page
- * that shows it, so that another tab's page does not lose it), `none` (an htmx request, which
- * shows no message).
+ * Which flash the page being served shows, and so takes: `all` (the page that shows new secrets),
+ * `plain` (a page that shows messages: it takes the message and leaves the secrets for the page
+ * that shows them, so that another tab's page does not lose them), `none` (an htmx request,
+ * which shows no message).
  */
 export type FlashTaken = 'all' | 'plain' | 'none'
 
@@ -129,13 +130,16 @@ export type FlashTaken = 'all' | 'plain' | 'none'
  */
 export async function touchSession(db: Queryable, orgId: string, id: string, idleSeconds: number, takes: FlashTaken = 'all'): Promise<SessionRow | null> {
   const result = await db.query<SessionRow>(
-    `WITH s AS (SELECT org_id, id, user_id, flash, last_seen_at < now() - make_interval(secs => $3) AS idle,
-                       ($4::text = 'all' OR ($4::text = 'plain' AND flash->'secrets' IS NULL)) AS takes
+    `WITH s AS (SELECT org_id, id, user_id, last_seen_at < now() - make_interval(secs => $3) AS idle,
+                       CASE $4::text WHEN 'all' THEN flash WHEN 'plain' THEN nullif(flash - 'secrets', '{}'::jsonb) END AS shown,
+                       CASE $4::text WHEN 'all' THEN NULL
+                                     WHEN 'plain' THEN CASE WHEN flash->'secrets' IS NOT NULL THEN jsonb_build_object('secrets', flash->'secrets') END
+                                     ELSE flash END AS kept
                 FROM console_sessions WHERE org_id = $1 AND id = $2 FOR UPDATE),
-          touched AS (UPDATE console_sessions c SET last_seen_at = now(), flash = CASE WHEN s.takes THEN NULL ELSE c.flash END FROM s
+          touched AS (UPDATE console_sessions c SET last_seen_at = now(), flash = s.kept FROM s
                       WHERE c.org_id = s.org_id AND c.id = s.id AND NOT s.idle),
           dropped AS (DELETE FROM console_sessions c USING s WHERE c.org_id = s.org_id AND c.id = s.id AND s.idle)
-     SELECT org_id, user_id, CASE WHEN takes THEN flash END AS flash, idle FROM s`,
+     SELECT org_id, user_id, CASE WHEN NOT idle THEN shown END AS flash, idle FROM s`,
     [orgId, id, idleSeconds, takes],
   )
   return result.rows[0] ?? null

@@ -44,7 +44,7 @@ export async function webhookPages(app: FastifyInstance): Promise<void> {
       })
       return redirectWith(app, request, reply, `${SETTINGS}#webhooks-h`, {
         notice: `Added the webhook for ${hook.url}. Copy its signing secret now: it is shown only this once.`,
-        secrets: [{ label: `Secret of ${hook.url}`, value: hook.secret, section: 'webhooks' }],
+        secrets: [{ of: `the webhook ${hook.url}`, value: hook.secret, section: 'webhooks' }],
       })
     } catch (err) {
       return fail(request, reply, err, `${SETTINGS}?new=webhook#webhooks-h`, typedForm(request, 'webhook:new', { one: ['url', 'event_types', 'description'] }))

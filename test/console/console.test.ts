@@ -240,7 +240,7 @@ for (const [index, kind] of STORES.entries()) {
       await page.getByLabel('Roles').selectOption(['all'])
       await expectAccessible(page)
       await page.getByRole('button', { name: 'Create', exact: true }).click()
-      const secret = await page.getByLabel('Secret').inputValue()
+      const secret = await page.getByLabel('Secret', { exact: true }).inputValue()
       expect(secret).toMatch(/^kbis_/)
       await expect(page.getByRole('button', { name: 'Copy' }).isVisible()).resolves.toBe(true)
       await expectAccessible(page)
@@ -250,7 +250,7 @@ for (const [index, kind] of STORES.entries()) {
       const listed = (await t.request('GET', '/api/v1/api-keys')).body.data.find((k: { name: string }) => k.name === 'nightly sync')
       expect(listed).toMatchObject({ description: 'CMDB import', permission_type: 'Editor', role_keys: ['all'] })
       await page.reload()
-      await expect(page.getByLabel('Secret').count()).resolves.toBe(0)
+      await expect(page.getByLabel('Secret', { exact: true }).count()).resolves.toBe(0)
       expect(await page.content()).not.toContain(secret)
 
       // Edit, then delete: the key stops working.
@@ -275,7 +275,7 @@ for (const [index, kind] of STORES.entries()) {
       await owner.getByLabel('Roles').selectOption(['it_editor'])
       await owner.getByRole('button', { name: 'Create', exact: true }).click()
       // The answer (the secret, once) has arrived before the reload: no navigation is in flight.
-      await owner.getByLabel('Secret').waitFor()
+      await owner.getByLabel('Secret', { exact: true }).waitFor()
       await owner.reload()
       const row = owner.getByRole('row').filter({ has: owner.getByRole('cell', { name: 'handover' }) })
       await row.getByRole('button', { name: 'Transfer' }).click()
@@ -312,7 +312,7 @@ for (const [index, kind] of STORES.entries()) {
         await page.getByLabel('Events').fill('asset.*')
         await page.getByLabel('Description').fill('CMDB mirror')
         await page.getByRole('button', { name: 'Add webhook' }).click()
-        const secret = await page.getByLabel('Secret').inputValue()
+        const secret = await page.getByLabel('Secret', { exact: true }).inputValue()
         expect(secret).toMatch(/^whsec_/)
         const hooks = (await t.request('GET', '/api/v1/webhooks')).body.data
         expect(hooks).toMatchObject([{ url, description: 'CMDB mirror', event_types: ['asset.*'] }])
@@ -323,7 +323,7 @@ for (const [index, kind] of STORES.entries()) {
         // The receiver has the body before the worker has written the delivery's outcome.
         await eventually(async () => (await t.request('GET', `/api/v1/webhooks/${hooks[0].id}/deliveries`)).body.data[0]?.status === 'succeeded', 10_000)
         await page.reload()
-        await expect(page.getByLabel('Secret').count()).resolves.toBe(0)
+        await expect(page.getByLabel('Secret', { exact: true }).count()).resolves.toBe(0)
         const row = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'webhook.test' }) })
         await expect(row.getByRole('cell', { name: 'succeeded' }).isVisible()).resolves.toBe(true)
         await expectAccessible(page)

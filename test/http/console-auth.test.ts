@@ -210,17 +210,19 @@ for (const kind of STORES) {
       // A third tab's form is refused (no role): its message replaces the others', not their secrets.
       const refused = await b.send('POST', '/console/developer-settings/keys', { _csrf: csrf, name: 'tab three', description: '', permission_type: 'Viewer' })
       expect(refused.statusCode).toBe(303)
+      // A page that shows messages takes the message and leaves the secrets waiting.
+      const other = (await b.send('GET', '/console/archived')).body
+      expect(other).toMatch(/<p class="error" role="alert">[^<]+<\/p>/)
+      expect(other).not.toMatch(/kbis_[A-Za-z0-9]/)
       const settings = (await b.send('GET', '/console/developer-settings')).body
-      const shown = [...settings.matchAll(/<label for="(new-secret(?:-\d)?)">([^<]+)<\/label>\s*<div class="row">\s*<input id="\1" type="text" readonly value="(kbis_[^"]+)"/g)]
-        .map((m) => ({ id: m[1], label: m[2], secret: m[3]! }))
-      expect(shown.map(({ id, label }) => ({ id, label }))).toEqual([
-        { id: 'new-secret', label: 'Secret of tab one' },
-        { id: 'new-secret-2', label: 'Secret of tab two' },
-      ])
-      const keys = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data as { id: string; name: string }[]
-      for (const { label, secret } of shown) {
-        expect((await t.request('GET', '/api/v1/metamodel/asset-types', { key: secret })).status, label).toBe(200)
-        expect(keys.some((k) => label === `Secret of ${k.name}`), label).toBe(true)
+      expect(settings).not.toMatch(/<p class="error" role="alert">/)
+      const shown = [...settings.matchAll(/<label for="(new-secret(?:-\d)?)">Secret<\/label>\s*<p class="hint" id="\1-of">Of the API key ([^<]+)<\/p>\s*<div class="row">\s*<input id="\1" type="text" readonly value="(kbis_[^"]+)" class="mono" aria-describedby="\1-of secret-hint">/g)]
+        .map((m) => ({ id: m[1], of: m[2], secret: m[3]! }))
+      expect(shown.map(({ id, of }) => ({ id, of }))).toEqual([{ id: 'new-secret', of: 'tab one' }, { id: 'new-secret-2', of: 'tab two' }])
+      const keys = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data as { name: string; secret_prefix: string }[]
+      for (const { of, secret } of shown) {
+        expect(keys.find((k) => secret.startsWith(k.secret_prefix))?.name, of).toBe(of)
+        expect((await t.request('GET', '/api/v1/metamodel/asset-types', { key: secret })).status, of).toBe(200)
       }
       // Shown once.
       const again = (await b.send('GET', '/console/developer-settings')).body
