@@ -80,8 +80,9 @@ export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, ite
   // Every issue points into its item's `relationships` member (`/3/relationships/…`).
   const invalid = new Set(issues.flatMap((issue) => byPointer.get(/^(.*?\/relationships)(?=\/|$)/.exec(issue.pointer ?? '')?.[1] ?? '') ?? []))
   const submitted = latestPerPair(all).filter((pair) => !invalid.has(pair.item))
-  const plan = submitted.length === all.length ? checked : planSync(ctx, submitted, assets, excused)
-  const removed = await selectReplacedRelationships(tx, ctx.auth, plan.pairs, plan.kept)
+  const plan = orderAcrossEnds(submitted.length === all.length ? checked : planSync(ctx, submitted, assets, excused), submitted)
+  // A relationship both of whose ends' pairs leave it out is found once per pair: deleted once.
+  const removed = [...new Map((await selectReplacedRelationships(tx, ctx.auth, plan.pairs, plan.kept)).map((r) => [r.id, r])).values()]
   const forbidden = forbiddenRemovals(removed.filter((r) => !r.editable), submitted)
   const deleted = await deleteRelationships(tx, originOf(ctx), removed.map((r) => r.id))
   // Relationships that exist already are kept as they are (id and created_at unchanged).
@@ -128,6 +129,38 @@ const pairKey = (assetId: string, direction: Direction, typeKey: string): string
 function latestPerPair(pairs: SubmittedPair[]): SubmittedPair[] {
   const last = new Map(pairs.map((pair, i) => [pairKey(pair.item.asset.id, pair.direction, pair.typeKey), i]))
   return pairs.filter((pair, i) => last.get(pairKey(pair.item.asset.id, pair.direction, pair.typeKey)) === i)
+}
+
+const OPPOSITE: Readonly<Record<Direction, Direction>> = { outgoing: 'incoming', incoming: 'outgoing' }
+
+/**
+ * Items apply in order across the two ends of a relationship too: when one item replaces a pair
+ * of its source (outgoing) and a later one the matching pair of its target (incoming), or one item
+ * both pairs of a self-relationship, the pair given last decides whether the relationship is
+ * there. One it leaves out is neither kept nor created by the earlier pair; one it names is kept
+ * by the earlier pair too (not deleted and created again). `submitted` is in request order.
+ */
+function orderAcrossEnds(plan: Plan, submitted: SubmittedPair[]): Plan {
+  const order = new Map(submitted.map((pair, i) => [pairKey(pair.item.asset.id, pair.direction, pair.typeKey), i]))
+  const named = new Map<string, Set<string>>()
+  for (const k of plan.kept) {
+    const key = pairKey(k.asset_id, k.direction, k.relationship_type_key)
+    named.set(key, (named.get(key) ?? new Set()).add(k.related_id))
+  }
+  const otherEnd = (k: KeptRelated): string => pairKey(k.related_id, OPPOSITE[k.direction], k.relationship_type_key)
+  const later = (k: KeptRelated): boolean => (order.get(otherEnd(k)) ?? -1) > (order.get(pairKey(k.asset_id, k.direction, k.relationship_type_key)) ?? -1)
+  // Left out by a later pair of the other end: gone.
+  const dropped = plan.kept.filter((k) => later(k) && !named.get(otherEnd(k))?.has(k.asset_id))
+  if (dropped.length === 0 && !plan.kept.some((k) => order.has(otherEnd(k)))) return plan
+  const edge = (k: KeptRelated): string => (k.direction === 'outgoing'
+    ? rowKey({ relationship_type_key: k.relationship_type_key, source_asset_id: k.asset_id, target_asset_id: k.related_id })
+    : rowKey({ relationship_type_key: k.relationship_type_key, source_asset_id: k.related_id, target_asset_id: k.asset_id }))
+  const gone = new Set(dropped.map(edge))
+  const kept = plan.kept.filter((k) => !gone.has(edge(k)))
+  // Named by a later pair after an earlier pair of the other end left it out: the earlier one keeps it.
+  const keptToo = kept.filter((k) => !later(k) && order.has(otherEnd(k)) && !named.get(otherEnd(k))?.has(k.asset_id))
+    .map((k): KeptRelated => ({ asset_id: k.related_id, direction: OPPOSITE[k.direction], relationship_type_key: k.relationship_type_key, related_id: k.asset_id }))
+  return { ...plan, kept: [...kept, ...keptToo], rows: plan.rows.filter((row) => !gone.has(rowKey(row))) }
 }
 
 /** Reads the body shape (the route schemas check it too; bulk items may arrive unchecked). */

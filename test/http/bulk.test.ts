@@ -274,6 +274,37 @@ for (const store of STORES) {
       expect(await related(s1)).toEqual([])
     })
 
+    it('PATCH applies the two ends of one relationship in order: the pair given last decides whether it is there (outside audit)', async () => {
+      const [a, b] = (await t.request('POST', '/api/v1/bulk/assets', { body: [server('ends-a'), server('ends-b')] })).body.data.map((d: { id: string }) => d.id)
+      const outgoing = (from: string, to: string[]) => ({ id: from, relationships: { outgoing: { depends_on: { related_assets: to.map((id) => ({ id })) } } } })
+      const incoming = (to: string, from: string[]) => ({ id: to, relationships: { incoming: { depends_on: { related_assets: from.map((id) => ({ id })) } } } })
+      const patch = async (body: unknown[]) => {
+        const res = await t.request('PATCH', '/api/v1/bulk/assets', { body })
+        expect(res.status, JSON.stringify(res.body)).toBe(200)
+      }
+      const relationship = async () => (await t.request('GET', `/api/v1/relationships?filter[source_asset_id]=${a}&filter[target_asset_id]=${b}`)).body.data.map((r: { id: string }) => r.id)
+      await patch([outgoing(a, [b]), incoming(b, [])])
+      expect(await relationship()).toEqual([])
+      await patch([incoming(b, []), outgoing(a, [b])])
+      const [kept] = await relationship()
+      expect(kept).toBeDefined()
+      // Named last, an existing relationship is kept as it is: not deleted and created again.
+      const before = await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE subject = $1', [`relationships/${kept}`])
+      await patch([incoming(b, []), outgoing(a, [b])])
+      expect(await relationship()).toEqual([kept])
+      expect((await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE subject = $1', [`relationships/${kept}`])).rows).toEqual(before.rows)
+      // Left out last, it goes, once.
+      await patch([outgoing(a, [b]), incoming(b, [])])
+      expect(await relationship()).toEqual([])
+      expect((await t.store.db.query<{ type: string }>('SELECT type FROM events WHERE subject = $1 ORDER BY id', [`relationships/${kept}`])).rows.map((r) => r.type))
+        .toEqual(['relationship.created', 'relationship.deleted'])
+      // A relationship from an asset to itself, both of whose pairs one item gives: incoming after outgoing.
+      await patch([{ id: a, relationships: { outgoing: { depends_on: { related_assets: [{ id: a }] } }, incoming: { depends_on: { related_assets: [] } } } }])
+      expect((await t.request('GET', `/api/v1/relationships?filter[source_asset_id]=${a}&filter[target_asset_id]=${a}`)).body.data).toEqual([])
+      await patch([incoming(a, [a])])
+      expect((await t.request('GET', `/api/v1/relationships?filter[source_asset_id]=${a}&filter[target_asset_id]=${a}`)).body.data).toHaveLength(1)
+    })
+
     it('puts a refused removal of an incoming relationship on the item that asked for it', async () => {
       const editor = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
       const [fin, own, other] = (await t.request('POST', '/api/v1/bulk/assets', {
