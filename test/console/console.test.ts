@@ -245,6 +245,13 @@ for (const [index, kind] of STORES.entries()) {
       await expect(page.getByRole('button', { name: 'Copy' }).isVisible()).resolves.toBe(true)
       await expectAccessible(page)
       await shot(page, 'developer-settings')
+      // Copying says so beside the button, which keeps its name (CONTRACT §15: a "Copy" button).
+      await page.getByRole('button', { name: 'Copy' }).click()
+      await page.getByText('Copied', { exact: true }).waitFor()
+      await expect(page.getByRole('button', { name: 'Copy', exact: true }).count()).resolves.toBe(1)
+      await page.getByRole('button', { name: 'Copy', exact: true }).click()
+      await expect(page.getByText('Copied', { exact: true }).count()).resolves.toBe(1)
+      await expectAccessible(page)
       const res = await t.request('POST', '/api/v1/assets', { key: secret, body: { asset_type_key: 'note', name: 'made by the console key' } })
       expect(res.status).toBe(201)
       const listed = (await t.request('GET', '/api/v1/api-keys')).body.data.find((k: { name: string }) => k.name === 'nightly sync')
