@@ -112,7 +112,7 @@ export interface IncludeBody {
  * its fields and their values are this folder's. Errors point into the body.
  */
 export function includeOptionsFromBody(body: IncludeBody): RelationshipIncludeOptions | null {
-  const expand = body.include === undefined ? null : parseAssetIncludes(body.include as string[], (i) => ({ pointer: `/include/${i}` }))
+  const expand = body.include === undefined || body.include === null ? null : parseAssetIncludes(body.include as string[], (i) => ({ pointer: `/include/${i}` }))
   // Checked whether or not relationships are included, as the query-string form.
   const block = (body.relationships ?? {}) as { page?: Partial<Page> | null; filter?: unknown; sort?: { field: string; order?: 'asc' | 'desc' }[] | null }
   const page = block.page ?? {}

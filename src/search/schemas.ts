@@ -75,7 +75,7 @@ export const searchAssetsBody = {
     sort: sortSchema,
     page: searchPageSchema,
     include: {
-      type: 'array',
+      type: ['array', 'null'],
       items: { type: 'string', enum: ['relationships', 'relationships.related_asset', 'relationships.related_asset.properties'] },
     },
     relationships: {
@@ -95,7 +95,7 @@ export const searchRelationshipsBody = {
     filter: { ...filterSchema, description: 'Fields: id, relationship_type_key, source_asset_id, target_asset_id, created_at, source_asset.<asset field>, target_asset.<asset field>.' },
     sort: sortSchema,
     page: searchPageSchema,
-    include: { type: 'array', items: { type: 'string', enum: ['source_asset', 'source_asset.properties', 'target_asset', 'target_asset.properties'] } },
+    include: { type: ['array', 'null'], items: { type: 'string', enum: ['source_asset', 'source_asset.properties', 'target_asset', 'target_asset.properties'] } },
   },
 } as const
 

@@ -188,6 +188,13 @@ for (const store of STORES) {
           expect(res.body.errors[0], JSON.stringify(body)).toMatchObject({ code, source: { pointer } })
         }
       }
+      // `include: null` is no include, as `null` is no sort, page or filter (outside audit: 400 before).
+      for (const url of ['/api/v1/search/assets', '/api/v1/search/relationships']) {
+        const res = await t.request('POST', url, { body: { include: null, sort: null, page: null } })
+        expect(res.status, url).toBe(200)
+        expect(res.body.data.length, url).toBeGreaterThan(0)
+        expect(res.body.data[0], url).not.toHaveProperty(url.endsWith('assets') ? 'relationships' : 'source_asset')
+      }
       // Valid options without an include are accepted, and include nothing.
       const plain = await get('relationships_sort=-created_at&relationships_filter[direction]=outgoing&relationships_page[size]=5')
       expect(plain.status).toBe(200)
