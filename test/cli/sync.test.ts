@@ -1,7 +1,7 @@
 import { once } from 'node:events'
 import { createServer, type RequestListener } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -280,6 +280,23 @@ for (const store of STORES) {
       })
       expect(readFileSync(output, 'utf8')).toBe('last night\n')
       expect(readdirSync(dir).filter((f) => f.includes('partial'))).toEqual([])
+      // Cut short at once, while the CLI still prepares the file (it looks for the partial files of
+      // earlier attempts among many): the same one line, not a crash (seen under load: an
+      // unhandled 'error' event and its stack trace).
+      const crowded = mkdtempSync(path.join(dir, 'crowded-'))
+      for (let i = 0; i < 20_000; i++) writeFileSync(path.join(crowded, `f${i}`), '')
+      const early = path.join(crowded, 'early.csv')
+      await withStubServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/csv' })
+        res.write('id,name\n1,a\n', () => res.destroy())
+      }, async (url) => {
+        const run = await kbis(['export', '--type', 'server', '--format', 'csv', '--output', early], { ...env, KBIS_URL: url })
+        expect({ ...run, stderr: run.stderr.replace(/after \d+ bytes/, 'after N bytes') }).toEqual({
+          code: 1, stdout: '', stderr: `kbis: export failed: the answer ended after N bytes, before it was complete (other side closed); ${early} was left as it was\n`,
+        })
+      })
+      expect(existsSync(early)).toBe(false)
+      rmSync(crowded, { recursive: true, force: true })
       const nowhere = path.join(dir, 'no-such-dir', 'servers.csv')
       expect(await kbis(['export', '--type', 'server', '--output', nowhere], env)).toEqual({ code: 1, stdout: '', stderr: `kbis: export failed: the directory of --output ${nowhere} does not exist\n` })
     })

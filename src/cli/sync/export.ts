@@ -51,14 +51,14 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
     await res.body.cancel()
     throw new Error(`export failed: ${client.base} answered ${type ?? 'no content type'}, not ${EXPORT_TYPES[options.format]}: is it the kbis server's address?`)
   }
-  const body = Readable.fromWeb(res.body as ReadableStream<Uint8Array>)
+  const answer = res.body as ReadableStream<Uint8Array>
   if (!options.output) {
-    await copy(body, process.stdout, 'what was written to stdout is incomplete')
+    await copy(answer, process.stdout, 'what was written to stdout is incomplete')
     return
   }
   const output = options.output
   try {
-    await writeWhole(output, (partial) => copy(body, createWriteStream(partial), `${output} was left as it was`))
+    await writeWhole(output, (partial) => copy(answer, createWriteStream(partial), `${output} was left as it was`))
   } catch (err) {
     if (err instanceof FileWriteError) throw new Error(`export failed: ${err.message}`)
     throw err
@@ -80,7 +80,10 @@ export function outputProblem(option: string, file: string): string | null {
  * output is written to, never ended nor destroyed with the answer's error (a pipeline would pass
  * it on as stdout's own); its own errors are the CLI's (cli/main.ts: a closed pipe ends quietly).
  */
-async function copy(body: Readable, out: Writable, consequence: string): Promise<void> {
+async function copy(answer: ReadableStream<Uint8Array>, out: Writable, consequence: string): Promise<void> {
+  // Made here, with its error listener at once: made earlier, an answer cut short while the file
+  // was being prepared (writeWhole's look for orphans) errored with no listener and crashed the CLI.
+  const body = Readable.fromWeb(answer)
   let bytes = 0
   // Which side failed first: a pipeline passes either side's error on to the other.
   let first: 'answer' | 'output' | null = null
