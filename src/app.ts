@@ -257,15 +257,17 @@ function apiRoutes({ db, config, authenticator, rateLimiter, webhooks }: ApiPart
       // not after waiting for the organization's turn behind that request.
       const runningClaims = new RunningClaims()
       registerOrgConcurrency(authed, orgConcurrency, (request) => runningClaims.repeatsRunning(request))
-      registerIdempotency(authed, db, runningClaims)
       // On PostgreSQL other processes revoke and change keys: a write checks its key in the store
       // (not a search or an analytics POST, which read) and is judged with the key as it is now,
-      // before any permission check (the routes' own preValidation hooks run after this one).
+      // before its Idempotency-Key is looked at (a revoked key's repeat is no replay, and a refusal
+      // of the key is not kept as the key's answer) and before any permission check (the routes'
+      // own preValidation hooks run after these).
       if (db.kind === 'postgres') {
         authed.addHook('preValidation', async (request) => {
           if (writes(request)) request.auth = await authenticator.confirm(db, request.auth)
         })
       }
+      registerIdempotency(authed, db, runningClaims)
       registerRouteGuards(authed)
       // Every authenticated route, one flat list.
       for (const routes of [

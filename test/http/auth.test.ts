@@ -207,4 +207,82 @@ describe.runIf(STORES.includes('postgres'))('postgres: a key revoked or changed 
     expect(after.body.errors[0]).toMatchObject({ code: 'api_key_inactive' })
     expect(await notes('disabled owner')).toBe(0)
   })
+
+  const userId = async (email: string) => (await t.store.db.query<{ id: string }>('SELECT id FROM users WHERE email = $1', [email])).rows[0]!.id
+  // The tests above disable the editor: enabled again (and every process told) before each below.
+  const editorEnabled = async () => {
+    await t.store.db.query("UPDATE users SET enabled = true WHERE email = 'editor@acme.test'")
+    t.app.authenticator.invalidate()
+  }
+
+  it('acts for the new owner of a key transferred elsewhere: its writes, the keys it manages and mints, and its events (outside audit)', async () => {
+    await editorEnabled()
+    // Another Editor with the same roles: only the owner changes, not what the key may do.
+    const twin = structuredClone(ACME) as unknown as SetupFile
+    twin.users = [...(twin.users ?? []), { email: 'editor2@acme.test', name: 'Editor two', permission_type: 'Editor', role_keys: ['it_editor'], enabled: true, sign_in_methods: ['password'] }]
+    await applySetup(t.store.db, twin)
+    const key = await t.givenKey({ type: 'Editor', user: 'editor@acme.test', roles: ['it_editor'] })
+    const other = await t.givenKey({ type: 'Viewer', user: 'editor@acme.test', roles: ['it_editor'] })
+    const otherId = await keyIdOf(other)
+    expect((await t.request('PATCH', `/api/v1/api-keys/${otherId}`, { key, body: { description: 'mine' } })).status).toBe(200)
+    // That change's notification empties the cache: let it arrive, then hold the key in the cache.
+    await new Promise((r) => setTimeout(r, 300))
+    expect((await t.request('GET', '/api/v1/assets', { key })).status).toBe(200)
+    const owner = await userId('editor2@acme.test')
+    await elsewhere('UPDATE api_keys SET owner_user_id = $2 WHERE id = $1', [await keyIdOf(key), owner])
+    // The editor's other key is no longer this key's owner's: not found.
+    expect((await t.request('PATCH', `/api/v1/api-keys/${otherId}`, { key, body: { description: 'hijacked' } })).status).toBe(404)
+    const minted = await t.request('POST', '/api/v1/api-keys', { key, body: { name: 'minted after transfer', permission_type: 'Viewer', role_keys: ['it_editor'] } })
+    expect(minted.status).toBe(201)
+    expect(minted.body.data.owner_user_id).toBe(owner)
+    const created = await t.request('POST', '/api/v1/assets', { key, body: { ...note('after transfer'), access_domain_key: 'it' } })
+    expect(created.status).toBe(201)
+    const events = (await t.request('GET', `/api/v1/events?filter[subject]=assets/${created.body.data.id}`)).body.data
+    expect(events.map((e: { data: { actor: unknown } }) => e.data.actor)).toEqual([{ api_key_id: await keyIdOf(key), user_id: owner }])
+  })
+
+  it('runs a key mint again with the key as it is when a transfer of that key commits while it waits (outside audit: 401)', async () => {
+    await editorEnabled()
+    const key = await t.givenKey({ type: 'Editor', user: 'editor@acme.test', roles: ['it_editor'] })
+    const id = await keyIdOf(key)
+    const owner = await userId('owner@acme.test')
+    // Another process's transfer, holding the key's row while the mint starts.
+    let release!: () => void
+    const held = new Promise<void>((resolve) => (release = resolve))
+    let locked!: () => void
+    const isLocked = new Promise<void>((resolve) => (locked = resolve))
+    const transfer = t.store.db.transaction(async (tx) => {
+      await tx.query('UPDATE api_keys SET owner_user_id = $2 WHERE id = $1', [id, owner])
+      locked()
+      await held
+    })
+    await isLocked
+    const mint = t.request('POST', '/api/v1/api-keys', { key, body: { name: 'minted during transfer', permission_type: 'Viewer', role_keys: ['it_editor'] } })
+    await new Promise((r) => setTimeout(r, 300))
+    release()
+    await transfer
+    const res = await mint
+    expect({ status: res.status, owner: res.body.data?.owner_user_id }).toEqual({ status: 201, owner })
+  })
+
+  it('answers a repeated Idempotency-Key of a key revoked elsewhere with 401, not the replay; a refusal of a key is not kept as its answer', async () => {
+    await editorEnabled()
+    const key = await t.givenKey({ type: 'Editor', user: 'editor@acme.test', roles: ['it_editor'] })
+    const first = await t.request('POST', '/api/v1/assets', { key, body: { ...note('idempotent once'), access_domain_key: 'it' }, headers: { 'idempotency-key': 'revoked-repeat' } })
+    expect(first.status).toBe(201)
+    await elsewhere('DELETE FROM api_keys WHERE id = $1', [await keyIdOf(key)])
+    const repeat = await t.request('POST', '/api/v1/assets', { key, body: { ...note('idempotent once'), access_domain_key: 'it' }, headers: { 'idempotency-key': 'revoked-repeat' } })
+    expect({ status: repeat.status, replayed: repeat.headers['idempotent-replayed'] }).toEqual({ status: 401, replayed: undefined })
+
+    const disabled = await t.givenKey({ type: 'Editor', user: 'editor@acme.test', roles: ['it_editor'] })
+    expect((await t.request('GET', '/api/v1/assets', { key: disabled })).status).toBe(200)
+    await elsewhere("UPDATE users SET enabled = false WHERE email = 'editor@acme.test'", [])
+    const body = { ...note('inactive then active'), access_domain_key: 'it' }
+    const refused = await t.request('POST', '/api/v1/assets', { key: disabled, body, headers: { 'idempotency-key': 'inactive-repeat' } })
+    expect(refused.body.errors?.[0]?.code).toBe('api_key_inactive')
+    await t.store.db.query("UPDATE users SET enabled = true WHERE email = 'editor@acme.test'")
+    t.app.authenticator.invalidate()
+    const again = await t.request('POST', '/api/v1/assets', { key: disabled, body, headers: { 'idempotency-key': 'inactive-repeat' } })
+    expect({ status: again.status, replayed: again.headers['idempotent-replayed'] }).toEqual({ status: 201, replayed: undefined })
+  })
 })

@@ -81,8 +81,11 @@ export class KeyChanged extends AppError {
  * key that grants or mints keys is held to the rights it has when they are written (keys/service.ts).
  */
 export async function confirmKey(db: Pick<Db, 'query'>, auth: AuthContext, lock?: 'share' | 'update'): Promise<void> {
-  const sql = lock === undefined ? KEY_BY_ID_SQL : `${KEY_BY_ID_SQL} FOR ${lock === 'update' ? 'UPDATE' : 'SHARE'} OF k`
-  const row = (await db.query<KeyRow>(sql, [auth.orgId, auth.keyId])).rows[0]
+  // The row is locked first, in a statement of its own: the key is then read in a new snapshot,
+  // as it is after any change that was committing. (Locked in the same statement, a key whose owner
+  // changed meanwhile was re-checked against the old owner's row and read as gone: a 401.)
+  if (lock !== undefined) await db.query(`SELECT 1 FROM api_keys WHERE org_id = $1 AND id = $2 FOR ${lock === 'update' ? 'UPDATE' : 'SHARE'}`, [auth.orgId, auth.keyId])
+  const row = (await db.query<KeyRow>(KEY_BY_ID_SQL, [auth.orgId, auth.keyId])).rows[0]
   const entry = row === undefined ? null : toEntry(row)
   if (entry !== null && !entry.inactive && entry.apiAccess && powers(entry.context) === powers(auth)) return
   if (entry === null) throw notValid()
@@ -91,9 +94,9 @@ export async function confirmKey(db: Pick<Db, 'query'>, auth: AuthContext, lock?
   throw new KeyChanged(entry.context)
 }
 
-/** What a key may do: a change of any of these since the cache read it matters to a write. */
+/** What a key may do, and for whom: a change of any of these since the cache read it matters to a write (a transfer changes the owner). */
 function powers(context: AuthContext): string {
-  return JSON.stringify([context.keyPermission, context.ownerPermission, context.roleKeys, context.grants])
+  return JSON.stringify([context.userId, context.keyPermission, context.ownerPermission, context.roleKeys, context.grants])
 }
 
 /** Entries live this long at most even without an invalidation message (a safety net). */
