@@ -71,8 +71,7 @@ function clientErrorOf(err: NodeJS.ErrnoException): [ErrorDef, string] {
     case 'HPE_INVALID_METHOD':
       return [Errors.INVALID_REQUEST, 'the request line is malformed: unknown HTTP method']
     case 'HPE_INVALID_URL':
-      // Node's parser takes bytes outside ASCII in the path but not in the query.
-      return [Errors.INVALID_REQUEST, 'the request line is malformed: the request target is not a valid URL (percent-encode spaces, control characters, and in the query string bytes outside ASCII)']
+      return [Errors.INVALID_REQUEST, 'the request line is malformed: the request target is not a valid URL (percent-encode spaces, control characters and bytes outside ASCII)']
     case 'HPE_INVALID_VERSION':
       return [Errors.INVALID_REQUEST, 'the request line is malformed: the HTTP version must be HTTP/1.0 or HTTP/1.1']
     default:

@@ -188,10 +188,12 @@ for (const store of STORES) {
         envelope(res, 'invalid_request')
         expect(res.body.errors[0].detail).toMatch(/^the request (line )?is (malformed|not valid HTTP\/1\.1)/)
       }
-      // Says what to do about a target Node's parser refuses: raw UTF-8 in the query (the path takes it).
-      const raw = await rawExchange(port, 'GET /api/v1/assets?filter[name]=\u00fc HTTP/1.1\r\nHost: x\r\n\r\n')
-      expect(raw.status).toBe(400)
-      expect(raw.body.errors[0].detail).toBe('the request line is malformed: the request target is not a valid URL (percent-encode spaces, control characters, and in the query string bytes outside ASCII)')
+      // Says what to do about a target Node's parser refuses: raw UTF-8, in the query or in the path.
+      for (const target of ['/api/v1/assets?filter[name]=\u00fc', '/api/v1/assets/\u00fc']) {
+        const raw = await rawExchange(port, `GET ${target} HTTP/1.1\r\nHost: x\r\n\r\n`)
+        expect(raw.status, target).toBe(400)
+        expect(raw.body.errors[0].detail, target).toBe('the request line is malformed: the request target is not a valid URL (percent-encode spaces, control characters and bytes outside ASCII)')
+      }
     })
 
     it('refuses the HTTP versions Node reads but HTTP/1.1 does not (2.0, 0.9), and an HTTP/1.1 request without Host, in the envelope', async () => {
