@@ -8,7 +8,7 @@ import { listAssets } from './list.js'
 import type { AssetInput, AssetPatch } from './prepare.js'
 import { jsonDataBody, locationOf, pageLinks } from '../core/pagination.js'
 import { REMEMBERED_RESULTS } from '../core/schemas.js'
-import { includeRelationships } from '../relationships/include.js'
+import { includeOptionsFromQuery, includeRelationshipsWith } from '../relationships/include.js'
 
 const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
 const isDryRun = (request: FastifyRequest): boolean => (request.query as { dry_run?: boolean }).dry_run === true
@@ -53,9 +53,10 @@ export async function assetRoutes(app: FastifyInstance): Promise<void> {
     },
   }, async (request) => {
     const ctx = await app.requestContext(request)
+    // Read first: a bad include option is a 400 whether or not the asset is found (404).
+    const include = includeOptionsFromQuery(request.query as Record<string, unknown>)
     const asset = await getAsset(ctx, idOf(request))
-    const [data] = await includeRelationships(ctx, [asset], request.query as Record<string, unknown>)
-    return { data }
+    return { data: include === null ? asset : (await includeRelationshipsWith(ctx, [asset], include))[0] }
   })
 
   app.patch('/assets/:id', {

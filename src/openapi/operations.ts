@@ -176,6 +176,9 @@ function declareResponseHeaders(openapiObject: Json): void {
   }
 }
 
+/** POST routes whose body is optional: none is an empty search, or a count of every asset. */
+const OPTIONAL_BODIES = ['/api/v1/search/assets', '/api/v1/search/relationships', '/api/v1/analytics/assets']
+
 /**
  * @fastify/swagger's `transformObject`: the `filter` deepObject parameter where assets are
  * filtered by property, and the response headers.
@@ -183,6 +186,11 @@ function declareResponseHeaders(openapiObject: Json): void {
 export function transformDocument(document: { openapiObject: Partial<Json> } | { swaggerObject: Partial<Json> }): Json {
   const openapiObject = ('openapiObject' in document ? document.openapiObject : document.swaggerObject) as Json
   declareResponseHeaders(openapiObject)
+  // @fastify/swagger marks every body required; these routes read no body as `{}` (docs/search.md).
+  for (const path of OPTIONAL_BODIES) {
+    const body = (openapiObject.paths as Json | undefined)?.[path]?.post?.requestBody as Json | undefined
+    if (body) body.required = false
+  }
   for (const item of Object.values<Json>(openapiObject.paths ?? {})) {
     for (const operation of Object.values<Json>(item)) {
       const parameters = operation?.parameters as Json[] | undefined

@@ -188,6 +188,11 @@ for (const store of STORES) {
           expect(res.body.errors[0], JSON.stringify(body)).toMatchObject({ code, source: { pointer } })
         }
       }
+      // Checked before the asset is looked up: a 400 for a missing asset too, not a 404.
+      for (const q of ['relationships_sort=nope', 'include=relationships&relationships_filter[direction]=sideways']) {
+        const res = await t.request('GET', `/api/v1/assets/application:code:no-such-app?${q}`)
+        expect(res.status, q).toBe(400)
+      }
       // `include: null` is no include, as `null` is no sort, page or filter (outside audit: 400 before).
       for (const url of ['/api/v1/search/assets', '/api/v1/search/relationships']) {
         const res = await t.request('POST', url, { body: { include: null, sort: null, page: null } })

@@ -66,6 +66,12 @@ for (const store of STORES) {
       const size = get.parameters.find((p: { name: string }) => p.name === 'page[size]')
       expect(size.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 100 })
       expect(doc.paths['/api/v1/openapi/base.json'].get.security).toEqual([])
+      // A body is required where a route needs one; search and analytics read none as `{}`.
+      expect(post.requestBody.required).toBe(true)
+      for (const path of ['/api/v1/search/assets', '/api/v1/search/relationships', '/api/v1/analytics/assets']) {
+        expect(doc.paths[path].post.requestBody.required, path).toBe(false)
+        expect((await t.request('POST', path)).status, path).toBe(200)
+      }
       // Analytics checks its body itself (with pointers); the schema says what it refuses: an empty `as`.
       const analytics = doc.paths['/api/v1/analytics/assets'].post.requestBody.content['application/json'].schema
       const asOf = (schema: { properties?: Record<string, any>; oneOf?: any[]; anyOf?: any[]; items?: any }): unknown[] =>
