@@ -194,6 +194,8 @@ for (const kind of STORES) {
       const settings = await b.send('GET', '/console/developer-settings')
       const secret = /id="new-secret" type="text" readonly value="(kbis_[^"]+)"/.exec(settings.body)?.[1]
       expect(secret).toMatch(/^kbis_/)
+      // The message went to the first page that showed one: the secret says whose it is.
+      expect(settings.body).toContain('<label for="new-secret">Secret</label>\n    <p class="hint" id="new-secret-of">Of the API key two tabs</p>')
       expect((await t.request('GET', '/api/v1/metamodel/asset-types', { key: secret! })).status).toBe(200)
       // Shown once.
       expect((await b.send('GET', '/console/developer-settings')).body).not.toContain(secret!)

@@ -5,16 +5,15 @@ document.addEventListener('click', function (event) {
   var input = document.getElementById(button.getAttribute('data-copy'))
   if (!input) return
   input.select()
-  // The button keeps its name ("Copy": CONTRACT §15); "Copied" shows beside it, read out by screen
-  // readers (aria-live), for two seconds.
+  // The button keeps its name ("Copy": CONTRACT §15); "Copied" shows beside it for two seconds, in
+  // the live region the page has there from the start (read out by screen readers).
   var note = button.nextElementSibling
-  if (!note || !note.classList.contains('copied')) {
-    note = document.createElement('span')
-    note.className = 'copied'
-    note.setAttribute('aria-live', 'polite')
-    button.after(note)
+  var done = function () {
+    if (!note || !note.classList.contains('copied')) return
+    note.textContent = 'Copied'
+    clearTimeout(note.copiedTimer)
+    note.copiedTimer = setTimeout(function () { note.textContent = '' }, 2000)
   }
-  var done = function () { note.textContent = 'Copied'; setTimeout(function () { note.textContent = '' }, 2000) }
   if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(input.value).then(done, function () { document.execCommand('copy'); done() })
   else { document.execCommand('copy'); done() }
 })
