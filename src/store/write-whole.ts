@@ -13,8 +13,9 @@ import { running } from './pglite-lock.js'
  */
 export async function writeWhole<T>(file: string, write: (partial: string) => Promise<T>): Promise<T> {
   const partial = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.partial`)
-  await removeOrphans(file)
   try {
+    // `write` starts at once, in this turn of the event loop: `kbis export` reads the answer it
+    // is handed as soon as it arrives (an answer cut short loses what a later reader never took).
     const result = await write(partial)
     await rename(partial, file)
     return result
@@ -22,6 +23,7 @@ export async function writeWhole<T>(file: string, write: (partial: string) => Pr
     throw isTargetError(err, partial) ? new FileWriteError(file, err as Error) : err
   } finally {
     await rm(partial, { force: true })
+    await removeOrphans(file)
   }
 }
 
