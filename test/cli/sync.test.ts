@@ -284,7 +284,7 @@ for (const store of STORES) {
       // of earlier attempts): the same one line, not a crash (seen under load: an unhandled 'error'
       // event and its stack trace, the answer cut while that look ran before the answer was read).
       const crowded = mkdtempSync(path.join(dir, 'crowded-'))
-      for (let i = 0; i < 2_000; i++) writeFileSync(path.join(crowded, `f${i}`), "")
+      for (let i = 0; i < 2_000; i++) writeFileSync(path.join(crowded, `f${i}`), '')
       const early = path.join(crowded, 'early.csv')
       await withStubServer((_req, res) => {
         res.writeHead(200, { 'content-type': 'text/csv' })
