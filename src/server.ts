@@ -119,7 +119,7 @@ const SHUTDOWN_MARGIN_MS = 2_000
  */
 async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlSocket | null; metricsServer: Server | null; timeoutSeconds: number }): Promise<void> {
   const { app, db } = parts
-  app.lifecycle.draining = true
+  app.lifecycle.startDraining()
   const timer = setTimeout(() => {
     app.log.warn(`requests still in flight after ${parts.timeoutSeconds} s; cancelling their statements and closing their connections`)
     db.interrupt?.().catch((err: unknown) => app.log.warn({ err }, 'could not cancel the statements in flight'))

@@ -110,6 +110,26 @@ export function registerOps(app: FastifyInstance, db: Db): void {
     if (lifecycle.draining) closeOnceIdle(request.raw.socket)
     return accountFor(request, reply, true)
   })
+  // And every connection that has no answer in progress while the server drains, checked four
+  // times a second: one the server's close did not end (a keep-alive connection it did not count
+  // as idle at that moment, seen under load) would otherwise hold the exit until the timeout.
+  const sockets = new Set<Socket>()
+  app.server.on('connection', (socket: Socket) => {
+    sockets.add(socket)
+    socket.once('close', () => sockets.delete(socket))
+  })
+  let sweep: NodeJS.Timeout | undefined
+  lifecycle.onDrain(() => {
+    const ending = new WeakSet<Socket>()
+    sweep = setInterval(() => {
+      for (const socket of sockets) {
+        if (ending.has(socket) || (socket as Socket & { _httpMessage?: unknown })._httpMessage) continue
+        ending.add(socket)
+        closeOnceIdle(socket)
+      }
+    }, 250)
+    sweep.unref()
+  })
   // Answers of the HTTP layer (431, a malformed request line, CONNECT, a slow client) have a line
   // too, with the id their answer carries. No request was read, so there is no route, caller or
   // duration: counted with a duration of 0.
@@ -119,6 +139,7 @@ export function registerOps(app: FastifyInstance, db: Db): void {
       'request answered by the HTTP layer')
   })
   app.addHook('onClose', async () => {
+    clearInterval(sweep)
     await lifecycle.runShutdownHooks((err) => app.log.error({ err }, 'a shutdown callback failed'))
     unwatch()
   })

@@ -8,6 +8,19 @@ export class Lifecycle {
   starting = false
   draining = false
   private readonly hooks: (() => Promise<void> | void)[] = []
+  private readonly drainHooks: (() => void)[] = []
+
+  /** Calls `fn` when draining begins. */
+  onDrain(fn: () => void): void {
+    this.drainHooks.push(fn)
+  }
+
+  /** SIGTERM: new requests get 503 from now on, and the drain callbacks run. */
+  startDraining(): void {
+    if (this.draining) return
+    this.draining = true
+    for (const fn of this.drainHooks.splice(0)) fn()
+  }
 
   onShutdown(fn: () => Promise<void> | void): void {
     this.hooks.push(fn)

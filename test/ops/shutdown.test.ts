@@ -1,4 +1,6 @@
 import http from 'node:http'
+import net from 'node:net'
+import { once } from 'node:events'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { openDb } from '../../src/store/db.js'
 import { STORES } from '../helpers/stores.js'
@@ -70,6 +72,24 @@ for (const kind of STORES) {
       expect(await server.exited).toBe(0)
       await expect(fetch(`${url}/healthz`)).rejects.toThrow()
       expect(await countAssets()).toBe(ITEMS)
+    })
+
+    it('ends a connection left without an answer in progress (a request line and no more) when it drains, and exits without waiting for the timeout', async () => {
+      const server = runCli(['serve', '--port', '0'], { ...env, KBIS_SHUTDOWN_TIMEOUT: '30' })
+      onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
+      const url = new URL((await server.waitFor(/kbis listening on (\S+)/))[1]!)
+      const socket = net.connect(Number(url.port), url.hostname)
+      onTestFinished(() => void socket.destroy())
+      await once(socket, 'connect')
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n')
+      const closed = once(socket, 'close')
+      socket.resume()
+      await new Promise((r) => setTimeout(r, 300))
+      const signalled = Date.now()
+      server.child.kill('SIGTERM')
+      expect(await server.exited).toBe(0)
+      await closed
+      expect(Date.now() - signalled, server.lines.join('\n')).toBeLessThan(15_000)
     })
 
     it('closes a keep-alive connection whose streaming answer ends while it drains, and exits without waiting for the timeout', async () => {
