@@ -100,7 +100,7 @@ export interface Flash {
 }
 
 export interface FlashSecret {
-  /** What the secret belongs to (a key's name, a webhook's URL): shown beside it when several wait. */
+  /** What the secret belongs to (`the API key <name>`, `the webhook <url>`): shown beside it. */
   of: string
   value: string
   section?: 'keys' | 'webhooks'

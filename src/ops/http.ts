@@ -111,8 +111,9 @@ export function registerOps(app: FastifyInstance, db: Db): void {
     return accountFor(request, reply, true)
   })
   // And every connection that has no answer in progress while the server drains, checked four
-  // times a second: one the server's close did not end (a keep-alive connection it did not count
-  // as idle at that moment, seen under load) would otherwise hold the exit until the timeout.
+  // times a second: one the server's close leaves open (a request begun and never finished; the
+  // keep-alive connection of the drain test under load, whose cause was not pinned down) would
+  // otherwise hold the exit until the timeout. onResponse above ends a finishing one at once.
   const sockets = new Set<Socket>()
   app.server.on('connection', (socket: Socket) => {
     sockets.add(socket)
