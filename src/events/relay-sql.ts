@@ -8,19 +8,25 @@ import { highestPositionSql, type Stamping } from '../outbox/write.js'
  */
 
 /**
- * One advisory lock for the whole store: stamping transactions of every server process are
- * serialized by it, which is what makes `sequence` follow commit order (decision 0003). Positions
- * are per organization (decision 0027): each stamp continues its organizations' highest.
+ * One advisory lock per store: stamping transactions of every server process are serialized by
+ * it, which is what makes `sequence` follow commit order (decision 0003). Positions are per
+ * organization (decision 0027): each stamp continues its organizations' highest. The lock's second
+ * key is the store's schema: stores in other schemas of the same database (other deployments, or
+ * the test suite's files running at once) each have their own relay and must not wait for, or
+ * skip a round because of, each other's.
  */
 export const RELAY_LOCK = 727_160_009
+/** Waits for the relay lock, for the rest of the transaction (tests hold it with this statement too). */
+export const HOLD_RELAY_LOCK = `SELECT pg_advisory_xact_lock(${RELAY_LOCK}, hashtext(current_schema()))`
+const TRY_RELAY_LOCK = `SELECT pg_try_advisory_xact_lock(${RELAY_LOCK}, hashtext(current_schema())) AS ok`
 
-/** Takes RELAY_LOCK for the transaction: waiting for it (`wait`), or only if it is free (false: another process holds it). */
+/** Takes the relay lock for the transaction: waiting for it (`wait`), or only if it is free (false: another process holds it). */
 export async function takeRelayLock(tx: Queryable, wait: boolean): Promise<boolean> {
   if (wait) {
-    await tx.query(BACKGROUND_SQL + 'SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
+    await tx.query(BACKGROUND_SQL + HOLD_RELAY_LOCK)
     return true
   }
-  const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + 'SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK])
+  const got = await tx.query<{ ok: boolean }>(BACKGROUND_SQL + TRY_RELAY_LOCK)
   return got.rows[0]?.ok === true
 }
 

@@ -7,7 +7,7 @@ import {
   selectHandoverRanges, selectRangeEvents, selectUnstamped, setHandoverMarks, stampEvents, takeRelayLock,
 } from './relay-sql.js'
 
-export { RELAY_LOCK } from './relay-sql.js'
+export { HOLD_RELAY_LOCK, RELAY_LOCK } from './relay-sql.js'
 
 /** An event the relay has just stamped, with its organization. */
 export interface StampedEvent {

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { STORES } from '../helpers/stores.js'
+import { createTestStore, STORES } from '../helpers/stores.js'
 import { createNoteAssets, createTestApp, type TestApp } from '../helpers/app.js'
 import { BACKGROUND_SQL } from '../../src/store/db.js'
+import { takeRelayLock } from '../../src/events/relay-sql.js'
 
 /**
  * The relay is woken by the commits of this process that wrote events, and by nothing else of a
@@ -64,6 +65,23 @@ for (const store of STORES) {
       const feed = (await t.request('GET', '/api/v1/events?page[size]=1000')).body.data
       expect(feed.filter((e: { subject: string }) => e.subject === `assets/${id}`).map((e: { type: string }) => e.type)).toEqual(['asset.created'])
     })
+
+    if (store === 'postgres') {
+      it('is not held up by the relay of a store in another schema of the same database', async () => {
+        const other = await createTestStore('postgres')
+        try {
+          relayStatements.length = committedOrgs.length = 0
+          // As that store's relay holds its lock while it stamps (a flush waits for it).
+          await other.db.transaction(async (tx) => {
+            await takeRelayLock(tx, true)
+            await createNoteAssets(t, 'beside', 1)
+            expect(await until(() => committedOrgs.includes(t.orgId))).toBe(true)
+          })
+        } finally {
+          await other.drop()
+        }
+      })
+    }
 
     it(store === 'pglite' ? 'gathers the commits of a burst into few rounds (PGlite)' : 'stamps every commit of a burst', async () => {
       await t.app.events.flush()

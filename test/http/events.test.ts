@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, readFeed, type TestApp } from '../helpers/app.js'
 import { ACME } from '../helpers/fixtures.js'
-import { RELAY_LOCK } from '../../src/events/relay.js'
+import { HOLD_RELAY_LOCK } from '../../src/events/relay.js'
 import { applySetup } from '../../src/setup/apply.js'
 import type { SetupFile } from '../../src/setup/schema.js'
 
@@ -301,7 +301,7 @@ for (const store of STORES) {
         await t.store.db.query(`UPDATE events SET time = now() - interval '400 days'`)
         let purged!: Promise<number>
         await t.store.db.transaction(async (tx) => {
-          await tx.query('SELECT pg_advisory_xact_lock($1)', [RELAY_LOCK])
+          await tx.query(HOLD_RELAY_LOCK)
           purged = t.app.events.purgeNow()
           await new Promise((r) => setTimeout(r, 200))
         })
