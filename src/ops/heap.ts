@@ -28,7 +28,7 @@ export function applyHeapPolicy(config: Pick<Config, 'optimizeForSize' | 'databa
 }
 
 /**
- * The glibc allocator setting `bin/kbis` gives every `kbis` process unless GLIBC_TUNABLES is set
+ * The glibc allocator setting `bin/kbis` gives every `kbis serve` process unless GLIBC_TUNABLES is set
  * already (decision 0020): a fixed trim threshold of 1 MB. glibc's default threshold rises to
  * twice the largest block handed back to the system, so each thread's arena kept up to tens of
  * MB of freed memory resident. It must be in the environment when the process starts, hence the
