@@ -36,9 +36,11 @@ export class RefusedAddressError extends Error {
   readonly code = 'EWEBHOOKADDRESS'
 }
 
+const ONLY_PUBLIC = 'webhooks may only reach public addresses (KBIS_WEBHOOK_ALLOW_PRIVATE=true allows it)'
+
 function refusal(host: string, address: string, range: string): string {
   const what = host === address ? `the address ${address}` : `${host} resolves to ${address}, which`
-  return `${what} is in a ${range} range; webhooks may only reach public addresses (KBIS_WEBHOOK_ALLOW_PRIVATE=true allows it)`
+  return `${what} is in a ${range} range; ${ONLY_PUBLIC}`
 }
 
 /** Why a URL's literal address is refused, or null (hostnames are checked when resolved). */
@@ -84,7 +86,7 @@ export async function webhookUrlIssue(raw: string, allowPrivate: boolean): Promi
   if (net.isIP(host) !== 0) return null
   // `localhost` and names under it are loopback whatever a resolver says (RFC 6761 §6.3): refused
   // without a lookup, which a busy resolver could make wait past its 3 s and so let through.
-  if (LOCALHOST_NAME.test(host)) return issue(refusal(host, '127.0.0.1', 'loopback'))
+  if (LOCALHOST_NAME.test(host)) return issue(`${host} is a loopback name (localhost and the names under it); ${ONLY_PUBLIC}`)
   for (const { address } of (await lookupAll(host, 3000)) ?? []) {
     const range = refusedRange(address)
     if (range) return issue(refusal(host, address, range))
