@@ -257,6 +257,8 @@ export interface ClaimedDelivery {
   attempts: number
   url: string
   enabled: boolean
+  /** A `webhook.test` event: sent to a disabled webhook too (an Admin checks a receiver before enabling it again). */
+  is_test: boolean
   secret: string
   /** Still signing (within 24 h of a rotation), else null. */
   previous_secret: string | null
@@ -306,6 +308,7 @@ export async function claimDeliveries(q: Queryable, limit: number, leaseSeconds:
        WHERE (w.org_id, w.id) IN (SELECT org_id, webhook_id FROM claimed)
      )
      SELECT c.org_id, c.id, c.lease_token, c.webhook_id, c.event_id, c.payload, c.attempts, w.url, w.enabled, w.secret,
+            c.event_type = '${TEST_EVENT_TYPE}' AS is_test,
             CASE WHEN w.previous_secret_until > now() THEN w.previous_secret END AS previous_secret,
             (w.sees_all OR c.event_type = '${TEST_EVENT_TYPE}'
              OR EXISTS (SELECT 1 FROM events s WHERE s.org_id = c.org_id AND s.id = c.event_id

@@ -190,7 +190,7 @@ export class WebhookWorker {
     this.inFlight++
     const attemptedAt = new Date()
     try {
-      const result = d.enabled && d.visible ? await this.post(d) : null
+      const result = (d.enabled || d.is_test) && d.visible ? await this.post(d) : null
       const outcome = this.decide(d, result, attemptedAt)
       metrics.webhookDeliveries.inc({ outcome: outcome.status === 'succeeded' ? 'delivered' : outcome.status === 'pending' ? 'retrying' : 'failed' })
       this.outcomes.push(outcome)

@@ -213,26 +213,45 @@ for (const store of STORES) {
       expect(kept.find((d: { id: string }) => d.id === pings[1])).toMatchObject({ status: 'pending' })
     })
 
-    it('disables the webhook when the receiver answers 410 Gone', async () => {
+    it('disables the webhook when the receiver answers 410 Gone; a disabled webhook gets a test, nothing else', async () => {
       const hook = await create({ url: `${receiver.url}?gone`, event_types: ['api_key.deleted'] })
+      const sent = () => receiver.received.filter((r) => r.url.endsWith('?gone')).length
+      receiver.respond = (_r, res) => { res.statusCode = 204; res.end() }
+      // A real delivery first (succeeded), to retry once the webhook is disabled.
+      await t.store.db.transaction((tx) => enqueueDeliveries(tx, [{ orgId: t.orgId, event: cloudEvent('api_key.deleted', 8) }]))
+      await t.app.webhooks.notify()
+      const [real] = await settled(hook.id)
+      expect(real).toMatchObject({ event_type: 'api_key.deleted', status: 'succeeded', attempts: 1 })
       receiver.respond = (r, res) => {
         res.statusCode = verifies(hook.secret, r) ? 410 : 204
         res.end()
       }
       const ping = (await t.request('POST', `/api/v1/webhooks/${hook.id}/test`)).body.data
-      const [d] = await settled(hook.id)
-      expect(d).toEqual({
+      const gone = (await settled(hook.id, 2)).find((d: { id: string }) => d.id === ping.id)
+      expect(gone).toEqual({
         ...ping, status: 'failed', attempts: 1, last_attempt_at: expect.any(String), last_status_code: 410,
         last_error: 'the receiver answered 410 Gone: the webhook is disabled', next_attempt_at: null,
       })
       expect((await t.request('GET', `/api/v1/webhooks/${hook.id}`)).body.data.enabled).toBe(false)
       // A disabled webhook gets no new events, and a queued delivery is not sent.
-      expect(await t.store.db.transaction((tx) => enqueueDeliveries(tx, [{ orgId: t.orgId, event: cloudEvent('asset.created', 9) }]))).toBeGreaterThanOrEqual(0)
-      const retried = await t.request('POST', `/api/v1/webhooks/${hook.id}/deliveries/${d.id}/retry`)
-      expect(retried.status).toBe(202)
-      const [after] = await settled(hook.id)
-      expect(after).toMatchObject({ status: 'failed', attempts: 1, last_error: 'the webhook is disabled' })
+      await t.store.db.transaction((tx) => enqueueDeliveries(tx, [{ orgId: t.orgId, event: cloudEvent('api_key.deleted', 9) }]))
+      expect(await deliveries(hook.id)).toHaveLength(2)
+      const before = sent()
+      expect(before).toBe(2)
+      expect((await t.request('POST', `/api/v1/webhooks/${hook.id}/deliveries/${real.id}/retry`)).status).toBe(202)
+      const retried = await eventually(async () => {
+        const d = (await deliveries(hook.id)).find((x: { id: string }) => x.id === real.id)
+        return d.status === 'failed' ? d : null
+      }, 60_000)
+      expect(retried).toMatchObject({ status: 'failed', attempts: 1, last_error: 'the webhook is disabled' })
+      expect(sent()).toBe(before)
+      // A test is sent all the same: an Admin checks the receiver before enabling the webhook again.
       receiver.respond = (_r, res) => { res.statusCode = 204; res.end() }
+      const check = (await t.request('POST', `/api/v1/webhooks/${hook.id}/test`)).body.data
+      const checked = (await settled(hook.id, 3)).find((d: { id: string }) => d.id === check.id)
+      expect(checked).toMatchObject({ status: 'succeeded', attempts: 1, last_status_code: 204 })
+      expect(sent()).toBe(before + 1)
+      expect((await t.request('GET', `/api/v1/webhooks/${hook.id}`)).body.data.enabled).toBe(false)
     })
 
     it('gives up on a receiver that does not answer within the timeout', async () => {
