@@ -107,8 +107,24 @@ function headerKey(request: FastifyRequest): string | undefined {
 }
 
 function scopeOf(request: FastifyRequest, key: string): KeyScope {
-  const path = request.url.split('?')[0] ?? request.url
-  return { orgId: request.auth.orgId, apiKeyId: request.auth.keyId, method: request.method, path, key }
+  return { orgId: request.auth.orgId, apiKeyId: request.auth.keyId, method: request.method, path: resourcePath(request), key }
+}
+
+/**
+ * The path of a key's scope: the route with its parameters as the route reads them. Spellings of
+ * one path name one request: a trailing slash (which the router ignores) and percent-encoding
+ * (`/assets/server%3Ahostname%3Aweb-01` is `/assets/server:hostname:web-01`) ran it once each. Only
+ * `%`, `/`, `?` and `#` in a parameter are written encoded, so the usual spelling is kept as is.
+ */
+function resourcePath(request: FastifyRequest): string {
+  const route = request.routeOptions.url
+  if (route === undefined) return request.url.split('?')[0] ?? request.url
+  const params = request.params as Record<string, string | undefined>
+  return route.replace(/:(\w+)/g, (_, name: string) => (params[name] ?? '').replace(/[%/?#]/g, encodeURIComponent))
+}
+
+function queryOf(request: FastifyRequest): string {
+  return request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : ''
 }
 
 /**
@@ -133,9 +149,8 @@ async function claimedWithin(claim: RunningClaim, ms: number): Promise<boolean |
 
 /** What "the same request" means: method, path, query string and the parsed body. */
 function fingerprintOf(request: FastifyRequest): string {
-  const query = request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : ''
   return createHash('sha256')
-    .update(`${request.method}\n${request.url.split('?')[0]}\n${query}\n${JSON.stringify(request.body ?? null)}`)
+    .update(`${request.method}\n${resourcePath(request)}\n${queryOf(request)}\n${JSON.stringify(request.body ?? null)}`)
     .digest('hex')
 }
 
@@ -257,7 +272,7 @@ async function keepUnreadBodyAnswer(db: Db, request: FastifyRequest, reply: Fast
   const sealScope = sealScopeOf(scope)
   // The body was not read: it is told from another only by its length (a chunked body has none).
   const length = request.headers['content-length'] ?? 'chunked'
-  const fingerprint = createHash('sha256').update(`unread body ${status} ${length}\n${request.method}\n${request.url}`).digest('hex')
+  const fingerprint = createHash('sha256').update(`unread body ${status} ${length}\n${request.method}\n${resourcePath(request)}${request.url.includes('?') ? `?${queryOf(request)}` : ''}`).digest('hex')
   const id = randomUUID()
   try {
     if (await claimKey(db, scope, { id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })) {

@@ -81,6 +81,23 @@ for (const store of STORES) {
       expect(await count('idem-scope-%')).toBe(2)
     })
 
+    it('takes spellings of one path as one path: a trailing slash, percent-encoding', async () => {
+      const first = await send('POST', '/api/v1/assets', 'spelling-1', server('idem-spelling-a'))
+      expect(first.status).toBe(201)
+      const slashed = await send('POST', '/api/v1/assets/', 'spelling-1', server('idem-spelling-a'))
+      expect([slashed.status, slashed.replayed, slashed.raw]).toEqual([201, 'true', first.raw])
+      const put = await send('PUT', '/api/v1/assets/server:hostname:idem-spelling-b', 'spelling-2', { name: 'b', properties: { hostname: 'idem-spelling-b' } })
+      expect(put.status).toBe(201)
+      for (const url of ['/api/v1/assets/server%3Ahostname%3Aidem-spelling-b', '/api/v1/assets/server:hostname:idem-spelling-%62/']) {
+        const again = await send('PUT', url, 'spelling-2', { name: 'b', properties: { hostname: 'idem-spelling-b' } })
+        expect([again.status, again.replayed, again.raw], url).toEqual([201, 'true', put.raw])
+      }
+      // A value holding what a path cannot spell plainly is still its own path.
+      const other = await send('PUT', '/api/v1/assets/server:hostname:idem-spelling-b%2Fc', 'spelling-2', { name: 'b', properties: { hostname: 'idem-spelling-b/c' } })
+      expect(other.replayed).toBeUndefined()
+      expect(await count('idem-spelling-%')).toBe(2)
+    })
+
     it('refuses a key that is empty, longer than 255 or not visible ASCII with 400 invalid_request, writing nothing', async () => {
       for (const bad of ['', 'a'.repeat(256), 'has space', 'tab\there']) {
         const res = await send('POST', '/api/v1/assets', bad, server('idem-bad'))
