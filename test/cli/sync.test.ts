@@ -547,3 +547,34 @@ for (const store of STORES) {
     })
   })
 }
+
+describe('kbis export against a busy server', () => {
+  it('waits out a 429 or 503 (Retry-After) before the answer begins, and writes what comes after', async () => {
+    let asked = 0
+    const stub = createServer((req, res) => {
+      asked++
+      if (asked === 1) {
+        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' })
+        return res.end(JSON.stringify({ errors: [{ status: '429', code: 'rate_limit_exceeded', detail: 'quota spent' }] }))
+      }
+      if (asked === 2) {
+        res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' })
+        return res.end(JSON.stringify({ errors: [{ status: '503', code: 'service_unavailable', detail: 'shutting down' }] }))
+      }
+      res.writeHead(200, { 'content-type': 'text/csv; charset=utf-8' })
+      res.end('id,name\n01a21f8f-8a31-70d4-8529-9f7dfff8c851,web-01\n')
+    })
+    stub.listen(0, '127.0.0.1')
+    await once(stub, 'listening')
+    try {
+      const url = `http://127.0.0.1:${(stub.address() as AddressInfo).port}`
+      const started = Date.now()
+      expect(await kbis(['export', '--type', 'server', '--format', 'csv'], { KBIS_URL: url, KBIS_API_KEY: 'kbis_x' }))
+        .toEqual({ code: 0, stdout: 'id,name\n01a21f8f-8a31-70d4-8529-9f7dfff8c851,web-01\n', stderr: '' })
+      expect(asked).toBe(3)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(2000)
+    } finally {
+      stub.close()
+    }
+  })
+})

@@ -85,9 +85,17 @@ export class ServerClient {
     }
   }
 
-  /** A streamed GET; the caller reads the body. */
+  /**
+   * A streamed GET; the caller reads the body. Retried up to 5 times on 503 and 429 (after
+   * Retry-After), as `json` is: nothing of such an answer has been handed on yet.
+   */
   async stream(path: string): Promise<Response> {
-    return this.fetch(path, { headers: this.headers() })
+    for (let attempt = 1; ; attempt++) {
+      const res = await this.fetch(path, { headers: this.headers() })
+      if ((res.status !== 503 && res.status !== 429) || attempt >= 5) return res
+      await res.body?.cancel()
+      await sleep(Math.min(30, Number(res.headers.get('retry-after')) || attempt) * 1000)
+    }
   }
 }
 

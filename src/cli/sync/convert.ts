@@ -116,7 +116,8 @@ export function ndjsonItem(type: AssetTypeInfo, record: unknown): ItemFields {
   if (unknown.length > 0) {
     throw new AggregateError(unknown.map((k) => new CellError(k, `unknown field ${JSON.stringify(k)}: a line has name, access_domain_key, properties (and asset_type_key, id, created_at, updated_at as kbis export writes them)`)))
   }
-  if (r.asset_type_key !== undefined && r.asset_type_key !== type.key) {
+  // null is no type, as an empty cell of the CSV column is.
+  if (r.asset_type_key !== undefined && r.asset_type_key !== null && r.asset_type_key !== type.key) {
     throw new AggregateError([new CellError('asset_type_key', `asset_type_key is ${JSON.stringify(r.asset_type_key)}, not ${type.key} (--type)`)])
   }
   const item: ItemFields = { name: r.name, properties: (r.properties ?? {}) as Record<string, unknown> }

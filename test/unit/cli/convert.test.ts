@@ -50,4 +50,10 @@ describe('kbis import: NDJSON lines', () => {
     ])
     expect(refusals({ name: 'n', relationships: [] })).toEqual([{ field: 'relationships', message: `unknown field "relationships": ${fields}` }])
   })
+
+  it('takes asset_type_key null as no type (an empty cell of the CSV column) and refuses another type', () => {
+    expect(ndjsonItem(type, { asset_type_key: null, name: 'n' })).toEqual({ name: 'n', properties: {} })
+    expect(refusals({ asset_type_key: 'server', name: 'n' })).toEqual([{ field: 'asset_type_key', message: 'asset_type_key is "server", not note (--type)' }])
+    expect(refusals({ asset_type_key: '', name: 'n' })).toEqual([{ field: 'asset_type_key', message: 'asset_type_key is "", not note (--type)' }])
+  })
 })
