@@ -3,7 +3,7 @@
  * docs/configuration.md and the README; every variable here is listed there.
  */
 import { isIP } from 'node:net'
-import ipaddr from 'ipaddr.js'
+import { isAddressOrRange } from './ip-ranges.js'
 import { DEFAULT_PG_PARALLEL_SETUP_COST, DEFAULT_PGLITE_SHARED_BUFFERS_MB } from '../store/db.js'
 
 export interface Config {
@@ -188,19 +188,10 @@ function logLevelFrom(raw: string | undefined): string {
 /** Addresses and CIDRs, or proxy-addr's names of ranges (loopback, linklocal, uniquelocal). */
 function trustedProxiesFrom(raw: string | undefined): string[] {
   return listFrom(raw).map((entry) => {
-    const valid = ['loopback', 'linklocal', 'uniquelocal'].includes(entry) || ipaddr.isValid(entry) || isCidr(entry)
-    if (!valid) throw new ConfigError(`KBIS_TRUSTED_PROXIES: a comma-separated list of addresses or CIDRs (10.0.0.1, 10.0.0.0/8, 2001:db8::/32), got "${entry}"`)
+    const valid = ['loopback', 'linklocal', 'uniquelocal'].includes(entry) || isAddressOrRange(entry)
+    if (!valid) throw new ConfigError(`KBIS_TRUSTED_PROXIES: a comma-separated list of addresses or CIDRs (10.0.0.1, 10.0.0.0/8, 2001:db8::/32; IPv4 in dotted decimal), got "${entry}"`)
     return entry
   })
-}
-
-function isCidr(text: string): boolean {
-  try {
-    ipaddr.parseCIDR(text)
-    return true
-  } catch {
-    return false
-  }
 }
 
 /** NATS servers, comma-separated: `nats://host:4222`, `tls://…`, `ws(s)://…` or `host[:port]`. */

@@ -1,6 +1,6 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
-import ipaddr from 'ipaddr.js'
+import { isAddressOrRange } from '../core/ip-ranges.js'
 import { LEVELS } from '../core/auth/levels.js'
 import { KEY_PATTERN, PROPERTY_TYPES } from '../metamodel/types.js'
 import { USER_PERMISSION_TYPES } from './types.js'
@@ -9,18 +9,6 @@ export type { SetupFile } from './types.js'
 
 /** Largest value of a PostgreSQL `integer` column (rate limits are stored in two of them). */
 const MAX_INT4 = 2_147_483_647
-
-/** IPv4 only in dotted four-part decimal: ipaddr.js also takes legacy forms such as `10` or `0x0a.0.0.1`. */
-function isAddress(text: string): boolean {
-  return ipaddr.IPv4.isValidFourPartDecimal(text) || (ipaddr.IPv6.isValid(text) && !text.includes('%'))
-}
-
-/** A CIDR range (`10.0.0.0/8`, `2001:db8::/32`) or a plain address (`192.0.2.7`, `::1`). */
-export function isAllowlistEntry(text: string): boolean {
-  const slash = text.indexOf('/')
-  if (slash < 0) return isAddress(text)
-  return isAddress(text.slice(0, slash)) && /^\d{1,3}$/.test(text.slice(slash + 1)) && ipaddr.isValidCIDR(text)
-}
 
 const key = {
   type: 'string',
@@ -129,7 +117,7 @@ export const setupSchema = object(
 
 const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, allowUnionTypes: true })
 addFormats.default(ajv, ['email'])
-ajv.addFormat('allowlist-entry', isAllowlistEntry)
+ajv.addFormat('allowlist-entry', isAddressOrRange)
 // An annotation only: the message shown when the value breaks its pattern or format.
 ajv.addKeyword({ keyword: 'errorText', schemaType: 'string' })
 
