@@ -1,6 +1,6 @@
 /**
  * Service configuration: environment variables, overridden by CLI flags. Documented in
- * docs/configuration.md and the README; every variable here is listed there.
+ * docs/configuration.md, which lists every variable here (the README, the common ones).
  */
 import { isIP } from 'node:net'
 import { isAddressOrRange } from './ip-ranges.js'

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
+import { connectRedis } from './redis.js'
 import type { Db } from '../store/db.js'
 import { Outage } from '../store/outage.js'
 import type { Config } from './config.js'
@@ -106,6 +107,8 @@ export class RedisCounters implements CounterStore {
    * after start: only requests of the first moments wait for it, once.
    */
   private readonly firstConnect: Promise<void>
+  /** The Redis server refused the URL's database: never counted in another one. */
+  private readonly refusal: () => Error | null
 
   constructor(
     url: string,
@@ -114,7 +117,7 @@ export class RedisCounters implements CounterStore {
     commandTimeoutMs = 2000,
     private readonly fallback: CounterStore = new MemoryCounters(),
   ) {
-    const redis = new Redis(url, {
+    const { redis, refusal } = connectRedis(url, {
       maxRetriesPerRequest: 1,
       commandTimeout: commandTimeoutMs,
       connectTimeout: commandTimeoutMs,
@@ -122,7 +125,7 @@ export class RedisCounters implements CounterStore {
       retryStrategy: (times) => Math.min(times * 200, REDIS_RETRY_MS),
       lazyConnect: false,
     })
-    redis.on('error', () => undefined)
+    this.refusal = refusal
     redis.defineCommand('kbisRateAdd', { numberOfKeys: 1, lua: REDIS_ADD })
     this.redis = redis as RedisWithAdd
     this.firstConnect = new Promise<void>((resolve) => {
@@ -139,6 +142,8 @@ export class RedisCounters implements CounterStore {
     if (this.outage.due) {
       if (this.redis.status !== 'ready') await this.firstConnect
       try {
+        const refused = this.refusal()
+        if (refused) throw refused
         if (this.redis.status !== 'ready') throw new Error(`Redis is not connected (${this.redis.status})`)
         const total = Number(await this.redis.kbisRateAdd(`${this.prefix}${orgId}:${windowStart}`, n, windowSeconds * 2000 + 60_000))
         this.outage.answered()

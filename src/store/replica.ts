@@ -1,4 +1,5 @@
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
+import { connectRedis } from '../core/redis.js'
 import { Outage } from './outage.js'
 import { openDb, type Db, type ListenEvents, type QueryOptions, type QueryResult, type Tx } from './db.js'
 
@@ -24,15 +25,22 @@ export interface WriteMarks {
  */
 class RedisMarks implements WriteMarks {
   private readonly redis: Redis
+  /** The Redis server refused the URL's database: never marked in another one. */
+  private readonly refusal: () => Error | null
   constructor(url: string, private readonly windowMs: number) {
-    this.redis = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
-    this.redis.on('error', () => undefined)
+    ;({ redis: this.redis, refusal: this.refusal } = connectRedis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false }))
   }
   async mark(orgId: string, keyId: string): Promise<void> {
+    this.checkDatabase()
     await this.redis.set(`kbis:wrote:${orgId}:${keyId}`, '1', 'PX', this.windowMs)
   }
   async recent(orgId: string, keyId: string): Promise<boolean> {
+    this.checkDatabase()
     return (await this.redis.exists(`kbis:wrote:${orgId}:${keyId}`)) === 1
+  }
+  private checkDatabase(): void {
+    const refused = this.refusal()
+    if (refused) throw refused
   }
   async close(): Promise<void> {
     this.redis.disconnect()

@@ -170,6 +170,30 @@ describe.runIf(REDIS_URL && STORES.length > 0)('redis: rate limit shared through
     expect(await redis.pttl(keys[0]!)).toBeGreaterThan(WINDOW * 1000)
   })
 
+  it('never counts in another database than the URL\'s: one the server refuses is an outage (the fallback counts, the error says why)', async () => {
+    const url = new URL(REDIS_URL!)
+    url.pathname = '/9999'
+    const errors: string[] = []
+    const counters = new RedisCounters(url.href, prefix, (err) => void errors.push((err as Error).message), 30_000, new MemoryCounters())
+    try {
+      const orgId = randomBytes(8).toString('hex')
+      expect(await counters.add(orgId, 1000, 60, 1)).toBe(1)
+      expect(await counters.add(orgId, 1000, 60, 1)).toBe(2)
+      expect(errors[0]).toMatch(/^REDIS_URL names database 9999, which the Redis server refused \(ERR DB index is out of range\)$/)
+      // Not in database 0, where ioredis would have sent it.
+      const zero = new URL(REDIS_URL!)
+      zero.pathname = '/0'
+      const db0 = new Redis(zero.href)
+      try {
+        expect(await db0.keys(`${prefix}${orgId}*`)).toEqual([])
+      } finally {
+        await db0.quit()
+      }
+    } finally {
+      await counters.close()
+    }
+  })
+
   it('chooses Redis when config.redisUrl is set, else the store', async () => {
     const pick = (redisUrl: string | undefined) => createRateLimiter(store.db, loadConfig({}, { redisUrl }))
     const redisLimiter = pick(REDIS_URL)
