@@ -107,9 +107,15 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
   const [def, detail] = clientErrorOf(err)
   this.log.debug({ err: { code: err.code, message: err.message } }, 'client error answered by the HTTP layer')
   const requestId = randomUUID()
+  // An error while a request's body arrives (the client left in its middle, a body timeout, a
+  // broken chunk) is that request's: its own line and sample tell of it, with this status, and the
+  // layer adds none (a client that left mid-body was two lines and two samples).
+  const current = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
+  const owner = current && !current.req.complete ? current : null
   const answer = (): void => {
     answerAndClose(socket, rawErrorResponse(def, detail, requestId))
-    layerAnswerListeners.get(this)?.({ requestId, method: 'unknown', status: def.status })
+    if (owner) owner.statusCode = def.status
+    else layerAnswerListeners.get(this)?.({ requestId, method: 'unknown', status: def.status })
   }
   const earlier = answerInFlight(socket)
   if (earlier === null) return answer()

@@ -91,6 +91,10 @@ for (const kind of STORES) {
     })
 
     it('writes a client that left in the middle of its body as such (400, completed false), not as a database out of reach', async () => {
+      const layerLines = () => lines.filter((l) => l.msg === 'request answered by the HTTP layer').length
+      const samples = async () => (await metrics.httpDuration.get()).values
+        .filter((v) => v.metricName === 'http_request_duration_seconds_count').reduce((sum, v) => sum + v.value, 0)
+      const [layerBefore, samplesBefore] = [layerLines(), await samples()]
       const socket = connect(port, '127.0.0.1')
       await once(socket, 'connect')
       socket.write(`POST /api/v1/search/assets HTTP/1.1\r\nHost: x\r\nX-Request-Id: body-cut-1\r\nAuthorization: Bearer ${key}\r\n` +
@@ -102,6 +106,10 @@ for (const kind of STORES) {
       expect(lines.filter((l) => l.request_id === 'body-cut-1').map(({ level, msg, status_code, completed, route }) => ({ level, msg, status_code, completed, route }))).toEqual([
         { level: 40, msg: 'request ended before its answer was complete', status_code: 400, completed: false, route: '/api/v1/search/assets' },
       ])
+      // One line and one sample: none of the HTTP layer's besides (the request was read).
+      await new Promise((r) => setTimeout(r, 100))
+      expect(layerLines()).toBe(layerBefore)
+      expect(await samples()).toBe(samplesBefore + 1)
     })
   })
 }
