@@ -110,12 +110,11 @@ const SHUTDOWN_MARGIN_MS = 2_000
  * Graceful shutdown (CONTRACT §17): new requests get 503 (draining), the listener stops, requests
  * in flight finish, then the app's onClose work (batched last_used_at writes, `onShutdown`
  * callbacks), and the store closes last. `timeoutSeconds` bounds it: then the connections still
- * busy are closed and their statements cancelled (Db.interrupt: their transactions roll back,
- * nothing a cut-off client sent commits later), and SHUTDOWN_MARGIN_MS after that it resolves
- * whatever still runs, for the process to exit. That covers PGlite too, whose statements cannot be
- * cancelled: exiting with one of its transactions open is a crash to it, and its write-ahead log
- * makes the next start roll that transaction back (a statement that holds the thread to its end
- * delays the exit until then: no timer runs meanwhile).
+ * busy are closed and their transactions stopped (Db.interrupt: they roll back, nothing a
+ * cut-off client sent commits later), and SHUTDOWN_MARGIN_MS after that it resolves whatever
+ * still runs, for the process to exit. On PGlite a statement cannot be cancelled: it runs to its
+ * end, then its transaction rolls back; exiting with one of its transactions open is a crash to
+ * it, and its write-ahead log makes the next start roll that transaction back.
  */
 async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlSocket | null; metricsServer: Server | null; timeoutSeconds: number }): Promise<void> {
   const { app, db } = parts

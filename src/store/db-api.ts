@@ -99,10 +99,11 @@ export interface Db extends Queryable {
   notify(channel: string, payload: string): Promise<void>
   close(): Promise<void>
   /**
-   * PostgreSQL only (PGlite runs a statement in its thread to its end): cancels the statements
-   * running now and ends their connections, so that their transactions roll back instead of
-   * committing later, e.g. once a lock they wait for is released. For a shutdown past its timeout
-   * (server.ts); the store stays open for what the shutdown still writes.
+   * For a shutdown past its timeout (server.ts): the transactions in flight roll back instead of
+   * committing later. PostgreSQL cancels the statements running now and ends their connections
+   * (one waiting for a lock would otherwise commit once the lock is released); PGlite, which runs
+   * a statement in its thread to its end, lets those transactions run no further statement nor
+   * commit. The store stays open for what the shutdown still writes.
    */
   interrupt?(): Promise<void>
   onQuery: QueryHook | null

@@ -115,15 +115,24 @@ class PgliteDb implements Db {
 
   async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const committed: (() => void)[] = []
+    const serial = ++this.transactions
+    // Cut off by a shutdown past its timeout (interrupt): no further statement, no commit.
+    const goOn = (): void => {
+      if (serial <= this.interruptedThrough) throw new Error('the transaction was cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT) and rolled back')
+    }
     const id = this.thread.begin()
     const run = pgliteRunner(this.thread, id)
     let result: T
     try {
       result = await fn({
         kind: this.kind,
-        query: <R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}) => runPgliteStatement<R>(run, this.onQuery, sql, params, options),
+        query: <R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}) => {
+          goOn()
+          return runPgliteStatement<R>(run, this.onQuery, sql, params, options)
+        },
         afterCommit: (hook) => void committed.push(hook),
       })
+      goOn()
     } catch (err) {
       await this.thread.call({ op: 'end', tx: id, commit: false }).catch(() => undefined)
       throw err
@@ -131,6 +140,20 @@ class PgliteDb implements Db {
     await this.thread.call({ op: 'end', tx: id, commit: true })
     runCommitted(committed)
     return result
+  }
+
+  /** Transactions begun so far, and the last one a shutdown cut off (see interrupt). */
+  private transactions = 0
+  private interruptedThrough = 0
+
+  /**
+   * A shutdown past its timeout: every transaction begun so far rolls back instead of committing
+   * (nothing a cut-off client sent commits later). PGlite cannot stop a statement it is running:
+   * that one runs to its end, then its transaction runs no further statement. Transactions begun
+   * afterwards (what the shutdown itself writes) run as usual.
+   */
+  async interrupt(): Promise<void> {
+    this.interruptedThrough = this.transactions
   }
 
   // One process owns a PGlite data directory, so notifications never leave the process:

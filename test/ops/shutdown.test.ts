@@ -132,6 +132,51 @@ function send(url: string, key: string, body: unknown): Promise<number | Error> 
     .then((res) => res.status, (err: Error) => err)
 }
 
+if (STORES.includes('pglite')) {
+  describe('pglite: KBIS_SHUTDOWN_TIMEOUT bounds the shutdown', { timeout: 120_000 }, () => {
+    it('rolls back what the timeout cut off: a bulk committed is one whose 201 was sent, nothing of the others', async () => {
+      const { yaml, env, drop } = await cliStore('pglite')
+      onTestFinished(drop)
+      await cli(['apply', yaml], env)
+      const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
+      const server = runCli(['serve', '--port', '0'], { ...env, KBIS_SHUTDOWN_TIMEOUT: '1' })
+      onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
+      const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
+      // Three bulks of 10,000 in flight (their headers read) when the signal comes; PGlite runs
+      // them one after the other, seconds in all: the timeout (1 s) comes while they run.
+      const batches = ['a', 'b', 'c']
+      let inFlight = 0
+      let signal = () => undefined as void
+      const signalled = new Promise<void>((resolve) => (signal = resolve))
+      const answers = batches.map((batch) => {
+        const items = Array.from({ length: 10_000 }, (_, i) => ({ asset_type_key: 'server', name: `cut-${batch}-${i}`, properties: { hostname: `cut-${batch}-${i}.acme.test` } }))
+        return post(`${url}/api/v1/bulk/assets`, key, items, async () => {
+          if (++inFlight === batches.length) {
+            await new Promise((r) => setTimeout(r, 200))
+            server.child.kill('SIGTERM')
+            signal()
+          }
+          await signalled
+        }).then((answer) => answer.status, (err: Error) => err)
+      })
+      const statuses = await Promise.all(answers)
+      expect(await server.exited).toBe(0)
+      expect(server.lines.some((l) => l.includes('requests still in flight after 1 s'))).toBe(true)
+      // Committed exactly when answered 201; at least one was cut off.
+      const db = await openDb({ dataDir: env.KBIS_DATA_DIR! })
+      try {
+        for (const [i, batch] of batches.entries()) {
+          const n = (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM assets WHERE name LIKE $1', [`cut-${batch}-%`])).rows[0]!.n
+          expect({ batch, n }).toEqual({ batch, n: statuses[i] === 201 ? 10_000 : 0 })
+        }
+      } finally {
+        await db.close()
+      }
+      expect(statuses.filter((s) => s instanceof Error).length).toBeGreaterThan(0)
+    })
+  })
+}
+
 if (STORES.includes('postgres')) {
   describe('postgres: KBIS_SHUTDOWN_TIMEOUT bounds the shutdown', { timeout: 120_000 }, () => {
     it('cancels the statements still waiting on a lock at the timeout, commits none of them, and exits 0 within the timeout plus 2 s', async () => {
