@@ -5,7 +5,8 @@ import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, r
  * The Prometheus series of CONTRACT §17, in prom-client's global registry (under
  * `kbis serve --workers`, the primary aggregates the workers' global registries). Features update
  * them through this one object, e.g. `metrics.watchPool(…)` or
- * `metrics.webhookDeliveries.inc({ outcome: 'delivered' })`; a series nobody has updated yet is 0.
+ * `metrics.webhookDeliveries.inc({ outcome: 'delivered' })`; the known series of a labelled counter
+ * are there at 0 from the start.
  */
 function create() {
   collectDefaultMetrics()
@@ -15,6 +16,20 @@ function create() {
   const poolSources = new Set<() => { total: number; idle: number; waiting: number }>()
   /** Each relay's count of pending events, and the last one it gave. */
   const pendingSources = new Map<() => Promise<number>, number>()
+  const webhookDeliveries = new Counter({
+    name: 'kbis_webhook_deliveries_total',
+    help: 'Webhook delivery attempts, by outcome',
+    labelNames: ['outcome'] as const,
+  })
+  const resultCache = new Counter({
+    name: 'kbis_result_cache_reads_total',
+    help: 'Remembered results asked for (filtered counts, analytics answers), by kind and outcome: hit, miss, or fresh (Cache-Control: no-cache)',
+    labelNames: ['kind', 'outcome'] as const,
+  })
+  // Every series a counter has is there, at 0, before its first increment: rate() over it is 0
+  // rather than nothing, and an alert on it works from the start.
+  for (const outcome of ['delivered', 'retrying', 'failed']) webhookDeliveries.inc({ outcome }, 0)
+  for (const kind of ['count', 'analytics']) for (const outcome of ['hit', 'miss', 'fresh']) resultCache.inc({ kind, outcome }, 0)
   return {
     registry: register,
     httpDuration: new Histogram({
@@ -56,17 +71,9 @@ function create() {
         this.set(sum)
       },
     }),
-    webhookDeliveries: new Counter({
-      name: 'kbis_webhook_deliveries_total',
-      help: 'Webhook delivery attempts, by outcome',
-      labelNames: ['outcome'] as const,
-    }),
+    webhookDeliveries,
     rateLimited: new Counter({ name: 'kbis_rate_limited_total', help: 'Requests refused with 429 rate_limit_exceeded' }),
-    resultCache: new Counter({
-      name: 'kbis_result_cache_reads_total',
-      help: 'Remembered results asked for (filtered counts, analytics answers), by kind and outcome: hit, miss, or fresh (Cache-Control: no-cache)',
-      labelNames: ['kind', 'outcome'] as const,
-    }),
+    resultCache,
     storeUpkeep: new Histogram({
       name: 'kbis_store_upkeep_seconds',
       help: 'Statements of the upkeep the server runs itself after large writes (ANALYZE; on PGlite VACUUM too, one table each, each holding the store while it runs), by kind',

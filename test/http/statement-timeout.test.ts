@@ -160,6 +160,29 @@ describe.runIf(STORES.includes('postgres'))('postgres: one organization cannot s
     await expect(db.query('SELECT pg_sleep(2)')).rejects.toMatchObject({ code: '57014' })
   })
 
+  it('tells a write past the timeout (waiting for a lock) that it wrote nothing, not to narrow a filter', async () => {
+    let release = () => undefined as void
+    const released = new Promise<void>((resolve) => (release = resolve))
+    let locked = () => undefined as void
+    const lockTaken = new Promise<void>((resolve) => (locked = resolve))
+    const holder = store.db.transaction(async (tx) => {
+      await tx.query('LOCK TABLE assets IN ACCESS EXCLUSIVE MODE')
+      locked()
+      await released
+    })
+    try {
+      await lockTaken
+      const res = await app.inject({ method: 'POST', url: '/api/v1/assets', payload: { asset_type_key: 'note', name: 'waits' }, headers: { authorization: `Bearer ${betaKey}` } })
+      expect(res.statusCode).toBe(503)
+      expect(res.json().errors[0]).toMatchObject({ code: 'query_timeout',
+        detail: "the write ran longer than the server's statement timeout (waiting for another write to the same records, or too large) and wrote nothing; retry it later, or send fewer items" })
+    } finally {
+      release()
+      await holder
+    }
+    expect((await store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE name = 'waits'")).rows[0]!.n).toBe(0)
+  })
+
   it("answers the second organization within 1 s while the first floods with slow searches", async () => {
     // 360 case-insensitive `contains` over long names and bodies, none matching: each statement
     // scans every asset 360 times over (within the parser's bound on the total operand size).

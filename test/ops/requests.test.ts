@@ -119,6 +119,11 @@ for (const kind of STORES) {
       expect(text).toMatch(/^kbis_events_pending 0$/m)
       expect(text).toMatch(/^kbis_db_pool_connections\{state="total"\} \d+$/m)
       expect(text).toContain('# TYPE kbis_result_cache_reads_total counter')
+      // Every series of a labelled counter from the start (0 before its first increment), so rate() is 0, not nothing.
+      for (const outcome of ['delivered', 'retrying', 'failed']) expect(text).toMatch(new RegExp(`^kbis_webhook_deliveries_total\\{outcome="${outcome}"\\} \\d+$`, 'm'))
+      for (const kind of ['count', 'analytics']) {
+        for (const outcome of ['hit', 'miss', 'fresh']) expect(text).toMatch(new RegExp(`^kbis_result_cache_reads_total\\{kind="${kind}",outcome="${outcome}"\\} \\d+$`, 'm'))
+      }
       expect(text).toContain('# TYPE kbis_store_upkeep_seconds histogram')
       // Concrete paths never become labels.
       expect(text).not.toContain('0190f3a0-0000-7000-8000-000000000000')
