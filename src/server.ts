@@ -44,6 +44,8 @@ export interface StartOptions {
   bootstrap?: boolean
   /** Serve `--metrics-port` here; off in the workers of `--workers` (the primary serves their sum). */
   metrics?: boolean
+  /** Print `kbis listening on …`; off in the workers of `--workers`, whose primary says it once for all. */
+  announce?: boolean
 }
 
 /**
@@ -83,7 +85,7 @@ export async function startServer(config: Config, print: (line: string) => void,
   // it, where an organization it created would leave the first start without its Admin key.
   const control: ControlSocket | null = db.kind === 'pglite' ? await startControlSocket(config.dataDir, db) : null
   app.lifecycle.starting = false
-  print(`kbis listening on ${url} (store: ${db.kind === 'pglite' ? `PGlite in ${config.dataDir}` : 'PostgreSQL'})`)
+  if (options.announce !== false) print(`kbis listening on ${url} (store: ${db.kind === 'pglite' ? `PGlite in ${config.dataDir}` : 'PostgreSQL'})`)
   if (metricsServer) print(`metrics on ${metricsServer.url}`)
   if (secret) printAdminKey(print, secret)
   return {

@@ -44,9 +44,13 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
   cluster.schedulingPolicy = cluster.SCHED_NONE
   const fork = () => cluster.fork({ KBIS_WORKER: '1' })
 
+  // The workers listening now: the start is announced (and the first start's key made) once every
+  // one of them listens (counting the forked ones announced it with the first).
+  const listening = new Set<number>()
   cluster.on('listening', (worker: Worker, address) => {
     print(`worker ${worker.process.pid} listening`)
-    if (announced || Object.keys(cluster.workers ?? {}).length < workers) return
+    listening.add(worker.id)
+    if (announced || listening.size < workers) return
     announced = true
     void bootstrap(db).finally(() => db.close()).then((secret) => {
       const host = config.host.includes(':') ? `[${config.host}]` : config.host
@@ -65,6 +69,7 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
     void stop(1)
   })
   cluster.on('exit', (worker: Worker, code, signal) => {
+    listening.delete(worker.id)
     if (stopping) return
     if (code === WORKER_CANNOT_START) {
       print(`kbis: worker ${worker.process.pid} could not start`)
@@ -111,7 +116,7 @@ export function isWorker(): boolean {
  */
 export async function startWorker(config: Config, print: (line: string) => void): Promise<RunningServer> {
   try {
-    return await startServer(config, print, { bootstrap: false, metrics: false })
+    return await startServer(config, print, { bootstrap: false, metrics: false, announce: false })
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err)
     return new Promise<never>(() => {

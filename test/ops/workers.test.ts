@@ -53,9 +53,14 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
   const workerPids = () => server.lines.map((l) => /^worker (\d+) listening$/.exec(l)?.[1]).filter((p): p is string => p !== undefined).map(Number)
   const requestLines = () => server.lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request completed')
 
-  it('bootstraps once (one Admin key printed), with two workers on one port', () => {
+  it('bootstraps once (one Admin key printed), with two workers on one port, said once both listen', () => {
     expect(server.lines.filter((l) => l.startsWith('Admin API key'))).toHaveLength(1)
     expect(new Set(workerPids()).size).toBe(2)
+    // One `kbis listening` line, the primary's, after both workers' (none of the workers' own).
+    const announced = server.lines.filter((l) => l.startsWith('kbis listening on '))
+    expect(announced).toEqual([expect.stringMatching(/\(2 workers; store: PostgreSQL\)$/)])
+    const at = server.lines.indexOf(announced[0]!)
+    expect(server.lines.slice(0, at).filter((l) => /^worker \d+ listening$/.test(l))).toHaveLength(2)
   })
 
   it('migrates the new database once, in the primary, and says which migrations it applied', () => {
