@@ -110,9 +110,13 @@ export interface Operand {
   readonly isNotEmpty: string
 }
 
-/** Every negative operator also matches empty values (CONTRACT §4); NOT over NULL is NULL, hence the guard. */
-function orNull(o: Operand, negated: string): string {
-  return o.nullable ? `(${o.expr} IS NULL OR ${negated})` : negated
+/**
+ * Every negative operator also matches empty values (CONTRACT §4: missing, null, "" and []), so
+ * `not_equals ""` matches every asset. NOT over NULL is NULL, hence the guard's IS NULL.
+ */
+function orEmpty(o: Operand, negated: string): string {
+  if (!o.nullable) return negated
+  return o.type === 'text' ? `(${o.expr} IS NULL OR ${o.expr} = '' OR ${negated})` : `(${o.expr} IS NULL OR ${negated})`
 }
 
 function anyOf(o: Operand, value: ResolvedValue, params: Params): string {
@@ -135,19 +139,21 @@ type OperatorSql = (o: Operand, value: ResolvedValue, params: Params) => string
  */
 export const OPERATOR_SQL: Readonly<Record<Operator, OperatorSql>> = {
   equals: (o, v, p) => (o.containment ? o.containment(scalar(v), p) : `${o.expr} = ${p.add(scalar(v))}`),
-  // NOT (containment) is true for a missing key, null, "" and [] as well.
-  not_equals: (o, v, p) => (o.containment ? `NOT (${o.containment(scalar(v), p)})` : orNull(o, `${o.expr} <> ${p.add(scalar(v))}`)),
+  // NOT (containment) is true for a missing key, null and [] as well, and for "" unless the value is "".
+  not_equals: (o, v, p) => (o.containment
+    ? (scalar(v) === '' ? orEmpty(o, `NOT (${o.containment(scalar(v), p)})`) : `NOT (${o.containment(scalar(v), p)})`)
+    : orEmpty(o, `${o.expr} <> ${p.add(scalar(v))}`)),
   greater_than: (o, v, p) => `${o.expr} > ${p.add(scalar(v))}`,
   greater_than_or_equals: (o, v, p) => `${o.expr} >= ${p.add(scalar(v))}`,
   less_than: (o, v, p) => `${o.expr} < ${p.add(scalar(v))}`,
   less_than_or_equals: (o, v, p) => `${o.expr} <= ${p.add(scalar(v))}`,
   contains: (o, v, p) => ILIKE(o.expr, p.add(containsPattern(v))),
-  not_contains: (o, v, p) => orNull(o, `NOT (${ILIKE(o.expr, p.add(containsPattern(v)))})`),
+  not_contains: (o, v, p) => orEmpty(o, `NOT (${ILIKE(o.expr, p.add(containsPattern(v)))})`),
   starts_with: (o, v, p) => ILIKE(o.expr, p.add(prefixPattern(v))),
   in: (o, v, p) => anyOf(o, v, p),
-  not_in: (o, v, p) => orNull(o, `NOT (${anyOf(o, v, p)})`),
+  not_in: (o, v, p) => orEmpty(o, `NOT (${anyOf(o, v, p)})`),
   includes: (o, v, p) => includes(o, v, p),
-  not_includes: (o, v, p) => (o.containment ? `NOT (${includes(o, v, p)})` : orNull(o, `NOT (${includes(o, v, p)})`)),
+  not_includes: (o, v, p) => (o.containment ? `NOT (${includes(o, v, p)})` : orEmpty(o, `NOT (${includes(o, v, p)})`)),
   is_empty: (o) => o.isEmpty,
   is_not_empty: (o) => o.isNotEmpty,
 }

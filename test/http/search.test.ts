@@ -41,6 +41,26 @@ for (const store of STORES) {
       return res.body.data.map((a: { name: string }) => a.name)
     }
 
+    it('matches "" as empty in negative operators: not_equals "" and not_in [""] match every asset, not_contains and not_includes the empty ones', async () => {
+      const made = await seedAssets(t, [['server', [
+        { name: 'zz-blank', properties: { hostname: 'zz-blank', owner: '', tags: [] } },
+        { name: 'zz-none', properties: { hostname: 'zz-none' } },
+        { name: 'zz-bob', properties: { hostname: 'zz-bob', owner: 'bob', tags: ['pci'] } },
+      ]]])
+      try {
+        const zz = (condition: unknown) => names({ and: [c('name', 'starts_with', 'zz-'), condition] })
+        expect(await zz(c('properties.owner', 'not_equals', ''))).toEqual(['zz-blank', 'zz-bob', 'zz-none'])
+        expect(await zz(c('properties.owner', 'not_in', ['']))).toEqual(['zz-blank', 'zz-bob', 'zz-none'])
+        expect(await zz(c('properties.owner', 'not_in', ['', 'bob']))).toEqual(['zz-blank', 'zz-none'])
+        expect(await zz(c('properties.owner', 'not_equals', 'bob'))).toEqual(['zz-blank', 'zz-none'])
+        expect(await zz(c('properties.owner', 'not_contains', 'o'))).toEqual(['zz-blank', 'zz-none'])
+        expect(await zz(c('properties.tags', 'not_includes', 'pci'))).toEqual(['zz-blank', 'zz-none'])
+        expect(await zz(c('properties.owner', 'is_empty'))).toEqual(['zz-blank', 'zz-none'])
+      } finally {
+        for (const id of Object.values(made)) expect((await t.request('DELETE', `/api/v1/assets/${id}`)).status).toBe(204)
+      }
+    })
+
     it('answers the CONTRACT §4 example with the list envelope', async () => {
       const res = await search({
         filter: { or: [{ and: [c('properties.environment', 'equals', 'prod'), c('properties.cpu_count', 'greater_than_or_equals', 16)] }, c('name', 'starts_with', 'db-')] },
