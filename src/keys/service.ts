@@ -65,6 +65,21 @@ function checkPermissionCeiling(auth: AuthContext, wanted: KeyPermission): void 
   }
 }
 
+/**
+ * Raising a key's permission type grants its roles anew, at the higher level: a key below Admin
+ * may raise only a key whose roles it holds itself (a Viewer key of `all` raised to Editor by a
+ * narrowly scoped Editor key wrote where that key may not).
+ */
+function checkRaise(auth: AuthContext, permission: KeyPermission, roleKeys: readonly string[]): void {
+  if (managesAll(auth)) return
+  const beyond = roleKeys.filter((key) => !auth.roleKeys.includes(key))
+  if (beyond.length === 0) return
+  throw new AppError(Errors.FORBIDDEN, beyond.map((key) => ({
+    detail: `raising the key to ${permission} grants its role ${key} anew, which this key does not hold; a key acting as ${auth.permission} grants only roles it holds itself`,
+    pointer: '/permission_type',
+  })))
+}
+
 function checkTransferAllowed(auth: AuthContext, ownerId: string): void {
   if (ownerId !== auth.userId && !managesAll(auth)) {
     throw new AppError(Errors.FORBIDDEN, [{ detail: 'only an Admin key may give a key to another user', pointer: '/owner_user_id' }])
@@ -186,6 +201,7 @@ async function updateKeyAs(ctx: KeysContext, id: string, patch: KeyPatch): Promi
     const permission = patch.permission_type ?? current.permission_type
     if (permission !== current.permission_type) checkPermissionCeiling(ctx.auth, permission)
     const roleKeys = patch.role_keys ?? current.role_keys
+    if (!permissionAtLeast(current.permission_type, permission)) checkRaise(ctx.auth, permission, roleKeys)
     // A role the key holds already grants nothing when it is sent back (a form re-sends every
     // field): only the roles it adds are checked, and every role when the key changes hands.
     const kept = new Set(ownerId === current.owner_user_id ? current.role_keys : [])

@@ -176,8 +176,22 @@ for (const store of STORES) {
       const back = await roles(['it_editor', 'all'])
       expect(back.status).toBe(403)
       expect(back.body.errors.map((e: { source: unknown }) => e.source)).toEqual([{ pointer: '/role_keys/1' }])
+      // Raising a key's type grants its roles anew: not one whose roles it does not hold (the
+      // Viewer key of `all` would write where the narrow key may not), one whose roles it holds yes.
+      const raise = await t.request('PATCH', `/api/v1/api-keys/${wide.id}`, { key: narrow, body: { role_keys: ['it_editor', 'all'], permission_type: 'Editor' } })
+      expect(raise.status).toBe(403)
+      const viewerOfAll = (await create({ name: 'viewer of all', permission_type: 'Viewer', role_keys: ['all', 'it_editor'] })).body.data
+      const raised = await t.request('PATCH', `/api/v1/api-keys/${viewerOfAll.id}`, { key: narrow, body: { permission_type: 'Editor' } })
+      expect(raised.body).toEqual({
+        errors: [forbidden('raising the key to Editor grants its role all anew, which this key does not hold; a key acting as Editor grants only roles it holds itself', '/permission_type')],
+      })
+      expect((await t.request('GET', `/api/v1/api-keys/${viewerOfAll.id}`)).body.data.permission_type).toBe('Viewer')
+      expect((await t.request('PATCH', `/api/v1/api-keys/${own.id}`, { key: narrow, body: { permission_type: 'Editor' } })).body.data.permission_type).toBe('Editor')
+      // Lowering or renaming it changes no power: allowed.
+      expect((await t.request('PATCH', `/api/v1/api-keys/${viewerOfAll.id}`, { key: narrow, body: { name: 'renamed' } })).status).toBe(200)
       // An Admin key grants any role its owner holds.
       expect((await create({ name: 'wide', permission_type: 'Editor', role_keys: ['all'] })).status).toBe(201)
+      expect((await t.request('PATCH', `/api/v1/api-keys/${viewerOfAll.id}`, { body: { permission_type: 'Editor' } })).status).toBe(200)
     })
 
     it('holds a key that grants to the rights it has when the grant is written, not those it was authenticated with', async () => {
