@@ -34,6 +34,10 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
   const metricsServer = config.metricsPort !== undefined ? await startMetricsServer(config.metricsPort, config.host, { cluster: true }) : null
   let stopping = false
   let announced = false
+  // A SIGTERM or SIGINT before the start is announced lets it finish first (every worker
+  // listening, the first start's key made and printed), as a single server does; then it drains.
+  let started = false
+  let signalled = false
   const restarts: number[] = []
   // The workers accept connections themselves from the shared listening socket, rather than the
   // primary accepting and handing each to a worker (node:cluster's default, round-robin): a
@@ -57,6 +61,8 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
       print(`kbis listening on http://${host}:${address.port} (${workers} workers; store: PostgreSQL)`)
       if (metricsServer) print(`metrics on ${metricsServer.url}`)
       if (secret) printAdminKey(print, secret)
+      started = true
+      if (signalled) void stop(0)
     }, (err: unknown) => {
       print(`kbis: could not create organization default: ${(err as Error).message}`)
       void stop(1)
@@ -101,8 +107,12 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
     await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()))
     process.exit(exitCode)
   }
-  process.on('SIGTERM', () => void stop(0))
-  process.on('SIGINT', () => void stop(0))
+  const onSignal = (): void => {
+    signalled = true
+    if (started) void stop(0)
+  }
+  process.on('SIGTERM', onSignal)
+  process.on('SIGINT', onSignal)
   for (let i = 0; i < workers; i++) fork()
 }
 

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
-import { connectRedis } from './redis.js'
+import { connectRedis } from '../store/redis.js'
 import type { Db } from '../store/db.js'
 import { Outage } from '../store/outage.js'
 import type { Config } from './config.js'

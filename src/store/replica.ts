@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis'
-import { connectRedis } from '../core/redis.js'
+import { connectRedis } from './redis.js'
 import { Outage } from './outage.js'
 import { openDb, type Db, type ListenEvents, type QueryOptions, type QueryResult, type Tx } from './db.js'
 

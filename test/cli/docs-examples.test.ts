@@ -47,7 +47,7 @@ for (const store of STORES) {
     it('sync.md "Importing a CSV": the file imports, each command prints what the doc shows, a bad row is refused as shown', async () => {
       const [csv, commands, output, refused] = blocks('sync.md', 'Importing a CSV')
       expect([csv!.lang, commands!.lang, output!.lang, refused!.lang]).toEqual(['csv', 'sh', '', 'csv'])
-      const runs = [...commands!.text.matchAll(/^kbis (.+?)\s+#/gm)].map((m) => m[1]!.split(' '))
+      const runs = [...commands!.text.matchAll(/^npx kbis (.+?)\s+#/gm)].map((m) => m[1]!.split(' '))
       expect(runs).toHaveLength(3)
       const badRow = /A row `([^`]+)` added to the file/.exec(readFileSync(path.resolve('docs/sync.md'), 'utf8'))![1]!
       // The bad row first, while nothing is written: the dry run refuses it.
