@@ -50,7 +50,13 @@ export function fromString(type: FieldType, text: string): Checked {
       return text
     case 'number': {
       const n = NUMBER_TEXT.test(text) ? Number(text) : Number.NaN
-      return Number.isFinite(n) ? n : mismatch(type, text)
+      if (!Number.isFinite(n)) return mismatch(type, text)
+      // An integer a 64-bit float cannot hold would match another number (…993 is read as …992):
+      // refused, as in a search body (core/json-values.ts).
+      if (/^-?\d+$/.test(text) && !Number.isSafeInteger(n)) {
+        return { mismatch: `needs a number a 64-bit float holds exactly, got ${text}: integers beyond ±9007199254740991 (2^53 − 1) lose digits` }
+      }
+      return n
     }
     case 'boolean':
       return text === 'true' ? true : text === 'false' ? false : mismatch(type, text)
