@@ -7,8 +7,10 @@ import { isObject } from '../core/json.js'
  * from the route schemas) plus what the organization's metamodel knows.
  *
  * - `components.schemas`: per asset type `<Type>` (its `properties` object: names, JSON types,
- *   `enum` for options, `format: date`, required), `<Type>Input` (the same in a create or replace
- *   body: `null` is no value), `<Type>Patch` (the same for PATCH: nothing required, `null` clears), `<Type>Asset` (the record), `<Type>AssetCreate`, `<Type>AssetUpdate`;
+ *   `enum` for options, `format: date`, required), `<Type>Input` (the same in a create body:
+ *   `null` is no value), `<Type>Replace` (the same in a PUT body, but for the unique key the path
+ *   gives), `<Type>Patch` (the same for PATCH: nothing required, `null` clears), `<Type>Asset` (the
+ *   record), `<Type>AssetCreate`, `<Type>AssetUpdate`;
  *   the unions `Asset`, `AssetCreate` (oneOf, discriminated by `asset_type_key`) and `AssetUpdate`
  *   (anyOf: a PATCH body need not name its type, so it cannot be discriminated); `AssetTypeKey`
  *   and `RelationshipTypeKey` (enums of the keys).
@@ -61,7 +63,7 @@ function pascal(key: string): string {
 }
 
 const RESERVED = ['Asset', 'AssetCreate', 'AssetUpdate', 'AssetTypeKey', 'RelationshipTypeKey']
-const SUFFIXES = ['', 'Input', 'Patch', 'Asset', 'AssetCreate', 'AssetUpdate']
+const SUFFIXES = ['', 'Input', 'Replace', 'Patch', 'Asset', 'AssetCreate', 'AssetUpdate']
 
 /** Component base names per asset type, never colliding with each other or with the base document. */
 function schemaNames(types: AssetType[], existing: Set<string>): Names {
@@ -93,7 +95,7 @@ function stable(value: unknown): string | undefined {
   return value === undefined ? undefined : JSON.stringify(value)
 }
 
-type Shape = 'record' | 'create' | 'update' | null
+type Shape = 'record' | 'create' | 'replace' | 'update' | null
 
 /** Which asset schema an object schema is, by its members (routes spread and extend them). */
 function shapeOf(schema: Json): Shape {
@@ -103,6 +105,8 @@ function shapeOf(schema: Json): Shape {
   if ('id' in props && 'asset_type_key' in props && 'created_at' in props && 'access_domain_key' in props) return 'record'
   if ('created_at' in props || !('name' in props) || !('access_domain_key' in props)) return null
   if ('asset_type_key' in props && required.includes('asset_type_key')) return 'create'
+  // A PUT body (upsert by composite key): the type comes from the key, the name is required.
+  if ('asset_type_key' in props && required.includes('name')) return 'replace'
   return required.includes('asset_type_key') ? null : 'update'
 }
 
@@ -118,10 +122,16 @@ class SchemaTyper {
     const n = this.names.get(type.key)!
     // The record's properties; `input`: a create body's (null is no value, as a property left
     // out); `patch`: a PATCH body's (null clears, nothing required).
-    const properties = (shape: 'record' | 'input' | 'patch'): Json => ({
+    // `replace`: a PUT body's, as `input` but for the unique key, which the path (or the bulk
+    // item's id) gives. With ?merge=true an existing asset keeps what is left out, as on PATCH.
+    const required = (shape: 'record' | 'input' | 'replace' | 'patch'): string[] => shape === 'patch' ? []
+      : type.properties.filter((p) => p.required && !(shape === 'replace' && p.key === type.unique_property_key)).map((p) => p.key)
+    const properties = (shape: 'record' | 'input' | 'replace' | 'patch'): Json => ({
       type: 'object',
-      title: `${type.name} properties${shape === 'patch' ? ' (PATCH)' : shape === 'input' ? ' (create)' : ''}`,
-      ...(type.description ? { description: type.description } : {}),
+      title: `${type.name} properties${shape === 'patch' ? ' (PATCH)' : shape === 'input' ? ' (create)' : shape === 'replace' ? ' (PUT)' : ''}`,
+      ...(shape === 'replace'
+        ? { description: `${type.description ? `${type.description} ` : ''}A replacement: properties left out are cleared (with ?merge=true, an existing asset keeps them, as on PATCH, and none is required).` }
+        : type.description ? { description: type.description } : {}),
       'x-kbis-asset-type-key': type.key,
       properties: Object.fromEntries(type.properties.map((p) => {
         // A currency's code has no JSON Schema keyword: said in words (when the property has no
@@ -133,14 +143,14 @@ class SchemaTyper {
         // required one must have a value.
         return [p.key, shape !== 'record' && !p.required ? { anyOf: [value, { type: 'null' }] } : value]
       })),
-      ...(shape !== 'patch' && type.properties.some((p) => p.required) ? { required: type.properties.filter((p) => p.required).map((p) => p.key) } : {}),
+      ...(required(shape).length > 0 ? { required: required(shape) } : {}),
       additionalProperties: false,
     })
     const base = (shape: 'record' | 'create' | 'update'): Json | undefined => {
       const text = this.canonical[shape]
       return text === undefined ? undefined : (JSON.parse(text) as Json)
     }
-    const out: Json = { [n]: properties('record'), [`${n}Input`]: properties('input'), [`${n}Patch`]: properties('patch') }
+    const out: Json = { [n]: properties('record'), [`${n}Input`]: properties('input'), [`${n}Replace`]: properties('replace'), [`${n}Patch`]: properties('patch') }
     for (const shape of ['record', 'create', 'update'] as const) {
       const schema = base(shape)
       if (schema) out[`${n}${shape === 'record' ? 'Asset' : shape === 'create' ? 'AssetCreate' : 'AssetUpdate'}`] = this.branch(schema, shape, type)
@@ -162,14 +172,15 @@ class SchemaTyper {
   }
 
   /** One asset type's variant of an untyped record or body. */
-  private branch(schema: Json, shape: 'record' | 'create' | 'update', type: AssetType): Json {
+  private branch(schema: Json, shape: 'record' | 'create' | 'replace' | 'update', type: AssetType): Json {
     const n = this.names.get(type.key)!
     const props = { ...(schema.properties as Json) }
-    props.properties = ref(shape === 'update' ? `${n}Patch` : shape === 'create' ? `${n}Input` : n)
+    props.properties = ref(shape === 'update' ? `${n}Patch` : shape === 'create' ? `${n}Input` : shape === 'replace' ? `${n}Replace` : n)
     if ('asset_type_key' in props) props.asset_type_key = { type: 'string', const: type.key }
     const required = Array.isArray(schema.required) ? [...(schema.required as string[])] : []
     // A type with required properties cannot be created without a `properties` object.
     if (shape === 'create' && type.properties.some((p) => p.required) && !required.includes('properties')) required.push('properties')
+    if (shape === 'replace' && type.properties.some((p) => p.required && p.key !== type.unique_property_key) && !required.includes('properties')) required.push('properties')
     return { ...this.rewriteMembers(schema), properties: this.rewriteMembers(props), ...(required.length > 0 ? { required } : {}) }
   }
 
@@ -199,11 +210,12 @@ class SchemaTyper {
     return out
   }
 
-  private typed(schema: Json, shape: 'record' | 'create' | 'update'): Json {
-    if (stable(schema) === this.canonical[shape]) return ref(shape === 'record' ? 'Asset' : shape === 'create' ? 'AssetCreate' : 'AssetUpdate')
-    // A route's own variant (e.g. a bulk item with client_ref): typed inline, same rules.
+  private typed(schema: Json, shape: 'record' | 'create' | 'replace' | 'update'): Json {
+    if (shape !== 'replace' && stable(schema) === this.canonical[shape]) return ref(shape === 'record' ? 'Asset' : shape === 'create' ? 'AssetCreate' : 'AssetUpdate')
+    // A route's own variant (e.g. a bulk item with client_ref, a PUT body): typed inline, same
+    // rules. Without a required asset_type_key a body may fit several types' branches: anyOf.
     const branches = this.types.map((t) => this.branch(schema, shape, t))
-    return shape === 'update' ? { anyOf: branches } : { oneOf: branches }
+    return shape === 'update' || shape === 'replace' ? { anyOf: branches } : { oneOf: branches }
   }
 
   private isPlainString(schema: Json): boolean {

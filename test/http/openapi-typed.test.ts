@@ -102,6 +102,15 @@ for (const store of STORES) {
       expect(input.properties.hostname).toEqual(SERVER_SCHEMA.properties.hostname)
       expect(server.required).toEqual(['asset_type_key', 'name', 'properties'])
       expect(doc.components.schemas.ServerAssetUpdate.properties.properties).toEqual({ $ref: '#/components/schemas/ServerPatch' })
+      // A PUT (upsert) body replaces: the create body's properties, but for the unique key, which the path gives.
+      const replace = doc.components.schemas.ServerReplace
+      expect(replace.properties).toEqual(input.properties)
+      expect(replace.required).toBeUndefined()
+      expect(replace.additionalProperties).toBe(false)
+      for (const put of [body('/api/v1/assets/{id}', 'put'), body('/api/v1/bulk/assets', 'put').items]) {
+        expect(put.anyOf.map((b: { properties: { properties: unknown; asset_type_key: unknown } }) => [b.properties.asset_type_key, b.properties.properties])).toEqual(
+          ['server', 'application', 'note'].map((key, i) => [{ type: 'string', const: key }, { $ref: `#/components/schemas/${['Server', 'Application', 'Note'][i]}Replace` }]))
+      }
       const one = doc.paths['/api/v1/assets/{id}'].get.responses['200'].content['application/json'].schema
       expect(one.properties.data).toEqual({ $ref: '#/components/schemas/Asset' })
     })
