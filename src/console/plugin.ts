@@ -190,7 +190,8 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
 
   app.get('/static/:file', async (request, reply) => {
     const file = files.get((request.params as { file: string }).file)
-    if (!file) return reply.code(404).type('text/plain').send('not found')
+    // An unknown file gets the console's 404 page, as any unknown console path.
+    if (!file) return reply.callNotFound()
     return reply.type(file.type).header('cache-control', 'public, max-age=300').send(file.body)
   })
 

@@ -29,9 +29,11 @@ for (const kind of STORES) {
     it('console pages (error pages too) may not be framed and load only what the console serves; API answers carry no such policy', async () => {
       const b = new Browser(t)
       await b.signIn('owner@acme.test')
-      for (const [path, status] of [['/console/sign-in', 200], ['/console/assets', 200], ['/console/no-such-page', 404]] as const) {
+      for (const [path, status] of [['/console/sign-in', 200], ['/console/assets', 200], ['/console/no-such-page', 404], ['/console/static/no-such-file.js', 404]] as const) {
         const page = await b.send('GET', path)
         expect(page.statusCode).toBe(status)
+        // An unknown page or static file: the console's own 404 page.
+        if (status === 404) expect([page.headers['content-type'], page.body.includes('There is no such page.')], path).toEqual(['text/html; charset=utf-8', true])
         expect(page.headers['x-frame-options']).toBe('DENY')
         expect(page.headers['content-security-policy']).toBe(
           "default-src 'self';base-uri 'none';form-action 'self';frame-ancestors 'none';object-src 'none';img-src 'self' data:;script-src 'self';style-src 'self'")
