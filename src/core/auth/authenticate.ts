@@ -115,11 +115,18 @@ function parseCidr(entry: string): Cidr {
   return [range, bits]
 }
 
-/** The API key a request names in `Authorization: Bearer <key>`, or null. */
+/**
+ * The API key a request names in `Authorization: Bearer <key>`, or null: also when the header
+ * comes twice (Node keeps the first; a proxy in front may have read the other, so neither is sure).
+ */
 export function bearerToken(request: FastifyRequest): string | null {
   const header = request.headers.authorization
   const match = typeof header === 'string' ? /^Bearer +(\S+) *$/i.exec(header) : null
-  return match ? match[1]! : null
+  if (!match) return null
+  const raw = (request.raw as { rawHeaders?: string[] } | undefined)?.rawHeaders ?? []
+  let seen = 0
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === 'authorization' && ++seen > 1) return null
+  return match[1]!
 }
 
 /**
