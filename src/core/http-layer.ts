@@ -4,6 +4,9 @@ import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import { AppError, Errors, errorBody, type ErrorDef } from './errors.js'
 
+/** On a request that sent `Expect: 100-continue` and has not been sent its 100 yet. */
+const AWAITS_CONTINUE = Symbol('kbis.awaitsContinue')
+
 /**
  * Answers Node's HTTP server gives before Fastify sees a request — a header block too large (431),
  * a malformed request line (400), a CONNECT (405), a client too slow (408) — in the CONTRACT's
@@ -140,6 +143,29 @@ export function registerHttpLayer(app: FastifyInstance): void {
   // An Expect other than 100-continue: served as if it were not there (RFC 9110 §10.1.1 lets a
   // server answer 417, which Node would send bare, outside the envelope).
   app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => app.server.emit('request', request, response))
+  // Expect: 100-continue (curl sends it with bodies over 1 MB): the 100 goes out once the request
+  // passed its checks (its key, its rate limit: onRequest) and its announced length fits the
+  // route's limit; otherwise its final answer comes at once, and the body is never asked for (Node
+  // sent the 100 itself, first: a 10 MB body crossed the network to be refused with 413).
+  app.server.on('checkContinue', (request: IncomingMessage & { [AWAITS_CONTINUE]?: boolean }, response: ServerResponse) => {
+    request[AWAITS_CONTINUE] = true
+    app.server.emit('request', request, response)
+  })
+  app.addHook('preParsing', async (request, reply, payload) => {
+    const raw = request.raw as IncomingMessage & { [AWAITS_CONTINUE]?: boolean }
+    if (!raw[AWAITS_CONTINUE]) return payload
+    const length = Number(request.headers['content-length'])
+    const limit = request.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit ?? Infinity
+    if (Number.isFinite(length) && length > limit) throw new AppError(Errors.PAYLOAD_TOO_LARGE, `the body is larger than ${limit} bytes`)
+    raw[AWAITS_CONTINUE] = false
+    reply.raw.writeContinue()
+    return payload
+  })
+  // An answer given without asking for the body closes the connection: a body the client sends
+  // after all (many do after a second) must not be read as the next request.
+  app.addHook('onSend', async (request, reply) => {
+    if ((request.raw as IncomingMessage & { [AWAITS_CONTINUE]?: boolean })[AWAITS_CONTINUE]) reply.header('Connection', 'close')
+  })
   app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
     const requestId = randomUUID()
     answerAndClose(socket, rawErrorResponse(Errors.METHOD_NOT_ALLOWED, 'CONNECT is not supported: this is an API server, not a proxy', requestId))
@@ -228,7 +254,8 @@ function requestLineProblem(raw: IncomingMessage): [ErrorDef, string] | null {
  * see the 413. Past the bound the answer goes out anyway and the connection closes.
  */
 export function discardBody(raw: IncomingMessage): Promise<void> {
-  if (raw.complete || raw.destroyed || raw.readableEnded) return Promise.resolve()
+  // A body never asked for (Expect: 100-continue, no 100 sent) is not waited for.
+  if (raw.complete || raw.destroyed || raw.readableEnded || (raw as IncomingMessage & { [AWAITS_CONTINUE]?: boolean })[AWAITS_CONTINUE]) return Promise.resolve()
   return new Promise((resolve) => {
     let seen = 0
     const finish = () => {

@@ -279,6 +279,43 @@ for (const store of STORES) {
       envelope(unauthenticated, 'unauthorized')
     })
 
+    it('asks for a body (100 Continue) only when the request passed its checks and its announced length fits', async () => {
+      /** Sends the head of a POST with Expect: 100-continue and reads what comes before any body is sent. */
+      const head = (key: string | null, length: number) => new Promise<{ text: string; socket: ReturnType<typeof connect> }>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1')
+        let text = ''
+        socket.on('data', (d: Buffer) => {
+          text += d.toString('utf8')
+          if (text.includes('\r\n\r\n') && (!text.startsWith('HTTP/1.1 100') || text.indexOf('\r\n\r\n') < text.length - 4 || text.startsWith('HTTP/1.1 100 Continue\r\n\r\n'))) resolve({ text, socket })
+        })
+        socket.on('error', reject)
+        socket.write(`POST /api/v1/assets HTTP/1.1\r\nHost: x\r\n${key ? `Authorization: Bearer ${key}\r\n` : ''}Content-Type: application/json\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`)
+      })
+      const started = Date.now()
+      const tooLarge = await head(t.adminKey, 2_000_000)
+      expect(tooLarge.text).toMatch(/^HTTP\/1\.1 413 /)
+      expect(tooLarge.text.toLowerCase()).toContain('connection: close')
+      tooLarge.socket.destroy()
+      const noKey = await head(null, 10)
+      expect(noKey.text).toMatch(/^HTTP\/1\.1 401 /)
+      noKey.socket.destroy()
+      expect(Date.now() - started).toBeLessThan(10_000)
+      // A body that fits, with a key: 100 Continue, then the body, then its answer.
+      const body = JSON.stringify({ asset_type_key: 'note', name: 'continued' })
+      const fits = await head(t.adminKey, Buffer.byteLength(body))
+      expect(fits.text).toBe('HTTP/1.1 100 Continue\r\n\r\n')
+      const answer = await new Promise<string>((resolve) => {
+        let text = ''
+        fits.socket.on('data', (d: Buffer) => {
+          text += d.toString('utf8')
+          if (/\r\n\r\n\{.*\}$/s.test(text)) resolve(text)
+        })
+        fits.socket.write(body)
+      })
+      fits.socket.destroy()
+      expect(answer).toMatch(/^HTTP\/1\.1 201 /)
+    })
+
     it('answers CONNECT with 405 in the envelope', async () => {
       const res = await rawExchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')
       expect(res.status).toBe(405)
