@@ -26,6 +26,7 @@ export const bulkPatchAssetsBody = bulkBody(
     properties: {
       id: { type: 'string', minLength: 1, description: 'UUID or composite key type:unique_property:value.' },
       client_ref: clientRef,
+      asset_type_key: { type: 'string', description: 'Cannot change; a different value is refused with 422 (as on PATCH /assets/{id}).' },
       name: ASSET_NAME_SCHEMA,
       access_domain_key: { type: ['string', 'null'] },
       properties: { type: 'object', additionalProperties: true, description: 'Merged key by key; null clears a key.' },

@@ -163,6 +163,17 @@ for (const store of STORES) {
       expect((await get('server:hostname:mix-s1')).properties.hostname).toBe('mix-s1')
     })
 
+    it('takes asset_type_key in a PATCH item as PATCH /assets/{id} does: the same type passes, another is 422', async () => {
+      const created = await t.request('POST', '/api/v1/bulk/assets', { body: [server('typed-0')] })
+      expect(created.status).toBe(201)
+      const same = await t.request('PATCH', '/api/v1/bulk/assets', { body: [{ id: 'server:hostname:typed-0', asset_type_key: 'server', name: 'typed-0-renamed' }] })
+      expect(same.status).toBe(200)
+      const other = await t.request('PATCH', '/api/v1/bulk/assets', { body: [{ id: 'server:hostname:typed-0', asset_type_key: 'application', name: 'typed-0-again' }] })
+      expect([other.status, other.body.errors]).toEqual([422, [{ status: '422', code: 'validation_failed', detail: 'asset_type_key cannot change',
+        source: { pointer: '/0/asset_type_key' }, meta: { index: 0, client_ref: null } }]])
+      expect((await get('server:hostname:typed-0')).name).toBe('typed-0-renamed')
+    })
+
     it('reports schema errors per item too', async () => {
       const res = await t.request('POST', '/api/v1/bulk/assets', { body: [server('schema-0'), { asset_type_key: 'server', client_ref: 'r1' }, server('schema-2', {}, { name: 7 })] })
       expect(res.status).toBe(422)
