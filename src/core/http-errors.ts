@@ -3,6 +3,7 @@ import { AppError, Errors, errorBody, type ErrorDef, type Issue } from './errors
 import { isStoreUnreachable, mapPgError } from './pg-errors.js'
 import { escapePointer } from './json.js'
 import { discardBody } from './http-layer.js'
+import { writes } from './writes.js'
 
 interface AjvError {
   keyword: string
@@ -153,12 +154,6 @@ function isBodyCutOff(err: unknown, request: FastifyRequest): boolean {
   return err !== null && request.raw.errored === err
 }
 
-/** A request that writes: not a GET, nor one of the POSTs that only read (search, analytics). */
-function isWrite(request: FastifyRequest): boolean {
-  if (request.method === 'GET' || request.method === 'HEAD') return false
-  return !/\/(search|analytics)\//.test(request.routeOptions.url ?? '')
-}
-
 function toAppError(err: FastifyError, request: FastifyRequest): AppError {
   if (err instanceof AppError) return err
   const validation = (err as { validation?: AjvError[] }).validation
@@ -172,7 +167,7 @@ function toAppError(err: FastifyError, request: FastifyRequest): AppError {
   // that broke, so it is told apart before the store's errors.)
   if (isBodyCutOff(err, request)) return new AppError(Errors.INVALID_REQUEST, 'the request ended before its body was complete')
   const mapped = mapPgError(err)
-  if (mapped?.def === Errors.QUERY_TIMEOUT && isWrite(request)) {
+  if (mapped?.def === Errors.QUERY_TIMEOUT && writes(request)) {
     // A write that runs that long mostly waits for another one's lock: narrowing a filter is no help.
     return new AppError(Errors.QUERY_TIMEOUT, "the write ran longer than the server's statement timeout (waiting for another write to the same records, or too large) and wrote nothing; retry it later, or send fewer items")
   }

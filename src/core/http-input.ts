@@ -7,6 +7,7 @@ import { unstorableValues } from './json-values.js'
 import { queryErrorDef, queryNames, validationError } from './http-errors.js'
 import { errorEnvelopeSchema } from './schemas.js'
 import { withItemMeta } from './items.js'
+import { WRITE_METHODS } from './writes.js'
 
 
 const NUL_IN_URL = 'text must not contain NUL (U+0000) characters'
@@ -101,9 +102,6 @@ export class RefusedBody {
     return { refused_body_sha256: this.digest }
   }
 }
-
-/** The methods that write (CONTRACT §16: Idempotency-Key and dry runs apply to them). */
-export const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PATCH', 'PUT', 'DELETE'])
 
 const CONSOLE_URL = /^\/console(\/|\?|$)/
 

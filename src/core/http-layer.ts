@@ -6,6 +6,7 @@ import { AppError, Errors, errorBody, type ErrorDef } from './errors.js'
 
 /** On a request that sent `Expect: 100-continue` and has not been sent its 100 yet. */
 const AWAITS_CONTINUE = Symbol('kbis.awaitsContinue')
+type ContinuableRequest = IncomingMessage & { [AWAITS_CONTINUE]?: boolean }
 
 /**
  * Answers Node's HTTP server gives before Fastify sees a request — a header block too large (431),
@@ -147,24 +148,23 @@ export function registerHttpLayer(app: FastifyInstance): void {
   // passed its checks (its key, its rate limit: onRequest) and its announced length fits the
   // route's limit; otherwise its final answer comes at once, and the body is never asked for (Node
   // sent the 100 itself, first: a 10 MB body crossed the network to be refused with 413).
-  app.server.on('checkContinue', (request: IncomingMessage & { [AWAITS_CONTINUE]?: boolean }, response: ServerResponse) => {
+  app.server.on('checkContinue', (request: ContinuableRequest, response: ServerResponse) => {
     request[AWAITS_CONTINUE] = true
+    // Closed after its answer: one given without asking for the body leaves that body unread, and
+    // a client that sends it after all (many do after a second) must not have it read as a request.
+    response.shouldKeepAlive = false
     app.server.emit('request', request, response)
   })
-  app.addHook('preParsing', async (request, reply, payload) => {
-    const raw = request.raw as IncomingMessage & { [AWAITS_CONTINUE]?: boolean }
-    if (!raw[AWAITS_CONTINUE]) return payload
+  // A callback hook: every request passes here, and nearly all have no 100 to wait for.
+  app.addHook('preParsing', (request, reply, payload, done) => {
+    const raw = request.raw as ContinuableRequest
+    if (!raw[AWAITS_CONTINUE]) return done(null, payload)
     const length = Number(request.headers['content-length'])
     const limit = request.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit ?? Infinity
-    if (Number.isFinite(length) && length > limit) throw new AppError(Errors.PAYLOAD_TOO_LARGE, `the body is larger than ${limit} bytes`)
+    if (Number.isFinite(length) && length > limit) return done(new AppError(Errors.PAYLOAD_TOO_LARGE, `the body is larger than ${limit} bytes`))
     raw[AWAITS_CONTINUE] = false
     reply.raw.writeContinue()
-    return payload
-  })
-  // An answer given without asking for the body closes the connection: a body the client sends
-  // after all (many do after a second) must not be read as the next request.
-  app.addHook('onSend', async (request, reply) => {
-    if ((request.raw as IncomingMessage & { [AWAITS_CONTINUE]?: boolean })[AWAITS_CONTINUE]) reply.header('Connection', 'close')
+    done(null, payload)
   })
   app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
     const requestId = randomUUID()
@@ -255,7 +255,7 @@ function requestLineProblem(raw: IncomingMessage): [ErrorDef, string] | null {
  */
 export function discardBody(raw: IncomingMessage): Promise<void> {
   // A body never asked for (Expect: 100-continue, no 100 sent) is not waited for.
-  if (raw.complete || raw.destroyed || raw.readableEnded || (raw as IncomingMessage & { [AWAITS_CONTINUE]?: boolean })[AWAITS_CONTINUE]) return Promise.resolve()
+  if (raw.complete || raw.destroyed || raw.readableEnded || (raw as ContinuableRequest)[AWAITS_CONTINUE]) return Promise.resolve()
   return new Promise((resolve) => {
     let seen = 0
     const finish = () => {

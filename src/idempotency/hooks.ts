@@ -5,7 +5,7 @@ import { AppError, Errors, errorBody } from '../core/errors.js'
 import { claimKey, completeKey, purgeExpiredKeys, readKey, releaseKey, type KeyScope } from './sql.js'
 import { openAnswer, sealAnswer } from './seal.js'
 import { bearerToken } from '../core/auth/authenticate.js'
-import { WRITE_METHODS } from '../core/http-input.js'
+import { WRITE_METHODS } from '../core/writes.js'
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -1,5 +1,5 @@
 import type { FastifySchema } from 'fastify'
-import { WRITE_METHODS } from '../core/http-input.js'
+import { WRITE_METHODS } from '../core/writes.js'
 import { errorEnvelopeSchema } from '../core/schemas.js'
 import { dryRunEnvelope } from '../request/dry-run.js'
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Db } from '../store/db.js'
 import type { ReadRouting } from '../store/replica.js'
-import { WRITE_METHODS } from '../core/http-input.js'
+import { writes } from '../core/writes.js'
 
 /**
  * The routes whose reads may come from a replica (CONTRACT §17: lists, search, analytics, export),
@@ -23,10 +23,6 @@ function routeKey(request: FastifyRequest): string {
   return `${request.method} ${request.routeOptions.url ?? ''}`
 }
 
-/** Whether a request writes: a write method on a route that is no read (a search or analytics POST reads). */
-export function writes(request: FastifyRequest): boolean {
-  return WRITE_METHODS.has(request.method) && !REPLICA_READ_ROUTES.has(routeKey(request))
-}
 
 /**
  * Marks each successful write of an API key before its answer leaves (so the client's next read,

@@ -2,9 +2,9 @@ import http from 'node:http'
 import net from 'node:net'
 import { once } from 'node:events'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
-import { openDb } from '../../src/store/db.js'
+import { openDb, type StoreKind } from '../../src/store/db.js'
 import { STORES } from '../helpers/stores.js'
-import { cli, cliStore, runCli } from '../helpers/cli-server.js'
+import { cli, cliStore, runCli, type CliProcess } from '../helpers/cli-server.js'
 
 const ITEMS = 3000
 
@@ -132,16 +132,25 @@ function send(url: string, key: string, body: unknown): Promise<number | Error> 
     .then((res) => res.status, (err: Error) => err)
 }
 
+/**
+ * A store of `kind` with ACME applied, an Admin key, and `kbis serve` on it with a shutdown timeout
+ * of 1 s, all removed when the test finishes.
+ */
+async function serverWithTimeout(kind: StoreKind): Promise<{ env: Record<string, string>; key: string; server: CliProcess; url: string }> {
+  const { yaml, env, drop } = await cliStore(kind)
+  onTestFinished(drop)
+  await cli(['apply', yaml], env)
+  const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
+  const server = runCli(['serve', '--port', '0'], { ...env, KBIS_SHUTDOWN_TIMEOUT: '1' })
+  onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
+  const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
+  return { env, key, server, url }
+}
+
 if (STORES.includes('pglite')) {
   describe('pglite: KBIS_SHUTDOWN_TIMEOUT bounds the shutdown', { timeout: 120_000 }, () => {
     it('rolls back what the timeout cut off: a bulk committed is one whose 201 was sent, nothing of the others', async () => {
-      const { yaml, env, drop } = await cliStore('pglite')
-      onTestFinished(drop)
-      await cli(['apply', yaml], env)
-      const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
-      const server = runCli(['serve', '--port', '0'], { ...env, KBIS_SHUTDOWN_TIMEOUT: '1' })
-      onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
-      const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
+      const { env, key, server, url } = await serverWithTimeout('pglite')
       // Three bulks of 10,000 in flight (their headers read) when the signal comes; PGlite runs
       // them one after the other, seconds in all: the timeout (1 s) comes while they run.
       const batches = ['a', 'b', 'c']
@@ -181,13 +190,7 @@ if (STORES.includes('postgres')) {
   describe('postgres: KBIS_SHUTDOWN_TIMEOUT bounds the shutdown', { timeout: 120_000 }, () => {
     it('cancels the statements still waiting on a lock at the timeout, commits none of them, and exits 0 within the timeout plus 2 s', async () => {
       // Setup: a server with a 1 s timeout, and another session holding the assets table.
-      const { yaml, env, drop } = await cliStore('postgres')
-      onTestFinished(drop)
-      await cli(['apply', yaml], env)
-      const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
-      const server = runCli(['serve', '--port', '0'], { ...env, KBIS_SHUTDOWN_TIMEOUT: '1' })
-      onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
-      const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
+      const { env, key, server, url } = await serverWithTimeout('postgres')
       const db = await openDb({ databaseUrl: env.DATABASE_URL!, poolSize: 2 })
       onTestFinished(() => db.close())
       let release = () => undefined as void
