@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify'
 import { requirePermission } from '../core/auth/permissions.js'
-import { AppError } from '../core/errors.js'
+import { AppError, Errors } from '../core/errors.js'
+import { setAsideIssues } from '../core/http-input.js'
 import { bodyIssues, sendError, validationError } from '../core/http-errors.js'
 import { commonErrorResponses } from '../core/schemas.js'
 import { assertItemCount, entryOf, ItemFailures, withItemMeta } from '../core/items.js'
@@ -35,10 +36,14 @@ export async function bulkRoutes(app: FastifyInstance): Promise<void> {
   const options = {
     bodyLimit: app.config.bulkBodyLimit,
     attachValidation: true,
+    // An item holding a value the store cannot take is one failing item among the others (core/http-input.ts).
+    config: { bodyOfItems: true },
     preValidation: [requirePermission('Editor'), async (request: FastifyRequest) => assertItemCount(request.body)],
   }
-  const failuresOf = (request: FastifyRequest): ItemFailures =>
-    ItemFailures.fromSchema(request.validationError ? bodyIssues((request.validationError as { validation?: Parameters<typeof bodyIssues>[0] }).validation ?? []) : [])
+  const failuresOf = (request: FastifyRequest): ItemFailures => ItemFailures.fromSchema([
+    ...setAsideIssues(request).map((issue) => ({ ...issue, def: Errors.INVALID_REQUEST })),
+    ...(request.validationError ? bodyIssues((request.validationError as { validation?: Parameters<typeof bodyIssues>[0] }).validation ?? []) : []),
+  ])
 
   // Every issue points into the body (`/3/…`); here each gets meta {index, client_ref}, whether it
   // comes from the schema, a service or the relationship sync. Other errors go to the app's handler.

@@ -6,7 +6,7 @@ import { escapePointer } from './json.js'
 import { unstorableValues } from './json-values.js'
 import { queryErrorDef, queryNames, validationError } from './http-errors.js'
 import { errorEnvelopeSchema } from './schemas.js'
-import { withItemMeta } from './items.js'
+import { itemIndexOf, withItemMeta } from './items.js'
 import { WRITE_METHODS } from './writes.js'
 
 
@@ -60,11 +60,11 @@ const NOT_UTF8 = 'the body is not UTF-8 text: JSON is sent as UTF-8 (RFC 8259); 
 const POISON_DETAIL = 'keys named "__proto__" (or "constructor" holding "prototype") are not accepted'
 
 /**
- * Fastify's parser reports a poisoned body as invalid JSON: valid JSON that it refused is
- * poisoned. Then the refusal, naming the keys it refused with their pointers (in a bulk body,
- * an array, every one with its item), else null.
+ * The keys of a body Fastify's parser refused as poisoned (`__proto__`, `constructor` holding
+ * `prototype`), with their pointers, and the body as JSON.parse reads it (those keys as own
+ * members); null when the body is not JSON at all.
  */
-function poisonedRefusal(body: string): AppError | null {
+function poisonedKeys(body: string): { root: unknown; issues: Issue[] } | null {
   let root: unknown
   try {
     root = JSON.parse(body)
@@ -83,9 +83,58 @@ function poisonedRefusal(body: string): AppError | null {
       else stack.push({ value: child, pointer: at })
     }
   }
+  return { root, issues }
+}
+
+/** The refusal of a poisoned body: its keys with their pointers (in a bulk body, an array, every one with its item). */
+function poisonedRefusal({ root, issues }: { root: unknown; issues: Issue[] }): AppError {
   if (issues.length === 0) return new AppError(Errors.INVALID_REQUEST, POISON_DETAIL)
   // withItemMeta orders a bulk's issues by item.
   return Array.isArray(root) ? withItemMeta(new AppError(Errors.INVALID_REQUEST, issues), root) : new AppError(Errors.INVALID_REQUEST, [issues[0]!])
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The body is an array of items each checked on its own (the bulk routes): an item holding a
+     * value the parser refuses is set aside (setAsideItems) instead of refusing the body at once.
+     */
+    bodyOfItems?: boolean
+  }
+}
+
+/** The items of a bulk body the parser set aside: their refusals, and a digest of the bytes sent. */
+const setAside = new WeakMap<FastifyRequest, { issues: Issue[]; digest: string }>()
+
+/**
+ * The refusals (400 invalid_request, with pointers and item meta) of the items the parser set
+ * aside; the bulk routes list them with every other failing item (CONTRACT §1).
+ */
+export function setAsideIssues(request: FastifyRequest): readonly Issue[] {
+  return setAside.get(request)?.issues ?? []
+}
+
+/** A digest of the bytes of a body with items set aside (they are null in the parsed body): part of its Idempotency-Key fingerprint. */
+export function setAsideDigest(request: FastifyRequest): string | undefined {
+  return setAside.get(request)?.digest
+}
+
+/**
+ * A bulk body whose items hold values the store cannot take, or poisoned keys: each such item
+ * becomes null, so that nothing of it reaches a check or the store, and its refusals are kept
+ * for the route (setAsideIssues). The other items go on to every check. Null when a refusal
+ * points outside any item: then the body is refused as a whole.
+ */
+function setItemsAside(request: FastifyRequest, digest: string, root: unknown[], issues: readonly Issue[]): unknown[] | null {
+  const indexes = new Set<number>()
+  for (const issue of issues) {
+    const index = itemIndexOf(issue.pointer)
+    if (index === null) return null
+    indexes.add(index)
+  }
+  const kept = setAside.get(request)?.issues ?? []
+  setAside.set(request, { issues: [...kept, ...withItemMeta(new AppError(Errors.INVALID_REQUEST, [...issues]), root).issues], digest })
+  return root.map((item, index) => (indexes.has(index) ? null : item))
 }
 
 /**
@@ -146,12 +195,23 @@ export function registerInputGuards(app: FastifyInstance): void {
     if (bytes.length === 0) return done(null, undefined)
     if (!isUtf8(bytes)) return done(new AppError(Errors.INVALID_REQUEST, NOT_UTF8), undefined)
     const body = bytes.toString('utf8')
+    const ofItems = request.routeOptions.config?.bodyOfItems === true
+    const digest = (): string => createHash('sha256').update(bytes).digest('hex')
     parse(request, body, (err: Error | null, value?: unknown) => {
-      if (err) return done(poisonedRefusal(body) ?? err, undefined)
+      if (err) {
+        const poisoned = poisonedKeys(body)
+        if (poisoned === null) return done(err, undefined)
+        if (!ofItems || !Array.isArray(poisoned.root) || poisoned.issues.length === 0) return done(poisonedRefusal(poisoned), undefined)
+        const items = setItemsAside(request, digest(), poisoned.root, poisoned.issues)
+        if (items === null) return done(poisonedRefusal(poisoned), undefined)
+        value = items
+      }
       // A bulk body (an array) lists every failing item with its index and client_ref (CONTRACT §5).
       const unstorable = unstorableValues(body, value, Array.isArray(value))
-      if (unstorable.length > 0) return done(withItemMeta(new AppError(Errors.INVALID_REQUEST, unstorable), value), undefined)
-      done(null, value)
+      if (unstorable.length === 0) return done(null, value)
+      const items = ofItems && Array.isArray(value) ? setItemsAside(request, setAside.get(request)?.digest ?? digest(), value, unstorable) : null
+      if (items === null) return done(withItemMeta(new AppError(Errors.INVALID_REQUEST, unstorable), value), undefined)
+      done(null, items)
     })
   }
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJson)

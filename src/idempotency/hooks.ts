@@ -6,6 +6,7 @@ import { claimKey, completeKey, purgeExpiredKeys, readKey, releaseKey, type KeyS
 import { openAnswer, sealAnswer } from './seal.js'
 import { bearerToken } from '../core/auth/authenticate.js'
 import { WRITE_METHODS } from '../core/writes.js'
+import { setAsideDigest } from '../core/http-input.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -147,10 +148,14 @@ async function claimedWithin(claim: RunningClaim, ms: number): Promise<boolean |
   }
 }
 
-/** What "the same request" means: method, path, query string and the parsed body. */
+/**
+ * What "the same request" means: method, path, query string and the parsed body (with the bytes'
+ * digest when the parser set items of it aside: they are null in the parsed body).
+ */
 function fingerprintOf(request: FastifyRequest): string {
+  const digest = setAsideDigest(request)
   return createHash('sha256')
-    .update(`${request.method}\n${resourcePath(request)}\n${queryOf(request)}\n${JSON.stringify(request.body ?? null)}`)
+    .update(`${request.method}\n${resourcePath(request)}\n${queryOf(request)}\n${JSON.stringify(request.body ?? null)}${digest === undefined ? '' : `\n${digest}`}`)
     .digest('hex')
 }
 

@@ -52,8 +52,8 @@ export function fromString(type: FieldType, text: string): Checked {
       const n = NUMBER_TEXT.test(text) ? Number(text) : Number.NaN
       if (!Number.isFinite(n)) return mismatch(type, text)
       // An integer a 64-bit float cannot hold would match another number (…993 is read as …992):
-      // refused, as in a search body (core/json-values.ts).
-      if (/^-?\d+$/.test(text) && !Number.isSafeInteger(n)) {
+      // refused, as in a search body (core/json-values.ts); one it holds exactly (2^53, 10^20) is kept.
+      if (/^-?\d+$/.test(text) && !Number.isSafeInteger(n) && BigInt(text) !== BigInt(n)) {
         return { mismatch: `needs a number a 64-bit float holds exactly, got ${text}: integers beyond ±9007199254740991 (2^53 − 1) lose digits` }
       }
       return n

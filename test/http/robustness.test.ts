@@ -121,6 +121,11 @@ for (const store of STORES) {
       const exact = await send('/api/v1/assets', '{"asset_type_key":"server","name":"big","properties":{"hostname":"big-3","memory_gb":9007199254740992,"owner":"9007199254740993"}}')
       expect(exact.statusCode).toBe(201)
       expect(exact.json().data.properties).toMatchObject({ memory_gb: 9007199254740992, owner: '9007199254740993' })
+      // A list filter finds it by the digits it was sent with, as a search does (CONTRACT §3: the value read by the property's type).
+      for (const digits of ['9007199254740992', '9.007199254740992e15']) {
+        const found = await t.request('GET', `/api/v1/assets?filter[properties.memory_gb]=${digits}`)
+        expect([found.status, found.body.data?.map((a: { name: string }) => a.name)], digits).toEqual([200, ['big']])
+      }
       expect((await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE unique_value IN ('big-1', 'big-2')")).rows[0]!.n).toBe(0)
     })
 
@@ -236,6 +241,69 @@ for (const store of STORES) {
       ])
       expect(poisoned.json().errors).toHaveLength(2)
       expect((await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE name IN ('fine', 'b')")).rows[0]!.n).toBe(0)
+    })
+
+    it('lists items holding values the store cannot keep together with the other failing items of the body, of every kind (CONTRACT §1)', async () => {
+      const send = (method: 'POST' | 'PATCH' | 'PUT', url: string, raw: string, headers: Record<string, string> = {}) => t.app.inject({
+        method, url, payload: raw, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json', ...headers },
+      })
+      const nul = 'text must not contain NUL (U+0000) characters'
+      const poison = 'keys named "__proto__" (or "constructor" holding "prototype") are not accepted'
+      const failures = (res: { json: () => any }) => res.json().errors.map((e: any) => [e.status, e.code, e.source.pointer, e.meta.index, e.meta.client_ref])
+      await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'taken', properties: { hostname: 'mixed-taken' } } })
+      const before = await t.store.db.query('SELECT count(*)::int AS n, max(updated_at) AS last FROM assets')
+
+      const created = await send('POST', '/api/v1/bulk/assets', JSON.stringify([
+        { client_ref: 'nul', asset_type_key: 'note', name: 'a\u0000' },
+        { client_ref: 'unknown', asset_type_key: 'note', name: 'b', colour: 'red' },
+        { client_ref: 'type', asset_type_key: 'server', name: 'c', properties: { hostname: 'mixed-c', cpu_count: 'many' } },
+        { client_ref: 'fine', asset_type_key: 'note', name: 'fine-mixed' },
+        { client_ref: 'unique', asset_type_key: 'server', name: 'e', properties: { hostname: 'mixed-taken' } },
+      ]))
+      expect(created.statusCode).toBe(400)
+      expect(failures(created)).toEqual([
+        ['400', 'invalid_request', '/0/name', 0, 'nul'],
+        ['400', 'invalid_request', '/1/colour', 1, 'unknown'],
+        ['422', 'validation_failed', '/2/properties/cpu_count', 2, 'type'],
+        ['409', 'unique_violation', '/4/properties/hostname', 4, 'unique'],
+      ])
+      expect(created.json().errors[0].detail).toBe(nul)
+
+      // A poisoned item and an unstorable one in one body, beside an item of another kind.
+      const poisoned = await send('POST', '/api/v1/bulk/assets',
+        '[{"client_ref":"p","asset_type_key":"note","name":"p","__proto__":{}},{"client_ref":"s","asset_type_key":"note","name":"\\ud800"},{"client_ref":"t","asset_type_key":"server","name":"t","properties":{"hostname":"mixed-t","cpu_count":"x"}}]')
+      expect(failures(poisoned)).toEqual([
+        ['400', 'invalid_request', '/0/__proto__', 0, 'p'],
+        ['400', 'invalid_request', '/1/name', 1, 's'],
+        ['422', 'validation_failed', '/2/properties/cpu_count', 2, 't'],
+      ])
+      expect(poisoned.json().errors[0].detail).toBe(poison)
+
+      const upserted = await send('PUT', '/api/v1/bulk/assets',
+        '[{"id":"server:hostname:mixed-u","name":"u\\u0000","properties":{"hostname":"mixed-u"}},{"id":"server:hostname:mixed-v","name":"v","properties":{"hostname":"mixed-v","cpu_count":-1}}]')
+      expect(failures(upserted)).toEqual([
+        ['400', 'invalid_request', '/0/name', 0, null],
+        ['422', 'validation_failed', '/1/properties/cpu_count', 1, null],
+      ])
+      const patched = await send('PATCH', '/api/v1/bulk/assets', '[{"id":"server:hostname:mixed-taken","name":"\\udc00"},{"id":"server:hostname:nowhere","name":"w"}]')
+      expect(failures(patched)).toEqual([
+        ['400', 'invalid_request', '/0/name', 0, null],
+        ['422', 'validation_failed', '/1/id', 1, null],
+      ])
+      const related = await send('POST', '/api/v1/bulk/relationships', '[{"relationship_type_key":"runs_on\\u0000","source_asset_id":"a","target_asset_id":"b","client_ref":"r"},{"relationship_type_key":"nope","source_asset_id":"server:hostname:mixed-taken","target_asset_id":"server:hostname:mixed-taken"}]')
+      expect(failures(related)[0]).toEqual(['400', 'invalid_request', '/0/relationship_type_key', 0, 'r'])
+      expect(failures(related).slice(1).every((f: unknown[]) => f[3] === 1)).toBe(true)
+      expect(failures(related).length).toBeGreaterThan(1)
+
+      // The items set aside are part of what makes a request the same for its Idempotency-Key.
+      const key = { 'idempotency-key': 'mixed-set-aside' }
+      const first = await send('POST', '/api/v1/bulk/assets', '[{"asset_type_key":"note","name":"x\\u0000"},{"asset_type_key":"note","name":"ok"}]', key)
+      const again = await send('POST', '/api/v1/bulk/assets', '[{"asset_type_key":"note","name":"x\\u0000"},{"asset_type_key":"note","name":"ok"}]', key)
+      const other = await send('POST', '/api/v1/bulk/assets', '[{"asset_type_key":"note","name":"y\\u0000"},{"asset_type_key":"note","name":"ok"}]', key)
+      expect([first.statusCode, again.statusCode, again.headers['idempotent-replayed'], other.statusCode, other.json().errors[0].code]).toEqual([400, 400, 'true', 422, 'idempotency_key_reused'])
+      expect(again.body).toBe(first.body)
+
+      expect((await t.store.db.query('SELECT count(*)::int AS n, max(updated_at) AS last FROM assets')).rows).toEqual(before.rows)
     })
 
     it('archives with an empty text/plain body (a body-less DELETE some clients label so), and names a poisoned body for what it is', async () => {
