@@ -66,7 +66,13 @@ async function withStore<T>(config: Config, command: ControlCommand, body: unkno
   return onServerOrHere(config.dataDir, command, body, here)
 }
 
-export async function main(argv: string[]): Promise<void> {
+/** What the entry point (bin/kbis.js) knows before this module loads. */
+export interface EntryPoint {
+  /** Whether SIGTERM or SIGINT came while the modules loaded; stops keeping them. */
+  earlySignal?: () => boolean
+}
+
+export async function main(argv: string[], entry: EntryPoint = {}): Promise<void> {
   const program = new Command()
   // A wrong flag is one line, as every other error (docs/cli.md): `kbis: option '--port <port>'
   // argument 'abc' is invalid. …`; `kbis <command> --help` lists the options.
@@ -79,7 +85,7 @@ export async function main(argv: string[]): Promise<void> {
     if (command.name() !== 'serve') process.stdout.on('error', quietOnClosedOutput)
   })
 
-  registerServe(program)
+  registerServe(program, entry)
   registerApply(program)
   registerKeyCommands(program)
   registerUserCommands(program)
@@ -89,7 +95,7 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 /** `kbis serve`: the HTTP API, in this process or in --workers processes. */
-function registerServe(program: Command): void {
+function registerServe(program: Command, entry: EntryPoint): void {
   program
     .command('serve')
     .description('Start the HTTP API (PostgreSQL when DATABASE_URL is set, else PGlite in --data-dir)')
@@ -100,15 +106,14 @@ function registerServe(program: Command): void {
     .option('--workers <n|auto>', 'n server processes on one port (auto: one per CPU); PostgreSQL only', workersArg)
     .action(async (flags: { port?: number; host?: string; dataDir?: string; metricsPort?: number; workers?: number }) => {
       const config = { ...configFrom(flags), ...(flags.metricsPort !== undefined ? { metricsPort: flags.metricsPort } : {}) }
-      const { isWorker, runPrimary, startWorker } = await import('./workers.js')
-      const { startServer } = await import('../server.js')
-      if (flags.workers !== undefined && !isWorker()) return runPrimary(config, flags.workers, out)
       // The first signal drains; repeated ones (a terminal's Ctrl-C reaches the whole process group)
       // change nothing. One that comes while the server starts (it listens, and /readyz may be
       // asked, before the first start's key exists) lets the start finish, then drains: killed
-      // there, the process exited 143 without its graceful shutdown (an outside audit).
+      // there, the process exited 143 without its graceful shutdown (an outside audit). One that
+      // came before the start began (while the modules loaded) ends the process at once, exit 0:
+      // nothing was started, nothing is to drain.
       let server: RunningServer | null = null
-      let stopping = false
+      let stopping = entry.earlySignal?.() ?? false
       const drain = (running: RunningServer) => running.close().then(() => process.exit(0), () => process.exit(1))
       const stop = () => {
         if (stopping) return
@@ -117,6 +122,15 @@ function registerServe(program: Command): void {
       }
       process.on('SIGINT', stop)
       process.on('SIGTERM', stop)
+      const { isWorker, runPrimary, startWorker } = await import('./workers.js')
+      const { startServer } = await import('../server.js')
+      if (stopping) return process.exit(0)
+      if (flags.workers !== undefined && !isWorker()) {
+        // The primary drains its workers itself (cli/workers.ts).
+        process.off('SIGINT', stop)
+        process.off('SIGTERM', stop)
+        return runPrimary(config, flags.workers, out)
+      }
       server = isWorker() ? await startWorker(config, out) : await startServer(config, out)
       if (stopping) void drain(server)
     })

@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
 import { createServer, type Server } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { STORES } from '../helpers/stores.js'
@@ -70,6 +73,32 @@ for (const store of STORES) {
           expect(await organizations(store, env)).toEqual(['default'])
         } finally {
           await drop()
+        }
+      })
+
+      it(`${label}: a SIGTERM before the start began (while its modules load) ends it at once, exit 0, nothing started`, async () => {
+        const { env, drop } = await cliStore(store)
+        // Says on standard error when the process first listens for SIGTERM (a module preloaded
+        // before bin/kbis.js): the moment from which a signal is the program's to handle. Before
+        // it, Node's default ends the process (143) and no program can help it.
+        const dir = await mkdtemp(path.join(tmpdir(), 'kbis-early-signal-'))
+        const preload = path.join(dir, 'tell.cjs')
+        await writeFile(preload, `const on = process.on; let told = false
+process.on = function (event, listener) {
+  const result = on.call(this, event, listener)
+  if (event === 'SIGTERM' && !told) { told = true; require('node:fs').writeSync(2, 'listening for SIGTERM\\n') }
+  return result
+}
+`)
+        try {
+          const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${preload}` })
+          onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
+          await started.waitFor(/^listening for SIGTERM$/, 60_000)
+          started.child.kill('SIGTERM')
+          expect([await started.exited, started.child.signalCode, started.lines]).toEqual([0, null, ['listening for SIGTERM']])
+        } finally {
+          await drop()
+          await rm(dir, { recursive: true, force: true })
         }
       })
 
