@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { createKey, deleteKey, listKeys, updateKey, type KeyInput } from '../keys/service.js'
+import { createKey, deleteKey, getKey, listKeys, updateKey, type KeyInput } from '../keys/service.js'
 import { AppError, Errors } from '../core/errors.js'
 import type { KeyPermission } from '../core/auth/permissions.js'
 import type { TypedForm } from './sql.js'
@@ -111,6 +111,9 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
 
   app.post('/developer-settings/keys/:id/transfer', async (request, reply) => {
     const id = (request.params as { id: string }).id
+    // Another user's key, or none, is not found for an Editor, as the API answers (getKey's 404);
+    // its own is not its to give (403).
+    await getKey(request.console!.ctx, id)
     offered(request, 'Admin', 'Only an Admin can give an API key to another user.')
     try {
       // The key's roles, or others the new owner has, in the same request (docs/api-keys.md).

@@ -46,6 +46,9 @@ function describe(error: AjvError, where: string): string {
       const types = String(params.type).split(',')
       return `${subject(where)} must be ${types.map((t) => ARTICLE[t] ?? t).join(' or ')}`
     }
+    case 'uniqueItems':
+      // Ajv says "must NOT have duplicate items (items ## 1 and 0 are identical)": `j` is the later one.
+      return `${where ? subject(where) : 'value'} must not list the same value twice (entries ${String(params.i)} and ${String(params.j)} are equal)`
     case 'minLength':
       if (params.limit === 1) return `${where ? subject(where) : 'value'} must not be empty`
       return `${where ? subject(where) : 'value'} must be at least ${String(params.limit)} characters long`

@@ -34,6 +34,9 @@ function tooLong(option: string, text: string | undefined, max: number): string 
 export function checkKeyRequest(req: CliKeyRequest): void {
   if (!(TYPES as readonly string[]).includes(req.type)) throw new CommandError(`--type: must be one of ${TYPES.join(', ')}, got "${req.type}"`)
   if (req.roles.length === 0) throw new CommandError('--roles: name at least one role')
+  // POST /api-keys refuses a role named twice (its schema's uniqueItems): so does the CLI.
+  const twice = req.roles.find((role, index) => req.roles.indexOf(role) !== index)
+  if (twice !== undefined) throw new CommandError(`--roles: names the role ${twice} twice`)
   if (req.name.trim() === '') throw new CommandError('--name: must not be empty')
   // The lengths POST /api-keys takes: the CLI makes no key the API would refuse.
   const long = tooLong('name', req.name, KEY_NAME_MAX_LENGTH) ?? tooLong('description', req.description, KEY_DESCRIPTION_MAX_LENGTH)

@@ -162,6 +162,9 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     const type = await kbis(['keys', 'create', '--org', 'acme', '--user', 'x@y', '--name', 'n', '--type', 'Root', '--roles', 'all', '--data-dir', path.join(dir, 'data4')])
     expect(type.code).toBe(1)
     expect(type.stderr).toBe('kbis: --type: must be one of Viewer, Editor, Admin, got "Root"\n')
+    // A role named twice: POST /api-keys refuses it (422), so the CLI stores no such key.
+    const twice = await kbis(['keys', 'create', '--org', 'acme', '--user', 'x@y', '--name', 'n', '--type', 'Editor', '--roles', 'all,it,all', '--data-dir', path.join(dir, 'data4')])
+    expect(twice).toEqual({ code: 1, stdout: '', stderr: 'kbis: --roles: names the role all twice\n' })
     const revoke = await kbis(['keys', 'revoke', 'web-01', '--org', 'acme', '--data-dir', path.join(dir, 'data4')])
     expect(revoke).toEqual({ code: 1, stdout: '', stderr: 'kbis: <key>: give the key\'s id or the start of its token (kbis_ and 12 hex digits), not "web-01"\n' })
     // Each was refused before the store was opened: no data directory was created for it.

@@ -128,6 +128,8 @@ for (const store of STORES) {
         expect(res.status, JSON.stringify(body)).toBe(422)
         expect(res.body.errors[0].code).toBe('validation_failed')
       }
+      const twice = await create({ name: 'x', permission_type: 'Viewer', role_keys: ['all', 'all'] })
+      expect(twice.body).toEqual({ errors: [{ status: '422', code: 'validation_failed', detail: 'role_keys must not list the same value twice (entries 0 and 1 are equal)', source: { pointer: '/role_keys/1' } }] })
       const unknown = await create({ name: 'x', permission_type: 'Viewer', role_keys: ['all'], secret: 'mine' })
       expect(unknown.status).toBe(400)
       expect(unknown.body.errors[0].code).toBe('invalid_request')

@@ -233,7 +233,7 @@ for (const kind of STORES) {
       for (const { secret } of shown) expect(again).not.toContain(secret)
     })
 
-    it('answers forged key actions the page does not offer with the 403 page: a Viewer creating or changing a key, an Editor transferring one', async () => {
+    it('answers forged key actions the page does not offer with the 403 page (a Viewer creating or changing a key, an Editor transferring its own), and the 404 page for a key the user may not see (an Editor transferring another user\'s)', async () => {
       await givenPasswords(t, ['viewer@acme.test'])
       const viewer = new Browser(t, '10.0.0.13')
       expect((await viewer.signIn('viewer@acme.test')).statusCode).toBe(303)
@@ -244,17 +244,22 @@ for (const kind of STORES) {
         _csrf: await editor.csrf('/console/developer-settings'), name: 'editor own', description: '', permission_type: 'Viewer', role_keys: 'it_editor',
       }))
       expect(editorKey.statusCode).toBe(303)
-      const keysBefore = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data.length
-      for (const [b, url, form] of [
-        [viewer, '/console/developer-settings/keys', { name: 'v', description: '', permission_type: 'Viewer', role_keys: 'all' }],
-        [viewer, `/console/developer-settings/keys/${own}`, { name: 'renamed', description: '', permission_type: 'Viewer', role_keys: 'all' }],
-        [editor, `/console/developer-settings/keys/${own}/transfer`, { owner_user_id: own, role_keys: 'it_editor' }],
+      const keysBefore = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data as { id: string; name: string; owner_user_id: string }[]
+      const editorOwn = keysBefore.find((k) => k.name === 'editor own')!.id
+      for (const [b, url, form, status] of [
+        [viewer, '/console/developer-settings/keys', { name: 'v', description: '', permission_type: 'Viewer', role_keys: 'all' }, 403],
+        [viewer, `/console/developer-settings/keys/${own}`, { name: 'renamed', description: '', permission_type: 'Viewer', role_keys: 'all' }, 403],
+        [editor, `/console/developer-settings/keys/${editorOwn}/transfer`, { owner_user_id: own, role_keys: 'it_editor' }, 403],
+        // Another user's key, or none at all: not found, as the API answers (CONTRACT §1: never reveal existence).
+        [editor, `/console/developer-settings/keys/${own}/transfer`, { owner_user_id: own, role_keys: 'it_editor' }, 404],
+        [editor, '/console/developer-settings/keys/01a22995-0000-7000-8000-000000000000/transfer', { owner_user_id: own, role_keys: 'it_editor' }, 404],
       ] as const) {
         const res = await b.send('POST', url, { _csrf: await b.csrf('/console/developer-settings'), ...form })
-        expect(res.statusCode, url).toBe(403)
-        expect(res.body, url).toContain('<h1>Not allowed</h1>')
+        expect(res.statusCode, url).toBe(status)
+        expect(res.body, url).toContain(status === 403 ? '<h1>Not allowed</h1>' : '<h1>Not found</h1>')
       }
-      expect((await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data.length).toBe(keysBefore)
+      const owners = (keys: { id: string; name: string; owner_user_id: string }[]) => keys.map(({ id, name, owner_user_id }) => ({ id, name, owner_user_id }))
+      expect(owners((await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data)).toEqual(owners(keysBefore))
     })
 
     it('answers a URL with a NUL or an escape that is not UTF-8 with a 400 page, not a 500', async () => {
