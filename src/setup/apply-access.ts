@@ -52,6 +52,19 @@ export async function applyAccessDomains(ctx: ApplyContext): Promise<void> {
  * behind would silently grant again if a role of that key were created later.
  */
 async function removeRole(ctx: ApplyContext, key: string): Promise<void> {
+  // A key has one or more roles (specification, API keys): one left with none is refused, as
+  // POST /api-keys refuses it, rather than kept as a key that sees nothing or removed unasked.
+  const last = await ctx.tx.query<{ name: string; secret_prefix: string; email: string; n: number }>(
+    `SELECT k.name, k.secret_prefix, u.email, count(*) OVER ()::int AS n
+     FROM api_keys k JOIN users u ON u.org_id = k.org_id AND u.id = k.owner_user_id
+     WHERE k.org_id = $1 AND $2 = ANY(k.role_keys) AND k.role_keys <@ ARRAY[$2]::text[] ORDER BY k.created_at, k.id LIMIT 1`,
+    [ctx.orgId, key],
+  )
+  const only = last.rows[0]
+  if (only) {
+    const more = only.n > 1 ? ` and ${only.n - 1} other API key(s)` : ''
+    refuse(ctx, `cannot remove role ${key}: it is the only role of API key "${only.name}" (${only.secret_prefix}, of ${only.email})${more}; give the key another role or revoke it first (kbis keys revoke)`)
+  }
   await ctx.tx.query('DELETE FROM roles WHERE org_id = $1 AND key = $2', [ctx.orgId, key])
   const strip = (table: 'users', touch: string): Promise<{ rowCount: number }> =>
     ctx.tx.query(

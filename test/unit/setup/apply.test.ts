@@ -181,6 +181,34 @@ for (const kind of STORES) {
       expect((await apply(store.db, s)).changes).toEqual([])
     })
 
+    it('refuses to remove the last role of an API key (a key has one or more roles), writing nothing', async () => {
+      const { organization } = await apply(store.db, baseSetup('last_role'))
+      const orgId = organization.id
+      const only = await givenApiKey(store.db, orgId, 'editor@acme.test', ['it_editor'])
+      const both = await givenApiKey(store.db, orgId, 'owner@acme.test', ['it_editor', 'all'])
+      const keys = () => rows('SELECT id, role_keys FROM api_keys WHERE org_id = $1 ORDER BY id', orgId)
+      const before = { ...(await snapshot(store.db, orgId)), keys: await keys() }
+      const s = baseSetup('last_role')
+      s.roles.pop()
+      s.users = [s.users[0]!]
+      expect(await failure(apply(store.db, s))).toBe(
+        `SetupError: organization last_role: cannot remove role it_editor: it is the only role of API key "test" (p_${only}, of editor@acme.test); give the key another role or revoke it first (kbis keys revoke)`,
+      )
+      expect({ ...(await snapshot(store.db, orgId)), keys: await keys() }).toEqual(before)
+      // Removed one after the other by one file, two roles can be a key's last as well.
+      await store.db.query('DELETE FROM api_keys WHERE id = $1', [only])
+      const none = baseSetup('last_role')
+      none.roles = [{ key: 'other', name: 'Other', grants: [] }]
+      none.users = none.users.map((u) => ({ ...u, role_keys: [] }))
+      expect(await failure(apply(store.db, none))).toBe(
+        `SetupError: organization last_role: cannot remove role it_editor: it is the only role of API key "test" (p_${both}, of owner@acme.test); give the key another role or revoke it first (kbis keys revoke)`,
+      )
+      expect(await keys()).toEqual([{ id: both, role_keys: ['it_editor', 'all'] }])
+      // With the key given another role first, the removal goes through.
+      await store.db.query("UPDATE api_keys SET role_keys = '{all}' WHERE id = $1", [both])
+      expect((await apply(store.db, s)).changes).toEqual(['role it_editor: removed (revoked from 1 user(s) and 0 API key(s))'])
+    })
+
     it('leaves sections the file does not list untouched', async () => {
       const { organization } = await apply(store.db, baseSetup('partial'))
       const before = await snapshot(store.db, organization.id)
