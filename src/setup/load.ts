@@ -27,6 +27,11 @@ function parseYaml(text: string, source: string): unknown {
   // `uniqueKeys` (on by default) makes a repeated mapping key an error rather than a silent overwrite.
   const doc = parseDocument(text)
   const error = doc.errors[0]
+  // The library's own words name its API ("please use YAML.parseAllDocuments()").
+  if (error?.code === 'MULTIPLE_DOCS') {
+    const pos = error.linePos?.[0]
+    throw new SetupError(`${source}: ${pos ? `line ${pos.line}: ` : ''}the file holds several YAML documents (a line ---); it describes one organization: one document per file`)
+  }
   if (error) {
     const pos = error.linePos?.[0]
     const where = pos ? `line ${pos.line}, column ${pos.col}: ` : ''
@@ -40,7 +45,20 @@ function parseJson(text: string, source: string): unknown {
   try {
     return JSON.parse(text) as unknown
   } catch (err) {
-    throw new SetupError(`${source}: invalid JSON: ${firstLine((err as Error).message)}`)
+    // Node names a character offset ("… in JSON at position 30"), or quotes the text around the
+    // fault ("Unexpected token '}', "{ "a": }" is not valid JSON"): the line and column, as for YAML.
+    const message = (err as Error).message
+    const at = / (?:in|after) JSON at position (\d+)/.exec(message)
+    const reason = firstLine(at ? message.slice(0, at.index) + (/ after JSON/.test(at[0]) ? ' after the JSON value' : '') : message.replace(/, ".*" is not valid JSON$/s, ''))
+    let where = ''
+    if (at) {
+      const before = text.slice(0, Number(at[1])).split('\n')
+      where = `line ${before.length}, column ${before.at(-1)!.length + 1}: `
+    } else {
+      const pos = parseDocument(text).errors[0]?.linePos?.[0]
+      if (pos) where = `line ${pos.line}, column ${pos.col}: `
+    }
+    throw new SetupError(`${source}: invalid JSON: ${where}${reason}`)
   }
 }
 
@@ -63,7 +81,13 @@ export function validateSetup(data: unknown, source?: string): SetupFile {
 
 /** Parses the text of a set-up file; `source` names it in error messages. */
 export function parseSetup(text: string, source: string, format: SetupFormat): SetupFile {
+  // A file of white space (or, in YAML, comments) only is empty: said so, not "must be an object".
+  const empty = (): never => {
+    throw new SetupError(`${source}: the file is empty: it describes one organization (organization, access_domains, roles, users, metamodel; see examples/acme.yaml)`)
+  }
+  if (text.trim() === '') empty()
   const data = format === 'yaml' ? parseYaml(text, source) : parseJson(text, source)
+  if (data === null || data === undefined) empty()
   return validateSetup(data, source)
 }
 

@@ -105,11 +105,22 @@ describe('loadSetupFile', () => {
     expect(await failure(loadSetupFile(p))).toBe(`SetupError: ${p}: line 3, column 3: Map keys must be unique`)
   })
 
-  it('reports JSON syntax errors on one line', async () => {
+  it('reports JSON syntax errors on one line, with the line and column where Node names a position', async () => {
     const p = await file('broken.json', '{"organization": }')
-    const message = await failure(loadSetupFile(p))
-    expect(message.startsWith(`SetupError: ${p}: invalid JSON: `)).toBe(true)
-    expect(message.includes('\n')).toBe(false)
+    expect(await failure(loadSetupFile(p))).toBe(`SetupError: ${p}: invalid JSON: Unexpected token '}'`)
+    const q = await file('broken2.json', '{\n  "organization": {"key": "acme",\n    name: "Acme"}}')
+    expect(await failure(loadSetupFile(q))).toBe(`SetupError: ${q}: invalid JSON: line 3, column 5: Expected double-quoted property name`)
+    const r = await file('broken3.json', '{"organization": {"key": "acme"}}\n{}')
+    expect(await failure(loadSetupFile(r))).toBe(`SetupError: ${r}: invalid JSON: line 2, column 1: Unexpected non-whitespace character after the JSON value`)
+  })
+
+  it('names an empty file, and a YAML file of several documents, in words of its own', async () => {
+    for (const [name, text] of [['empty.yaml', ''], ['blank.json', ' \n\n'], ['comments.yaml', '# nothing yet\n']] as const) {
+      const p = await file(name, text)
+      expect(await failure(loadSetupFile(p))).toBe(`SetupError: ${p}: the file is empty: it describes one organization (organization, access_domains, roles, users, metamodel; see examples/acme.yaml)`)
+    }
+    const p = await file('two.yaml', 'organization: {key: a}\n---\norganization: {key: b}\n')
+    expect(await failure(loadSetupFile(p))).toBe(`SetupError: ${p}: line 2: the file holds several YAML documents (a line ---); it describes one organization: one document per file`)
   })
 })
 
