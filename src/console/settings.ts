@@ -38,8 +38,9 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
     const auth = c.ctx.auth
     const canManage = auth.permission !== 'Viewer'
     const keys = canManage ? await listKeys(c.ctx, { number: pageNumber(request), size: 50 }) : null
-    const users = (await app.db.query<{ id: string; email: string; name: string; role_keys: string[] }>(
-      'SELECT id, email, name, role_keys FROM users WHERE org_id = $1 ORDER BY email', [auth.orgId],
+    // `active`: the user's keys work (enabled, with a sign-in method; else api_key_inactive).
+    const users = (await app.db.query<{ id: string; email: string; name: string; role_keys: string[]; active: boolean }>(
+      'SELECT id, email, name, role_keys, enabled AND cardinality(sign_in_methods) > 0 AS active FROM users WHERE org_id = $1 ORDER BY email', [auth.orgId],
     )).rows
     const email = new Map(users.map((u) => [u.id, u.email]))
     const allRoles = (await app.db.query<{ key: string; name: string }>('SELECT key, name FROM roles WHERE org_id = $1 ORDER BY key', [auth.orgId])).rows

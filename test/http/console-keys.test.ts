@@ -59,6 +59,24 @@ for (const kind of STORES) {
       expect(await record(id)).toMatchObject({ owner_user_id: users['viewer@acme.test'], role_keys: ['all'] })
     })
 
+    it('offers as new owners the users whose keys would work (enabled, with a sign-in method), and the key\'s own owner', async () => {
+      const id = await editorKey('to inactive owners')
+      const owners = async () => options((await owner.send('GET', `${SETTINGS}?transfer=${id}`)).body, 'new-owner')
+      const before = await owners()
+      expect(before).toContain(users['viewer@acme.test'])
+      expect(before).toContain(`${users['editor@acme.test']} (selected)`)
+      const set = (email: string, sql: string) => t.store.db.query(`UPDATE users SET ${sql} WHERE email = $1`, [email])
+      try {
+        await set('viewer@acme.test', 'enabled = false')
+        await set('editor@acme.test', "sign_in_methods = '{}'")
+        expect(await owners()).toEqual(before.filter((o) => o !== users['viewer@acme.test']))
+      } finally {
+        await set('viewer@acme.test', 'enabled = true')
+        await set('editor@acme.test', "sign_in_methods = '{password}'")
+      }
+      expect(await owners()).toEqual(before)
+    })
+
     it('a refused form comes back with its message and what was typed into it, once (keys, transfer, webhooks)', async () => {
       const follow = async (res: { statusCode: number; headers: Record<string, unknown> }) => {
         expect(res.statusCode).toBe(303)
