@@ -5,11 +5,11 @@ import { INTERVALS } from './spec.js'
  * validates by hand (analytics/spec.ts): these schemas describe, they do not reject.
  */
 
-const fieldDescription = 'asset_type_key, access_domain_key, name, created_at, updated_at (with an interval), properties.<key>'
+const fieldDescription = 'id, asset_type_key, access_domain_key, name, created_at, updated_at (with an interval), properties.<key>'
 
 const dimensionSchema = {
   oneOf: [
-    { type: 'string', description: fieldDescription },
+    { type: 'string', description: `${fieldDescription}, or related_asset_type_key (any relationship type, outgoing)` },
     {
       type: 'object',
       required: ['field'],

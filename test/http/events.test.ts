@@ -333,8 +333,9 @@ for (const store of STORES) {
     })
 
     it('kbis apply removing a role emits api_key.updated for each key that held it (last: it changes the fixture)', async () => {
-      const key = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
-      const id = (await t.request('GET', '/api/v1/api-keys', { key })).body.data[0].id
+      // A key keeps at least one role: removing a key's last role is refused (setup/apply-access.ts).
+      const key = await t.givenKey({ user: 'owner@acme.test', type: 'Editor', roles: ['it_editor', 'all'] })
+      const id = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data.find((k: { secret_prefix: string }) => key.startsWith(k.secret_prefix)).id
       const cursor = await tail()
       const setup = {
         ...ACME,
@@ -344,7 +345,7 @@ for (const store of STORES) {
       await applySetup(t.store.db, setup as unknown as SetupFile)
       const updates = (await feed(cursor)).events.filter((e) => e.subject === `api-keys/${id}`)
       expect(updates).toHaveLength(1)
-      expect(updates[0]).toMatchObject({ type: 'api_key.updated', requestid: null, data: { changes: { role_keys: { from: ['it_editor'], to: [] } }, actor: { api_key_id: null, user_id: null } } })
+      expect(updates[0]).toMatchObject({ type: 'api_key.updated', requestid: null, data: { changes: { role_keys: { from: ['it_editor', 'all'], to: ['all'] } }, actor: { api_key_id: null, user_id: null } } })
     })
   })
 }
