@@ -97,7 +97,7 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /**
      * The body is an array of items each checked on its own (the bulk routes): an item holding a
-     * value the parser refuses is set aside (setAsideItems) instead of refusing the body at once.
+     * value the parser refuses is set aside (setItemsAside) instead of refusing the body at once.
      */
     bodyOfItems?: boolean
   }
