@@ -1,4 +1,4 @@
-import { createWriteStream, existsSync, statSync } from 'node:fs'
+import { createWriteStream, existsSync, realpathSync, statSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
@@ -17,6 +17,17 @@ export interface BackupReport {
 // pg_basebackup leaves them out), kbis's own lock among them (store/pglite-lock.ts).
 const NOT_DATA = new Set(['postmaster.pid', 'postmaster.opts', LOCK_FILE])
 
+/** What an archive may be named: a tar file, compressed or not (the name says which, docs/cli.md). */
+const ARCHIVE_NAME = /\.(tar|tar\.gz|tgz)$/i
+
+function inside(target: string, source: string): boolean {
+  return target === source || target.startsWith(`${source}${path.sep}`)
+}
+
+function insideError(file: string, dir: string): BackupError {
+  return new BackupError(`${file} is inside the data directory ${dir}: write the backup somewhere else`)
+}
+
 /**
  * Writes a tar archive of the PGlite data directory `dir` to `file` (gzip-compressed when the name
  * ends in `.gz` or `.tgz`), streaming: memory does not grow with the directory. The archive is
@@ -28,14 +39,17 @@ const NOT_DATA = new Set(['postmaster.pid', 'postmaster.opts', LOCK_FILE])
 export async function writeDataDirArchive(dir: string, file: string): Promise<BackupReport> {
   const source = path.resolve(dir)
   const target = path.resolve(file)
-  if (target === source || target.startsWith(`${source}${path.sep}`)) {
-    throw new BackupError(`${file} is inside the data directory ${dir}: write the backup somewhere else`)
+  if (!existsSync(path.dirname(target))) {
+    if (inside(target, source)) throw insideError(file, dir)
+    throw new BackupError(`the directory of ${file} does not exist`)
   }
-  if (!existsSync(path.dirname(target))) throw new BackupError(`the directory of ${file} does not exist`)
+  // Where the archive really goes: through a symbolic link, a path outside may lead inside.
+  if (inside(path.join(realpathSync(path.dirname(target)), path.basename(target)), existsSync(source) ? realpathSync(source) : source)) throw insideError(file, dir)
   if (existsSync(target) && statSync(target).isDirectory()) throw new BackupError(`${file} is a directory: name the archive, e.g. ${path.join(file, 'kbis-backup.tar.gz')}`)
+  if (!ARCHIVE_NAME.test(target)) throw new BackupError(`${file}: name the archive .tar, or .tar.gz (.tgz) to compress it`)
   try {
     await writeWhole(target, (partial) => pipeline(
-      create({ cwd: source, gzip: /\.(t?gz)$/i.test(target), portable: true, filter: (entry) => !NOT_DATA.has(entry.replace(/^\.\//, '')) }, ['.']),
+      create({ cwd: source, gzip: /\.t?gz$/i.test(target), portable: true, filter: (entry) => !NOT_DATA.has(entry.replace(/^\.\//, '')) }, ['.']),
       createWriteStream(partial),
     ))
   } catch (err) {

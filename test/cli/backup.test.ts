@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { cli, cliRun, cliStore, runCli } from '../helpers/cli-server.js'
@@ -85,6 +85,18 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
       code: 1, lines: [`kbis: ${path.join(dataDir, 'inside.tar')} is inside the data directory ${dataDir}: write the backup somewhere else`],
     })
     expect(existsSync(path.join(dataDir, 'inside.tar'))).toBe(false)
+    // Through a symbolic link to the data directory, the archive would still land inside it.
+    const link = path.join(store.dir, 'link-to-data')
+    symlinkSync(dataDir, link)
+    expect(await cliRun(['backup', path.join(link, 'inside.tar'), '--data-dir', dataDir], {})).toEqual({
+      code: 1, lines: [`kbis: ${path.join(link, 'inside.tar')} is inside the data directory ${dataDir}: write the backup somewhere else`],
+    })
+    expect(existsSync(path.join(dataDir, 'inside.tar'))).toBe(false)
+    // The name says what the archive is: a tar file, compressed or not.
+    expect(await cliRun(['backup', path.join(store.dir, 'b.zip'), '--data-dir', dataDir], {})).toEqual({
+      code: 1, lines: [`kbis: ${path.join(store.dir, 'b.zip')}: name the archive .tar, or .tar.gz (.tgz) to compress it`],
+    })
+    expect(existsSync(path.join(store.dir, 'b.zip'))).toBe(false)
     expect(await cliRun(['backup', path.join(store.dir, 'pg.tar')], { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/none' })).toEqual({
       code: 1, lines: ['kbis: kbis backup copies an embedded (PGlite) data directory; DATABASE_URL is set: back up PostgreSQL with pg_dump or your PostgreSQL backups'],
     })
