@@ -27,6 +27,14 @@ export async function migrate(db: Db): Promise<string[]> {
     (await db.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version),
   )
   const files = (await readdir(MIGRATIONS_DIR)).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort()
+  // A store a newer kbis migrated (an upgrade rolled back, an old binary started by mistake): this
+  // version's statements may write what the newer schema forbids or no longer has (an outside
+  // audit saw 500s of an older version on a newer store). Refused before anything runs.
+  const known = new Set(files)
+  const newer = [...done].filter((version) => !known.has(version)).sort()
+  if (newer.length > 0) {
+    throw new NewerStoreError(`the store was migrated by a newer version of kbis (${newer.join(', ')} ${newer.length === 1 ? 'is' : 'are'} unknown to this one): run that version or a later one (an older one could damage its data), or restore a backup taken before the upgrade`)
+  }
   const applied: string[] = []
   for (const file of files) {
     if (done.has(file)) continue
@@ -44,6 +52,11 @@ export async function migrate(db: Db): Promise<string[]> {
     if (ran) applied.push(file)
   }
   return applied
+}
+
+/** A store whose schema is ahead of this version's migrations (see migrate). */
+export class NewerStoreError extends Error {
+  override name = 'NewerStoreError'
 }
 
 /** Migration files not yet applied (readiness: a process whose code is ahead of its store is not ready). */

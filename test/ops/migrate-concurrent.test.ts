@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
 import { openDb } from '../../src/store/db.js'
 import { migrate, pendingMigrations } from '../../src/store/migrate.js'
-import { STORES } from '../helpers/stores.js'
+import { createTestStore, STORES } from '../helpers/stores.js'
 
 /**
  * Processes starting at once on one PostgreSQL (a deploy, hosts of `--workers`) each run
@@ -32,3 +32,21 @@ describe.runIf(STORES.includes('postgres'))('postgres: migrations run by process
     }
   })
 })
+
+for (const store of STORES) {
+  describe(`${store}: a store migrated by a newer version`, () => {
+    it('is refused before anything runs, naming the migrations this version does not know', { timeout: 120_000 }, async () => {
+      const { db, drop } = await createTestStore(store)
+      try {
+        await db.query("INSERT INTO schema_migrations (version) VALUES ('9998_future_change.sql'), ('9999_later_change.sql')")
+        await expect(migrate(db)).rejects.toThrow(
+          'the store was migrated by a newer version of kbis (9998_future_change.sql, 9999_later_change.sql are unknown to this one): run that version or a later one (an older one could damage its data), or restore a backup taken before the upgrade',
+        )
+        await db.query("DELETE FROM schema_migrations WHERE version LIKE '999%'")
+        expect(await migrate(db)).toEqual([])
+      } finally {
+        await drop()
+      }
+    })
+  })
+}
