@@ -2,6 +2,8 @@
  * The embedded backend of the store (store/db-api.ts says what a store is): PGlite in a thread
  * of its own, on a data directory it locks, or in memory.
  */
+import { accessSync, constants, readdirSync, type Dirent } from 'node:fs'
+import path from 'node:path'
 import { createDataDir, initPgliteDataDir } from './pglite-init.js'
 import { writeDataDirArchive, type BackupReport } from './backup.js'
 import { lockDataDir, type DataDirLock } from './pglite-lock.js'
@@ -212,9 +214,54 @@ export async function openPglite(options: StoreOptions): Promise<Db> {
   const lock = lockDataDir(dir)
   try {
     await initPgliteDataDir(dir, options.onInitialize)
-    return new PgliteDb(await PgliteThread.start({ ...settings, dataDir: dir }), dir, lock)
+    const thread = await PgliteThread.start({ ...settings, dataDir: dir }).catch((err: unknown) => {
+      throw new Error(cannotOpen(dir, err))
+    })
+    return new PgliteDb(thread, dir, lock)
   } catch (err) {
     lock.release()
     throw err
   }
+}
+
+/**
+ * Why a data directory that exists would not open, for the operator: the embedded PostgreSQL's
+ * own words are Emscripten's ("Aborted(). Build with -sASSERTIONS for more info.") and name
+ * neither the directory nor the usual causes, a file this user may not write (a directory copied
+ * by another user) or one missing (an archive unpacked in part).
+ */
+function cannotOpen(dir: string, err: unknown): string {
+  const said = (err instanceof Error ? err.message : String(err)).replace(/\.?\s*Build with -sASSERTIONS for more info\.?/, '').trim()
+  const reason = /^Aborted\(/.test(said) ? 'the embedded PostgreSQL aborted' : said
+  const locked = firstInaccessibleFile(dir)
+  const cause = locked !== null
+    ? `${locked} cannot be read and written by this user`
+    : 'every file in it must be readable and writable by this user, and a directory restored from a backup unpacked whole (kbis backup)'
+  return `cannot open the PGlite data directory ${dir} (${reason}): ${cause}`
+}
+
+function firstInaccessibleFile(dir: string): string | null {
+  const pending = [dir]
+  while (pending.length > 0) {
+    const current = pending.pop()!
+    let entries: Dirent[]
+    try {
+      accessSync(current, constants.R_OK | constants.W_OK | constants.X_OK)
+      entries = readdirSync(current, { withFileTypes: true })
+    } catch {
+      return current
+    }
+    for (const entry of entries) {
+      const file = path.join(current, entry.name)
+      if (entry.isDirectory()) pending.push(file)
+      else {
+        try {
+          accessSync(file, constants.R_OK | constants.W_OK)
+        } catch {
+          return file
+        }
+      }
+    }
+  }
+  return null
 }

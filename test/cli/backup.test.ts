@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { cli, cliRun, cliStore, runCli } from '../helpers/cli-server.js'
@@ -78,6 +78,15 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
     const copy = await serve(copyDir)
     expect((await api(copy.url, 'GET', '/assets?page[size]=1&page[count]=exact')).body.meta.page.total_items).toBe(2005)
     expect(await copy.stop()).toBe(0)
+
+    // An archive unpacked in part (here: without global/pg_control): one line naming the directory
+    // and the likely causes, not the embedded PostgreSQL's "Aborted(). Build with -sASSERTIONS …".
+    const partDir = restore(archive, path.join(store.dir, 'restored-in-part'))
+    rmSync(path.join(partDir, 'global', 'pg_control'))
+    expect(await cliRun(['serve', '--port', '0', '--data-dir', partDir], {})).toEqual({
+      code: 1,
+      lines: [`kbis: cannot open the PGlite data directory ${partDir} (the embedded PostgreSQL aborted): every file in it must be readable and writable by this user, and a directory restored from a backup unpacked whole (kbis backup)`],
+    })
   })
 
   it('refuses an archive inside the data directory or that is a directory, a directory that holds no store and a PostgreSQL store, with one line and exit 1, writing nothing', async () => {
