@@ -57,6 +57,8 @@ function uniqueValueOf(metamodel: LoadedMetamodel, typeKey: string, properties: 
 
 export function checkDomain(metamodel: LoadedMetamodel, domain: string | null, pointer: string): Issue[] {
   if (domain === null || metamodel.accessDomains.has(domain)) return []
+  // "" names no domain: say what does (the detail read `unknown access domain ` with nothing after it).
+  if (domain === '') return [{ detail: 'access_domain_key must not be empty: null (or leaving it out) means no access domain', pointer }]
   return [{ detail: `unknown access domain ${domain}`, pointer }]
 }
 

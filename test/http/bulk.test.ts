@@ -100,6 +100,7 @@ for (const store of STORES) {
       items[0] = server('fail-0', { purchased_on: '2024-01-01T00:00:00Z' }, { client_ref: 'row-0' })
       items[10] = server('fail-10', { environment: 'moon', bogus: 1 })
       items[20] = server('fail-20', { cpu_count: 'eight' }, { client_ref: 'row-20', access_domain_key: 'mars' })
+      items[15] = server('fail-15', {}, { client_ref: 'row-15', access_domain_key: '' })
       const res = await t.request('POST', '/api/v1/bulk/assets', { body: items })
       expect(res.status).toBe(422)
       expect(res.body).toEqual({
@@ -107,6 +108,7 @@ for (const store of STORES) {
           invalid(0, 'row-0', 'purchased_on must be a date YYYY-MM-DD', '/0/properties/purchased_on'),
           invalid(10, null, 'bogus is not a property of asset type server', '/10/properties/bogus'),
           invalid(10, null, 'environment must be one of dev, staging, prod', '/10/properties/environment'),
+          invalid(15, 'row-15', 'access_domain_key must not be empty: null (or leaving it out) means no access domain', '/15/access_domain_key'),
           invalid(20, 'row-20', 'cpu_count must be an integer ≥ 1', '/20/properties/cpu_count'),
           invalid(20, 'row-20', 'unknown access domain mars', '/20/access_domain_key'),
         ],
