@@ -174,11 +174,13 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   purge.unref()
   app.addHook('onClose', async () => clearInterval(purge))
 
-  // Every state-changing request carries the CSRF token (a form field or the x-csrf-token header).
-  app.addHook('preHandler', async (request, reply) => {
+  // Every state-changing request carries the CSRF token (a form field or the x-csrf-token header):
+  // signing in, and every page's form once its session is known to be live (a form sent after the
+  // session ended goes to sign-in, with or without its token, as a page asked for then does).
+  const checkCsrf = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     if (request.method === 'GET' || request.method === 'HEAD') return
     await new Promise<void>((resolve, reject) => app.csrfProtection(request, reply, (err?: unknown) => (err ? reject(err) : resolve())))
-  })
+  }
 
   app.setErrorHandler(async (err: Error & { statusCode?: number; code?: string }, request, reply) => {
     const status = err instanceof AppError ? err.status : err.code?.startsWith('FST_CSRF') ? 403 : (err.statusCode ?? 500)
@@ -197,7 +199,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
 
   app.get('/sign-in', async (request, reply) => render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', failed: false, organizations: null }))
 
-  app.post('/sign-in', async (request, reply) => {
+  app.post('/sign-in', { preHandler: checkCsrf }, async (request, reply) => {
     const email = field(request, 'email')
     const result = await signIn(app.db, { email, password: field(request, 'password'), organization: field(request, 'organization'), address: request.ip })
     if (!result.ok) {
@@ -210,6 +212,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   // Every other page needs a live session.
   await app.register(async (pages) => {
     pages.addHook('preHandler', sessionGate(app, idleMinutes))
+    pages.addHook('preHandler', checkCsrf)
     pages.get('/', async (_request, reply) => reply.code(303).header('location', '/console/assets').send())
     pages.post('/sign-out', async (request, reply) => {
       await signOut(app.db, request.cookies[SESSION_COOKIE])

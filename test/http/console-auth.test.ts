@@ -136,10 +136,19 @@ for (const kind of STORES) {
       const b = new Browser(t)
       await b.signIn('owner@acme.test')
       expect((await b.send('GET', '/console/assets')).statusCode).toBe(200)
+      const token = await b.csrf('/console/developer-settings')
       await t.store.db.query("UPDATE console_sessions SET last_seen_at = now() - interval '61 seconds'")
+      // A form sent after the session ended goes to sign-in, whether it carries its token or not.
+      const sent = await b.send('POST', '/console/developer-settings/keys', { name: 'late', permission_type: 'Viewer', role_keys: 'all' })
+      expect([sent.statusCode, sent.headers.location]).toEqual([303, '/console/sign-in'])
+      await b.signIn('owner@acme.test')
+      await t.store.db.query("UPDATE console_sessions SET last_seen_at = now() - interval '61 seconds'")
+      const withToken = await b.send('POST', '/console/developer-settings/keys', { _csrf: token, name: 'late', permission_type: 'Viewer', role_keys: 'all' })
+      expect([withToken.statusCode, withToken.headers.location]).toEqual([303, '/console/sign-in'])
       const res = await b.send('GET', '/console/assets')
       expect(res.statusCode).toBe(303)
       expect(res.headers.location).toBe('/console/sign-in')
+      expect((await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data.map((k: { name: string }) => k.name)).not.toContain('late')
     })
 
     it('asks for the organization when the email and password match accounts in several', async () => {
