@@ -88,8 +88,10 @@ export function registerOrgConcurrency(api: FastifyInstance, gate: OrgConcurrenc
       socket?.removeListener('close', release)
     }
     request.releaseOrgSlot = release
-    // A client gone while waiting gives it back at once.
-    if (reply.raw.destroyed || request.raw.destroyed || socket?.destroyed) return release()
+    // A client gone while waiting gives it back at once. (Not `request.raw.destroyed`: Node
+    // destroys a request stream once its body has been read, so every request with a body gave
+    // its slot back here and writes and searches ran without a limit; an outside audit.)
+    if (reply.raw.destroyed || socket?.destroyed) return release()
     reply.raw.once('close', release)
     socket?.once('close', release)
   })

@@ -120,6 +120,45 @@ for (const store of STORES) {
  * at the statement timeout (503 query_timeout) and it holds at most half the pool, so another
  * organization's GET /assets answers within a second meanwhile.
  */
+/**
+ * Over HTTP (a Node request stream, destroyed once its body is read: inject's is not), a write
+ * holds its organization's slot while it runs: with one slot, a second write waits for the first.
+ */
+describe.runIf(STORES.includes('postgres'))('postgres: a request with a body holds its organization\'s slot while it runs', () => {
+  it('queues a second PATCH behind a first one waiting for a row lock, with KBIS_ORG_CONCURRENCY=1', { timeout: 120_000 }, async () => {
+    const t = await createTestApp('postgres', ACME, { orgConcurrency: 1 })
+    const url = new URL(process.env.TEST_DATABASE_URL!)
+    url.searchParams.set('options', `-c search_path=${t.store.schema}`)
+    const locker = await openDb({ databaseUrl: url.href, poolSize: 1 })
+    try {
+      const [a, b] = await Promise.all(['slot-a', 'slot-b'].map(async (name) => (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name } })).body.data.id as string))
+      const base = await t.app.listen({ port: 0, host: '127.0.0.1' })
+      const patch = (id: string, name: string) => fetch(`${base}/api/v1/assets/${id}`, {
+        method: 'PATCH', headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ name }),
+      }).then((res) => ({ status: res.status, at: performance.now() }))
+      let released = 0
+      const held = locker.transaction(async (tx) => {
+        await tx.query('SELECT id FROM assets WHERE id = $1 FOR UPDATE', [a])
+        await new Promise((resolve) => setTimeout(resolve, 1500))
+        released = performance.now()
+      })
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      const first = patch(a, 'slot-a2')
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const second = await patch(b, 'slot-b2')
+      await held
+      expect((await first).status).toBe(200)
+      expect(second.status).toBe(200)
+      // The second got the slot only when the first ended, after the lock was released.
+      expect(second.at).toBeGreaterThan(released)
+      expect(second.at).toBeGreaterThanOrEqual((await first).at)
+    } finally {
+      await locker.close()
+      await t.close()
+    }
+  })
+})
+
 describe.runIf(STORES.includes('postgres'))('postgres: one organization cannot stall another', () => {
   let store: TestStore
   let db: Db
