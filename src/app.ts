@@ -153,7 +153,9 @@ function fastifyOptions({ config, logger }: AppOptions): FastifyHttpOptions<Serv
     // 431, a malformed request line, a slow client: answered in the envelope (core/http-layer.ts),
     // as is an HTTP/1.1 request without Host, which Node would answer with a bare 400 itself.
     clientErrorHandler,
-    http: { requireHostHeader: false },
+    // Node checks the header (60 s) and request (5 min) timeouts every 30 s by default, so a 408
+    // came up to 30 s late and headers finished in that time were served (outside audit): every second.
+    http: { requireHostHeader: false, connectionsCheckingInterval: 1_000 },
     // Errors the router raises before any route runs, in the same envelope as every other error.
     frameworkErrors: (error, _request, reply) => {
       if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new AppError(Errors.NOT_FOUND, 'a path segment is longer than any id or composite key can be'))

@@ -1,5 +1,6 @@
 import { request as httpRequest } from 'node:http'
 import { connect } from 'node:net'
+import { once } from 'node:events'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
@@ -179,6 +180,29 @@ for (const store of STORES) {
       expect(headers.vary).toBe(get.vary)
       expect(headers['content-length']).toBe(get['content-length'])
       expect(headers['content-type']).toBe(get['content-type'])
+    })
+
+    it('answers headers that do not arrive within the header timeout with 408 about when it passes, and serves none completed later', async () => {
+      // The server's 60 s, shortened for the test (Node reads it at each check): the checks run every second.
+      t.app.server.headersTimeout = 1_500
+      try {
+        const socket = connect(port, '127.0.0.1')
+        await once(socket, 'connect')
+        const chunks: Buffer[] = []
+        socket.on('data', (chunk) => chunks.push(chunk))
+        const closed = once(socket, 'close')
+        socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: a')
+        await new Promise((resolve) => setTimeout(resolve, 4_500))
+        // By now the 408 has been sent and the connection closed: these bytes find no one.
+        if (!socket.destroyed) socket.write('\r\n\r\n')
+        await closed
+        const text = Buffer.concat(chunks).toString('utf8')
+        expect(text).toMatch(/^HTTP\/1\.1 408 /)
+        expect(text).toContain('"code":"request_timeout"')
+        expect(text).not.toContain('"status":"ok"')
+      } finally {
+        t.app.server.headersTimeout = 60_000
+      }
     })
 
     it('answers a malformed request line with 400 invalid_request in the envelope', async () => {

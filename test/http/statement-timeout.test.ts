@@ -131,7 +131,7 @@ describe.runIf(STORES.includes('postgres'))('postgres: a request with a body hol
     url.searchParams.set('options', `-c search_path=${t.store.schema}`)
     const locker = await openDb({ databaseUrl: url.href, poolSize: 1 })
     try {
-      const [a, b] = await Promise.all(['slot-a', 'slot-b'].map(async (name) => (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name } })).body.data.id as string))
+      const [a, b] = await Promise.all(['slot-a', 'slot-b'].map(async (name) => (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name } })).body.data.id as string)) as [string, string]
       const base = await t.app.listen({ port: 0, host: '127.0.0.1' })
       const patch = (id: string, name: string) => fetch(`${base}/api/v1/assets/${id}`, {
         method: 'PATCH', headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ name }),
