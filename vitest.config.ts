@@ -2,11 +2,22 @@ import { defineConfig } from 'vitest/config'
 
 /**
  * Files that need a process of their own: they measure the memory of the process they run in
- * (export-large, statement-slices), start, stop and kill servers and CLI processes or watch the
- * process's own signals and handlers (ops, crash, cli), or drive a browser (console).
+ * (export-large, statement-slices, pglite-memory, heap), start, stop and kill servers and CLI
+ * processes or watch the process's own signals and handlers (shutdown, first-start, workers,
+ * data-dir-lock, crash, cli), count on the process's own metrics registry (requests,
+ * aborted-requests), or drive a browser (console). The other ops files test a store or an app of
+ * their own and share the workers like the rest (each own process cost a fork and the app's and
+ * PGlite's import, 3–7 s on a slow 2-core machine).
  */
 const OWN_PROCESS = [
-  'test/ops/**/*.test.ts',
+  'test/ops/aborted-requests.test.ts',
+  'test/ops/data-dir-lock.test.ts',
+  'test/ops/first-start.test.ts',
+  'test/ops/heap.test.ts',
+  'test/ops/pglite-memory.test.ts',
+  'test/ops/requests.test.ts',
+  'test/ops/shutdown.test.ts',
+  'test/ops/workers.test.ts',
   'test/crash/**/*.test.ts',
   'test/cli/**/*.test.ts',
   'test/console/**/*.test.ts',

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { ACME_YAML, freePort, KBIS_BIN } from '../helpers/cli-server.js'
+import { ACME_YAML, freePort, KBIS_BIN, TEST_ALLOCATOR } from '../helpers/cli-server.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 import { openDb } from '../../src/store/db.js'
 
@@ -17,7 +17,7 @@ interface Run {
 
 function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', ...env } })
+    const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', ...TEST_ALLOCATOR, ...env } })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
@@ -36,7 +36,7 @@ afterEach(() => {
 function serve(dataDir: string): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(KBIS_BIN, ['serve', '--port', '0', '--data-dir', dataDir], {
-      env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' },
+      env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_ALLOCATOR },
     })
     running.add(child)
     child.once('close', () => running.delete(child))

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ACME_YAML, KBIS_BIN, runCli } from '../helpers/cli-server.js'
+import { ACME_YAML, KBIS_BIN, runCli, TEST_ALLOCATOR } from '../helpers/cli-server.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 import { openDb } from '../../src/store/db.js'
 
@@ -11,7 +11,7 @@ import { openDb } from '../../src/store/db.js'
 /** Runs the CLI with `input` on its standard input. */
 function kbis(args: string[], input: string): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn' } })
+    const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_ALLOCATOR } })
     let out = ''
     child.stdout.on('data', (d: Buffer) => (out += d.toString()))
     child.stderr.on('data', (d: Buffer) => (out += d.toString()))

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { openDb, type StoreKind } from '../../src/store/db.js'
 import { templateDataDir } from './pglite-template.js'
+import { ALLOCATOR_TUNABLES } from '../../src/ops/heap.js'
 
 /**
  * The CLI as users run it: the `kbis` command (bin/kbis, which runs bin/kbis.js with node) over
@@ -48,10 +49,20 @@ export function runKbis(args: string[], options: { env?: Record<string, string>;
   })
 }
 
+/**
+ * The allocator setting of the `kbis serve` processes the tests start: decision 0020's alone, as
+ * an operator's own GLIBC_TUNABLES (bin/kbis keeps it). bin/kbis's own setting on the embedded
+ * store (decision 0026) gives blocks of 32 kB and more mappings of their own, which doubles the
+ * CPU time of a start on PGlite (≈ 2.3 → 5 s on a slow machine, most of it in the kernel): the
+ * memory it saves is what test/ops/heap.test.ts measures, with the launcher's setting
+ * (`GLIBC_TUNABLES: undefined` starts a server as users start it).
+ */
+export const TEST_ALLOCATOR = { GLIBC_TUNABLES: ALLOCATOR_TUNABLES }
+
 /** Runs the `kbis` CLI (bin/kbis) in its own process (`kbis serve`, `kbis apply`, …). */
 export function runCli(args: string[], env: Record<string, string | undefined> = {}): CliProcess {
   const child = spawn(KBIS_BIN, args, {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: '', LOG_LEVEL: 'warn', ...env },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_ALLOCATOR, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const lines: string[] = []
