@@ -13,6 +13,17 @@ const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '
  */
 const MIGRATION_LOCK = `SELECT pg_advisory_xact_lock(hashtext('kbis_migrations'))`
 
+let listed: Promise<string[]> | undefined
+/** This version's migration files in order, read once (they do not change while it runs; /readyz asks at each probe). */
+const migrationFiles = (): Promise<string[]> =>
+  (listed ??= readdir(MIGRATIONS_DIR).then(
+    (names) => names.filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort(),
+    (err: unknown) => { listed = undefined; throw err },
+  ))
+
+const appliedVersions = async (db: Db): Promise<Set<string>> =>
+  new Set((await db.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version))
+
 /**
  * Applies every migration not yet applied, in file-name order, each in its own transaction.
  * Append-only: a migration file is never edited once released.
@@ -23,17 +34,15 @@ export async function migrate(db: Db): Promise<string[]> {
     await tx.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
   })
-  const done = new Set(
-    (await db.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version),
-  )
-  const files = (await readdir(MIGRATIONS_DIR)).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort()
+  const done = await appliedVersions(db)
+  const files = await migrationFiles()
   // A store a newer kbis migrated (an upgrade rolled back, an old binary started by mistake): this
   // version's statements may write what the newer schema forbids or no longer has (an outside
   // audit saw 500s of an older version on a newer store). Refused before anything runs.
   const known = new Set(files)
   const newer = [...done].filter((version) => !known.has(version)).sort()
   if (newer.length > 0) {
-    throw new NewerStoreError(`the store was migrated by a newer version of kbis (${newer.join(', ')} ${newer.length === 1 ? 'is' : 'are'} unknown to this one): run that version or a later one (an older one could damage its data), or restore a backup taken before the upgrade`)
+    throw new Error(`the store was migrated by a newer version of kbis (${newer.join(', ')} ${newer.length === 1 ? 'is' : 'are'} unknown to this one): run that version or a later one (an older one could damage its data), or restore a backup taken before the upgrade`)
   }
   const applied: string[] = []
   for (const file of files) {
@@ -54,16 +63,10 @@ export async function migrate(db: Db): Promise<string[]> {
   return applied
 }
 
-/** A store whose schema is ahead of this version's migrations (see migrate). */
-export class NewerStoreError extends Error {
-  override name = 'NewerStoreError'
-}
-
 /** Migration files not yet applied (readiness: a process whose code is ahead of its store is not ready). */
 export async function pendingMigrations(db: Db): Promise<string[]> {
-  const files = (await readdir(MIGRATIONS_DIR)).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort()
-  const done = new Set((await db.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version))
-  return files.filter((f) => !done.has(f))
+  const done = await appliedVersions(db)
+  return (await migrationFiles()).filter((f) => !done.has(f))
 }
 
 /**
