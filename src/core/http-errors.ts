@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { AppError, Errors, errorBody, type ErrorDef, type Issue } from './errors.js'
-import { isStoreUnreachable, mapPgError } from './pg-errors.js'
+import { DISK_FULL, isPgError, isStoreUnreachable, mapPgError } from './pg-errors.js'
 import { escapePointer } from './json.js'
 import { discardBody } from './http-layer.js'
 import { writes } from './writes.js'
@@ -216,6 +216,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const appError = toAppError(err, request)
     if (appError.def === Errors.INTERNAL_ERROR) request.log.error({ err }, 'unhandled error')
     else if (appError.def === Errors.SERVICE_UNAVAILABLE && isStoreUnreachable(err)) request.log.error({ err }, 'the database cannot be reached')
+    else if (isPgError(err, DISK_FULL)) request.log.error({ err }, 'the store is out of disk space')
     // The client receives the 413 only if it may finish sending first (core/http-layer.ts).
     if (appError.def === Errors.PAYLOAD_TOO_LARGE) await discardBody(request.raw)
     return sendError(reply, appError)

@@ -1,5 +1,8 @@
 import { AppError, Errors } from './errors.js'
 
+/** SQLSTATE 53100: no space left on the store's disk (the log line says `the store is out of disk space`). */
+export const DISK_FULL = '53100'
+
 /**
  * The one place that reads SQLSTATEs. Maps by constraint name, never by message text; PGlite
  * raises the same SQLSTATEs and constraint names as PostgreSQL.
@@ -21,6 +24,13 @@ export function mapPgError(err: unknown): AppError | null {
   // 40001 serialization failure / 40P01 deadlock: the client may retry.
   if (code === '40001' || code === '40P01') {
     return new AppError(Errors.SERVICE_UNAVAILABLE, 'a concurrent write conflicted with this request; retry it', { 'Retry-After': '1' })
+  }
+  // 53100 disk_full: the store could not extend a file ("No space left on device"). The statement
+  // failed and its transaction wrote nothing; the store goes on serving reads and takes writes
+  // again once the operator frees space (measured on PGlite: no restart needed). Not the
+  // request's fault, nor a fault of the server's code: a client may retry later.
+  if (code === DISK_FULL) {
+    return new AppError(Errors.SERVICE_UNAVAILABLE, "the server's store is out of disk space and wrote nothing; retry later", { 'Retry-After': '30' })
   }
   return null
 }

@@ -70,7 +70,7 @@ export const commonErrorResponses = {
   401: { ...errorEnvelopeSchema, description: 'Missing, unknown or inactive API key (unauthorized, api_key_inactive)' },
   403: { ...errorEnvelopeSchema, description: 'Not allowed (forbidden, ip_not_allowed, api_access_disabled)' },
   429: { ...errorEnvelopeSchema, description: 'Organization quota spent (rate_limit_exceeded); see Retry-After' },
-  503: { ...errorEnvelopeSchema, description: "Shutting down or busy (service_unavailable, with Retry-After); a statement ran past the server's statement timeout (query_timeout)" },
+  503: { ...errorEnvelopeSchema, description: "Shutting down, busy, the database out of reach or its disk full (service_unavailable, with Retry-After); a statement ran past the server's statement timeout (query_timeout)" },
 } as const
 
 /**

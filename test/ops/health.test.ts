@@ -84,6 +84,57 @@ for (const kind of STORES) {
   })
 }
 
+for (const kind of STORES) {
+  describe(`${kind}: API writes while the store's disk is full`, () => {
+    let store: TestStore
+    let app: Awaited<ReturnType<typeof buildApp>>
+    let secret: string
+    const logged: { level: number; msg: string; err?: { message: string } }[] = []
+    beforeAll(async () => {
+      store = await createTestStore(kind)
+      await applySetup(store.db, ACME as unknown as SetupFile)
+      secret = (await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: 'full', type: 'Admin', roles: ['all'] })).secret
+      app = await buildApp({ db: store.db, config: loadConfig({}), logger: { level: 'error', stream: { write: (line: string) => { logged.push(JSON.parse(line)) } } } })
+    })
+    afterAll(async () => {
+      await app.close()
+      await store.drop()
+    })
+
+    it('answer 503 service_unavailable with Retry-After (a client retries), not 500, write nothing, and work again once there is space', async () => {
+      const headers = { authorization: `Bearer ${secret}`, 'x-request-id': 'full-1', 'idempotency-key': 'nightly-1' }
+      const post = () => app.inject({ method: 'POST', url: '/api/v1/assets', headers, payload: { asset_type_key: 'note', name: 'n-1' } })
+      const bulk = () => app.inject({ method: 'POST', url: '/api/v1/bulk/assets', headers: { ...headers, 'idempotency-key': 'nightly-2' },
+        payload: [{ asset_type_key: 'note', name: 'b-1' }, { asset_type_key: 'note', name: 'b-2' }] })
+      const assets = async () => (await store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM assets')).rows[0]!.n
+      const before = await assets()
+      // What PostgreSQL raises when it cannot extend a file (seen on PGlite with its directory on a full tmpfs).
+      await store.db.query(`CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'could not extend file "base/5/16877": No space left on device' USING ERRCODE = 'disk_full'; END $$`)
+      await store.db.query('CREATE TRIGGER disk_full BEFORE INSERT ON assets FOR EACH ROW EXECUTE FUNCTION disk_full()')
+      for (const res of [await post(), await bulk()]) {
+        expect(res.statusCode).toBe(503)
+        expect(res.headers['retry-after']).toBe('30')
+        expect(res.json()).toEqual({ errors: [{ status: '503', code: 'service_unavailable', detail: "the server's store is out of disk space and wrote nothing; retry later", meta: { request_id: 'full-1' } }] })
+      }
+      expect(await assets()).toBe(before)
+      // The operator is told why, with the store's own words (which name the file).
+      expect(logged.filter((line) => line.msg === 'the store is out of disk space').map((line) => [line.level, line.err?.message])).toEqual([
+        [50, 'could not extend file "base/5/16877": No space left on device'],
+        [50, 'could not extend file "base/5/16877": No space left on device'],
+      ])
+      // Reads go on meanwhile.
+      expect((await app.inject({ method: 'GET', url: '/api/v1/assets', headers })).statusCode).toBe(200)
+      await store.db.query('DROP TRIGGER disk_full ON assets')
+      await store.db.query('DROP FUNCTION disk_full()')
+      // Space freed: the same requests (same Idempotency-Keys: a 503 is not kept) now write.
+      const [created, bulked] = [await post(), await bulk()]
+      expect([created.statusCode, created.headers['idempotent-replayed'], bulked.statusCode]).toEqual([201, undefined, 201])
+      expect(await assets()).toBe(before + 3)
+    })
+  })
+}
+
 describe.runIf(STORES.includes('postgres'))('postgres: API requests while the store is down', () => {
   let store: TestStore
   beforeAll(async () => { store = await createTestStore('postgres') })
