@@ -563,6 +563,28 @@ describe('kbis import / kbis export against an address that is no kbis server', 
     })
     expect(posts).toBe(2)
   })
+
+  it('says on the line of a chunk the server refused whole (not items of it) why, and lists each of its rows in --errors', async () => {
+    const csv = file('whole.csv', 'name,hostname\ncli-w-1,cli-w-1\ncli-w-2,cli-w-2\n')
+    const errors = path.join(dir, 'whole-errors.csv')
+    await withStubServer((req, res) => {
+      if (req.method === 'GET') {
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } }))
+        return
+      }
+      // A 500 is not retried (a 503 would be, after its Retry-After, up to five times).
+      res.writeHead(500, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ errors: [{ status: '500', code: 'internal_error', detail: 'an internal error occurred; it has been logged' }] }))
+    }, async (url) => {
+      expect(await kbis(['import', csv, '--type', 'server', '--errors', errors], { ...env, KBIS_URL: url })).toEqual({
+        code: 1,
+        stdout: '2 rows read; 2 refused; 0 created; 1 chunk(s) failed and wrote nothing\n',
+        stderr: 'lines 2-3: 2 rows, 2 refused, nothing written (HTTP 500: an internal error occurred; it has been logged)\n',
+      })
+    })
+    expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n2,,an internal error occurred; it has been logged\n3,,an internal error occurred; it has been logged\n')
+  })
 })
 
 describe('kbis export against a busy server', () => {

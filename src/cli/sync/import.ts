@@ -143,6 +143,9 @@ async function probeDryRun(client: ServerClient, method: string): Promise<boolea
 async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Promise<{ refusals: Refusal[]; failed: boolean; results: ImportSummary['results']; note: string } | 'too large'> {
   const results = { created: 0, updated: 0, unchanged: 0 }
   const refusals: Refusal[] = rows.flatMap((r) => r.issues.map((i) => ({ line: r.line, ...i })))
+  // The server's reason when it refused the whole request, not items of it (a 503 still there
+  // after the retries, a 500): the chunk's line says it, which --errors alone would otherwise hold.
+  let whole = ''
   const items: Record<string, unknown>[] = []
   for (const row of rows) {
     if (row.item === null) continue
@@ -173,6 +176,7 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
       throw new Error(`the server refused the import: ${errors[0]?.detail ?? `HTTP ${res.status}`}`)
     }
     if (res.status >= 300) {
+      if (!errors.some((e) => e.meta?.client_ref)) whole = ` (HTTP ${res.status}${errors[0]?.detail ? `: ${errors[0].detail}` : ''})`
       // A cell refused here was left out of its item: the server's word on that field (required, …) would repeat it.
       const local = new Map<number, Set<string>>()
       for (const r of refusals) local.set(r.line, (local.get(r.line) ?? new Set()).add(r.field))
@@ -181,7 +185,7 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
   }
   const failed = refusals.length > 0
   const written = failed || ctx.options.dryRun ? 'nothing written' : `${results.created} created, ${results.updated} updated, ${results.unchanged} unchanged`
-  const note = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.line}: ${rowCount(rows.length)}, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}`
+  const note = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.line}: ${rowCount(rows.length)}, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}${whole}`
   return { refusals, failed, results, note }
 }
 
