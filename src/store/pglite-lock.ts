@@ -1,4 +1,4 @@
-import { readFileSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
@@ -50,7 +50,7 @@ export function lockDataDir(dir: string): DataDirLock {
   const text = JSON.stringify(mine)
   for (let attempt = 0; ; attempt++) {
     try {
-      writeFileSync(file, text, { flag: 'wx' })
+      createLockFile(file, text)
       held.add(key)
       return {
         release() {
@@ -79,6 +79,25 @@ export function lockDataDir(dir: string): DataDirLock {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
     }
+  }
+}
+
+/**
+ * Creates `file` (exclusively: EEXIST when another lock stands) holding `text`, or leaves none: a
+ * lock created and then not written (a full disk) would stand empty. The error names the file,
+ * which Node's own ("ENOSPC: no space left on device, write") does not.
+ */
+function createLockFile(file: string, text: string): void {
+  const fd = openSync(file, 'wx')
+  let written = false
+  try {
+    writeFileSync(fd, text)
+    written = true
+  } catch (err) {
+    throw new Error(`cannot write the lock file ${file}: ${(err as Error).message}`, { cause: err })
+  } finally {
+    closeSync(fd)
+    if (!written) unlinkSync(file)
   }
 }
 

@@ -1,11 +1,11 @@
-import { spawn } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { DataDirInUseError, LOCK_FILE, lockDataDir } from '../../src/store/pglite-lock.js'
 import { openDb } from '../../src/store/db.js'
-import { runCli } from '../helpers/cli-server.js'
+import { KBIS_BIN, runCli } from '../helpers/cli-server.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 
 /** A process that holds the lock of `dir` until it is killed; resolves once it holds it. */
@@ -93,5 +93,18 @@ describe('one process at a time opens a PGlite data directory (kbis.lock)', { ti
     expect(existsSync(path.join(fresh('d'), 'PG_VERSION'))).toBe(true)
     await created.close()
     expect(existsSync(path.join(fresh('d'), LOCK_FILE))).toBe(false)
+  })
+
+  it('stops with one line naming the lock file it cannot write (a full disk), and leaves no empty lock behind', async () => {
+    const data = fresh('full')
+    // A file size limit of 0 fails the lock's write as a full disk does (EFBIG here, ENOSPC there):
+    // the lock is the first file kbis writes in a new directory. Standard error is a pipe, which
+    // the limit does not reach.
+    const run = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = execFile('sh', ['-c', 'ulimit -f 0; exec "$0" "$@"', KBIS_BIN, 'serve', '--port', '0', '--data-dir', data],
+        { env: { PATH: process.env.PATH, HOME: process.env.HOME } }, (_err, _stdout, stderr) => resolve({ code: child.exitCode, stderr }))
+    })
+    expect(run).toEqual({ code: 1, stderr: `kbis: cannot write the lock file ${path.join(data, LOCK_FILE)}: EFBIG: file too large, write\n` })
+    expect(existsSync(path.join(data, LOCK_FILE))).toBe(false)
   })
 })
