@@ -89,16 +89,14 @@ export function lockDataDir(dir: string): DataDirLock {
  */
 function createLockFile(file: string, text: string): void {
   const fd = openSync(file, 'wx')
-  let written = false
   try {
     writeFileSync(fd, text)
-    written = true
   } catch (err) {
-    throw new Error(`cannot write the lock file ${file}: ${(err as Error).message}`, { cause: err })
-  } finally {
     closeSync(fd)
-    if (!written) unlinkSync(file)
+    unlinkSync(file)
+    throw new Error(`cannot write the lock file ${file}: ${(err as Error).message}`, { cause: err })
   }
+  closeSync(fd)
 }
 
 function read(file: string): string | null {

@@ -143,9 +143,6 @@ async function probeDryRun(client: ServerClient, method: string): Promise<boolea
 async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Promise<{ refusals: Refusal[]; failed: boolean; results: ImportSummary['results']; note: string } | 'too large'> {
   const results = { created: 0, updated: 0, unchanged: 0 }
   const refusals: Refusal[] = rows.flatMap((r) => r.issues.map((i) => ({ line: r.line, ...i })))
-  // The server's reason when it refused the whole request, not items of it (a 503 still there
-  // after the retries, a 500): the chunk's line says it, which --errors alone would otherwise hold.
-  let whole = ''
   const items: Record<string, unknown>[] = []
   for (const row of rows) {
     if (row.item === null) continue
@@ -162,6 +159,9 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
   }
   // A chunk with rows refused here is not written; the server checks the rest as a dry run when it can.
   const dryRun = ctx.options.dryRun || refusals.length > 0
+  // The server's reason when it refused the whole request, not items of it (a 503 still there
+  // after the retries, a 500): the chunk's line says it, which --errors alone would otherwise hold.
+  let whole = ''
   if (items.length > 0 && (!dryRun || (await ctx.dryRun()))) {
     const res = await ctx.client.json(ctx.options.upsert ? 'PUT' : 'POST', `/api/v1/bulk/assets${dryRun ? '?dry_run=true' : ''}`, items,
       { 'idempotency-key': `kbis-import-${ctx.runId}-${index}` })
