@@ -4,10 +4,12 @@ import type { ApplyReport } from '../setup/apply.js'
 import type { CliKeyRecord, CliKeyRequest } from '../keys/cli.js'
 import type { ControlCommand } from './control-client.js'
 import { workersArg } from './workers-arg.js'
+import { STOPPED_LINE, stoppingLine } from './stopping.js'
 import { registerSyncCommands } from './sync/commands.js'
 import type { BackupReport } from '../store/backup.js'
 import type { Db } from '../store/db.js'
 import type { RunningServer } from '../server.js'
+import cluster from 'node:cluster'
 import { existsSync } from 'node:fs'
 import path from 'node:path'
 
@@ -114,10 +116,17 @@ function registerServe(program: Command, entry: EntryPoint): void {
       // nothing was started, nothing is to drain.
       let server: RunningServer | null = null
       let stopping = entry.earlySignal?.() ?? false
-      const drain = (running: RunningServer) => running.close().then(() => process.exit(0), () => process.exit(1))
-      const stop = () => {
+      // The operator sees the stop begin and end (a worker of --workers says nothing: its primary
+      // says it once for all).
+      const say = (line: string) => void (cluster.isWorker || out(line))
+      const drain = (running: RunningServer) => running.close().then(() => {
+        say(STOPPED_LINE)
+        process.exit(0)
+      }, () => process.exit(1))
+      const stop = (signal: NodeJS.Signals) => {
         if (stopping) return
         stopping = true
+        say(stoppingLine(signal, config.shutdownTimeoutSeconds))
         if (server) void drain(server)
       }
       process.on('SIGINT', stop)

@@ -3,6 +3,7 @@ import type { Config } from '../core/config.js'
 import { bootstrap, printAdminKey, startServer, type RunningServer } from '../server.js'
 import { migratedLine, openStore } from '../open-store.js'
 import { startMetricsServer } from '../ops/metrics-server.js'
+import { STOPPED_LINE, stoppingLine } from './stopping.js'
 
 
 export class WorkersError extends Error {}
@@ -105,9 +106,11 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
     await exited
     clearTimeout(hard)
     await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()))
+    if (exitCode === 0) print(STOPPED_LINE)
     process.exit(exitCode)
   }
-  const onSignal = (): void => {
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (!signalled) print(stoppingLine(signal, config.shutdownTimeoutSeconds))
     signalled = true
     if (started) void stop(0)
   }

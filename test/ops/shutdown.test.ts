@@ -70,6 +70,10 @@ for (const kind of STORES) {
       // The answer of a draining server closes its connection.
       expect(answer.connection).toBe('close')
       expect(await server.exited).toBe(0)
+      // The operator reads the stop's beginning and its end; the end comes last.
+      expect(server.lines).toContain('kbis: SIGTERM received; stopping (requests in flight have up to 30 s to finish)')
+      await server.waitFor(/^kbis stopped$/, 5_000)
+      expect(server.lines.at(-1)).toBe('kbis stopped')
       await expect(fetch(`${url}/healthz`)).rejects.toThrow()
       expect(await countAssets()).toBe(ITEMS)
     })

@@ -157,5 +157,10 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
     server.child.kill('SIGTERM')
     expect(await server.exited).toBe(0)
     for (const pid of alive) expect(() => process.kill(pid, 0)).toThrow()
+    // Said once by the primary, not by every worker.
+    await server.waitFor(/^kbis stopped$/, 5_000)
+    expect(server.lines.filter((l) => l.startsWith('kbis: SIGTERM received; stopping'))).toHaveLength(1)
+    expect(server.lines.filter((l) => l === 'kbis stopped')).toHaveLength(1)
+    expect(server.lines.at(-1)).toBe('kbis stopped')
   })
 })
