@@ -399,6 +399,18 @@ for (const store of STORES) {
       expect((await kbis(['import', semicolons, '--type', 'note'], env)).stderr).toBe('kbis: unknown column(s) name;hostname: asset type note has properties body; columns are separated by commas\n')
       expect(await count('cli-twice')).toBe(0)
       expect(await count('cli-semi')).toBe(0)
+      // --upsert without the unique key's column would refuse every row: the header says so first.
+      const keyless = file('keyless.csv', 'name,environment\ncli-keyless,dev\n')
+      expect(await kbis(['import', keyless, '--type', 'server', '--upsert'], env)).toEqual({ code: 1, stdout: '',
+        stderr: 'kbis: the file has no hostname column: --upsert names each asset by hostname, the unique key of server\n' })
+      expect(await count('cli-keyless')).toBe(0)
+      // An empty file has no header: nothing to import is not a success.
+      const empty = file('empty.csv', '')
+      expect(await kbis(['import', empty, '--type', 'server'], env)).toEqual({ code: 1, stdout: '',
+        stderr: 'kbis: the file is empty: a CSV file starts with its header line (name and property keys)\n' })
+      // A header and no rows is an empty export: it imports nothing, successfully.
+      const headerOnly = file('header-only.csv', 'name,hostname\n')
+      expect(await kbis(['import', headerOnly, '--type', 'server'], env)).toEqual({ code: 0, stdout: '0 rows read; 0 refused; 0 created\n', stderr: '' })
     })
 
     it('names a file it cannot read or write: a directory, a read error, a place where no file can be made', async () => {

@@ -57,9 +57,10 @@ const RECORD_FIELDS = ['name', 'access_domain_key', 'asset_type_key', ...IGNORED
 
 /**
  * Checks a CSV header against the type: every column is a field or one of its property keys, and
- * names one cell (a column given twice would leave it unclear which cell counts).
+ * names one cell (a column given twice would leave it unclear which cell counts); with `upsert`,
+ * the unique key's column is there (it names each row's asset: without it every row is refused).
  */
-export function checkColumns(type: AssetTypeInfo, columns: string[]): void {
+export function checkColumns(type: AssetTypeInfo, columns: string[], upsert = false): void {
   const known = new Set([...RECORD_FIELDS, ...type.properties.map((p) => p.key)])
   const unknown = columns.filter((c) => !known.has(c))
   if (unknown.length > 0) {
@@ -70,6 +71,8 @@ export function checkColumns(type: AssetTypeInfo, columns: string[]): void {
   const twice = [...new Set(columns.filter((c, i) => columns.indexOf(c) !== i))]
   if (twice.length > 0) throw new Error(`column(s) ${twice.join(', ')} given more than once in the header`)
   if (!columns.includes('name')) throw new Error('the file has no name column')
+  const key = type.unique_property_key
+  if (upsert && key !== null && !columns.includes(key)) throw new Error(`the file has no ${key} column: --upsert names each asset by ${key}, the unique key of ${type.key}`)
 }
 
 export interface ItemFields {

@@ -268,7 +268,7 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   }
   try {
     const input = stdin ? process.stdin : createReadStream(options.file)
-    for await (const row of (ndjson ? ndjsonRows : csvRows)(input, type, read)) {
+    for await (const row of (ndjson ? ndjsonRows : csvRows)(input, type, read, options.upsert)) {
       chunk.push(row)
       if (chunk.length === CHUNK_SIZE) await flush()
       else if (chunk.length % 500 === 0) bar.update(read.bytes, summary.rows + chunk.length)

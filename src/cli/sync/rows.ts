@@ -177,7 +177,7 @@ export async function* csvRecords(input: Readable, utf8 = new Utf8Watch()): Asyn
  * A row of blank cells only (`,,,` as spreadsheets write empty rows) is an empty line, skipped; a
  * row with more or fewer cells than the header, or that is not valid CSV, is refused.
  */
-export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: ReadProgress): AsyncGenerator<FileRow> {
+export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: ReadProgress, upsert = false): AsyncGenerator<FileRow> {
   input.on('data', (chunk: Buffer) => { progress.bytes += chunk.length })
   let columns: string[] | null = null
   const utf8 = new Utf8Watch()
@@ -190,7 +190,7 @@ export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: R
     if (columns === null) {
       columns = record.map((c) => c.trim())
       if (columns.some((c) => utf8.lost(c))) throw new Error(`the header is ${NOT_UTF8}`)
-      checkColumns(type, columns)
+      checkColumns(type, columns, upsert)
       continue
     }
     if (record.every((cell) => cell.trim() === '')) continue
@@ -208,6 +208,8 @@ export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: R
     const { item, issues } = csvItem(type, cells)
     yield { line, item, issues: issues.map(({ field, message }) => ({ field, message })) }
   }
+  // A file without even a header is no export of anything (one with a header and no rows is).
+  if (columns === null) throw new Error('the file is empty: a CSV file starts with its header line (name and property keys)')
 }
 
 /** The field of an --errors line for a JSON pointer into an NDJSON record: a property's key, or the member. */
