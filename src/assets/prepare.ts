@@ -95,14 +95,14 @@ export function prepareAssetValues(metamodel: LoadedMetamodel, input: AssetInput
 // Per metamodel version (a new version is a new LoadedMetamodel object) and asset type.
 const patchValidators = new WeakMap<LoadedMetamodel, Map<string, PropertiesValidator>>()
 
-/** The type's validator with no property required: it checks the values a patch sets. */
+/** The type's validator with no property required (a required one still not empty): it checks the values a patch sets. */
 function patchValidator(metamodel: LoadedMetamodel, typeKey: string): PropertiesValidator {
   let byType = patchValidators.get(metamodel)
   if (!byType) patchValidators.set(metamodel, (byType = new Map()))
   let validate = byType.get(typeKey)
   if (!validate) {
     const type = metamodel.assetType(typeKey)
-    validate = compilePropertiesValidator({ ...type, properties: type.properties.map((p) => ({ ...p, required: false })) })
+    validate = compilePropertiesValidator(type, true)
     byType.set(typeKey, validate)
   }
   return validate

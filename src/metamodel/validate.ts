@@ -26,8 +26,20 @@ export const DATE_PATTERN = '^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$'
 const ajv = new Ajv({ allErrors: true, strict: false })
 addFormats.default(ajv, ['date', 'uri'])
 
-/** JSON Schema of one property's value, from its definition. */
+/**
+ * JSON Schema of one property's value, from its definition. A required property's value may not
+ * be empty either: `""` and `[]` are empty as a missing value is (CONTRACT §4's `is_empty`), so
+ * they do not satisfy "required" (§2).
+ */
 export function propertyValueSchema(def: PropertyDefinition): Record<string, unknown> {
+  const schema = valueSchema(def)
+  if (!def.required) return schema
+  if (schema.type === 'string' && schema.minLength === undefined) return { ...schema, minLength: 1 }
+  if (schema.type === 'array') return { ...schema, minItems: 1 }
+  return schema
+}
+
+function valueSchema(def: PropertyDefinition): Record<string, unknown> {
   const bounds = (): Record<string, unknown> => ({
     ...(def.min !== null ? { minimum: def.min } : {}),
     ...(def.max !== null ? { maximum: def.max } : {}),
@@ -60,12 +72,15 @@ export function propertyValueSchema(def: PropertyDefinition): Record<string, unk
   }
 }
 
-/** The JSON Schema of an asset type's whole `properties` object. */
-export function propertiesSchema(type: AssetType): Record<string, unknown> {
+/**
+ * The JSON Schema of an asset type's whole `properties` object; `partial` (a PATCH's values to
+ * set): no key is required, but a required property's value still may not be empty.
+ */
+export function propertiesSchema(type: AssetType, partial = false): Record<string, unknown> {
   return {
     type: 'object',
     properties: Object.fromEntries(type.properties.map((p) => [p.key, propertyValueSchema(p)])),
-    required: type.properties.filter((p) => p.required).map((p) => p.key),
+    required: partial ? [] : type.properties.filter((p) => p.required).map((p) => p.key),
     additionalProperties: false,
   }
 }
@@ -90,8 +105,8 @@ function expectation(def: PropertyDefinition): string {
 export type PropertiesValidator = (properties: Record<string, unknown>, pointer: string) => Issue[]
 
 /** Compiles once per asset type (and metamodel version) a validator returning CONTRACT issues. */
-export function compilePropertiesValidator(type: AssetType): PropertiesValidator {
-  const validate: ValidateFunction = ajv.compile(propertiesSchema(type))
+export function compilePropertiesValidator(type: AssetType, partial = false): PropertiesValidator {
+  const validate: ValidateFunction = ajv.compile(propertiesSchema(type, partial))
   const defs = new Map(type.properties.map((p) => [p.key, p]))
   return (properties, pointer) => {
     if (validate(properties)) return []
@@ -122,6 +137,9 @@ function describe(error: ErrorObject, type: AssetType, defs: Map<string, Propert
   const key = error.instancePath.split('/')[1]
   const def = key !== undefined ? defs.get(key) : undefined
   if (!def) return null
+  if (def.required && def.type !== 'unique_key' && (error.keyword === 'minLength' || error.keyword === 'minItems')) {
+    return { detail: `${key} is required for asset type ${type.key}: an empty value (${def.type === 'multi_select' ? '[]' : '""'}) is none`, pointer: `${pointer}/${key}` }
+  }
   // The shape is right but the day does not exist (2024-02-30, 2023-02-29, 2024-13-01): say so.
   const value = properties[key!]
   if (def.type === 'date' && typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) && !value.startsWith('0000')) {

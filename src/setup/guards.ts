@@ -22,8 +22,9 @@ export async function countLiveWithValue(tx: Queryable, orgId: string, type: str
   return one(tx, `SELECT count(*) AS n ${LIVE_OF_TYPE} AND ${PRESENT}`, [orgId, type, property])
 }
 
+/** Live assets without a value of `property`, an empty one (`""`, `[]`) counting as none, as for a required property (CONTRACT §2, §4). */
 export async function countLiveWithoutValue(tx: Queryable, orgId: string, type: string, property: string): Promise<number> {
-  return one(tx, `SELECT count(*) AS n ${LIVE_OF_TYPE} AND NOT (${PRESENT})`, [orgId, type, property])
+  return one(tx, `SELECT count(*) AS n ${LIVE_OF_TYPE} AND NOT (${PRESENT} AND properties -> $3::text NOT IN ('""'::jsonb, '[]'::jsonb))`, [orgId, type, property])
 }
 
 /** Live assets whose value of `p` does not fit `p` (the definition about to be stored). */

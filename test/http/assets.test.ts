@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { ACME } from '../helpers/fixtures.js'
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
@@ -154,6 +157,40 @@ for (const store of STORES) {
       const clear = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'changed', properties: { hostname: null } } })
       expect(clear.status).toBe(422)
       expect((await t.request('GET', `/api/v1/assets/${a.id}`)).body.data).toEqual(a)
+    })
+
+    it('refuses an empty value ("" or []) of a required property, as a missing one, on create, PATCH and PUT; white space is a value', async () => {
+      // A type whose required properties are a text and a multi-select (CONTRACT §2 "missing
+      // required property"; §4: missing, null, "" and [] are empty).
+      const contract = { key: 'contract', name: 'Contract', properties: [
+        { key: 'ref', type: 'unique_key', required: true },
+        { key: 'signatory', type: 'text', required: true },
+        { key: 'regions', type: 'multi_select', options: ['eu', 'us'], required: true },
+      ] }
+      await applySetup(t.store.db, { ...ACME, metamodel: { ...ACME.metamodel, asset_types: [...ACME.metamodel.asset_types, contract] } } as unknown as SetupFile)
+      const body = (ref: string, properties: Record<string, unknown>) => ({ asset_type_key: 'contract', name: ref, properties: { ref, signatory: 'ann', regions: ['eu'], ...properties } })
+      const empty = await t.request('POST', '/api/v1/assets', { body: body('c-1', { signatory: '', regions: [] }) })
+      expect(empty.status).toBe(422)
+      expect(empty.body.errors).toEqual([
+        { status: '422', code: 'validation_failed', detail: 'signatory is required for asset type contract: an empty value ("") is none', source: { pointer: '/properties/signatory' } },
+        { status: '422', code: 'validation_failed', detail: 'regions is required for asset type contract: an empty value ([]) is none', source: { pointer: '/properties/regions' } },
+      ])
+      const upsert = await t.request('PUT', '/api/v1/assets/contract:ref:c-1', { body: { name: 'c-1', properties: { signatory: '', regions: ['eu'] } } })
+      expect(upsert.status).toBe(422)
+      expect(upsert.body.errors[0].source).toEqual({ pointer: '/properties/signatory' })
+      expect((await t.request('GET', '/api/v1/assets/contract:ref:c-1')).status).toBe(404)
+      const blank = await t.request('POST', '/api/v1/assets', { body: body('c-2', { signatory: ' ' }) })
+      expect(blank.status).toBe(201)
+      for (const properties of [{ signatory: '' }, { regions: [] }]) {
+        const patch = await t.request('PATCH', '/api/v1/assets/contract:ref:c-2', { body: { name: 'renamed', properties } })
+        expect(patch.status, JSON.stringify(properties)).toBe(422)
+        expect(patch.body.errors[0].detail, JSON.stringify(properties)).toMatch(/is required for asset type contract: an empty value/)
+      }
+      expect((await t.request('GET', '/api/v1/assets/contract:ref:c-2')).body.data).toEqual(blank.body.data)
+      // An optional property may be empty.
+      const optional = await t.request('POST', '/api/v1/assets', { body: server('empty-optional', { owner: '', tags: [] }) })
+      expect(optional.status).toBe(201)
+      expect(optional.body.data.properties).toMatchObject({ owner: '', tags: [] })
     })
 
     it('PATCH with the values the asset holds writes nothing: updated_at kept, single and bulk', async () => {

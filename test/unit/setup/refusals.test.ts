@@ -134,9 +134,12 @@ for (const kind of STORES) {
       await givenAsset(store.db, orgId, 'server', { hostname: 'a', owner: 'ann' })
       await givenAsset(store.db, orgId, 'server', { hostname: 'b' })
       await givenAsset(store.db, orgId, 'server', { hostname: 'c', owner: null })
+      // An empty value is none (CONTRACT §4), which a required property may not hold.
+      await givenAsset(store.db, orgId, 'server', { hostname: 'e', owner: '' })
+      await givenAsset(store.db, orgId, 'server', { hostname: 'f', owner: ' ' })
       await givenAsset(store.db, orgId, 'server', { hostname: 'd' }, { archived: true })
       prop(s, 'owner').required = true
-      await expectRefused(orgId, s, `organization ${org}: cannot make property server.owner required: 2 live assets have no value`)
+      await expectRefused(orgId, s, `organization ${org}: cannot make property server.owner required: 3 live assets have no value`)
     })
 
     it('adding a required property to a type with live assets', async () => {
