@@ -37,11 +37,22 @@ const FLUSH_DELAY_MS = 10
 /** A receiver's Retry-After is honoured up to a week. */
 const MAX_RETRY_AFTER_SECONDS = 7 * 86400
 
-/** `Retry-After`: delay-seconds or an HTTP date (RFC 9110 §10.2.3); null when absent or unreadable. */
+/**
+ * An HTTP date begins with its day's name (RFC 9110 §5.6.7: `Sun, 06 Nov 1994 08:49:37 GMT`, and
+ * the obsolete `Sunday, 06-Nov-94 …` and `Sun Nov  6 …`). Date.parse alone also reads `1.5`, `-5`
+ * or `2` as dates long past, which would make a retry immediate.
+ */
+const HTTP_DATE = /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? /
+
+/**
+ * `Retry-After`: delay-seconds or an HTTP date (RFC 9110 §10.2.3); null when absent or unreadable
+ * (`1.5`, `-5`: the schedule applies).
+ */
 export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | null {
-  const text = Array.isArray(value) ? value[0] : value
-  if (text === undefined || text.trim() === '') return null
-  if (/^\d+$/.test(text.trim())) return Math.min(Number(text.trim()), MAX_RETRY_AFTER_SECONDS)
+  const text = (Array.isArray(value) ? value[0] : value)?.trim()
+  if (text === undefined || text === '') return null
+  if (/^\d+$/.test(text)) return Math.min(Number(text), MAX_RETRY_AFTER_SECONDS)
+  if (!HTTP_DATE.test(text)) return null
   const date = Date.parse(text)
   if (Number.isNaN(date)) return null
   return Math.min(Math.max(0, Math.ceil((date - now) / 1000)), MAX_RETRY_AFTER_SECONDS)

@@ -392,7 +392,12 @@ describe('Retry-After', () => {
     expect(parseRetryAfter('120', now)).toBe(120)
     expect(parseRetryAfter('Mon, 23 Nov 2026 10:00:30 GMT', now)).toBe(30)
     expect(parseRetryAfter('Mon, 23 Nov 2026 09:00:00 GMT', now)).toBe(0)
+    expect(parseRetryAfter('Monday, 23-Nov-26 10:00:30 GMT', now)).toBe(30)
+    expect(parseRetryAfter('Mon Nov 23 10:00:30 2026', now)).toBe(30)
     expect(parseRetryAfter('soon', now)).toBeNull()
+    // Neither delay-seconds nor a date (Date.parse reads each as a date long past: retried at once).
+    for (const odd of ['1.5', '-5', '-0', '+3', '3abc', '2026-11-23']) expect(parseRetryAfter(odd, now), odd).toBeNull()
+    expect(parseRetryAfter(' 2 ', now)).toBe(2)
     expect(parseRetryAfter(undefined, now)).toBeNull()
     expect(parseRetryAfter('99999999', now)).toBe(7 * 86400)
   })
