@@ -1,7 +1,7 @@
 import { postgresTarget, type Config } from './core/config.js'
 import { openDb, reachPostgres, type Db } from './store/db.js'
 import { migrate } from './store/migrate.js'
-import { isStoreUnreachable } from './core/pg-errors.js'
+import { isStoreUnreachable } from './store/unreachable.js'
 
 /*
  * Opening the store as the commands do, in a module of its own: `kbis apply`, `keys` and `users`

@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { AppError, Errors, errorBody, type ErrorDef, type Issue } from './errors.js'
-import { DISK_FULL, isPgError, isStoreUnreachable, mapPgError } from './pg-errors.js'
+import { DISK_FULL, isPgError, mapPgError } from './pg-errors.js'
+import { isStoreUnreachable } from '../store/unreachable.js'
 import { escapePointer } from './json.js'
 import { discardBody } from './http-layer.js'
 import { writes } from './writes.js'

@@ -40,20 +40,3 @@ export function isPgError(err: unknown, code: string, constraint?: string): bool
   const e = err as { code?: unknown; constraint?: unknown }
   return e.code === code && (constraint === undefined || e.constraint === constraint)
 }
-
-// A store that cannot be reached: the socket's errors, PostgreSQL's connection exceptions (class
-// 08), a server shutting down or starting (57P01–57P03), no connection slot left (53300), and a
-// new connection refused: the database is gone (dropped, renamed: 3D000) or the login no longer
-// works (28000, 28P01). The log line says which.
-const UNREACHABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
-const UNREACHABLE_SQLSTATE = new Set(['57P01', '57P02', '57P03', '53300', '3D000', '28000', '28P01'])
-// pg and pg-pool give these no code: a connection that broke, a pool that could not connect in time.
-const UNREACHABLE_MESSAGE = /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable)$/
-
-/** Whether `err` says the store cannot be reached (not that a statement was wrong). */
-export function isStoreUnreachable(err: unknown): boolean {
-  if (typeof err !== 'object' || err === null) return false
-  const { code, message } = err as { code?: unknown; message?: unknown }
-  if (typeof code === 'string' && (UNREACHABLE_ERRNO.has(code) || UNREACHABLE_SQLSTATE.has(code) || code.startsWith('08'))) return true
-  return typeof message === 'string' && UNREACHABLE_MESSAGE.test(message)
-}

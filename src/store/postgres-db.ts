@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto'
 import pg from 'pg'
 import { copyLines } from './copy.js'
 import { retryTransient } from './retry.js'
+import { markConnectFailure } from './unreachable.js'
 import { parseTimestamptz } from './timestamps.js'
 import { BACKGROUND_SQL, runCommitted, type Db, type ListenEvents, type QueryHook, type QueryOptions, type QueryResult, type StoreOptions, type Tx } from './db-api.js'
 
@@ -55,15 +56,33 @@ class PostgresDb implements Db {
   async query<R>(sql: string, params: readonly unknown[] = [], options: QueryOptions = {}): Promise<QueryResult<R>> {
     if (!sql.startsWith(BACKGROUND_SQL)) this.onQuery?.(sql)
     if (options.prepare !== undefined) return this.queryPrepared<R>(options.prepare === true ? statementName(sql) : options.prepare, sql, params)
-    const res = await this.pool.query(sql, params as unknown[])
-    return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
+    return this.onConnection(async (client) => {
+      const res = await client.query(sql, params as unknown[])
+      return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
+    })
   }
 
-  /** QueryOptions.prepare: the statement under `name`, within PREPARED_PER_CONNECTION. */
-  private async queryPrepared<R>(name: string, sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
+  /**
+   * `fn` on a pooled connection, given back afterwards. A statement's own error leaves the
+   * connection sound, and it goes back to the pool (pool.query would drop it); any other error
+   * drops it.
+   */
+  private async onConnection<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const { client, release } = await this.checkout()
     let failure: Error | undefined
     try {
+      return await fn(client)
+    } catch (err) {
+      if (!(err instanceof pg.DatabaseError)) failure = err as Error
+      throw err
+    } finally {
+      release(failure)
+    }
+  }
+
+  /** QueryOptions.prepare: the statement under `name`, within PREPARED_PER_CONNECTION. */
+  private queryPrepared<R>(name: string, sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
+    return this.onConnection(async (client) => {
       const held = preparedOn(client)
       if (held !== undefined && held[name] === undefined && Object.keys(held).length >= PREPARED_PER_CONNECTION) {
         await client.query('DEALLOCATE ALL')
@@ -85,13 +104,7 @@ class PostgresDb implements Db {
         return client.query(query)
       })
       return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 }
-    } catch (err) {
-      // As pool.query does, less a statement's own error: the connection itself is sound.
-      if (!(err instanceof pg.DatabaseError)) failure = err as Error
-      throw err
-    } finally {
-      release(failure)
-    }
+    })
   }
 
   /**
@@ -102,7 +115,7 @@ class PostgresDb implements Db {
    * given back as broken, so the pool drops it instead of handing it out again.
    */
   private async checkout(): Promise<{ client: pg.PoolClient; release: (failure?: Error) => void }> {
-    const client = await this.pool.connect()
+    const client = await this.pool.connect().catch((err: unknown) => { throw markConnectFailure(err) })
     let lost: Error | undefined
     const onError = (err: Error) => { lost = err }
     client.on('error', onError)
@@ -117,17 +130,8 @@ class PostgresDb implements Db {
 
   async copyLines(select: string, params: readonly unknown[]): Promise<Buffer[]> {
     this.onQuery?.(select)
-    const { client, release } = await this.checkout()
-    let failure: Error | undefined
-    try {
-      return await copyLines(client, select, params)
-    } catch (err) {
-      // A connection that broke mid-COPY is dropped, not handed to the next request.
-      if (!(err instanceof pg.DatabaseError)) failure = err as Error
-      throw err
-    } finally {
-      release(failure)
-    }
+    // A connection that broke mid-COPY is dropped, not handed to the next request.
+    return this.onConnection((client) => copyLines(client, select, params))
   }
 
   /** Transactions run again after a deadlock or serialization failure (store/retry.ts). */

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis'
 import { connectRedis } from './redis.js'
 import { Outage } from './outage.js'
+import { isStoreUnreachable } from './unreachable.js'
 import { openDb, type Db, type ListenEvents, type QueryOptions, type QueryResult, type Tx } from './db.js'
 
 /**
@@ -63,16 +64,6 @@ class PrimaryMarks implements WriteMarks {
     return res.rowCount > 0
   }
   async close(): Promise<void> {}
-}
-
-/** SQLSTATE classes and socket errors that mean "the replica cannot answer now", not "the query is wrong". */
-function replicaUnavailable(err: unknown): boolean {
-  const e = err as { code?: unknown; message?: unknown }
-  const code = typeof e.code === 'string' ? e.code : ''
-  if (code.startsWith('08') || code.startsWith('57P') || code === '53300') return true
-  if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH'].includes(code)) return true
-  const message = typeof e.message === 'string' ? e.message : ''
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(message)
 }
 
 /**
@@ -143,7 +134,7 @@ export class ReplicaReader implements Db {
         this.outage.answered()
         return result
       } catch (err) {
-        if (replicaUnavailable(err)) this.outage.failed(err, onDown)
+        if (isStoreUnreachable(err)) this.outage.failed(err, onDown)
         else if (!replicaBehind(err)) throw err
       }
     }

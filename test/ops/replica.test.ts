@@ -8,7 +8,7 @@ import { migrate } from '../../src/store/migrate.js'
 import { applySetup } from '../../src/setup/apply.js'
 import type { SetupFile } from '../../src/setup/schema.js'
 import { createKeyFromCli } from '../../src/keys/cli.js'
-import { STORES } from '../helpers/stores.js'
+import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
 import { ACME } from '../helpers/fixtures.js'
 import { startReplicaPair, type ReplicaPair } from '../helpers/replica.js'
 import { openReadRouting } from '../../src/store/replica.js'
@@ -171,4 +171,53 @@ describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming re
     expect(later.statusCode).toBe(200)
     expect(lines.filter((l) => l.msg === 'read replica unavailable; reading from the primary for a while').map((l) => l.request_id)).toEqual(['replica-down-1'])
   })
+})
+
+/**
+ * A replica that refuses the connection at login (its database is not there, or does not accept
+ * connections) cannot answer either: reads fall back to the primary as for a replica that is down.
+ */
+describe.runIf(STORES.includes('postgres'))('postgres: a replica that refuses the login', () => {
+  let store: TestStore
+  const closed = `kbis_closed_replica_${process.pid}_${Date.now()}`
+  let admin: Db
+  beforeAll(async () => {
+    store = await createTestStore('postgres')
+    await applySetup(store.db, ACME as unknown as SetupFile)
+    admin = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL, poolSize: 1 })
+    await admin.query(`CREATE DATABASE ${closed}`)
+    await admin.query(`ALTER DATABASE ${closed} ALLOW_CONNECTIONS false`)
+  })
+  afterAll(async () => {
+    await admin?.query(`DROP DATABASE IF EXISTS ${closed}`)
+    await admin?.close()
+    await store?.drop()
+  })
+
+  for (const [what, database] of [['is not there (3D000)', `kbis_no_replica_${process.pid}`], ['does not accept connections (55000)', closed]] as const) {
+    it(`reads from the primary when the replica's database ${what}`, async () => {
+      const readUrl = new URL(process.env.TEST_DATABASE_URL!)
+      readUrl.pathname = `/${database}`
+      const lines: Record<string, unknown>[] = []
+      const stream = new Writable({ write(chunk, _enc, done) { lines.push(JSON.parse(String(chunk))); done() } })
+      const app = await buildApp({ db: store.db, config: loadConfig({}, { databaseReadUrl: readUrl.toString(), readAfterWriteMs: 100 }), logger: { level: 'warn', stream } })
+      try {
+        const { secret } = await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: `refused ${database}`, type: 'Admin', roles: ['all'] })
+        const headers = { authorization: `Bearer ${secret}`, 'x-request-id': 'refused-1' }
+        const created = await app.inject({ method: 'POST', url: '/api/v1/assets', headers, payload: { asset_type_key: 'note', name: `note ${database}` } })
+        expect(created.statusCode).toBe(201)
+        // Past the read-after-write window, so that the list is a replica read.
+        await new Promise((resolve) => setTimeout(resolve, 200))
+        const list = await app.inject({ method: 'GET', url: `/api/v1/assets?filter[name]=note ${database}`, headers })
+        expect(list.statusCode, list.body).toBe(200)
+        expect(list.json().data.map((a: { id: string }) => a.id)).toEqual([created.json().data.id])
+        const search = await app.inject({ method: 'POST', url: '/api/v1/search/assets', headers, payload: { filter: { field: 'name', operator: 'equals', value: `note ${database}` } } })
+        expect(search.statusCode, search.body).toBe(200)
+        expect(search.json().meta.page.total_items).toBe(1)
+        expect(lines.filter((l) => l.msg === 'read replica unavailable; reading from the primary for a while').map((l) => l.request_id)).toEqual(['refused-1'])
+      } finally {
+        await app.close()
+      }
+    })
+  }
 })
