@@ -6,16 +6,19 @@ import type { ApiKeyRow } from './sql.js'
 
 const API_KEY_FIELDS = ['name', 'description', 'permission_type', 'role_keys', 'owner_user_id'] as const
 
+/** The record fields of a key that differ between `before` and `after` (what `api_key.updated` lists). */
+export function changedKeyFields(before: Pick<ApiKeyRow, typeof API_KEY_FIELDS[number]>, after: Pick<ApiKeyRow, typeof API_KEY_FIELDS[number]>): typeof API_KEY_FIELDS[number][] {
+  return API_KEY_FIELDS.filter((field) => !sameJson(before[field], after[field]))
+}
+
 /** `api_key.*` of one key: the record without secret; `updated` only when a record field changed. */
 export async function writeApiKeyEvent(tx: Queryable, origin: EventOrigin, type: 'api_key.created' | 'api_key.updated' | 'api_key.deleted', row: ApiKeyRow, before?: ApiKeyRow): Promise<void> {
   let changes: EventData['changes']
   if (type === 'api_key.updated') {
     if (!before) throw new Error('api_key.updated needs the key as it was')
-    changes = {}
-    for (const field of API_KEY_FIELDS) {
-      if (!sameJson(before[field], row[field])) changes[field] = { from: before[field], to: row[field] }
-    }
-    if (Object.keys(changes).length === 0) return
+    const changed = changedKeyFields(before, row)
+    if (changed.length === 0) return
+    changes = Object.fromEntries(changed.map((field) => [field, { from: before[field], to: row[field] }]))
   }
   await writeEvents(tx, origin, [{
     type,

@@ -1,6 +1,6 @@
 import type { Queryable } from '../store/db.js'
 import type { EventOrigin } from '../outbox/write.js'
-import { writeApiKeyEvent } from './events.js'
+import { changedKeyFields, writeApiKeyEvent } from './events.js'
 import { Params, selectPage } from '../store/sql.js'
 
 /** What a key is, as it is written and read back (the secret's hash is written, never read). */
@@ -87,9 +87,11 @@ export interface ApiKeyChange {
 
 /**
  * THE update of a key (PATCH, transfer); writes `api_key.updated` with the changed record fields
- * when any changed. `before` is the row as the caller locked it.
+ * when any changed. `before` is the row as the caller locked it. A change that changes nothing
+ * writes nothing: `updated_at` is kept and no event is written, as for assets (CONTRACT §13).
  */
 export async function updateApiKey(tx: Queryable, origin: EventOrigin, before: ApiKeyRow, change: ApiKeyChange): Promise<ApiKeyRow> {
+  if (changedKeyFields(before, change).length === 0) return before
   const result = await tx.query<ApiKeyRow>(
     `UPDATE api_keys SET name = $3, description = $4, permission_type = $5, role_keys = $6::text[], owner_user_id = $7,
             updated_at = date_trunc('second', now())

@@ -156,6 +156,23 @@ for (const store of STORES) {
       expect(cleared.body.data).toMatchObject({ name: 'new', description: null, permission_type: 'Viewer' })
     })
 
+    it('writes nothing for a PATCH that changes nothing: updated_at kept, no event (as for assets)', async () => {
+      const created = (await create({ name: 'same', permission_type: 'Editor', role_keys: ['all'] })).body.data
+      await t.store.db.query(`UPDATE api_keys SET updated_at = '2020-01-01T00:00:00Z' WHERE id = $1`, [created.id])
+      const events = async () => (await t.request('GET', `/api/v1/events?filter[subject]=api-keys/${created.id}`)).body.data.map((e: { type: string }) => e.type)
+      await t.settled()
+      expect(await events()).toEqual(['api_key.created'])
+      for (const body of [{}, { name: 'same' }, { name: 'same', description: null, permission_type: 'Editor', role_keys: ['all'], owner_user_id: users.owner }]) {
+        const res = await t.request('PATCH', `/api/v1/api-keys/${created.id}`, { body })
+        expect(res.status, JSON.stringify(body)).toBe(200)
+        expect(res.body.data.updated_at, JSON.stringify(body)).toBe('2020-01-01T00:00:00Z')
+      }
+      const renamed = await t.request('PATCH', `/api/v1/api-keys/${created.id}`, { body: { name: 'other' } })
+      expect(renamed.body.data.updated_at).not.toBe('2020-01-01T00:00:00Z')
+      await t.settled()
+      expect(await events()).toEqual(['api_key.created', 'api_key.updated'])
+    })
+
     it('lets a key below Admin grant only roles it holds itself, even when its owner holds more (CONTRACT §9)', async () => {
       // The owner (an Owner user) holds all and it_editor; this Editor key of theirs holds it_editor only.
       const narrow = await t.givenKey({ user: 'owner@acme.test', type: 'Editor', roles: ['it_editor'] })
