@@ -78,6 +78,7 @@ export async function webhookUrlIssue(raw: string, allowPrivate: boolean): Promi
     return issue('url must be an absolute http or https URL')
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return issue(`url must use http or https, not ${url.protocol.slice(0, -1)}`)
+  if (!WRITTEN_IN_FULL.test(raw)) return issue('url must be written in full, http://host/… or https://host/…, without blanks')
   if (url.username !== '' || url.password !== '') return issue('url must not contain credentials (user:password@)')
   if (allowPrivate) return null
   const host = hostOf(url)
@@ -95,6 +96,13 @@ export async function webhookUrlIssue(raw: string, allowPrivate: boolean): Promi
 }
 
 const LOCALHOST_NAME = /^(?:.+\.)?localhost\.?$/i
+
+/**
+ * The URL as written, not only as the URL parser repairs it: it reads `http:///x`,
+ * `https:example.com`, `http:\\x` or ` https://x ` as URLs of some host, but the text stored
+ * and shown back is the one sent.
+ */
+const WRITTEN_IN_FULL = /^https?:\/\/[^/\\?#\s]\S*$/i
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void
 

@@ -110,10 +110,14 @@ for (const store of STORES) {
         ['ftp://hooks.example.com/x', 'url must use http or https, not ftp'],
         ['hooks.example.com/x', 'url must be an absolute http or https URL'],
         ['https://user:pw@hooks.example.com/x', 'url must not contain credentials (user:password@)'],
+        // What the URL parser would repair into some host's URL, stored as sent.
+        ...['http:///hooks.example.com/x', 'https:hooks.example.com/x', 'https:\\\\hooks.example.com\\x', ' https://hooks.example.com/x', 'https://hooks.example.com/a b']
+          .map((written) => [written, 'url must be written in full, http://host/… or https://host/…, without blanks'] as const),
       ] as const) {
         const res = await create({ url, event_types: ['*'] })
         expect({ url, status: res.status, body: res.body }).toEqual({ url, status: 422, body: { errors: [invalid(detail, '/url')] } })
       }
+      expect((await create({ url: 'HTTPS://hooks.example.com/x?a=1#f', event_types: ['*'] })).status).toBe(201)
     })
 
     it('refuses loopback, private, link-local and unique-local addresses, literal or resolved (SSRF)', async () => {
