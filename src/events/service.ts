@@ -3,6 +3,7 @@ import type { RequestContext } from '../request/context.js'
 import { isUuid } from '../core/time.js'
 import { offsetOf, pageMeta, type JsonPage, type Page } from '../core/pagination.js'
 import { findAsset } from '../assets/service.js'
+import { parseAssetRef } from '../metamodel/refs.js'
 import { EVENT_TYPES } from '../outbox/cloud-event.js'
 import { selectFeed, selectFeedBounds, selectHistoryPage } from './sql.js'
 
@@ -57,7 +58,7 @@ export async function readFeed(ctx: RequestContext, req: FeedRequest): Promise<F
   }
   const from = after ?? purged
   const types = req.types === undefined ? null : eventTypes(req.types)
-  const subject = req.subject === undefined ? null : eventSubject(req.subject)
+  const subject = req.subject === undefined ? null : await eventSubject(ctx, req.subject)
   const size = req.size ?? DEFAULT_FEED_SIZE
   const rows = await selectFeed(ctx.db, ctx.auth, {
     after: from,
@@ -88,16 +89,30 @@ function eventTypes(list: string): string[] | null {
   return types.length > 0 ? types : null
 }
 
-/** `filter[subject]`: `assets/<id>`, `relationships/<id>` or `api-keys/<id>`, the id a UUID (any case). */
-function eventSubject(subject: string): string {
+/** A subject no event has (the nil UUID): what a composite key that names no live asset the key sees filters for. */
+const NO_SUBJECT = 'assets/00000000-0000-0000-0000-000000000000'
+
+/**
+ * `filter[subject]`: `assets/<id>`, `relationships/<id>` or `api-keys/<id>`, the id a UUID (any
+ * case); an asset also by its composite key, as wherever an asset is named (CONTRACT §2): the
+ * live asset it names now. One that names no asset the key can see filters for nothing, as an
+ * unknown UUID does.
+ */
+async function eventSubject(ctx: RequestContext, subject: string): Promise<string> {
   const [kind, id, ...rest] = subject.split('/')
-  if (rest.length > 0 || (kind !== 'assets' && kind !== 'relationships' && kind !== 'api-keys') || id === undefined || !isUuid(id)) {
-    throw new AppError(Errors.INVALID_FILTER, [{
-      detail: 'filter[subject] must be assets/<id>, relationships/<id> or api-keys/<id>, the id a UUID',
-      parameter: 'filter[subject]',
-    }])
+  const known = rest.length === 0 && (kind === 'assets' || kind === 'relationships' || kind === 'api-keys') && id !== undefined
+  if (known && isUuid(id)) return `${kind}/${id.toLowerCase()}`
+  if (known && kind === 'assets' && parseAssetRef(id, ctx.metamodel) !== null) {
+    const asset = await findAsset(ctx, id, 'view').catch((err: unknown) => {
+      if (err instanceof AppError && err.def === Errors.NOT_FOUND) return null
+      throw err
+    })
+    return asset ? `assets/${asset.id}` : NO_SUBJECT
   }
-  return `${kind}/${id.toLowerCase()}`
+  throw new AppError(Errors.INVALID_FILTER, [{
+    detail: 'filter[subject] must be assets/<id>, relationships/<id> or api-keys/<id>, the id a UUID (an asset also by its composite key, e.g. assets/server:hostname:web-01)',
+    parameter: 'filter[subject]',
+  }])
 }
 
 /**

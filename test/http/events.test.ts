@@ -204,6 +204,33 @@ for (const store of STORES) {
       }
     })
 
+    it('takes an asset\'s composite key in filter[subject]: the live asset it names; one naming none filters for nothing', async () => {
+      const a = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'application', name: 'subject-1', access_domain_key: 'finance', properties: { code: 'subject-1' } } })).body.data
+      await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'subject-1b' } })
+      const byId = await feed(null, `&filter[subject]=assets/${a.id}`)
+      expect(byId.events.map((e) => e.type)).toEqual(['asset.created', 'asset.updated'])
+      expect((await feed(null, '&filter[subject]=assets/application:code:subject-1')).events).toEqual(byId.events)
+      for (const none of ['assets/application:code:nobody', 'assets/server:hostname:subject-1']) {
+        const res = await t.request('GET', `/api/v1/events?filter[subject]=${none}`)
+        expect(res.status, none).toBe(200)
+        expect(res.body.data, none).toEqual([])
+        expect(res.body.meta.has_more).toBe(false)
+      }
+      // A key that cannot see the asset (it_editor: applications in it only) learns nothing of it: the same empty feed, no 404.
+      const itOnly = await t.givenKey({ type: 'Editor', user: 'editor@acme.test', roles: ['it_editor'] })
+      await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { access_domain_key: 'it' } })
+      const moved = await t.request('GET', '/api/v1/events?filter[subject]=assets/application:code:subject-1', { key: itOnly })
+      expect(moved.body.data.map((e: { type: string }) => e.type)).toEqual(['asset.updated'])
+      await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { access_domain_key: null } })
+      const hidden = await t.request('GET', '/api/v1/events?filter[subject]=assets/application:code:subject-1', { key: itOnly })
+      expect(hidden.status).toBe(200)
+      expect(hidden.body.data).toEqual([])
+      // No composite key: the type is unknown, or has no unique key.
+      for (const subject of ['assets/printer:serial:x', 'assets/note:body:x']) {
+        expect((await t.request('GET', `/api/v1/events?filter[subject]=${subject}`)).status, subject).toBe(400)
+      }
+    })
+
     it('filters by type and subject; pages follow next_cursor; an empty page keeps the cursor', async () => {
       const a = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'f-1' } })).body.data
       await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'f-2' } })
