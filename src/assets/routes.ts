@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { requirePermission } from '../core/auth/permissions.js'
-import { assetCreateBody, assetGetQuery, assetIdParams, assetListQuery, assetPatchBody, assetPutBody, assetResponses } from './schemas.js'
+import { assetCreateBody, assetGetQuery, assetIdParams, assetKeyParams, assetListQuery, assetPatchBody, assetPutBody, assetResponses } from './schemas.js'
 import { archiveAssetByRef, createAsset, getAsset, updateAsset, upsertAsset } from './service.js'
 import type { UpsertItem } from './upsert.js'
 import { dryRun, dryRunEnvelope, sendDryRun, upsertQuery, writeQuery } from '../request/dry-run.js'
@@ -81,7 +81,7 @@ export async function assetRoutes(app: FastifyInstance): Promise<void> {
       tags,
       summary: 'Create or replace an asset by composite key (upsert; ?merge=true merges as PATCH)',
       description: '201 when created, 200 when updated or unchanged (an asset whose values equal the stored ones is not written: updated_at stays). With dry_run=true: 200 {"data": null, "meta": {"dry_run": true, "items": 1}}.',
-      params: assetIdParams, body: assetPutBody, querystring: upsertQuery,
+      params: assetKeyParams, body: assetPutBody, querystring: upsertQuery,
       response: { 201: assetResponses.one, 200: assetResponses.one, 404: assetResponses.notFound, 409: assetResponses.conflict, 422: assetResponses.invalid, ...assetResponses.errors },
     },
   }, async (request, reply) => {

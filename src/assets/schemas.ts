@@ -94,6 +94,19 @@ export const assetIdParams = {
   properties: { id: { type: 'string', description: 'UUID or composite key {asset_type_key}:{unique_property_key}:{value}.' } },
 } as const
 
+/** PUT (upsert): the asset is named by its natural key, which also says what to create. */
+export const assetKeyParams = {
+  type: 'object',
+  required: ['id'],
+  properties: {
+    id: {
+      type: 'string',
+      description: 'Composite key {asset_type_key}:{unique_property_key}:{value}, e.g. server:hostname:web-01. ' +
+        'A UUID names no asset here (404: to change an asset by its id, PATCH /assets/{id}).',
+    },
+  },
+} as const
+
 export const includeQuerySchema = {
   include: {
     type: 'string',
