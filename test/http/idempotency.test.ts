@@ -68,6 +68,17 @@ for (const store of STORES) {
       expect(await count('idem-reuse-%')).toBe(1)
     })
 
+    it('takes a body whose members come in another order, at any depth, as the same body; items in another order are another body', async () => {
+      const body = { asset_type_key: 'server', name: 'idem-order-1', properties: { hostname: 'idem-order-1', environment: 'prod', tags: ['pci', 'gdpr'] } }
+      const first = await send('POST', '/api/v1/assets', 'order-1', body)
+      expect(first.status).toBe(201)
+      const reordered = { properties: { tags: ['pci', 'gdpr'], environment: 'prod', hostname: 'idem-order-1' }, name: 'idem-order-1', asset_type_key: 'server' }
+      expect(await send('POST', '/api/v1/assets', 'order-1', reordered)).toEqual({ status: 201, raw: first.raw, replayed: 'true', type: 'application/json; charset=utf-8' })
+      const items = await send('POST', '/api/v1/assets', 'order-1', { ...body, properties: { ...body.properties, tags: ['gdpr', 'pci'] } })
+      expect(JSON.parse(items.raw).errors[0].code).toBe('idempotency_key_reused')
+      expect(await count('idem-order-%')).toBe(1)
+    })
+
     it('scopes a key by API key, method and path', async () => {
       const otherKey = await t.givenKey({ type: 'Editor' })
       expect((await send('POST', '/api/v1/assets', 'scope-1', server('idem-scope-a'))).status).toBe(201)
