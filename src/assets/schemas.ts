@@ -136,7 +136,7 @@ export const assetListQuery = {
     ...includeQuerySchema,
   },
   patternProperties: {
-    '^filter\\[[^\\]]+\\]$': { type: 'string', description: 'Equality filter: filter[asset_type_key], filter[properties.<key>], …' },
+    '^filter\\[[^\\]]+\\]$': { type: 'string', description: 'Equality filter: filter[asset_type_key], filter[properties.<key>], …; filter[access_domain_key]= (empty) lists the assets without an access domain.' },
     ...relationshipsFilterPattern,
   },
 } as const

@@ -1,5 +1,5 @@
 import type { Metamodel } from '../metamodel/types.js'
-import { conditionNode, groupNode, type FilterNode, type GroupNode } from './ast.js'
+import { conditionNode, groupNode, type ConditionNode, type FilterNode, type GroupNode } from './ast.js'
 import { LIST_FILTER_COLUMNS, PROPERTY_PREFIX, listFieldsText, type Target } from './fields.js'
 import { MAX_FILTER_CONDITIONS } from './limits.js'
 import { failFilter, listSource, resolveCondition, type ResolvedNode } from './resolve.js'
@@ -40,6 +40,15 @@ export function parseListFilters(query: Record<string, unknown>): GroupNode {
 }
 
 /**
+ * `filter[access_domain_key]=` (an empty value): the assets with no access domain (`null`, CONTRACT
+ * §2). No domain key is empty (keys match `^[a-z][a-z0-9_]{0,62}$`), so the empty value can mean
+ * nothing else, and an equality filter has no other way to ask for null.
+ */
+function noDomainAsEmpty(condition: ConditionNode): ConditionNode {
+  return condition.field === 'access_domain_key' && condition.value === '' ? conditionNode('access_domain_key', 'is_empty', undefined, condition.pointer) : condition
+}
+
+/**
  * Resolves the group of {@link parseListFilters}: each string is parsed by the field's type
  * (`"16"` → 16, `"true"` → true, dates and UUIDs checked); on a multi-select, equality means "the
  * array includes the value". `source_asset_id` / `target_asset_id` also take a composite key
@@ -58,7 +67,7 @@ export function resolveListFilters(node: GroupNode, target: Target, metamodel: M
     if (!listed) {
       failFilter(source.locate('field'), `unknown list filter field ${describeValue(child.field)}; list filters take ${listFieldsText(target)}`)
     }
-    return resolveCondition(child, target, metamodel, source)
+    return resolveCondition(noDomainAsEmpty(child), target, metamodel, source)
   })
   return Object.freeze({ kind: 'and', children: Object.freeze(children) })
 }

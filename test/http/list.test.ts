@@ -50,6 +50,17 @@ for (const store of STORES) {
       expect(namesOf((await list('?filter[name]=bravo')).body)).toEqual(['bravo'])
     })
 
+    it('lists the assets without an access domain for filter[access_domain_key]= (empty), in lists and exports', async () => {
+      // crm is the one asset created without a domain.
+      const none = await list('?filter[access_domain_key]=')
+      expect(namesOf(none.body)).toEqual(['crm'])
+      expect(none.body.meta.page.total_items).toBe(1)
+      expect(namesOf((await list('?filter[access_domain_key]=&filter[asset_type_key]=server')).body)).toEqual([])
+      const exported = await t.app.inject({ method: 'GET', url: '/api/v1/export/assets?format=ndjson&filter[access_domain_key]=', headers: { authorization: `Bearer ${t.adminKey}` } })
+      expect(exported.statusCode).toBe(200)
+      expect(exported.body.trim().split('\n').map((line) => JSON.parse(line).name)).toEqual(['crm'])
+    })
+
     it('matches a multi-select filter when the array includes the value', async () => {
       expect(namesOf((await list('?filter[properties.tags]=gdpr')).body)).toEqual(['delta'])
       expect(namesOf((await list('?filter[properties.tags]=legacy')).body)).toEqual(['alpha', 'charlie', 'bravo', 'echo'])
