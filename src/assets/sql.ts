@@ -115,6 +115,9 @@ export type UpdatedAsset<A extends UpdateAnswer> = A extends 'rows' ? AssetRow :
  * `changes` computed in SQL from the row as it was (a self-join reads the statement's snapshot,
  * before the write) and as it is: neither document travels to the service for it.
  *
+ * A multi-select set to the options it holds, in another order, keeps its stored order
+ * (multiSelectsToKeep): it is no change.
+ *
  * `skipUnchanged` (upsert): a row whose name, access domain and properties would stay as they
  * are is not written at all (no `updated_at` change) and is missing from the answer.
  * `releaseUnique`: assets whose unique values change and may swap (a → b, b → a): the unique
@@ -153,12 +156,16 @@ async function updateAssetSlice<A extends UpdateAnswer>(
          SELECT b.org_id, b.id, b.name AS b_name, b.access_domain_key AS b_access_domain_key, b.properties AS b_properties, u.event_id, u.diff_keys,
                 coalesce(u.name, b.name) AS name,
                 CASE WHEN u.set_domain THEN u.access_domain_key ELSE b.access_domain_key END AS access_domain_key,
-                CASE WHEN u.replace THEN u.props::jsonb ELSE b.properties || u.props::jsonb END - coalesce(u.cleared, '{}') AS properties,
+                CASE WHEN u.sets IS NULL THEN m.properties
+                     ELSE m.properties || coalesce((SELECT jsonb_object_agg(k, b.properties -> k) FROM json_array_elements_text(u.sets) k
+                                                    WHERE (b.properties -> k) @> (m.properties -> k) AND (m.properties -> k) @> (b.properties -> k)), '{}') END AS properties,
                 CASE WHEN u.set_unique THEN u.unique_value ELSE b.unique_value END AS unique_value
          FROM ${ORG_ROW}
          CROSS JOIN json_to_recordset($2::json) AS u(id uuid, name text, set_domain boolean, access_domain_key text, replace boolean,
-                                              props json, cleared text[], set_unique boolean, unique_value text, event_id uuid, diff_keys json)
+                                              props json, cleared text[], set_unique boolean, unique_value text, event_id uuid, diff_keys json, sets json)
          CROSS JOIN LATERAL (SELECT b.* FROM assets b WHERE b.org_id = o.org_id AND b.id = u.id OFFSET 0) b
+         -- The new document, computed once (the fence keeps it from being inlined at each use).
+         CROSS JOIN LATERAL (SELECT CASE WHEN u.replace THEN u.props::jsonb ELSE b.properties || u.props::jsonb END - coalesce(u.cleared, '{}') AS properties OFFSET 0) m
          WHERE b.archived_at IS NULL
        ) n
        WHERE a.org_id = n.org_id AND a.id = n.id
@@ -177,12 +184,28 @@ async function updateAssetSlice<A extends UpdateAnswer>(
       cleared: change.cleared.length === 0 ? null : change.cleared,
       event_id: eventIds.get(change.id),
       diff_keys: change.replace ? null : [...Object.keys(change.props), ...change.cleared],
+      sets: multiSelectsToKeep(change.props),
     }))), ...eventOriginParams(origin)],
   )
   // A row rewritten with its own values gets no event and changes no remembered count.
   if ((result.rows[0]?.changed ?? 0) > 0) noteDataWrite(tx, orgId)
   // The columns selected are those of `answer`.
   return result.rows.map(({ changed: _, ...row }) => row) as unknown as UpdatedAsset<A>[]
+}
+
+/**
+ * The multi-selects a change sets with two values or more (the only arrays properties hold): a
+ * multi-select is a set, so one sent in another order than the stored one holds the same options,
+ * and the stored array is kept (updateAssets). A nightly sync whose source lists tags in no fixed
+ * order then finds its assets unchanged, writes nothing and emits nothing. Null when none.
+ */
+function multiSelectsToKeep(props: Record<string, unknown>): string[] | null {
+  let keys: string[] | null = null
+  for (const key in props) {
+    const value = props[key]
+    if (Array.isArray(value) && value.length > 1) (keys ??= []).push(key)
+  }
+  return keys
 }
 
 /** A live asset as an upsert that replaces finds it (selectReplaced). */

@@ -210,6 +210,36 @@ for (const store of STORES) {
       expect(changed.body.data.updated_at).not.toBe('2020-01-01T00:00:00Z')
     })
 
+    it('takes a multi-select sent in another order as the same options: the stored order is kept, and alone it is no change (PATCH, PUT, bulk)', async () => {
+      const a = (await t.request('POST', '/api/v1/assets', { body: server('set-1', { tags: ['pci', 'gdpr', 'legacy'] }) })).body.data
+      expect(a.properties.tags).toEqual(['pci', 'gdpr', 'legacy'])
+      await t.store.db.query(`UPDATE assets SET updated_at = '2020-01-01T00:00:00Z' WHERE id = $1`, [a.id])
+      const aged = { ...a, updated_at: '2020-01-01T00:00:00Z' }
+      await t.settled()
+      const events = async () => (await t.request('GET', `/api/v1/events?filter[subject]=assets/${a.id}`)).body.data
+      const patch = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { properties: { tags: ['legacy', 'pci', 'gdpr'] } } })
+      expect(patch.body.data).toEqual(aged)
+      const put = await t.request('PUT', '/api/v1/bulk/assets', { body: [{ id: 'server:hostname:set-1', name: 'set-1', properties: { ...a.properties, tags: ['gdpr', 'legacy', 'pci'] } }] })
+      expect(put.body.data).toEqual([{ id: a.id, client_ref: null, result: 'unchanged' }])
+      expect((await t.request('PATCH', '/api/v1/bulk/assets', { body: [{ id: a.id, properties: { tags: ['gdpr', 'pci', 'legacy'] } }] })).status).toBe(200)
+      expect((await t.request('GET', `/api/v1/assets/${a.id}`)).body.data).toEqual(aged)
+      await t.settled()
+      expect((await events()).map((e: { type: string }) => e.type)).toEqual(['asset.created'])
+      // With another change, that change alone is written and listed; the options keep their order.
+      const renamed = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'set-1b', properties: { tags: ['legacy', 'gdpr', 'pci'] } } })
+      expect(renamed.body.data.properties.tags).toEqual(['pci', 'gdpr', 'legacy'])
+      // Other options are a change, in the order sent.
+      const other = await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { properties: { tags: ['gdpr', 'pci'] } } })
+      expect(other.body.data.properties.tags).toEqual(['gdpr', 'pci'])
+      await t.settled()
+      const changes = (await events()).map((e: { type: string; data: { changes?: unknown } }) => [e.type, e.data.changes ?? null])
+      expect(changes).toEqual([
+        ['asset.created', null],
+        ['asset.updated', { name: { from: 'set-1', to: 'set-1b' } }],
+        ['asset.updated', { 'properties.tags': { from: ['pci', 'gdpr', 'legacy'], to: ['gdpr', 'pci'] } }],
+      ])
+    })
+
     it('refuses an unknown property key set to null (422) on every write, changing nothing', async () => {
       const a = (await t.request('POST', '/api/v1/assets', { body: server('null-key-1') })).body.data
       const unknown = (pointer: string) => ({ status: '422', code: 'validation_failed', detail: 'ownr is not a property of asset type server', source: { pointer } })
