@@ -123,9 +123,11 @@ function registerServe(program: Command, entry: EntryPoint): void {
         say(STOPPED_LINE)
         process.exit(0)
       }, () => process.exit(1))
+      let announcedStop = false
       const stop = (signal: NodeJS.Signals) => {
         if (stopping) return
         stopping = true
+        announcedStop = true
         say(stoppingLine(signal, config.shutdownTimeoutSeconds))
         if (server) void drain(server)
       }
@@ -133,7 +135,11 @@ function registerServe(program: Command, entry: EntryPoint): void {
       process.on('SIGTERM', stop)
       const { isWorker, runPrimary, startWorker } = await import('./workers.js')
       const { startServer } = await import('../server.js')
-      if (stopping) return process.exit(0)
+      if (stopping) {
+        // Said only when the stop's beginning was (a signal while the modules loaded says nothing).
+        if (announcedStop) say(STOPPED_LINE)
+        return process.exit(0)
+      }
       if (flags.workers !== undefined && !isWorker()) {
         // The primary drains its workers itself (cli/workers.ts).
         process.off('SIGINT', stop)
