@@ -153,9 +153,10 @@ function measureInputs(measures: readonly Measure[], projection: Projection): Me
     if (m.type !== 'count_distinct') continue
     const value = valueExpr(m.field, projection)
     if (distinct.has(value)) continue
-    if (m.field.kind === 'property' && m.field.kinds.length === 1 && m.field.kinds[0] === 'multi') {
+    const options = optionsExpr(m.field, projection)
+    if (options !== null) {
       const x = `x${joins.length}`
-      joins.push(`LEFT JOIN LATERAL unnest(${value}) WITH ORDINALITY AS ${x}(v, o) ON TRUE`)
+      joins.push(`LEFT JOIN LATERAL unnest(${options}) WITH ORDINALITY AS ${x}(v, o) ON TRUE`)
       firsts.push(`COALESCE(${x}.o, 1) = 1`)
       distinct.set(value, { grouped: `${x}.v`, counted: same })
     } else {
@@ -228,6 +229,23 @@ function valueExpr(field: AnalyticsField, projection: Projection, alias = 'a'): 
   return `COALESCE(${texts.join(', ')})`
 }
 
+/**
+ * The values of a field that is a multi-select for some asset types, as an array to unnest (one
+ * group, one counted value per option: CONTRACT §7), or null for any other field. Where other
+ * types define the key with another kind (a select `kind` on racks, a multi-select on cables),
+ * their value is a one-item array of its text: an asset holds one of the two.
+ */
+function optionsExpr(field: AnalyticsField, projection: Projection, alias = 'a'): string | null {
+  if (field.kind !== 'property' || !field.kinds.includes('multi')) return null
+  const multi = columnRef(projection, alias, 'multi', field.key)
+  if (field.kinds.length === 1) return multi
+  const others = field.kinds.filter((kind) => kind !== 'multi').map((kind) => {
+    const c = columnRef(projection, alias, kind, field.key)
+    return kind === 'text' ? `NULLIF(${c}, '')` : `${c}::text`
+  })
+  return `COALESCE(${multi}, ARRAY[COALESCE(${others.join(', ')})])`
+}
+
 /** A text property's column as stored (`""` included), or null for any other field. */
 function storedText(field: AnalyticsField, projection: Projection): string | null {
   return field.kind === 'property' && field.kinds.length === 1 && field.kinds[0] === 'text' ? columnRef(projection, 'a', 'text', field.key) : null
@@ -252,10 +270,10 @@ function dimensionSql(d: Dimension, i: number, ctx: AnalyticsContext, params: Pa
     const raw = `date_trunc(${literal(interval)}, ${column} AT TIME ZONE 'UTC')`
     return { raw, stored: null, join: null, format: (r) => `to_char(${r}, ${TIMESTAMP_FORMAT})` }
   }
-  if (field.kinds.length === 1 && field.kinds[0] === 'multi') {
+  const options = optionsExpr(field, ctx.projection)
+  if (options !== null) {
     // One group per option the asset holds; none ([] or missing) → the LEFT JOIN's NULL group.
-    const column = valueExpr(field, ctx.projection)
-    return { raw: `j${i}.v`, stored: null, join: `LEFT JOIN LATERAL (SELECT DISTINCT u.v FROM unnest(${column}) AS u(v)) j${i} ON TRUE`, format: same }
+    return { raw: `j${i}.v`, stored: null, join: `LEFT JOIN LATERAL (SELECT DISTINCT u.v FROM unnest(${options}) AS u(v)) j${i} ON TRUE`, format: same }
   }
   if (field.kinds.length === 1 && field.kinds[0] === 'date') {
     const column = valueExpr(field, ctx.projection)

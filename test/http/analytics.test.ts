@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { bulkCreateRelationships, seedAssets } from '../helpers/seed.js'
+import { ACME } from '../helpers/fixtures.js'
 
 const SERVERS = [
   { name: 's1', access_domain_key: 'it', properties: { hostname: 's1', environment: 'prod', memory_gb: 16, cost: 100.5, tags: ['pci'], owner: 'Ann', purchased_on: '2024-01-15', cpu_count: 8, managed: true } },
@@ -259,6 +260,49 @@ for (const store of STORES) {
       const body = await analytics({ measures: [{ type: 'count' }, { type: 'count_distinct', field: 'properties.tags', as: 'tags' }], breakdown_by: 'properties.environment' })
       expect(body.data).toEqual([{ group: {}, measures: { count: 5, tags: 3 },
         breakdown: [{ value: 'dev', measures: { count: 3, tags: 1 } }, { value: 'prod', measures: { count: 2, tags: 2 } }] }])
+    })
+  })
+}
+
+/** A key that one asset type defines as a select and another as a multi-select (CONTRACT §7: one group per option). */
+for (const store of STORES) {
+  describe(`${store}: analytics of a key that is a select on one type and a multi-select on another`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      const types = [
+        { key: 'rack', name: 'Rack', properties: [{ key: 'kind', type: 'select', options: ['a', 'b', 'c'] }] },
+        { key: 'cable', name: 'Cable', properties: [{ key: 'kind', type: 'multi_select', options: ['a', 'b', 'c'] }] },
+      ]
+      t = await createTestApp(store, { ...ACME, metamodel: { ...ACME.metamodel, asset_types: [...ACME.metamodel.asset_types, ...types] } })
+      const items = [
+        ['rack', 'r1', 'a'], ['rack', 'r2', 'c'], ['rack', 'r3', undefined],
+        ['cable', 'c1', ['b', 'a']], ['cable', 'c2', ['a']], ['cable', 'c3', []],
+      ].map(([type, name, kind]) => ({ asset_type_key: type, name, properties: kind === undefined ? {} : { kind } }))
+      expect((await t.request('POST', '/api/v1/bulk/assets', { body: items })).status).toBe(201)
+    })
+    afterAll(async () => t.close())
+
+    const both = { field: 'asset_type_key', operator: 'in', value: ['rack', 'cable'] }
+
+    it('groups by option, a multi-select\'s asset once per option it holds, and counts distinct options', async () => {
+      const grouped = await t.request('POST', '/api/v1/analytics/assets', { body: { filter: both, group_by: ['properties.kind'] } })
+      expect(grouped.body.data).toEqual([
+        { group: { 'properties.kind': 'a' }, measures: { count: 3 } },
+        { group: { 'properties.kind': 'b' }, measures: { count: 1 } },
+        { group: { 'properties.kind': 'c' }, measures: { count: 1 } },
+        { group: { 'properties.kind': null }, measures: { count: 2 } },
+      ])
+      const counted = await t.request('POST', '/api/v1/analytics/assets', { body: { filter: both, measures: [{ type: 'count' }, { type: 'count_distinct', field: 'properties.kind' }], breakdown_by: 'properties.kind' } })
+      expect(counted.body.data).toEqual([{
+        group: {}, measures: { count: 6, 'count_distinct:properties.kind': 3 },
+        breakdown: [
+          // The options the entry's assets hold: c1 holds b and a.
+          { value: 'a', measures: { count: 3, 'count_distinct:properties.kind': 2 } },
+          { value: 'b', measures: { count: 1, 'count_distinct:properties.kind': 2 } },
+          { value: 'c', measures: { count: 1, 'count_distinct:properties.kind': 1 } },
+          { value: null, measures: { count: 2, 'count_distinct:properties.kind': 0 } },
+        ],
+      }])
     })
   })
 }

@@ -142,6 +142,16 @@ describe('compileAnalytics', () => {
     expect(c.groupTypes).toEqual(['text', 'number'])
   })
 
+  it('groups a key that is a multi-select on some types and a select on others by option, and counts its options', () => {
+    const options = `COALESCE(a."m_kind", ARRAY[COALESCE(NULLIF(a."t_kind", ''))])`
+    const grouped = compile({ group_by: ['properties.kind'] })
+    expect(grouped.groups.text).toBe(
+      `SELECT j0.v AS g0, count(*) AS m0 FROM ${T} a LEFT JOIN LATERAL (SELECT DISTINCT u.v FROM unnest(${options}) AS u(v)) j0 ON TRUE`
+      + ` GROUP BY j0.v ORDER BY j0.v ASC NULLS LAST LIMIT 10001`)
+    const counted = compile({ measures: [{ type: 'count_distinct', field: 'properties.kind' }] })
+    expect(counted.groups.text).toBe(`SELECT count(s.x) AS m0 FROM (SELECT x0.v AS x FROM ${T} a LEFT JOIN LATERAL unnest(${options}) WITH ORDINALITY AS x0(v, o) ON TRUE GROUP BY x0.v) s`)
+  })
+
   it('breaks down in a second statement grouped by the groups and the breakdown field', () => {
     const c = compile({ measures: [{ type: 'sum', field: 'properties.memory_gb' }], group_by: ['properties.environment'], breakdown_by: 'properties.tags' })
     expect(c.breakdown).toEqual({

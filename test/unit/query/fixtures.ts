@@ -26,8 +26,9 @@ export function givenMetamodel(): Metamodel {
       prop('server', 'owner', 'text'),
     ],
   }
-  const rack: AssetType = { key: 'rack', name: 'Rack', description: null, unique_property_key: null, properties: [prop('rack', 'size', 'integer')] }
-  const cable: AssetType = { key: 'cable', name: 'Cable', description: null, unique_property_key: null, properties: [prop('cable', 'size', 'text')] }
+  // `size` and `kind` mean different kinds on two types: a number and a text, a select and a multi-select.
+  const rack: AssetType = { key: 'rack', name: 'Rack', description: null, unique_property_key: null, properties: [prop('rack', 'size', 'integer'), prop('rack', 'kind', 'select', ['a', 'b'])] }
+  const cable: AssetType = { key: 'cable', name: 'Cable', description: null, unique_property_key: null, properties: [prop('cable', 'size', 'text'), prop('cable', 'kind', 'multi_select', ['a', 'b'])] }
   const types = [server, rack, cable]
   const byKey = new Map<string, PropertyDefinition[]>()
   for (const def of types.flatMap((t) => t.properties)) byKey.set(def.key, [...(byKey.get(def.key) ?? []), def])
