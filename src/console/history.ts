@@ -2,6 +2,9 @@ import type { RequestContext } from '../request/context.js'
 import { readHistory } from '../events/service.js'
 import { searchAssets } from '../search/assets.js'
 import type { CloudEvent } from '../outbox/cloud-event.js'
+import type { PageMeta } from '../core/pagination.js'
+import { TOKEN_PREFIX } from '../core/auth/tokens.js'
+import { selectActorNames, type ActorNames } from './sql.js'
 
 export interface HistoryEntry {
   time: string
@@ -38,19 +41,52 @@ async function assetNames(ctx: RequestContext, ids: readonly string[]): Promise<
   return new Map(found.data.map((a) => [a.id, a.name]))
 }
 
-/** An asset's latest events (CONTRACT §13, the same service as GET /assets/{id}/history), newest first. */
-export async function assetHistory(ctx: RequestContext, id: string): Promise<HistoryEntry[]> {
-  const page = await readHistory(ctx, id, { number: 1, size: 50 })
+/** The last 12 hex digits of a UUID: its random part (a UUIDv7 begins with its creation time, which keys made together share). */
+const shortId = (id: string): string => `…${id.slice(-12)}`
+
+/**
+ * Who acted, as the signed-in user may know them: an Admin (or Owner) sees every key's name and
+ * prefix and every user's email, as Developer settings and GET /users show them; others see the
+ * names of their own keys and themselves, and the rest by id (events carry the ids anyway).
+ * A key deleted since is named by its id.
+ */
+function actorLabel(ctx: RequestContext, event: CloudEvent, names: ActorNames): string {
+  const { api_key_id: keyId, user_id: userId } = event.data.actor
+  const admin = ctx.auth.permission === 'Admin'
+  if (keyId) {
+    const key = names.keys.get(keyId)
+    if (key && (admin || key.owner_user_id === ctx.auth.userId)) return `API key ${key.name} (${TOKEN_PREFIX}${key.secret_prefix})`
+    return `API key ${shortId(keyId)}`
+  }
+  if (userId) {
+    if (userId === ctx.auth.userId) return `you (${names.users.get(userId) ?? 'console'})`
+    const email = names.users.get(userId)
+    return admin && email ? email : `user ${shortId(userId)}`
+  }
+  return 'operator (kbis CLI)'
+}
+
+export const HISTORY_PAGE_SIZE = 50
+
+/** A page of an asset's events (CONTRACT §13, the same service as GET /assets/{id}/history), newest first. */
+export async function assetHistory(ctx: RequestContext, id: string, number = 1): Promise<{ entries: HistoryEntry[]; page: PageMeta }> {
+  const page = await readHistory(ctx, id, { number, size: HISTORY_PAGE_SIZE })
   const events = page.json.map((text) => JSON.parse(text) as CloudEvent)
-  const names = await assetNames(ctx, [...new Set(events.flatMap((e) => otherEnd(e, id) ?? []))])
-  return events.map((e) => {
+  const [names, actors] = await Promise.all([
+    assetNames(ctx, [...new Set(events.flatMap((e) => otherEnd(e, id) ?? []))]),
+    selectActorNames(ctx.db, ctx.auth.orgId,
+      [...new Set(events.flatMap((e) => e.data.actor.api_key_id ?? []))],
+      [...new Set(events.flatMap((e) => e.data.actor.user_id ?? []))]),
+  ])
+  const entries = events.map((e) => {
     const other = otherEnd(e, id)
     return {
       time: e.time,
       type: e.type,
       summary: summary(e, id),
       ...(other !== null ? { related: { id: other, label: names.get(other) ?? other } } : {}),
-      actor: e.data.actor.api_key_id ? `API key ${e.data.actor.api_key_id.slice(0, 8)}…` : e.data.actor.user_id ? 'console user' : 'operator',
+      actor: actorLabel(ctx, e, actors),
     }
   })
+  return { entries, page: page.page }
 }

@@ -14,14 +14,15 @@ import { assetHistory } from './history.js'
 
 const PAGE_SIZE = 25
 
-function pageNumber(request: FastifyRequest): number {
-  const n = Number(query(request, 'page'))
+/** The page asked for in `name` (`page`; an asset's tables each have their own), 1 when absent or odd. */
+function pageNumber(request: FastifyRequest, name = 'page'): number {
+  const n = Number(query(request, name))
   return Number.isInteger(n) && n >= 1 && n <= 100_000 ? n : 1
 }
 
-/** Previous/next links keeping the other query parameters. */
-export function pager(path: string, params: Record<string, string>, page: PageMeta): { prev: string | null; next: string | null; label: string } {
-  const link = (n: number) => `${path}?${new URLSearchParams({ ...Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '')), page: String(n) })}`
+/** Previous/next links keeping the other query parameters; the page travels in `name`. */
+export function pager(path: string, params: Record<string, string>, page: PageMeta, name = 'page'): { prev: string | null; next: string | null; label: string } {
+  const link = (n: number) => `${path}?${new URLSearchParams({ ...Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '')), [name]: String(n) })}`
   const total = page.total_items_exact ? String(page.total_items) : `more than ${page.total_items.toLocaleString('en')}`
   // A page past the last (an old link, an edited address): say so, and lead back to the last one.
   if (page.total_items_exact && page.total_items > 0 && page.number > page.total_pages) {
@@ -62,14 +63,27 @@ export async function assetPages(app: FastifyInstance): Promise<void> {
     const ctx = request.console!.ctx
     const id = (request.params as { id: string }).id
     const asset = await getAsset(ctx, id)
+    // Its relationships and its history are paged apart, each by its own parameter.
+    const relationshipsPage = pageNumber(request, 'relationships_page')
+    const historyPage = pageNumber(request, 'history_page')
     const [withRelationships] = await includeRelationships(ctx, [asset], {
-      include: 'relationships,relationships.related_asset', 'relationships_page[size]': 100, relationships_sort: 'relationship_type_key',
+      include: 'relationships,relationships.related_asset', 'relationships_page[size]': 100,
+      'relationships_page[number]': relationshipsPage, relationships_sort: 'relationship_type_key',
     })
+    const history = await assetHistory(ctx, asset.id, historyPage)
     const type = ctx.metamodel.assetTypes.get(asset.asset_type_key)
     const properties = (type?.properties ?? []).map((p) => ({ name: p.name, key: p.key, value: asset.properties[p.key] }))
+    const path = `/console/assets/${asset.id}`
+    const relationshipsMeta = (withRelationships!.relationships_meta as { page: PageMeta } | undefined)?.page
     return render(request, reply, 'asset.eta', {
       title: asset.name, asset, typeName: type?.name ?? asset.asset_type_key, properties,
-      relationships: withRelationships!.relationships ?? [], history: await assetHistory(ctx, asset.id), shortTime,
+      relationships: withRelationships!.relationships ?? [],
+      relationshipsPager: relationshipsMeta && relationshipsMeta.total_pages > 1
+        ? pager(path, { history_page: historyPage > 1 ? String(historyPage) : '' }, relationshipsMeta, 'relationships_page') : null,
+      history: history.entries,
+      historyPager: history.page.total_pages > 1 || history.page.number > 1
+        ? pager(path, { relationships_page: relationshipsPage > 1 ? String(relationshipsPage) : '' }, history.page, 'history_page') : null,
+      shortTime,
     })
   })
 

@@ -167,3 +167,22 @@ export async function deleteSession(db: Queryable, orgId: string, id: string): P
 export async function purgeIdleSessions(db: Queryable, idleSeconds: number): Promise<void> {
   await db.query('DELETE FROM console_sessions WHERE last_seen_at < now() - make_interval(secs => $1)', [idleSeconds])
 }
+
+export interface ActorNames {
+  keys: Map<string, { name: string; secret_prefix: string; owner_user_id: string }>
+  users: Map<string, string>
+}
+
+/** The names of the API keys and users that acted in some events (deleted ones are missing). */
+export async function selectActorNames(db: Queryable, orgId: string, keyIds: readonly string[], userIds: readonly string[]): Promise<ActorNames> {
+  const [keys, users] = await Promise.all([
+    keyIds.length === 0 ? { rows: [] } : db.query<{ id: string; name: string; secret_prefix: string; owner_user_id: string }>(
+      'SELECT id, name, secret_prefix, owner_user_id FROM api_keys WHERE org_id = $1 AND id = ANY($2::uuid[])', [orgId, keyIds]),
+    userIds.length === 0 ? { rows: [] } : db.query<{ id: string; email: string }>(
+      'SELECT id, email FROM users WHERE org_id = $1 AND id = ANY($2::uuid[])', [orgId, userIds]),
+  ])
+  return {
+    keys: new Map(keys.rows.map((k) => [k.id, { name: k.name, secret_prefix: k.secret_prefix, owner_user_id: k.owner_user_id }])),
+    users: new Map(users.rows.map((u) => [u.id, u.email])),
+  }
+}

@@ -133,5 +133,36 @@ for (const kind of STORES) {
       expect(await notice(owner)).toBe('Deleted rel-src permanently, with 4 relationships.')
       expect((await t.store.db.query('SELECT count(*)::int AS n FROM relationships WHERE source_asset_id = $1', [source])).rows[0]!.n).toBe(0)
     })
+
+    it('pages an asset\'s history and names who acted, as far as the signed-in user may know them', async () => {
+      const editorKey = await t.givenKey({ type: 'Editor', user: 'editor@acme.test', roles: ['it_editor'] })
+      const keys = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data as { id: string; name: string; secret_prefix: string; owner_user_id: string }[]
+      const mine = keys.find((k) => editorKey.startsWith(`${k.secret_prefix}_`))!
+      const admin = keys.find((k) => t.adminKey.startsWith(`${k.secret_prefix}_`))!
+      const id = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'hist-1', access_domain_key: 'it' } })).body.data.id as string
+      for (let i = 0; i < 54; i++) {
+        expect((await t.request('PATCH', `/api/v1/assets/${id}`, { key: editorKey, body: { properties: { body: `v${i}` } } })).status).toBe(200)
+      }
+      await t.settled()
+      const history = async (b: Browser, query = '') => {
+        const page = (await b.send('GET', `/console/assets/${id}${query}`)).body
+        const section = page.slice(page.indexOf('id="history-h"'))
+        return { rows: [...section.matchAll(/<tr><td>[^<]*<\/td><td>(asset\.[a-z]+)<\/td><td>[^]*?<\/td><td>([^<]*)<\/td><\/tr>/g)].map((m) => [m[1], m[2]]), section }
+      }
+      // 55 events: 50 newest first, then the last 5 behind "Next page".
+      const first = await history(owner)
+      expect(first.rows).toHaveLength(50)
+      expect(first.rows[0]).toEqual(['asset.updated', `API key ${mine.name} (${mine.secret_prefix})`])
+      expect(first.section).toContain(`href="/console/assets/${id}?history_page=2"`)
+      expect(first.section).toContain('Page 1 of 2 · 55 items')
+      const second = await history(owner, '?history_page=2')
+      expect(second.rows).toHaveLength(5)
+      expect(second.rows.at(-1)).toEqual(['asset.created', `API key ${admin.name} (${admin.secret_prefix})`])
+      // The editor knows its own key by name; another's key only by the random end of its id.
+      const editor = new Browser(t)
+      await editor.signIn('editor@acme.test')
+      expect((await history(editor)).rows[0]).toEqual(['asset.updated', `API key ${mine.name} (${mine.secret_prefix})`])
+      expect((await history(editor, '?history_page=2')).rows.at(-1)).toEqual(['asset.created', `API key …${admin.id.slice(-12)}`])
+    })
   })
 }
