@@ -65,6 +65,23 @@ for (const store of STORES) {
       expect(printed).toBe(output!.text)
     })
 
+    it('search.md and analytics.md: every request body of "The body" and "Examples" is answered 200 on this organization', async () => {
+      const bodies = (doc: string) => ['The body', 'Examples'].flatMap((section) => blocks(doc, section))
+        .filter((b) => b.lang === 'json' && !b.text.trimStart().startsWith('{"data"')).map((b) => b.text)
+      const searches = bodies('search.md')
+      const analytics = bodies('analytics.md')
+      expect([searches.length, analytics.length]).toEqual([5, 5])
+      for (const text of searches) {
+        const path = /"(source|target)_asset\.|"relationship_type_key", "operator"/.test(text) ? '/api/v1/search/relationships' : '/api/v1/search/assets'
+        const res = await t.request('POST', path, { key: env.KBIS_API_KEY!, body: JSON.parse(text) })
+        expect(res.status, `${path} ${text}\n${JSON.stringify(res.body)}`).toBe(200)
+      }
+      for (const text of analytics) {
+        const res = await t.request('POST', '/api/v1/analytics/assets', { key: env.KBIS_API_KEY!, body: JSON.parse(text) })
+        expect(res.status, `${text}\n${JSON.stringify(res.body)}`).toBe(200)
+      }
+    })
+
     it('api-keys.md "Create a key with the API": the request answers as shown', async () => {
       const [request, answer] = blocks('api-keys.md', 'Create a key with the API')
       const [line, body] = request!.text.trim().split('\n')
