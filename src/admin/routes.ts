@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { locationOf, pageFromQuery, pageLinks, type PageMeta } from '../core/pagination.js'
 import { adminResponses, apiKeyCreateBody, apiKeyPatchBody, idParams, keyParams, listQuery } from './schemas.js'
-import { createKey, deleteKey, getKey, listKeys, updateKey, type KeyInput, type KeyPatch } from '../keys/service.js'
+import { createKey, deleteKey, getKey, listKeys, requireKeyManager, updateKey, type KeyInput, type KeyPatch } from '../keys/service.js'
 import {
   getAccessDomain, getRole, getUser, listAccessDomains, listRoles, listUsers, type AdminContext, type PageOf,
 } from './directory.js'
@@ -25,12 +25,16 @@ function listEnvelope<T>(request: FastifyRequest, result: PageOf<T>): { data: T[
 export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['administration']
   const pageOf = (request: FastifyRequest) => pageFromQuery(request.query as Record<string, unknown>)
+  // A Viewer key manages no keys: 403 before its body or query is read, as on every write route.
+  const manager = { preValidation: async (request: FastifyRequest) => requireKeyManager(request.auth) }
 
   app.get('/api-keys', {
+    ...manager,
     schema: { tags, summary: 'List API keys (Editors: their own; Admins: all of the organization)', querystring: listQuery, response: adminResponses.keys },
   }, async (request) => listEnvelope(request, await listKeys(contextOf(app, request), pageOf(request))))
 
   app.post('/api-keys', {
+    ...manager,
     schema: { tags, summary: 'Create an API key; the secret is in this response only', body: apiKeyCreateBody, response: adminResponses.created },
   }, async (request, reply) => {
     // Dropped afterwards whatever the outcome: a create refused because the caller's own key
@@ -40,10 +44,12 @@ export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
   })
 
   app.get('/api-keys/:id', {
+    ...manager,
     schema: { tags, summary: 'Read an API key', params: idParams, response: adminResponses.key },
   }, async (request) => ({ data: await getKey(contextOf(app, request), idOf(request)) }))
 
   app.patch('/api-keys/:id', {
+    ...manager,
     schema: {
       tags, summary: 'Change name, description, permission type, roles, or (Admin) transfer to another user',
       params: idParams, body: apiKeyPatchBody, response: adminResponses.patched,
@@ -56,6 +62,7 @@ export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
   })
 
   app.delete('/api-keys/:id', {
+    ...manager,
     schema: { tags, summary: 'Delete an API key for good', params: idParams, response: adminResponses.deleted },
   }, async (request, reply) => {
     await deleteKey(contextOf(app, request), idOf(request))

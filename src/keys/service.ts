@@ -43,7 +43,7 @@ export interface KeyInput {
 export type KeyPatch = Partial<KeyInput>
 
 /** Viewers manage no keys; Editors their own; Admins (and Owners, who act as Admin) all (CONTRACT §9). */
-function requireKeyManager(auth: AuthContext): void {
+export function requireKeyManager(auth: AuthContext): void {
   if (auth.permission === 'Viewer') throw new AppError(Errors.FORBIDDEN, 'a Viewer key cannot manage API keys')
 }
 

@@ -52,6 +52,12 @@ for (const store of STORES) {
         ['POST', '/api/v1/api-keys', { name: 'x', permission_type: 'Viewer', role_keys: ['all'] }],
         ['GET', `/api/v1/api-keys/${users.owner}`, undefined],
         ['DELETE', `/api/v1/api-keys/${users.owner}`, undefined],
+        // Refused before the body, the query or the id is read, as every write of a Viewer is.
+        ['POST', '/api/v1/api-keys', { zzz: 1 }],
+        ['POST', '/api/v1/api-keys', { name: 'x', permission_type: 'Viewer', role_keys: [] }],
+        ['PATCH', `/api/v1/api-keys/${users.owner}`, { name: '' }],
+        ['GET', '/api/v1/api-keys?page[size]=0', undefined],
+        ['DELETE', '/api/v1/api-keys/not-a-uuid', undefined],
       ] as const) {
         const res = await t.request(method, url, { key: viewerKey, ...(body ? { body } : {}) })
         expect(res.status, `${method} ${url}`).toBe(403)
