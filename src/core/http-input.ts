@@ -169,6 +169,13 @@ function defersRefusal(request: FastifyRequest): boolean {
   return WRITE_METHODS.has(request.method) && request.headers['idempotency-key'] !== undefined && request.url.startsWith('/api/v1/')
 }
 
+/** The body's content coding when it has one (`identity`, or none, is no coding), as sent. */
+function encodingOf(request: FastifyRequest): string | null {
+  const header = request.headers['content-encoding']
+  const value = (Array.isArray(header) ? header.join(', ') : header ?? '').trim()
+  return value === '' || value.toLowerCase() === 'identity' ? null : value.slice(0, 100)
+}
+
 /**
  * Values PostgreSQL cannot store are refused at the door (400 invalid_request with a pointer)
  * instead of failing deep inside a statement (500) or being stored as something else.
@@ -193,6 +200,10 @@ export function registerInputGuards(app: FastifyInstance): void {
     // An empty body is no body, whatever the Content-Type says: many clients send
     // `Content-Type: application/json` on every request, a body-less DELETE included.
     if (bytes.length === 0) return done(null, undefined)
+    // A compressed body is not read as if it were JSON text (it was "not UTF-8"), nor a body in an
+    // unknown coding as if it had none: the client is told to send it as it is.
+    const coding = encodingOf(request)
+    if (coding !== null) return done(new AppError(Errors.INVALID_REQUEST, `Content-Encoding ${coding} is not supported: send the body uncompressed, without Content-Encoding`), undefined)
     if (!isUtf8(bytes)) return done(new AppError(Errors.INVALID_REQUEST, NOT_UTF8), undefined)
     const body = bytes.toString('utf8')
     const ofItems = request.routeOptions.config?.bodyOfItems === true

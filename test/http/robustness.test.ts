@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
@@ -72,6 +73,15 @@ for (const store of STORES) {
         expect(res.json().errors).toMatchObject([{ code: 'invalid_request', detail: notUtf8 }])
       }
       expect((await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE name LIKE 'Caf% latin-1'")).rows[0]!.n).toBe(0)
+      // A body in a content coding (compressed, or one unknown) is refused as such, not read as text.
+      for (const [coding, payload] of [['gzip', gzipSync('{"asset_type_key":"note","name":"zipped"}')], ['x-foo', Buffer.from('{"asset_type_key":"note","name":"zipped"}')]] as const) {
+        const res = await t.app.inject({ method: 'POST', url: '/api/v1/assets', payload, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json', 'content-encoding': coding } })
+        expect(res.statusCode, coding).toBe(400)
+        expect(res.json().errors).toMatchObject([{ code: 'invalid_request', detail: `Content-Encoding ${coding} is not supported: send the body uncompressed, without Content-Encoding` }])
+      }
+      expect((await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE name = 'zipped'")).rows[0]!.n).toBe(0)
+      const identity = await t.app.inject({ method: 'POST', url: '/api/v1/assets', payload: '{"asset_type_key":"note","name":"plain identity"}', headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json', 'content-encoding': 'identity' } })
+      expect(identity.statusCode).toBe(201)
       const bom = await t.app.inject({
         method: 'POST', url: '/api/v1/assets', payload: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"asset_type_key":"note","name":"Café with a BOM"}')]),
         headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' },
