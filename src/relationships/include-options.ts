@@ -2,6 +2,7 @@ import { AppError, Errors, type ErrorDef, type Issue } from '../core/errors.js'
 import { DEFAULT_PAGE_SIZE, pageFromQuery, type Page } from '../core/pagination.js'
 import { escapePointer, isObject } from '../core/json.js'
 import { parseSortParam } from '../query/sort.js'
+import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH } from '../query/limits.js'
 import type { Direction } from './embedded-sql.js'
 import type { IncludeFilter, IncludeSort, IncludeSortField } from './include-sql.js'
 
@@ -129,17 +130,20 @@ function bodyFilter(value: unknown, pointer: string): IncludeFilter {
   const add = (field: string, values: string[]): void => {
     out[field] = out[field] === undefined ? values : out[field].filter((v) => values.includes(v))
   }
-  collectConditions(value, pointer, add)
+  collectConditions(value, pointer, add, 0, { conditions: 0 })
   return out as IncludeFilter
 }
 
-function collectConditions(node: Record<string, unknown>, pointer: string, add: (field: string, values: string[]) => void): void {
+/** The limits of the search filter (CONTRACT §4: 10 group levels, 500 conditions) hold here too. */
+function collectConditions(node: Record<string, unknown>, pointer: string, add: (field: string, values: string[]) => void, depth: number, seen: { conditions: number }): void {
   if (Array.isArray(node.and)) {
+    if (depth + 1 > MAX_FILTER_DEPTH) fail(Errors.INVALID_FILTER, { pointer }, `filter groups nest at most ${MAX_FILTER_DEPTH} levels deep`)
     node.and.forEach((child: unknown, i) => {
       if (!isObject(child)) fail(Errors.INVALID_FILTER, { pointer: `${pointer}/and/${i}` }, 'a filter node must be an object')
-      collectConditions(child, `${pointer}/and/${i}`, add)
+      collectConditions(child, `${pointer}/and/${i}`, add, depth + 1, seen)
     })
   } else if ('field' in node || 'operator' in node) {
+    if (++seen.conditions > MAX_FILTER_CONDITIONS) fail(Errors.INVALID_FILTER, { pointer }, `a filter has at most ${MAX_FILTER_CONDITIONS} conditions`)
     const { field, operator } = node
     if (typeof field !== 'string') fail(Errors.INVALID_FILTER, { pointer: `${pointer}/field` }, 'field must be a string')
     if (operator !== 'equals' && operator !== 'in') {

@@ -203,6 +203,21 @@ for (const store of STORES) {
       expect(crm.relationships_meta).toEqual({ page: { number: 1, size: 1, total_items: 2, total_items_exact: true, total_pages: 2 } })
     })
 
+    it('holds the relationships block\'s filter to the limits of a filter: 10 group levels, 500 conditions', async () => {
+      const nest = (levels: number): unknown => (levels === 0 ? { field: 'relationship_type_key', operator: 'equals', value: 'runs_on' } : { and: [nest(levels - 1)] })
+      const withFilter = (filter: unknown) => search({ filter: c('name', 'equals', 'crm'), include: ['relationships'], relationships: { filter } })
+      const ten = await withFilter(nest(10))
+      expect(ten.status).toBe(200)
+      expect(ten.body.data[0].relationships_meta.page.total_items).toBe(2)
+      const eleven = await withFilter(nest(11))
+      expect(eleven.status).toBe(400)
+      expect(eleven.body.errors).toEqual([{ status: '400', code: 'invalid_filter', detail: 'filter groups nest at most 10 levels deep', source: { pointer: `/relationships/filter${'/and/0'.repeat(10)}` } }])
+      const many = await withFilter({ and: Array.from({ length: 501 }, () => ({ field: 'direction', operator: 'equals', value: 'outgoing' })) })
+      expect(many.status).toBe(400)
+      expect(many.body.errors).toEqual([{ status: '400', code: 'invalid_filter', detail: 'a filter has at most 500 conditions', source: { pointer: '/relationships/filter/and/500' } }])
+      expect((await withFilter({ and: Array.from({ length: 500 }, () => ({ field: 'direction', operator: 'equals', value: 'outgoing' })) })).status).toBe(200)
+    })
+
     it('matches contains, not_contains and starts_with case-insensitively in every script, not only ASCII', async () => {
       for (const [name, body] of [['École-01', 'ΑΒΓ δέλτα'], ['ecole-02', 'plain']]) {
         expect((await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name, properties: { body } } })).status).toBe(201)
