@@ -10,6 +10,7 @@ import { startControlSocket, type ControlSocket } from './cli/control.js'
 import { serverAnswers, whileHeldHere } from './cli/control-client.js'
 import { startMetricsServer } from './ops/metrics-server.js'
 import type { Server } from 'node:http'
+import { rmSync } from 'node:fs'
 import { applyHeapPolicy } from './ops/heap.js'
 
 export interface RunningServer {
@@ -54,22 +55,33 @@ export interface StartOptions {
  * to HOLDER_WAIT_MS, as the commands wait for a server that is starting. A server that answers on
  * the directory's control socket holds it for good: its message stands at once.
  */
-async function openWhenFree(config: Config, print: (line: string) => void): Promise<Db> {
-  const open = () => openStore(config, announceInitialize, (applied) => print(migratedLine(applied)))
+async function openWhenFree(config: Config, print: (line: string) => void, onCreate: () => void): Promise<Db> {
+  const created = (dir: string) => {
+    onCreate()
+    announceInitialize(dir)
+  }
+  const open = () => openStore(config, created, (applied) => print(migratedLine(applied)))
   return whileHeldHere(config.dataDir, 'a kbis command, or a kbis serve starting', open, () => serverAnswers(config.dataDir))
 }
 
 /** config → store → app → listen (and, on PGlite, the control socket the CLI talks to). */
 export async function startServer(config: Config, print: (line: string) => void, options: StartOptions = {}): Promise<RunningServer> {
   applyHeapPolicy(config)
-  const db = await openWhenFree(config, print)
+  let created = false
+  const db = await openWhenFree(config, print, () => { created = true })
   // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.
   const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })
   // Not ready (/readyz 503) until the first start's organization and key exist and the CLI's
   // control socket is up: a load balancer or script waiting for it finds the server whole.
   app.lifecycle.starting = true
-  await app.listen({ port: config.port, host: config.host }).catch((err: Error) => {
-    throw new Error(`cannot listen on ${config.host}:${config.port} (HOST or --host, PORT or --port): ${err.message}`)
+  await app.listen({ port: config.port, host: config.host }).catch(async (err: Error) => {
+    // A data directory this start created for nothing (a port in use, a typo) is not left behind.
+    if (created) {
+      await app.close().catch(() => undefined)
+      await db.close().catch(() => undefined)
+      rmSync(config.dataDir, { recursive: true, force: true })
+    }
+    throw new Error(`cannot listen on ${config.host}:${config.port} (HOST or --host, PORT or --port): ${err.message}${created ? `; the new data directory ${config.dataDir} was removed` : ''}`)
   })
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.port

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -58,6 +59,22 @@ for (const store of STORES) {
           await drop()
         }
       })
+
+      if (store === 'pglite') {
+        it(`${label}: removes the data directory it created when it cannot listen`, async () => {
+          const { dir, drop } = await cliStore(store)
+          const fresh = path.join(dir, 'fresh')
+          try {
+            const failed = runCli(['serve', '--port', String(port), '--data-dir', fresh], {})
+            expect(await failed.exited).toBe(1)
+            expect(failed.lines).toContain(`kbis: creating the PGlite data directory ${fresh}`)
+            expect(failed.lines.join('\n')).toMatch(new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} .*EADDRINUSE.*; the new data directory ${fresh} was removed`))
+            expect(existsSync(fresh)).toBe(false)
+          } finally {
+            await drop()
+          }
+        })
+      }
 
       it(`${label}: a SIGTERM while it starts lets the start finish (the Admin key made and printed), then drains and exits 0`, async () => {
         const { env, drop } = await cliStore(store)
