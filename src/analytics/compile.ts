@@ -1,3 +1,4 @@
+import type { ValueKind } from '../metamodel/types.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { assertNever } from '../core/errors.js'
 import { scopeCondition, scopeFilter } from '../access/scope.js'
@@ -222,11 +223,12 @@ function valueExpr(field: AnalyticsField, projection: Projection, alias = 'a'): 
     const c = columnRef(projection, alias, field.kinds[0]!, field.key)
     return field.kinds[0] === 'text' ? `NULLIF(${c}, '')` : c
   }
-  const texts = field.kinds.map((kind) => {
-    const c = columnRef(projection, alias, kind, field.key)
-    return kind === 'text' ? `NULLIF(${c}, '')` : kind === 'multi' ? `NULLIF(array_to_string(${c}, ','), '')` : `${c}::text`
-  })
-  return `COALESCE(${texts.join(', ')})`
+  return `COALESCE(${field.kinds.map((kind) => asText(kind, columnRef(projection, alias, kind, field.key))).join(', ')})`
+}
+
+/** A key's column of one kind read as text, NULL when empty (a key with several kinds is grouped as text). */
+function asText(kind: ValueKind, column: string): string {
+  return kind === 'text' ? `NULLIF(${column}, '')` : kind === 'multi' ? `NULLIF(array_to_string(${column}, ','), '')` : `${column}::text`
 }
 
 /**
@@ -239,10 +241,7 @@ function optionsExpr(field: AnalyticsField, projection: Projection, alias = 'a')
   if (field.kind !== 'property' || !field.kinds.includes('multi')) return null
   const multi = columnRef(projection, alias, 'multi', field.key)
   if (field.kinds.length === 1) return multi
-  const others = field.kinds.filter((kind) => kind !== 'multi').map((kind) => {
-    const c = columnRef(projection, alias, kind, field.key)
-    return kind === 'text' ? `NULLIF(${c}, '')` : `${c}::text`
-  })
+  const others = field.kinds.filter((kind) => kind !== 'multi').map((kind) => asText(kind, columnRef(projection, alias, kind, field.key)))
   return `COALESCE(${multi}, ARRAY[COALESCE(${others.join(', ')})])`
 }
 

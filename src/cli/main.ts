@@ -115,7 +115,8 @@ function registerServe(program: Command, entry: EntryPoint): void {
       // came before the start began (while the modules loaded) ends the process at once, exit 0:
       // nothing was started, nothing is to drain.
       let server: RunningServer | null = null
-      let stopping = entry.earlySignal?.() ?? false
+      const early = entry.earlySignal?.() ?? false
+      let stopping = early
       // The operator sees the stop begin and end (a worker of --workers says nothing: its primary
       // says it once for all).
       const say = (line: string) => void (cluster.isWorker || out(line))
@@ -123,11 +124,9 @@ function registerServe(program: Command, entry: EntryPoint): void {
         say(STOPPED_LINE)
         process.exit(0)
       }, () => process.exit(1))
-      let announcedStop = false
       const stop = (signal: NodeJS.Signals) => {
         if (stopping) return
         stopping = true
-        announcedStop = true
         say(stoppingLine(signal, config.shutdownTimeoutSeconds))
         if (server) void drain(server)
       }
@@ -136,8 +135,8 @@ function registerServe(program: Command, entry: EntryPoint): void {
       const { isWorker, runPrimary, startWorker } = await import('./workers.js')
       const { startServer } = await import('../server.js')
       if (stopping) {
-        // Said only when the stop's beginning was (a signal while the modules loaded says nothing).
-        if (announcedStop) say(STOPPED_LINE)
+        // A signal before the program listened for one (while bin/kbis.js loaded) said nothing.
+        if (!early) say(STOPPED_LINE)
         return process.exit(0)
       }
       if (flags.workers !== undefined && !isWorker()) {

@@ -73,16 +73,15 @@ export async function assetPages(app: FastifyInstance): Promise<void> {
     const history = await assetHistory(ctx, asset.id, historyPage)
     const type = ctx.metamodel.assetTypes.get(asset.asset_type_key)
     const properties = (type?.properties ?? []).map((p) => ({ name: p.name, key: p.key, value: asset.properties[p.key] }))
-    const path = `/console/assets/${asset.id}`
-    const relationshipsMeta = (withRelationships!.relationships_meta as { page: PageMeta } | undefined)?.page
+    // A table of one page, seen on its first, has no pager; each keeps the other's page.
+    const tablePager = (page: PageMeta | undefined, name: string, other: string, otherPage: number) =>
+      page && (page.total_pages > 1 || page.number > 1) ? pager(`/console/assets/${asset.id}`, { [other]: otherPage > 1 ? String(otherPage) : '' }, page, name) : null
     return render(request, reply, 'asset.eta', {
       title: asset.name, asset, typeName: type?.name ?? asset.asset_type_key, properties,
       relationships: withRelationships!.relationships ?? [],
-      relationshipsPager: relationshipsMeta && relationshipsMeta.total_pages > 1
-        ? pager(path, { history_page: historyPage > 1 ? String(historyPage) : '' }, relationshipsMeta, 'relationships_page') : null,
+      relationshipsPager: tablePager((withRelationships!.relationships_meta as { page: PageMeta } | undefined)?.page, 'relationships_page', 'history_page', historyPage),
       history: history.entries,
-      historyPager: history.page.total_pages > 1 || history.page.number > 1
-        ? pager(path, { relationships_page: relationshipsPage > 1 ? String(relationshipsPage) : '' }, history.page, 'history_page') : null,
+      historyPager: tablePager(history.page, 'history_page', 'relationships_page', relationshipsPage),
       shortTime,
     })
   })

@@ -165,21 +165,36 @@ describe.runIf(STORES.includes('postgres'))('postgres: API requests while the st
   })
 })
 
+/**
+ * A database of its own on the test server, migrated, with ACME, an app over it and an Admin key:
+ * what these tests drop or close under the server. `close` ends all of it.
+ */
+async function ownDatabase(prefix: string): Promise<{ name: string; admin: Db; app: Awaited<ReturnType<typeof buildApp>>; secret: string; close(): Promise<void> }> {
+  const name = `${prefix}_${process.pid}_${Date.now()}`
+  const admin = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL, poolSize: 1 })
+  await admin.query(`CREATE DATABASE ${name}`)
+  const url = new URL(process.env.TEST_DATABASE_URL!)
+  url.pathname = `/${name}`
+  const db = await openDb({ databaseUrl: url.toString(), poolSize: 2, connectTimeoutMs: 1000 })
+  await migrate(db)
+  await applySetup(db, ACME as unknown as SetupFile)
+  const app = await buildApp({ db, config: loadConfig({}) })
+  const { secret } = await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: prefix, type: 'Admin', roles: ['all'] })
+  return {
+    name, admin, app, secret,
+    async close() {
+      await app.close().catch(() => undefined)
+      await db.close().catch(() => undefined)
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined)
+      await admin.close()
+    },
+  }
+}
+
 describe.runIf(STORES.includes('postgres'))('postgres: API requests when the database is gone', () => {
   it('answer 503 service_unavailable, not 500, once the database was dropped under the server', async () => {
-    const name = `kbis_gone_${process.pid}_${Date.now()}`
-    const admin = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL, poolSize: 1 })
-    await admin.query(`CREATE DATABASE ${name}`)
-    const url = new URL(process.env.TEST_DATABASE_URL!)
-    url.pathname = `/${name}`
-    const db = await openDb({ databaseUrl: url.toString(), poolSize: 2, connectTimeoutMs: 1000 })
-    const app = await (async () => {
-      await migrate(db)
-      await applySetup(db, ACME as unknown as SetupFile)
-      return buildApp({ db, config: loadConfig({}) })
-    })()
+    const { name, admin, app, secret, close } = await ownDatabase('kbis_gone')
     try {
-      const { secret } = await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: 'gone', type: 'Admin', roles: ['all'] })
       const list = () => app.inject({ method: 'GET', url: '/api/v1/assets', headers: { authorization: `Bearer ${secret}`, 'x-request-id': 'gone-1' } })
       expect((await list()).statusCode).toBe(200)
       await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
@@ -190,48 +205,30 @@ describe.runIf(STORES.includes('postgres'))('postgres: API requests when the dat
         expect(res.json().errors[0]).toMatchObject({ code: 'service_unavailable', detail: 'the database cannot be reached; retry later' })
       }
     } finally {
-      await app.close().catch(() => undefined)
-      await db.close().catch(() => undefined)
-      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined)
-      await admin.close()
+      await close()
     }
   })
 })
 
 describe.runIf(STORES.includes('postgres'))('postgres: API requests while the database refuses new connections', () => {
   it('answer 503 service_unavailable, not 500, while it does not accept connections (55000), and work again once it does', async () => {
-    const name = `kbis_closed_${process.pid}_${Date.now()}`
-    const admin = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL, poolSize: 1 })
-    await admin.query(`CREATE DATABASE ${name}`)
-    const url = new URL(process.env.TEST_DATABASE_URL!)
-    url.pathname = `/${name}`
-    const db = await openDb({ databaseUrl: url.toString(), poolSize: 2, connectTimeoutMs: 1000 })
+    const { name, admin, app, secret, close } = await ownDatabase('kbis_closed')
     try {
-      await migrate(db)
-      await applySetup(db, ACME as unknown as SetupFile)
-      const app = await buildApp({ db, config: loadConfig({}) })
-      try {
-        const { secret } = await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: 'closed', type: 'Admin', roles: ['all'] })
-        const list = () => app.inject({ method: 'GET', url: '/api/v1/roles', headers: { authorization: `Bearer ${secret}`, 'x-request-id': 'closed-1' } })
-        expect((await list()).statusCode).toBe(200)
-        // What an operator's maintenance does: no new connections, the open ones ended.
-        await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-        await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
-        for (let i = 0; i < 3; i++) {
-          const res = await list()
-          expect(res.statusCode, res.body).toBe(503)
-          expect(res.headers['retry-after']).toBe('5')
-          expect(res.json()).toEqual({ errors: [{ status: '503', code: 'service_unavailable', detail: 'the database cannot be reached; retry later', meta: { request_id: 'closed-1' } }] })
-        }
-        await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
-        expect((await list()).statusCode).toBe(200)
-      } finally {
-        await app.close().catch(() => undefined)
+      const list = () => app.inject({ method: 'GET', url: '/api/v1/roles', headers: { authorization: `Bearer ${secret}`, 'x-request-id': 'closed-1' } })
+      expect((await list()).statusCode).toBe(200)
+      // What an operator's maintenance does: no new connections, the open ones ended.
+      await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
+      for (let i = 0; i < 3; i++) {
+        const res = await list()
+        expect(res.statusCode, res.body).toBe(503)
+        expect(res.headers['retry-after']).toBe('5')
+        expect(res.json()).toEqual({ errors: [{ status: '503', code: 'service_unavailable', detail: 'the database cannot be reached; retry later', meta: { request_id: 'closed-1' } }] })
       }
+      await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
+      expect((await list()).statusCode).toBe(200)
     } finally {
-      await db.close().catch(() => undefined)
-      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined)
-      await admin.close()
+      await close()
     }
   })
 })
