@@ -17,9 +17,10 @@ import { startRawRoutes } from './lib/raw-routes.js'
 import { applyHeapPolicy } from '../src/ops/heap.js'
 
 const env = process.env
-// As `kbis serve` does before it opens its store (KBIS_OPTIMIZE_FOR_SIZE, by default on with PGlite only).
+// As `kbis serve` does before it opens its store (KBIS_OPTIMIZE_FOR_SIZE, by default on with PGlite only;
+// KBIS_HEAP_GROWTH_PERCENT, by default 30 where the first is off).
 const serveConfig = loadConfig(env)
-applyHeapPolicy({ optimizeForSize: serveConfig.optimizeForSize, databaseUrl: env.BENCH_STORE === 'pglite' ? undefined : env.BENCH_DATABASE_URL })
+applyHeapPolicy({ optimizeForSize: serveConfig.optimizeForSize, heapGrowthPercent: serveConfig.heapGrowthPercent, databaseUrl: env.BENCH_STORE === 'pglite' ? undefined : env.BENCH_DATABASE_URL })
 // As `kbis serve` opens its store (openStore), the planner's price of parallel workers
 // (KBIS_PG_PARALLEL_SETUP_COST, decision 0019) on every pooled connection. (Not its statement
 // timeout: the 1,000,000-asset run's statements may pass 10 s on a slow day.)

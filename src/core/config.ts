@@ -19,6 +19,12 @@ export interface Config {
    * undefined: on with the embedded store, off with PostgreSQL (ops/heap.ts, decision 0016).
    */
   optimizeForSize: boolean | undefined
+  /**
+   * The step by which V8 lets its old generation grow past what a full collection left, in percent
+   * (`KBIS_HEAP_GROWTH_PERCENT`, 0–300); undefined: 30 unless V8 optimizes for size; 0: V8's own
+   * factor (ops/heap.ts, decision 0028).
+   */
+  heapGrowthPercent: number | undefined
   /** Redis URL for the shared rate-limit counters; when unset the store keeps them. */
   redisUrl: string | undefined
   /** Addresses/CIDRs of reverse proxies whose X-Forwarded-For is trusted (CONTRACT §10). */
@@ -122,6 +128,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     databaseUrl: postgresUrlFrom('DATABASE_URL', env.DATABASE_URL),
     dataDir: env.KBIS_DATA_DIR || './data',
     optimizeForSize: env.KBIS_OPTIMIZE_FOR_SIZE === undefined || env.KBIS_OPTIMIZE_FOR_SIZE === '' ? undefined : booleanFrom('KBIS_OPTIMIZE_FOR_SIZE', env.KBIS_OPTIMIZE_FOR_SIZE),
+    heapGrowthPercent: env.KBIS_HEAP_GROWTH_PERCENT === undefined || env.KBIS_HEAP_GROWTH_PERCENT === '' ? undefined : intFrom('KBIS_HEAP_GROWTH_PERCENT', env.KBIS_HEAP_GROWTH_PERCENT, 0, 0, 300),
     pgliteSharedBuffersMb: intFrom('KBIS_PGLITE_SHARED_BUFFERS_MB', env.KBIS_PGLITE_SHARED_BUFFERS_MB, DEFAULT_PGLITE_SHARED_BUFFERS_MB, 16, 1024),
     redisUrl: redisUrlFrom(env.REDIS_URL),
     trustedProxies: trustedProxiesFrom(env.KBIS_TRUSTED_PROXIES),
