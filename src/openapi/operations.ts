@@ -137,6 +137,10 @@ const RESPONSE_HEADERS = {
     description: 'Seconds to wait before sending the request again: with every 429 (rate_limit_exceeded) and with a 503 service_unavailable (not query_timeout).',
     schema: { type: 'integer', minimum: 1 },
   },
+  'WWW-Authenticate': {
+    description: 'Bearer: with every 401 (unauthorized, api_key_inactive), the scheme the API takes.',
+    schema: { type: 'string', enum: ['Bearer'] },
+  },
   'Idempotent-Replayed': {
     description: 'true: the answer of an earlier request with the same Idempotency-Key, sent again; nothing was written. Absent on every other answer.',
     schema: { type: 'string', enum: ['true'] },
@@ -155,12 +159,29 @@ const headerRef = (name: HeaderName): Json => ({ $ref: `#/components/headers/${n
  */
 function headersOf(operation: Json, status: string): HeaderName[] {
   const names: HeaderName[] = ['X-Request-Id']
-  if (!(Array.isArray(operation.security) && operation.security.length === 0)) names.push('RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset')
+  // The HTTP layer's 431 is answered before any key is read.
+  if (!(Array.isArray(operation.security) && operation.security.length === 0) && status !== '431') names.push('RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset')
+  if (status === '401') names.push('WWW-Authenticate')
   if (status === '429' || status === '503') names.push('Retry-After')
   const idempotent = (operation.parameters as Json[] | undefined)?.some((p) => p.in === 'header' && String(p.name).toLowerCase() === 'idempotency-key')
-  if (idempotent && Number(status) < 500 && status !== '429' && status !== '413') names.push('Idempotent-Replayed')
+  if (idempotent && Number(status) < 500 && !['429', '413', '431'].includes(status)) names.push('Idempotent-Replayed')
   return names
 }
+
+/**
+ * What any operation may answer besides the statuses its route declares (CONTRACT §1: every
+ * answer, the HTTP layer's included, uses the error envelope): a header block too large, refused
+ * before the request reaches the API, and an unexpected failure.
+ */
+const ANY_OPERATION_ERRORS: Record<string, string> = {
+  431: 'The request line and headers are larger than the server accepts, 16 KiB (headers_too_large); answered before the request reaches the API',
+  500: 'An unexpected failure (internal_error), never with a stack trace or SQL in the body',
+}
+
+const errorResponse = (description: string): Json => ({
+  description,
+  content: { 'application/json': { schema: { ...errorEnvelopeSchema, description } } },
+})
 
 /** Every response with the headers it carries (new objects: responses may be shared between operations). */
 function declareResponseHeaders(openapiObject: Json): void {
@@ -168,6 +189,7 @@ function declareResponseHeaders(openapiObject: Json): void {
   for (const item of Object.values<Json>(openapiObject.paths ?? {})) {
     for (const operation of Object.values<Json>(item)) {
       if (!operation?.responses) continue
+      for (const [status, description] of Object.entries(ANY_OPERATION_ERRORS)) operation.responses[status] ??= errorResponse(description)
       for (const [status, response] of Object.entries<Json>(operation.responses)) {
         const headers = Object.fromEntries(headersOf(operation, status).map((name) => [name, headerRef(name)]))
         operation.responses[status] = { ...response, headers: { ...response.headers, ...headers } }

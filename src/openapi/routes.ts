@@ -10,7 +10,9 @@ export const OPENAPI_INFO = (version: string) => ({
   description:
     'Knowledge-base inventory service, API V1: assets, relationships, search, analytics, metamodel and ' +
     'administration. Authenticate with "Authorization: Bearer <API key>". Errors use the envelope ' +
-    '{"errors": [{status, code, detail, source, meta}]}.',
+    '{"errors": [{status, code, detail, source, meta}]}. A request body is read as JSON (UTF-8) whatever its Content-Type; ' +
+    'in any body, a string holding NUL (U+0000) or a lone surrogate, a number beyond a 64-bit float, or an integer a 64-bit float ' +
+    'cannot hold exactly is refused (400 invalid_request), whatever the schema of its field says.',
 })
 
 /** The generic description, built from the very schemas the routes validate with. */

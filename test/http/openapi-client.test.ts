@@ -62,7 +62,7 @@ for (const store of STORES) {
       const retry = { 'Retry-After': ref('Retry-After') }
       const replayed = { 'Idempotent-Replayed': ref('Idempotent-Replayed') }
       for (const doc of [base, typed]) {
-        expect(Object.keys(doc.components.headers).sort()).toEqual(['Idempotent-Replayed', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'X-Request-Id'])
+        expect(Object.keys(doc.components.headers).sort()).toEqual(['Idempotent-Replayed', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'WWW-Authenticate', 'X-Request-Id'])
         const create = doc.paths['/api/v1/assets'].post.responses
         expect(create['201'].headers).toEqual({ Location: expect.objectContaining({ schema: { type: 'string' } }), ...id, ...quota, ...replayed })
         expect(create['422'].headers).toEqual({ ...id, ...quota, ...replayed })
@@ -70,6 +70,10 @@ for (const store of STORES) {
         expect(create['429'].headers).toEqual({ ...id, ...quota, ...retry })
         expect(create['503'].headers).toEqual({ ...id, ...quota, ...retry })
         expect(create['413'].headers).toEqual({ ...id, ...quota })
+        expect(create['401'].headers).toEqual({ ...id, ...quota, ...replayed, 'WWW-Authenticate': ref('WWW-Authenticate') })
+        // Any operation: the HTTP layer's 431 (no key read yet) and an unexpected 500, in the error envelope.
+        expect(create['431'].headers).toEqual(id)
+        expect(create['500'].headers).toEqual({ ...id, ...quota })
         expect(doc.paths['/api/v1/bulk/assets'].put.responses['200'].headers).toEqual({ ...id, ...quota, ...replayed })
         expect(doc.paths['/api/v1/assets/{id}'].delete.responses['204'].headers).toEqual({ ...id, ...quota, ...replayed })
         expect(doc.paths['/api/v1/assets'].get.responses['200'].headers).toEqual({ ...id, ...quota })
@@ -78,8 +82,12 @@ for (const store of STORES) {
         for (const [path, item] of Object.entries<any>(doc.paths)) {
           for (const [method, operation] of Object.entries<any>(item)) {
             for (const [status, response] of Object.entries<any>(operation.responses)) expect(response.headers?.['X-Request-Id'], `${method} ${path} ${status}`).toEqual(id['X-Request-Id'])
+            for (const status of ['431', '500']) {
+              expect(operation.responses[status]?.content['application/json'].schema.required, `${method} ${path} ${status}`).toEqual(['errors'])
+            }
           }
         }
+        expect(doc.paths['/api/v1/openapi/base.json'].get.responses['500'].description).toContain('internal_error')
       }
       // What the document declares is what the answers carry.
       const body = { asset_type_key: 'server', name: 'replayed-01', properties: { hostname: 'replayed-01' } }
@@ -89,6 +97,9 @@ for (const store of STORES) {
       expect(first.headers['idempotent-replayed']).toBeUndefined()
       for (const name of ['x-request-id', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'location']) expect(again.headers[name], name).toBeDefined()
       expect(again.headers['idempotent-replayed']).toBe('true')
+      const refused = await t.request('GET', '/api/v1/assets', { key: 'kbis_nope' })
+      expect(refused.status).toBe(401)
+      expect(refused.headers['www-authenticate']).toBe('Bearer')
     })
 
     it('names every filter[...] and relationships_filter[...] parameter, with a deepObject for property filters', () => {
