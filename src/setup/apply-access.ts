@@ -6,6 +6,7 @@ import { selectUsers } from './state.js'
 import type { AccessDomainSpec, RoleSpec, UserSpec } from './types.js'
 import { removeRoleFromKeys } from '../keys/sql.js'
 import { operatorOrigin } from '../outbox/write.js'
+import { TOKEN_PREFIX } from '../core/auth/tokens.js'
 
 /** Roles kept from the store (the file lists no roles) that grant on access domain `key`. */
 function storedRolesOnDomain(ctx: ApplyContext, key: string): string[] {
@@ -61,9 +62,10 @@ async function removeRole(ctx: ApplyContext, key: string): Promise<void> {
     [ctx.orgId, key],
   )
   const only = last.rows[0]
+  // Named by the start of its token as keys list shows it and keys revoke takes it (kbis_<12 hex>).
   if (only) {
     const more = only.n > 1 ? ` and ${only.n - 1} other API key(s)` : ''
-    refuse(ctx, `cannot remove role ${key}: it is the only role of API key "${only.name}" (${only.secret_prefix}, of ${only.email})${more}; give the key another role or revoke it first (kbis keys revoke)`)
+    refuse(ctx, `cannot remove role ${key}: it is the only role of API key "${only.name}" (${TOKEN_PREFIX}${only.secret_prefix}, of ${only.email})${more}; give the key another role or revoke it first (kbis keys revoke)`)
   }
   await ctx.tx.query('DELETE FROM roles WHERE org_id = $1 AND key = $2', [ctx.orgId, key])
   const strip = (table: 'users', touch: string): Promise<{ rowCount: number }> =>

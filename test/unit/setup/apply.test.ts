@@ -192,7 +192,7 @@ for (const kind of STORES) {
       s.roles.pop()
       s.users = [s.users[0]!]
       expect(await failure(apply(store.db, s))).toBe(
-        `SetupError: organization last_role: cannot remove role it_editor: it is the only role of API key "test" (p_${only}, of editor@acme.test); give the key another role or revoke it first (kbis keys revoke)`,
+        `SetupError: organization last_role: cannot remove role it_editor: it is the only role of API key "test" (kbis_p_${only}, of editor@acme.test); give the key another role or revoke it first (kbis keys revoke)`,
       )
       expect({ ...(await snapshot(store.db, orgId)), keys: await keys() }).toEqual(before)
       // Removed one after the other by one file, two roles can be a key's last as well.
@@ -201,7 +201,7 @@ for (const kind of STORES) {
       none.roles = [{ key: 'other', name: 'Other', grants: [] }]
       none.users = none.users.map((u) => ({ ...u, role_keys: [] }))
       expect(await failure(apply(store.db, none))).toBe(
-        `SetupError: organization last_role: cannot remove role it_editor: it is the only role of API key "test" (p_${both}, of owner@acme.test); give the key another role or revoke it first (kbis keys revoke)`,
+        `SetupError: organization last_role: cannot remove role it_editor: it is the only role of API key "test" (kbis_p_${both}, of owner@acme.test); give the key another role or revoke it first (kbis keys revoke)`,
       )
       expect(await keys()).toEqual([{ id: both, role_keys: ['it_editor', 'all'] }])
       // With the key given another role first, the removal goes through.
