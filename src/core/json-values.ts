@@ -140,6 +140,28 @@ const INEXACT_RUN = 16
  * each would be another number than the one sent. Only called on a text with a run of
  * INEXACT_RUN digits (hasLongDigitRun), so ordinary bodies pay the probe alone.
  */
+/**
+ * The integer a number of 2^53 or more (all integers) is kept as: the value of its shortest
+ * decimal form, which JSON.stringify writes and the store keeps as a numeric (`1.2e+25` is
+ * 12000000000000000000000000, not the float's 12000000000000000905969664).
+ */
+function keptInteger(n: number): bigint {
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:e\+?(\d+))?$/.exec(String(n))!
+  const fraction = m[3] ?? ''
+  return BigInt(`${m[1]}${m[2]}${fraction}`) * 10n ** BigInt(Number(m[4] ?? 0) - fraction.length)
+}
+
+/**
+ * Whether the integer literal `token` (digits, optional minus sign; finite as a float) would be
+ * kept as another number: JSON.parse rounds it to a 64-bit float, and the store keeps that
+ * float's shortest decimal form. `9007199254740993` becomes 9007199254740992 and
+ * `12345678901234567891` 12345678901234567000: lost digits. `12000000000000000000000000` is kept
+ * as written (it is `1.2e+25`, the form an export may give it back in), as is 2^60.
+ */
+export function losesDigits(token: string): boolean {
+  return BigInt(token) !== keptInteger(Number(token))
+}
+
 export function inexactIntegers(text: string): string[] {
   const found: string[] = []
   let inString = false
@@ -160,7 +182,7 @@ export function inexactIntegers(text: string): string[] {
     const token = text.slice(i, end)
     i = end - 1
     // A number past a float's range (Infinity) is findUnstorable's to report.
-    if (/^-?\d{16,}$/.test(token) && Number.isFinite(Number(token)) && BigInt(token) !== BigInt(Number(token))) found.push(token)
+    if (/^-?\d{16,}$/.test(token) && Number.isFinite(Number(token)) && losesDigits(token)) found.push(token)
   }
   return found
 }

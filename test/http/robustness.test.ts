@@ -122,6 +122,8 @@ for (const store of STORES) {
         ['/api/v1/assets', '{"asset_type_key":"server","name":"big","properties":{"hostname":"big-1","memory_gb":9007199254740993}}', '9007199254740993', '/properties/memory_gb'],
         ['/api/v1/bulk/assets', '[{"asset_type_key":"note","name":"ok"},{"asset_type_key":"server","name":"b","properties":{"hostname":"big-2","cost":12345678901234567891}}]', '12345678901234567891', '/1/properties/cost'],
         ['/api/v1/search/assets', '{"filter":{"field":"properties.cpu_count","operator":"equals","value":-9007199254740995}}', '-9007199254740995', '/filter/value'],
+        // 2^60 is a float, but kept as its shortest form, 1152921504606847000: another number.
+        ['/api/v1/assets', '{"asset_type_key":"server","name":"big","properties":{"hostname":"big-4","memory_gb":1152921504606846976}}', '1152921504606846976', '/properties/memory_gb'],
       ] as const) {
         const res = await send(url, raw)
         expect(res.statusCode, raw).toBe(400)
@@ -131,12 +133,16 @@ for (const store of STORES) {
       const exact = await send('/api/v1/assets', '{"asset_type_key":"server","name":"big","properties":{"hostname":"big-3","memory_gb":9007199254740992,"owner":"9007199254740993"}}')
       expect(exact.statusCode).toBe(201)
       expect(exact.json().data.properties).toMatchObject({ memory_gb: 9007199254740992, owner: '9007199254740993' })
+      // 1.2e25 written out in full, as an NDJSON export of it reads: the same number, kept.
+      const full = await send('/api/v1/assets', '{"asset_type_key":"server","name":"full","properties":{"hostname":"big-5","memory_gb":12000000000000000000000000}}')
+      expect(full.statusCode).toBe(201)
+      expect(full.json().data.properties.memory_gb).toBe(1.2e25)
       // A list filter finds it by the digits it was sent with, as a search does (CONTRACT §3: the value read by the property's type).
       for (const digits of ['9007199254740992', '9.007199254740992e15']) {
         const found = await t.request('GET', `/api/v1/assets?filter[properties.memory_gb]=${digits}`)
         expect([found.status, found.body.data?.map((a: { name: string }) => a.name)], digits).toEqual([200, ['big']])
       }
-      expect((await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE unique_value IN ('big-1', 'big-2')")).rows[0]!.n).toBe(0)
+      expect((await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE unique_value IN ('big-1', 'big-2', 'big-4')")).rows[0]!.n).toBe(0)
     })
 
     it('refuses year 0000 (no date in PostgreSQL) on write and in filters with a clear 4xx, never 500', async () => {

@@ -1,4 +1,7 @@
 /** Cells of an import file → API values, by the property's type (CONTRACT §16). */
+
+import { losesDigits } from '../../core/json-values.js'
+
 export interface PropertyInfo {
   key: string
   type: string
@@ -36,7 +39,7 @@ export function convertCell(property: PropertyInfo, cell: string): unknown {
     const n = Number(cell)
     if (!DECIMAL.test(cell) || !Number.isFinite(n)) throw new CellError(property.key, `${property.key} must be a number, not ${JSON.stringify(cell)}`)
     // As the server refuses it in a body: an integer a 64-bit float would round is not sent rounded.
-    if (/^[+-]?\d{16,}$/.test(cell) && BigInt(cell) !== BigInt(n)) {
+    if (/^[+-]?\d{16,}$/.test(cell) && losesDigits(cell.replace(/^\+/, ''))) {
       throw new CellError(property.key, `${property.key}: the number ${cell} cannot be kept exactly (integers beyond ±9007199254740991 lose digits in a 64-bit float)`)
     }
     return n
