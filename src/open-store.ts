@@ -13,20 +13,33 @@ import { isStoreUnreachable } from './store/unreachable.js'
  * Opens the configured store (PGlite or PostgreSQL) and migrates it; `onInitialize` as openDb's,
  * `onMigrated` with the migrations this call applied (none when the store was current).
  */
-export async function openStore(config: Config, onInitialize?: (dir: string) => void, onMigrated?: (applied: string[]) => void): Promise<Db> {
+export async function openStore(config: Config, onInitialize?: (dir: string) => void, onMigrated?: (applied: string[]) => void, setUpOnly = false): Promise<Db> {
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
     statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize })
   try {
     if (config.databaseUrl) await reachPostgres(config.databaseUrl, config.connectTimeoutMs)
+    if (setUpOnly && config.databaseUrl && !(await holdsKbis(db))) {
+      throw new NotSetUpError(`PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL) holds no kbis store (kbis serve or kbis apply sets one up); nothing was written`)
+    }
     const applied = await migrate(db)
     if (applied.length > 0) onMigrated?.(applied)
   } catch (err) {
     await db.close().catch(() => undefined)
     // The first statement is where an unreachable or refusing PostgreSQL shows: say which one.
+    if (err instanceof NotSetUpError) throw err
     if (config.databaseUrl && (isConnectionError(err) || isStoreUnreachable(err))) throw new Error(`cannot use PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL): ${(err as Error).message}`)
     throw err
   }
   return db
+}
+
+/** A command that works on an existing store was pointed at a database without one. */
+class NotSetUpError extends Error {}
+
+/** Whether the database (its schema on the search path) holds kbis's tables: its migrations' register. */
+async function holdsKbis(db: Db): Promise<boolean> {
+  const found = await db.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+  return found.rows[0]!.present
 }
 
 /** Errors of reaching or logging in to PostgreSQL (socket errors, SQLSTATE classes 08 and 28, a missing database); isStoreUnreachable: also a connection that broke (pg gives it no code). */

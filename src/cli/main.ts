@@ -45,9 +45,9 @@ function configFrom(flags: StoreFlags & { port?: number; host?: string }): Confi
 
 /**
  * Runs a store command here, or hands it to the server that owns the PGlite directory. `creates`:
- * the command may create a data directory that does not exist (`apply`); keys and users name an
- * organization, which a new store does not hold, and run from the wrong working directory they
- * would leave a new `./data` there.
+ * the command may set up a new store (`apply`); keys and users name an organization, which a new
+ * store does not hold: run from the wrong working directory they would leave a new `./data`
+ * there, and pointed at the wrong PostgreSQL database they would give it kbis's tables.
  */
 async function withStore<T>(config: Config, command: ControlCommand, body: unknown, local: (db: Db) => Promise<T>, creates = false): Promise<T> {
   if (!config.databaseUrl && !creates && !existsSync(config.dataDir)) {
@@ -56,7 +56,7 @@ async function withStore<T>(config: Config, command: ControlCommand, body: unkno
   }
   const here = async (): Promise<T> => {
     const { announceInitialize, openStore } = await import('../open-store.js')
-    const db = await openStore(config, announceInitialize)
+    const db = await openStore(config, announceInitialize, undefined, !creates)
     try {
       return await local(db)
     } finally {

@@ -4,7 +4,8 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { ACME_YAML, freePort, KBIS_BIN, TEST_ALLOCATOR } from '../helpers/cli-server.js'
+import { ACME_YAML, freePort, KBIS_BIN, postgresSchema, TEST_ALLOCATOR } from '../helpers/cli-server.js'
+import { STORES } from '../helpers/stores.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 import { openDb } from '../../src/store/db.js'
 
@@ -184,6 +185,33 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect(await kbis(['keys', 'create', '--org', 'acme', '--user', 'x@y', '--name', 'n', '--type', 'Admin', '--roles', 'all', '--data-dir', missing])).toEqual(none(missing))
     expect(await kbis(['keys', 'revoke', 'kbis_0123456789ab', '--org', 'acme'], { KBIS_DATA_DIR: missing })).toEqual(none(missing))
     expect(existsSync(missing)).toBe(false)
+  })
+
+  it.runIf(STORES.includes('postgres'))('gives a PostgreSQL database without a kbis store no tables for a command that only reads or changes keys and users', async () => {
+    const pg = await postgresSchema()
+    try {
+      const target = `${new URL(process.env.TEST_DATABASE_URL!).host}${new URL(process.env.TEST_DATABASE_URL!).pathname}`
+      const refused = { code: 1, stdout: '', stderr: `kbis: PostgreSQL at ${target} (DATABASE_URL) holds no kbis store (kbis serve or kbis apply sets one up); nothing was written\n` }
+      const env = { DATABASE_URL: pg.url }
+      expect(await kbis(['keys', 'list', '--org', 'acme'], env)).toEqual(refused)
+      expect(await kbis(['keys', 'create', '--org', 'acme', '--user', 'x@y', '--name', 'n', '--type', 'Admin', '--roles', 'all'], env)).toEqual(refused)
+      expect(await kbis(['keys', 'revoke', 'kbis_0123456789ab', '--org', 'acme'], env)).toEqual(refused)
+      const db = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL!, poolSize: 1 })
+      try {
+        const tables = () => db.query<{ n: number }>('SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = $1', [pg.schema])
+        expect((await tables()).rows[0]!.n).toBe(0)
+        // apply sets a store up; the commands then find it.
+        writeFileSync(path.join(dir, 'pg-acme.yaml'), ACME_YAML.replace('RATE', '1000'))
+        expect((await kbis(['apply', path.join(dir, 'pg-acme.yaml')], env)).code).toBe(0)
+        expect((await tables()).rows[0]!.n).toBeGreaterThan(10)
+        const listed = await kbis(['keys', 'list', '--org', 'acme'], env)
+        expect([listed.code, listed.stderr]).toEqual([0, ''])
+      } finally {
+        await db.close()
+      }
+    } finally {
+      await pg.drop()
+    }
   })
 
   it('says which PostgreSQL it cannot use, without the credentials, and refuses a DATABASE_URL that is not a PostgreSQL URL', async () => {
