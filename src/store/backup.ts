@@ -4,7 +4,7 @@ import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { create } from 'tar'
 import type { Db } from './db.js'
-import { FileWriteError, writeWhole } from './write-whole.js'
+import { FileWriteError, landingOf, writeWhole } from './write-whole.js'
 import { LOCK_FILE, lockDataDir } from './pglite-lock.js'
 
 /** What `kbis backup` wrote. */
@@ -44,7 +44,10 @@ export async function writeDataDirArchive(dir: string, file: string): Promise<Ba
     throw new BackupError(`the directory of ${file} does not exist`)
   }
   // Where the archive really goes: through a symbolic link, a path outside may lead inside.
-  if (inside(path.join(realpathSync(path.dirname(target)), path.basename(target)), existsSync(source) ? realpathSync(source) : source)) throw insideError(file, dir)
+  const realSource = existsSync(source) ? realpathSync(source) : source
+  if (inside(path.join(realpathSync(path.dirname(target)), path.basename(target)), realSource)) throw insideError(file, dir)
+  // And through a link named as the archive.
+  if (inside((await landingOf(target)).path, realSource)) throw insideError(file, dir)
   if (existsSync(target) && statSync(target).isDirectory()) throw new BackupError(`${file} is a directory: name the archive, e.g. ${path.join(file, 'kbis-backup.tar.gz')}`)
   if (!ARCHIVE_NAME.test(target)) throw new BackupError(`${file}: name the archive .tar, or .tar.gz (.tgz) to compress it`)
   try {

@@ -1,4 +1,4 @@
-import { readdir, rename, rm } from 'node:fs/promises'
+import { lstat, readdir, readlink, realpath, rename, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { running } from './pglite-lock.js'
 
@@ -10,21 +10,54 @@ import { running } from './pglite-lock.js'
  * a shorter file that looks complete, and a failed attempt leaves an older `file` as it was.
  * An error of the file itself (no space, no permission, …) is a {@link FileWriteError} naming
  * `file`, not the temporary file; `write`'s other errors are passed on as they are.
+ *
+ * As a shell's `>` does, a symbolic link is followed (the file it names is replaced, the link
+ * stays), and a device, FIFO or socket (`/dev/null`, `/dev/stdout`, a named pipe) is written to
+ * as it is: renaming over it would put a plain file in its place.
  */
 export async function writeWhole<T>(file: string, write: (partial: string) => Promise<T>): Promise<T> {
-  const partial = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.partial`)
+  const target = await landingOf(file)
+  if (target.special) {
+    try {
+      return await write(target.path)
+    } catch (err) {
+      throw isTargetError(err, target.path) ? new FileWriteError(file, err as Error) : err
+    }
+  }
+  const partial = path.join(path.dirname(target.path), `.${path.basename(target.path)}.${process.pid}.partial`)
   try {
     // `write` starts at once, in this turn of the event loop: `kbis export` reads the answer it
     // is handed as soon as it arrives (an answer cut short loses what a later reader never took).
     const result = await write(partial)
-    await rename(partial, file)
+    await rename(partial, target.path)
     return result
   } catch (err) {
     throw isTargetError(err, partial) ? new FileWriteError(file, err as Error) : err
   } finally {
     await rm(partial, { force: true })
-    await removeOrphans(file)
+    await removeOrphans(target.path)
   }
+}
+
+/**
+ * Where writing `file` lands: the file a symbolic link names (followed to the end; a link to a
+ * file not there yet names where it will be), and whether that is a device, FIFO or socket, written
+ * to in place, rather than a plain file or none yet, replaced whole.
+ */
+export async function landingOf(file: string): Promise<{ path: string; special: boolean }> {
+  let target = file
+  try {
+    target = await realpath(file)
+  } catch {
+    // Missing, or a link to a file not there yet (as `ln -s new.csv out.csv` before a first export).
+    for (let hops = 0; hops < 40; hops++) {
+      const link = await lstat(target).catch(() => null)
+      if (link === null || !link.isSymbolicLink()) break
+      target = path.resolve(path.dirname(target), await readlink(target))
+    }
+  }
+  const found = await stat(target).catch(() => null)
+  return { path: target, special: found !== null && !found.isFile() && !found.isDirectory() }
 }
 
 /**

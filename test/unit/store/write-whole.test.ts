@@ -1,4 +1,6 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { lstat, mkdtemp, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises'
+import { execFileSync } from 'node:child_process'
+import { createReadStream } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -19,5 +21,41 @@ describe('writeWhole', () => {
     await writeWhole(file, async (partial) => writeFile(partial, 'whole'))
     expect(await readFile(file, 'utf8')).toBe('whole')
     expect((await readdir(dir)).sort()).toEqual([writing, other, 'kbis.tar.gz'].sort())
+  })
+
+  it('follows a symbolic link, as a shell does: the file it names is replaced, the link stays', async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'kbis-write-whole-'))
+    await writeFile(path.join(dir, 'target.csv'), 'old')
+    await symlink('target.csv', path.join(dir, 'link.csv'))
+    await writeWhole(path.join(dir, 'link.csv'), async (partial) => writeFile(partial, 'whole'))
+    expect(await readlink(path.join(dir, 'link.csv'))).toBe('target.csv')
+    expect(await readFile(path.join(dir, 'target.csv'), 'utf8')).toBe('whole')
+    // A link to a file not there yet: the file is made where the link points.
+    await symlink('later.csv', path.join(dir, 'ahead.csv'))
+    await writeWhole(path.join(dir, 'ahead.csv'), async (partial) => writeFile(partial, 'first'))
+    expect((await lstat(path.join(dir, 'ahead.csv'))).isSymbolicLink()).toBe(true)
+    expect(await readFile(path.join(dir, 'later.csv'), 'utf8')).toBe('first')
+    expect((await readdir(dir)).sort()).toEqual(['ahead.csv', 'later.csv', 'link.csv', 'target.csv'])
+  })
+
+  it('writes to a FIFO (or a device) as it is, rather than put a plain file in its place', async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'kbis-write-whole-'))
+    const fifo = path.join(dir, 'pipe')
+    execFileSync('mkfifo', [fifo])
+    const reader = createReadStream(fifo, 'utf8')
+    try {
+      const read = new Promise<string>((resolve, reject) => {
+        let text = ''
+        reader.on('data', (chunk) => { text += chunk })
+        reader.on('end', () => resolve(text))
+        reader.on('error', reject)
+      })
+      await writeWhole(fifo, async (target) => writeFile(target, 'streamed'))
+      expect(await read).toBe('streamed')
+      expect((await lstat(fifo)).isFIFO()).toBe(true)
+      expect(await readdir(dir)).toEqual(['pipe'])
+    } finally {
+      reader.destroy()
+    }
   })
 })
