@@ -101,6 +101,14 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
       code: 1, lines: [`kbis: ${path.join(link, 'inside.tar')} is inside the data directory ${dataDir}: write the backup somewhere else`],
     })
     expect(existsSync(path.join(dataDir, 'inside.tar'))).toBe(false)
+    // An archive named by a link (followed, as a shell's > follows it) that leads inside.
+    const named = path.join(store.dir, 'named.tar')
+    symlinkSync(path.join(dataDir, 'inside.tar'), named)
+    expect(await cliRun(['backup', named, '--data-dir', dataDir], {})).toEqual({
+      code: 1, lines: [`kbis: ${named} is inside the data directory ${dataDir}: write the backup somewhere else`],
+    })
+    expect(existsSync(path.join(dataDir, 'inside.tar'))).toBe(false)
+    rmSync(named)
     // The name says what the archive is: a tar file, compressed or not.
     expect(await cliRun(['backup', path.join(store.dir, 'b.zip'), '--data-dir', dataDir], {})).toEqual({
       code: 1, lines: [`kbis: ${path.join(store.dir, 'b.zip')}: name the archive .tar, or .tar.gz (.tgz) to compress it`],
