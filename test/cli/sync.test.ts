@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startMetricsServer } from '../../src/ops/metrics-server.js'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
-import { runKbis, type CliRun } from '../helpers/cli-server.js'
+import { runCli, runKbis, type CliRun } from '../helpers/cli-server.js'
 
 
 type Run = CliRun
@@ -597,6 +597,48 @@ describe('kbis import / kbis export against an address that is no kbis server', 
     })
     expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n2,,an internal error occurred; it has been logged\n3,,an internal error occurred; it has been logged\n')
   })
+})
+
+describe('kbis import interrupted', () => {
+  it('says which chunk was being sent when Ctrl-C or SIGTERM came, writes out --errors, and exits 130 or 143', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-interrupt-'))
+    try {
+      // The first chunk has a refused row (reported at once); the second one's answer never comes.
+      const rows = Array.from({ length: 10_010 }, (_, i) => (i === 3 ? 'cli-i-3,' : `cli-i-${i},cli-i-${i}`))
+      const csv = path.join(dir, 'interrupted.csv')
+      writeFileSync(csv, `name,hostname\n${rows.join('\n')}\n`)
+      let bulks = 0
+      await withStubServer((req, res) => {
+        if (req.method === 'GET') {
+          res.writeHead(200, { 'content-type': 'application/json' })
+          res.end(JSON.stringify({ data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } }))
+          return
+        }
+        bulks++
+        req.resume()
+        if (bulks > 1) return // the second chunk: no answer
+        res.writeHead(422, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ errors: [{ status: '422', code: 'validation_failed', detail: 'hostname is required for asset type server', source: { pointer: '/3/properties/hostname' }, meta: { index: 3, client_ref: '5' } }] }))
+      }, async (url) => {
+        for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+          bulks = 0
+          const errors = path.join(dir, `${signal}.csv`)
+          const run = runCli(['import', csv, '--type', 'server', '--errors', errors], { KBIS_URL: url, KBIS_API_KEY: 'kbis_stub' })
+          await run.waitFor(/^lines 2-10001: /)
+          while (bulks < 2) await new Promise((resolve) => setTimeout(resolve, 20))
+          run.child.kill(signal)
+          expect(await run.exited, signal).toBe(code)
+          expect(run.lines, signal).toEqual([
+            'lines 2-10001: 10000 rows, 1 refused, nothing written',
+            'kbis: interrupted while lines 10002-10011 were being sent: the server may have written them or not (an --upsert re-run of the file leaves the rows already written unchanged); the chunks reported above are written',
+          ])
+          expect(readFileSync(errors, 'utf8'), signal).toBe('line,field,message\n5,hostname,hostname is required for asset type server\n')
+        }
+      })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 60_000)
 })
 
 describe('kbis export against a busy server', () => {

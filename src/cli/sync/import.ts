@@ -240,7 +240,7 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   const read: ReadProgress = { bytes: 0 }
   const report = await ErrorReport.open(options.errors)
   // Standard input has no size: the bar shows items and their rate, without a share or an ETA.
-  const bar = progress ?? createProgress(stdin ? null : statSync(options.file).size)
+  const bar = progress ?? createProgress(stdin ? null : statSync(options.file).size, { beforeExit: () => report.close() })
   const ctx: ChunkContext = { client, type, options, runId: randomUUID(), dryRun }
   const summary: ImportSummary = { rows: 0, refused: 0, failedChunks: 0, results: { created: 0, updated: 0, unchanged: 0 } }
   let chunk: FileRow[] = []
@@ -248,7 +248,10 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   // A chunk over the server's byte limit is sent as two, each atomic, and so on (`label`: its
   // Idempotency-Key's part, 3, then 3a and 3b, …).
   const send = async (rows: FileRow[], label: string): Promise<void> => {
+    // A dry run writes nothing: an interruption then has nothing to say of the chunk in flight.
+    if (!options.dryRun) bar.sending(`lines ${rows[0]!.line}-${rows[rows.length - 1]!.line}`)
     const sent = await sendChunk(ctx, rows, label)
+    bar.sending(null)
     if (sent === 'too large') {
       const half = Math.ceil(rows.length / 2)
       await send(rows.slice(0, half), `${label}a`)
