@@ -86,7 +86,9 @@ export async function listKeysFromCli(db: Db, req: { org: string }): Promise<Cli
 /** The key `kbis keys revoke` names: a token's prefix (12 hex digits), or null for an id; checked before the store is opened. */
 export function revokedKeyPrefix(key: string): string | null {
   const prefix = prefixOfTokenStart(key)
-  if (prefix === null && !isUuid(key)) throw new CommandError(`<key>: give the key's id or the start of its token (kbis_ and 12 hex digits), not "${key.slice(0, 40)}"`)
+  // A mistyped token may hold most of a secret: past the start that keys list shows, it is not repeated.
+  const shown = key.startsWith('kbis_') && key.length > 17 ? `${key.slice(0, 17)}…` : key.length > 40 ? `${key.slice(0, 40)}…` : key
+  if (prefix === null && !isUuid(key)) throw new CommandError(`<key>: give the key's id or the start of its token (kbis_ and 12 hex digits), not "${shown}"`)
   return prefix
 }
 

@@ -43,6 +43,11 @@ for (const kind of STORES) {
       expect(await cliRun(['keys', 'revoke', 'web-01', '--org', 'acme'], env)).toEqual({
         code: 1, lines: ['kbis: <key>: give the key\'s id or the start of its token (kbis_ and 12 hex digits), not "web-01"'],
       })
+      // A token mistyped: its secret part is not repeated.
+      const mistyped = `${second.secret.slice(0, 16)}_${second.secret.slice(17)}`
+      expect(await cliRun(['keys', 'revoke', mistyped, '--org', 'acme'], env)).toEqual({
+        code: 1, lines: [`kbis: <key>: give the key's id or the start of its token (kbis_ and 12 hex digits), not "${mistyped.slice(0, 17)}…"`],
+      })
       expect(await cliRun(['keys', 'list', '--org', 'nope'], env)).toEqual({ code: 1, lines: ['kbis: --org: no organization nope'] })
     })
 

@@ -379,6 +379,8 @@ for (const store of STORES) {
       expect(await kbis(['import', csv, '--type', 'server'], {})).toEqual({ code: 1, stdout: '', stderr: 'kbis: no server: pass --url or set KBIS_URL (e.g. http://127.0.0.1:8080)\n' })
       expect((await kbis(['import', csv, '--type', 'server', '--url', env.KBIS_URL!], {})).stderr).toBe('kbis: no API key: pass --key or set KBIS_API_KEY\n')
       expect((await kbis(['import', csv, '--type', 'printer'], env)).stderr).toBe('kbis: unknown asset type printer\n')
+      // A key pasted with its header's scheme is the key.
+      expect((await kbis(['import', csv, '--type', 'printer', '--key', `Bearer ${env.KBIS_API_KEY}`], env)).stderr).toBe('kbis: unknown asset type printer\n')
       // An export of an unknown type is no empty success, in either format.
       for (const format of ['ndjson', 'csv']) {
         expect(await kbis(['export', '--type', 'printer', '--format', format], env), format)

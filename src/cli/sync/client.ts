@@ -36,7 +36,8 @@ export class ServerClient {
       throw new Error(`${flags.url !== undefined ? '--url' : 'KBIS_URL'} must be the server's http:// or https:// address, e.g. http://127.0.0.1:8080`)
     }
     this.base = url.replace(/\/+$/, '')
-    this.key = key
+    // The key as it is, or pasted with the scheme of its header (`Bearer kbis_…`).
+    this.key = key.trim().replace(/^Bearer\s+/i, '')
   }
 
   /**
