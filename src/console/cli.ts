@@ -10,13 +10,17 @@ export interface CliPasswordRequest {
 }
 
 /** `kbis users set-password`: stores the hash; the user's console sessions stay as they are. */
-export async function setPasswordFromCli(db: Db, req: CliPasswordRequest): Promise<{ user_id: string }> {
+/**
+ * Sets the password; says whether the user can sign in with it now (`enabled`, and `password`
+ * among the user's sign-in methods), which `kbis apply` decides, not this command.
+ */
+export async function setPasswordFromCli(db: Db, req: CliPasswordRequest): Promise<{ user_id: string; enabled: boolean; by_password: boolean }> {
   if (!/^scrypt\$/.test(req.hash)) throw new CommandError('not a password hash')
   const org = (await db.query<{ id: string }>('SELECT id FROM organizations WHERE key = $1', [req.org])).rows[0]
   if (!org) throw new CommandError(`--org: no organization ${req.org}`)
   const updated = await setPasswordHash(db, req.org, req.email, req.hash)
   if (!updated) throw new CommandError(`--email: no user ${req.email} in organization ${req.org}`)
-  return { user_id: updated.user_id }
+  return { user_id: updated.user_id, enabled: updated.enabled, by_password: updated.by_password }
 }
 
 /** The password from standard input: all of it, without one final line break. */

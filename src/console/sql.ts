@@ -30,11 +30,11 @@ export async function selectSignInCandidates(db: Queryable, email: string): Prom
  * Sets the password of the one user with exactly this email (users_email_unique compares it case
  * included, as `apply` and `kbis keys create --user` do): `a@x.test` and `A@x.test` are two users.
  */
-export async function setPasswordHash(db: Queryable, orgKey: string, email: string, hash: string): Promise<{ org_id: string; user_id: string } | null> {
-  const result = await db.query<{ org_id: string; user_id: string }>(
+export async function setPasswordHash(db: Queryable, orgKey: string, email: string, hash: string): Promise<{ org_id: string; user_id: string; enabled: boolean; by_password: boolean } | null> {
+  const result = await db.query<{ org_id: string; user_id: string; enabled: boolean; by_password: boolean }>(
     `UPDATE users u SET password_hash = $3 FROM organizations o
      WHERE o.key = $1 AND u.org_id = o.id AND u.email = $2
-     RETURNING u.org_id, u.id AS user_id`,
+     RETURNING u.org_id, u.id AS user_id, u.enabled, 'password' = ANY(u.sign_in_methods) AS by_password`,
     [orgKey, email, hash],
   )
   return result.rows[0] ?? null

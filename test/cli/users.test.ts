@@ -69,10 +69,11 @@ describe('kbis users set-password on PGlite', { timeout: 600_000 }, () => {
     const data = await templateDataDir(path.join(dir, 'data-case'))
     const yaml = path.join(dir, 'case.yaml')
     writeFileSync(yaml, ACME_YAML.replace('RATE', '6000').replace(/^users: .*$/m,
-      'users: [{email: a@x.test, name: Lower, permission_type: Owner, role_keys: [all]}, {email: A@x.test, name: Upper, permission_type: Viewer}]'))
+      'users: [{email: a@x.test, name: Lower, permission_type: Owner, role_keys: [all]}, {email: A@x.test, name: Upper, permission_type: Viewer, enabled: false, sign_in_methods: [password]}]'))
     expect((await kbis(['apply', yaml, '--data-dir', data], '')).code).toBe(0)
     const set = (email: string) => kbis(['users', 'set-password', '--org', 'acme', '--email', email, '--data-dir', data], 'a long password 1')
-    expect(await set('a@x.test')).toEqual({ code: 0, out: 'password set for a@x.test in organization acme\n' })
+    // Set, with a word on why it does not let the user in yet (no sign-in method named in the file).
+    expect(await set('a@x.test')).toEqual({ code: 0, out: "password set for a@x.test in organization acme\nkbis: warning: a@x.test cannot sign in with it until kbis apply changes that: password is not among the user's sign_in_methods\n" })
     expect(await set('A@X.TEST')).toEqual({ code: 1, out: 'kbis: --email: no user A@X.TEST in organization acme\n' })
     const db = await openDb({ dataDir: data })
     try {
@@ -81,5 +82,8 @@ describe('kbis users set-password on PGlite', { timeout: 600_000 }, () => {
     } finally {
       await db.close()
     }
+    // A disabled user's password is set, with a word on why it does not let the user in yet.
+    const disabled = await kbis(['users', 'set-password', '--org', 'acme', '--email', 'A@x.test', '--data-dir', data], 'another long password')
+    expect(disabled).toEqual({ code: 0, out: 'password set for A@x.test in organization acme\nkbis: warning: A@x.test cannot sign in with it until kbis apply changes that: the user is disabled\n' })
   })
 })
