@@ -1,5 +1,5 @@
 import { once } from 'node:events'
-import { createServer, type RequestListener } from 'node:http'
+import { createServer, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -27,6 +27,14 @@ const withStubServer = async (handler: RequestListener, use: (url: string) => Pr
     stub.closeAllConnections()
     stub.close()
   }
+}
+
+/** A stub's answer to the asset type read (a GET): `server`, named by its unique key; true when it answered. */
+const answeredServerType = (req: IncomingMessage, res: ServerResponse): boolean => {
+  if (req.method !== 'GET') return false
+  res.writeHead(200, { 'content-type': 'application/json' })
+  res.end(JSON.stringify({ data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } }))
+  return true
 }
 
 for (const store of STORES) {
@@ -559,11 +567,7 @@ describe('kbis import / kbis export against an address that is no kbis server', 
     // A server that answered once and then drops a connection (restarting): the chunk is sent again.
     let posts = 0
     await withStubServer((req, res) => {
-      if (req.method === 'GET') {
-        res.writeHead(200, { 'content-type': 'application/json' })
-        res.end(JSON.stringify({ data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } }))
-        return
-      }
+      if (answeredServerType(req, res)) return
       if (++posts === 1) {
         req.socket.destroy()
         return
@@ -582,11 +586,7 @@ describe('kbis import / kbis export against an address that is no kbis server', 
     const csv = file('whole.csv', 'name,hostname\ncli-w-1,cli-w-1\ncli-w-2,cli-w-2\n')
     const errors = path.join(dir, 'whole-errors.csv')
     await withStubServer((req, res) => {
-      if (req.method === 'GET') {
-        res.writeHead(200, { 'content-type': 'application/json' })
-        res.end(JSON.stringify({ data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } }))
-        return
-      }
+      if (answeredServerType(req, res)) return
       // A 500 is not retried (a 503 would be, after its Retry-After, up to five times).
       res.writeHead(500, { 'content-type': 'application/json' })
       res.end(JSON.stringify({ errors: [{ status: '500', code: 'internal_error', detail: 'an internal error occurred; it has been logged' }] }))
@@ -611,11 +611,7 @@ describe('kbis import interrupted', () => {
       writeFileSync(csv, `name,hostname\n${rows.join('\n')}\n`)
       let bulks = 0
       await withStubServer((req, res) => {
-        if (req.method === 'GET') {
-          res.writeHead(200, { 'content-type': 'application/json' })
-          res.end(JSON.stringify({ data: { key: 'server', unique_property_key: 'hostname', properties: [{ key: 'hostname', type: 'unique_key' }] } }))
-          return
-        }
+        if (answeredServerType(req, res)) return
         bulks++
         req.resume()
         if (bulks > 1) return // the second chunk: no answer
