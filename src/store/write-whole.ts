@@ -26,8 +26,8 @@ export async function writeWhole<T>(file: string, write: (partial: string) => Pr
   }
   const partial = path.join(path.dirname(target.path), `.${path.basename(target.path)}.${process.pid}.partial`)
   try {
-    // `write` starts at once, in this turn of the event loop: `kbis export` reads the answer it
-    // is handed as soon as it arrives (an answer cut short loses what a later reader never took).
+    // `write` starts as soon as the target is known (a few file system calls): `kbis export`
+    // hands it the answer as a web stream, which keeps what arrives, or its error, until read.
     const result = await write(partial)
     await rename(partial, target.path)
     return result
