@@ -1,4 +1,5 @@
 import { isUuid } from '../core/time.js'
+import { losesDigits } from '../core/json-values.js'
 import type { FieldType } from './fields.js'
 
 /**
@@ -51,9 +52,9 @@ export function fromString(type: FieldType, text: string): Checked {
     case 'number': {
       const n = NUMBER_TEXT.test(text) ? Number(text) : Number.NaN
       if (!Number.isFinite(n)) return mismatch(type, text)
-      // An integer a 64-bit float cannot hold would match another number (…993 is read as …992):
-      // refused, as in a search body (core/json-values.ts); one it holds exactly (2^53, 10^20) is kept.
-      if (/^-?\d+$/.test(text) && !Number.isSafeInteger(n) && BigInt(text) !== BigInt(n)) {
+      // An integer kept as another number would match that one (…993 is read as …992): refused,
+      // as in a search body (core/json-values.ts); one kept as written (2^53, 10^20, 1.2e25 written out) is taken.
+      if (/^-?\d+$/.test(text) && !Number.isSafeInteger(n) && losesDigits(text)) {
         return { mismatch: `needs a number a 64-bit float holds exactly, got ${text}: integers beyond ±9007199254740991 (2^53 − 1) lose digits` }
       }
       return n
