@@ -9,16 +9,25 @@ import { isStoreUnreachable } from './store/unreachable.js'
  * ≈ 0.9 s of each such command).
  */
 
+export interface OpenStoreOptions {
+  /** Called with the directory before a new PGlite data directory is made. */
+  onInitialize?: (dir: string) => void
+  /** Called with the migrations the opening applied, when it applied any. */
+  onMigrated?: (applied: string[]) => void
+  /** Refuse a PostgreSQL database that holds no kbis store, rather than set one up (keys, users). */
+  existingOnly?: boolean
+}
+
 /**
  * Opens the configured store (PGlite or PostgreSQL) and migrates it; `onInitialize` as openDb's,
  * `onMigrated` with the migrations this call applied (none when the store was current).
  */
-export async function openStore(config: Config, onInitialize?: (dir: string) => void, onMigrated?: (applied: string[]) => void, setUpOnly = false): Promise<Db> {
+export async function openStore(config: Config, { onInitialize, onMigrated, existingOnly = false }: OpenStoreOptions = {}): Promise<Db> {
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
     statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize })
   try {
     if (config.databaseUrl) await reachPostgres(config.databaseUrl, config.connectTimeoutMs)
-    if (setUpOnly && config.databaseUrl && !(await holdsKbis(db))) {
+    if (existingOnly && config.databaseUrl && !(await holdsKbis(db))) {
       throw new NotSetUpError(`PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL) holds no kbis store (kbis serve or kbis apply sets one up); nothing was written`)
     }
     const applied = await migrate(db)

@@ -60,7 +60,7 @@ async function openWhenFree(config: Config, print: (line: string) => void, onCre
     onCreate()
     announceInitialize(dir)
   }
-  const open = () => openStore(config, created, (applied) => print(migratedLine(applied)))
+  const open = () => openStore(config, { onInitialize: created, onMigrated: (applied) => print(migratedLine(applied)) })
   return whileHeldHere(config.dataDir, 'a kbis command, or a kbis serve starting', open, () => serverAnswers(config.dataDir))
 }
 

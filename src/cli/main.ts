@@ -56,7 +56,7 @@ async function withStore<T>(config: Config, command: ControlCommand, body: unkno
   }
   const here = async (): Promise<T> => {
     const { announceInitialize, openStore } = await import('../open-store.js')
-    const db = await openStore(config, announceInitialize, undefined, !creates)
+    const db = await openStore(config, { onInitialize: announceInitialize, existingOnly: !creates })
     try {
       return await local(db)
     } finally {

@@ -31,7 +31,7 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
   }
   // Migrated here, once; organization `default` and its Admin key only when every worker
   // listens (a port in use must not create a key that is shown only once and then lost).
-  const db = await openStore(config, undefined, (applied) => print(migratedLine(applied)))
+  const db = await openStore(config, { onMigrated: (applied) => print(migratedLine(applied)) })
   const metricsServer = config.metricsPort !== undefined ? await startMetricsServer(config.metricsPort, config.host, { cluster: true }) : null
   let stopping = false
   let announced = false
