@@ -55,7 +55,7 @@ export function fromString(type: FieldType, text: string): Checked {
       // An integer kept as another number would match that one (…993 is read as …992): refused,
       // as in a search body (core/json-values.ts); one kept as written (2^53, 10^20, 1.2e25 written out) is taken.
       if (/^-?\d+$/.test(text) && !Number.isSafeInteger(n) && losesDigits(text)) {
-        return { mismatch: `needs a number a 64-bit float holds exactly, got ${text}: integers beyond ±9007199254740991 (2^53 − 1) lose digits` }
+        return { mismatch: `needs a number that can be kept exactly, got ${text}: integers beyond ±9007199254740991 (2^53 − 1) lose digits` }
       }
       return n
     }

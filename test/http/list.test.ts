@@ -75,7 +75,7 @@ for (const store of STORES) {
       // An integer a 64-bit float cannot hold would be read as another one (…993 as …992): refused, as in a search body.
       const inexact = await list('?filter[properties.cpu_count]=9007199254740993')
       expect([inexact.status, inexact.body.errors[0].code, inexact.body.errors[0].detail]).toEqual([400, 'invalid_filter',
-        'properties.cpu_count needs a number a 64-bit float holds exactly, got 9007199254740993: integers beyond ±9007199254740991 (2^53 − 1) lose digits'])
+        'properties.cpu_count needs a number that can be kept exactly, got 9007199254740993: integers beyond ±9007199254740991 (2^53 − 1) lose digits'])
       expect((await list('?filter[properties.cpu_count]=9007199254740991')).status).toBe(200)
       // Kept as another number too: 2^60 (a float, written back as 1152921504606847000).
       expect((await list('?filter[properties.cpu_count]=1152921504606846976')).status).toBe(400)
