@@ -47,7 +47,7 @@ export async function writeDataDirArchive(dir: string, file: string): Promise<Ba
   const realSource = existsSync(source) ? realpathSync(source) : source
   if (inside(path.join(realpathSync(path.dirname(target)), path.basename(target)), realSource)) throw insideError(file, dir)
   // And through a link named as the archive.
-  if (inside((await landingOf(target)).path, realSource)) throw insideError(file, dir)
+  if (inside(landingOf(target).path, realSource)) throw insideError(file, dir)
   if (existsSync(target) && statSync(target).isDirectory()) throw new BackupError(`${file} is a directory: name the archive, e.g. ${path.join(file, 'kbis-backup.tar.gz')}`)
   if (!ARCHIVE_NAME.test(target)) throw new BackupError(`${file}: name the archive .tar, or .tar.gz (.tgz) to compress it`)
   try {

@@ -1,4 +1,5 @@
-import { lstat, readdir, readlink, realpath, rename, rm, stat } from 'node:fs/promises'
+import { lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs'
+import { readdir, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { running } from './pglite-lock.js'
 
@@ -16,7 +17,7 @@ import { running } from './pglite-lock.js'
  * as it is: renaming over it would put a plain file in its place.
  */
 export async function writeWhole<T>(file: string, write: (partial: string) => Promise<T>): Promise<T> {
-  const target = await landingOf(file)
+  const target = landingOf(file)
   if (target.special) {
     try {
       return await write(target.path)
@@ -26,8 +27,9 @@ export async function writeWhole<T>(file: string, write: (partial: string) => Pr
   }
   const partial = path.join(path.dirname(target.path), `.${path.basename(target.path)}.${process.pid}.partial`)
   try {
-    // `write` starts as soon as the target is known (a few file system calls): `kbis export`
-    // hands it the answer as a web stream, which keeps what arrives, or its error, until read.
+    // `write` starts at once, in this turn of the event loop (the target is looked up
+    // synchronously): `kbis export` reads the answer it is handed as soon as it arrives, and a web
+    // stream that errors before it is read drops what it had received.
     const result = await write(partial)
     await rename(partial, target.path)
     return result
@@ -44,20 +46,20 @@ export async function writeWhole<T>(file: string, write: (partial: string) => Pr
  * file not there yet names where it will be), and whether that is a device, FIFO or socket, written
  * to in place, rather than a plain file or none yet, replaced whole.
  */
-export async function landingOf(file: string): Promise<{ path: string; special: boolean }> {
+export function landingOf(file: string): { path: string; special: boolean } {
   let target = file
   try {
-    target = await realpath(file)
+    target = realpathSync(file)
   } catch {
     // Missing, or a link to a file not there yet (as `ln -s new.csv out.csv` before a first export).
     for (let hops = 0; hops < 40; hops++) {
-      const link = await lstat(target).catch(() => null)
-      if (link === null || !link.isSymbolicLink()) break
-      target = path.resolve(path.dirname(target), await readlink(target))
+      const link = lstatSync(target, { throwIfNoEntry: false })
+      if (link === undefined || !link.isSymbolicLink()) break
+      target = path.resolve(path.dirname(target), readlinkSync(target))
     }
   }
-  const found = await stat(target).catch(() => null)
-  return { path: target, special: found !== null && !found.isFile() && !found.isDirectory() }
+  const found = statSync(target, { throwIfNoEntry: false })
+  return { path: target, special: found !== undefined && !found.isFile() && !found.isDirectory() }
 }
 
 /**
