@@ -37,6 +37,7 @@ import { OrgConcurrency, registerOrgConcurrency } from './core/org-concurrency.j
 import type { EventRelay } from './events/relay.js'
 import { registerEvents } from './events/plugin.js'
 import { registerEventSchemas } from './events/schemas.js'
+import { filterNodeSchema } from './query/filter-schema.js'
 import { relationshipRoutes } from './relationships/routes.js'
 import { bulkRoutes } from './bulk/routes.js'
 import { searchRoutes } from './search/routes.js'
@@ -89,6 +90,8 @@ function validatorCompilers() {
   const body = new Ajv({ ...options, coerceTypes: false })
   const query = new Ajv({ ...options, coerceTypes: true })
   for (const ajv of [body, query]) addFormats.default(ajv)
+  // Shared body schemas: the routes refer to them by $id (app.addSchema puts them in the OpenAPI document).
+  body.addSchema(filterNodeSchema)
   return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
     (httpPart === 'body' ? body : query).compile(schema)
 }
@@ -127,6 +130,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await registerResponseHandling(app, config)
   await registerApiReference(app)
   registerEventSchemas(app)
+  app.addSchema(filterNodeSchema)
   await app.register(apiRoutes({ db, config, authenticator, rateLimiter, webhooks: createWebhookWorker(app) }), { prefix: '/api/v1' })
   // The console (CONTRACT §15): HTML, its own session auth, never under /api/v1.
   await app.register(consoleRoutes, { prefix: '/console' })

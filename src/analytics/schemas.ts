@@ -1,4 +1,5 @@
 import { INTERVALS } from './spec.js'
+import { filterSchema } from '../query/filter-schema.js'
 
 /**
  * The analytics body and answer as the OpenAPI document shows them (CONTRACT §7). The route
@@ -29,7 +30,7 @@ export const analyticsBody = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    filter: { type: ['object', 'null'], additionalProperties: true, description: 'As in POST /search/assets; null: no filter.' },
+    filter: { oneOf: filterSchema.oneOf, description: 'A filter as in POST /search/assets; null or {}: no filter.' },
     measures: {
       type: ['array', 'null'],
       minItems: 1,

@@ -117,10 +117,23 @@ export function bodyIssues(errors: AjvError[]): (Issue & { def: ErrorDef })[] {
 }
 
 /**
- * A route's body failures by where they are: `[pointer prefix, code]`, the longest prefix wins
- * (route option `config.bodyErrorCodes`; the search bodies use it). Elsewhere invalid_request.
+ * A route's body failures by where they are: `[pointer prefix, code, reader?]`, the longest prefix
+ * wins (route option `config.bodyErrorCodes`; the search bodies use it). Elsewhere invalid_request.
+ * A member with a reader of its own (the search filter's parser) is reported in the reader's
+ * words: when the first failure is in that member, the reader is run on the member's value, and
+ * the AppError it throws is the answer.
  */
-export type BodyErrorCodes = readonly (readonly [string, ErrorDef])[]
+export type BodyErrorCodes = readonly (readonly [prefix: string, def: ErrorDef, reader?: (value: unknown) => unknown])[]
+
+/** The value at a JSON pointer of the body (`/relationships/filter`), undefined when absent. */
+function valueAt(body: unknown, pointer: string): unknown {
+  let value = body
+  for (const token of pointer.split('/').slice(1)) {
+    if (value === null || typeof value !== 'object') return undefined
+    value = (value as Record<string, unknown>)[token.replaceAll('~1', '/').replaceAll('~0', '~')]
+  }
+  return value
+}
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -130,7 +143,7 @@ declare module 'fastify' {
 }
 
 /** Ajv errors of a body whose members have codes of their own: the first failure's code, every failure with it. */
-export function codedBodyError(errors: AjvError[], codes: BodyErrorCodes): AppError {
+export function codedBodyError(errors: AjvError[], codes: BodyErrorCodes, body: unknown): AppError {
   const issues = errors
     .filter((e) => !['if', 'anyOf', 'oneOf'].includes(e.keyword))
     .map((e) => {
@@ -139,11 +152,20 @@ export function codedBodyError(errors: AjvError[], codes: BodyErrorCodes): AppEr
       // An unknown member is an error of the object it is in: `/page/x` is a page error, `/x` a malformed request.
       const at = e.keyword === 'additionalProperties' ? e.instancePath : pointer
       const match = codes.filter(([prefix]) => at === prefix || at.startsWith(`${prefix}/`)).sort((a, b) => b[0].length - a[0].length)[0]
-      return { def: match?.[1] ?? Errors.INVALID_REQUEST, pointer, detail: describe(e, e.instancePath.replace(/^\//, '').replaceAll('/', '.')) }
+      return { def: match?.[1] ?? Errors.INVALID_REQUEST, pointer, detail: describe(e, e.instancePath.replace(/^\//, '').replaceAll('/', '.')), match }
     })
+  const reader = issues[0]?.match
+  if (reader?.[2] !== undefined) {
+    try {
+      reader[2](valueAt(body, reader[0]))
+    } catch (err) {
+      if (err instanceof AppError) return err
+      throw err
+    }
+  }
   const def = issues[0]?.def ?? Errors.INVALID_REQUEST
   // One failure per place (a null where an enum is expected fails both `type` and `enum`).
-  const same = issues.filter((issue, i) => issue.def === def && issues.findIndex((other) => other.pointer === issue.pointer) === i).map(({ def: _, ...issue }) => issue)
+  const same = issues.filter((issue, i) => issue.def === def && issues.findIndex((other) => other.pointer === issue.pointer) === i).map(({ def: _, match: __, ...issue }) => issue)
   return new AppError(def, same.length > 0 ? same : [{ detail: 'the body is not valid', pointer: '' }])
 }
 
@@ -163,7 +185,7 @@ function toAppError(err: FastifyError, request: FastifyRequest): AppError {
   const validation = (err as { validation?: AjvError[] }).validation
   const context = (err as { validationContext?: string }).validationContext ?? 'body'
   const codes = request.routeOptions.config?.bodyErrorCodes
-  if (validation && context === 'body' && codes) return codedBodyError(validation, codes)
+  if (validation && context === 'body' && codes) return codedBodyError(validation, codes, request.body)
   if (validation) return validationError(validation, context, queryNames(request))
   // The client left while sending its body (or the server cut its connection at the end of a
   // shutdown): the request's own stream failed, nothing of the store. Its line and metrics say

@@ -1,8 +1,11 @@
 import { commonErrorResponses, listEnvelope } from '../core/schemas.js'
-import { Errors, type ErrorDef } from '../core/errors.js'
+import { Errors } from '../core/errors.js'
+import type { BodyErrorCodes } from '../core/http-errors.js'
 import { MAX_PAGE_NUMBER, MAX_PAGE_SIZE } from '../core/pagination.js'
 import { assetSchema } from '../assets/schemas.js'
 import { relationshipSchema } from '../relationships/schemas.js'
+import { filterSchema } from '../query/filter-schema.js'
+import { parseFilter } from '../query/parse.js'
 
 /**
  * Search bodies (CONTRACT §4), as the routes validate them and the OpenAPI document shows them:
@@ -13,8 +16,8 @@ import { relationshipSchema } from '../relationships/schemas.js'
  */
 
 /** Which code a schema failure under each member gets (the longest matching prefix); invalid_request elsewhere. */
-export const SEARCH_BODY_CODES: readonly (readonly [string, ErrorDef])[] = [
-  ['/filter', Errors.INVALID_FILTER],
+export const SEARCH_BODY_CODES: BodyErrorCodes = [
+  ['/filter', Errors.INVALID_FILTER, (filter) => parseFilter(filter, '/filter')],
   ['/sort', Errors.INVALID_SORT],
   ['/page', Errors.INVALID_PAGE],
   ['/include', Errors.INVALID_INCLUDE],
@@ -22,17 +25,6 @@ export const SEARCH_BODY_CODES: readonly (readonly [string, ErrorDef])[] = [
   ['/relationships/sort', Errors.INVALID_SORT],
   ['/relationships/page', Errors.INVALID_PAGE],
 ]
-
-const filterSchema = {
-  type: ['object', 'null'],
-  description: 'A condition {"field", "operator", "value"} or a group {"and": [...]} / {"or": [...]}, '
-    + 'nested up to 10 levels, 500 conditions and an operand size of 10,000 (docs/search.md).',
-  additionalProperties: true,
-  examples: [{ or: [
-    { and: [{ field: 'properties.environment', operator: 'equals', value: 'prod' }, { field: 'properties.cpu_count', operator: 'greater_than_or_equals', value: 16 }] },
-    { field: 'name', operator: 'starts_with', value: 'db-' },
-  ] }],
-} as const
 
 const sortSchema = {
   type: ['array', 'null'],
@@ -92,7 +84,15 @@ export const searchRelationshipsBody = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    filter: { ...filterSchema, description: 'Fields: id, relationship_type_key, source_asset_id, target_asset_id, created_at, source_asset.<asset field>, target_asset.<asset field>.' },
+    filter: {
+      ...filterSchema,
+      description: 'As in POST /search/assets, over the fields id, relationship_type_key, source_asset_id, target_asset_id, created_at, '
+        + 'source_asset.<asset field> and target_asset.<asset field>.',
+      examples: [{ and: [
+        { field: 'relationship_type_key', operator: 'equals', value: 'runs_on' },
+        { field: 'target_asset.properties.environment', operator: 'equals', value: 'prod' },
+      ] }],
+    },
     sort: sortSchema,
     page: searchPageSchema,
     include: { type: ['array', 'null'], items: { type: 'string', enum: ['source_asset', 'source_asset.properties', 'target_asset', 'target_asset.properties'] } },

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Validator } from '@seriousme/openapi-schema-validator'
+import { Ajv2020 } from 'ajv/dist/2020.js'
 import { parse } from 'yaml'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
@@ -98,6 +99,31 @@ for (const store of STORES) {
       const exported = doc.paths['/api/v1/export/assets'].get
       expect(exported.parameters.find((p: { name: string }) => p.name === 'format').schema).toEqual({ type: 'string', enum: ['ndjson', 'csv'], default: 'ndjson' })
       expect(Object.keys(exported.responses['200'].content)).toEqual(['application/x-ndjson', 'text/csv'])
+    })
+
+    it('types the search filter (SearchFilterNode): what it takes and refuses is what the service takes and refuses by shape', async () => {
+      const doc = (await t.request('GET', '/api/v1/openapi/base.json', { key: null })).body
+      const ref = { $ref: '#/components/schemas/SearchFilterNode' }
+      expect(doc.components.schemas.SearchFilterNode.oneOf.map((s: { title: string }) => s.title)).toEqual(['SearchCondition', 'SearchAndGroup', 'SearchOrGroup'])
+      expect(doc.components.schemas.SearchFilterNode.oneOf[1].properties.and.items).toEqual(ref)
+      const bodies = ['/api/v1/search/assets', '/api/v1/search/relationships', '/api/v1/analytics/assets']
+      for (const path of bodies) {
+        expect(doc.paths[path].post.requestBody.content['application/json'].schema.properties.filter.oneOf[0], path).toEqual(ref)
+      }
+      const ajv = new Ajv2020({ strict: false })
+      ajv.addSchema({ ...doc, $id: 'kbis' })
+      const filterOf = ajv.compile({ $ref: 'kbis#/paths/~1api~1v1~1search~1assets/post/requestBody/content/application~1json/schema/properties/filter' })
+      const condition = { field: 'created_at', operator: 'greater_than', value: '2000-01-01' }
+      const taken: unknown[] = [null, {}, condition, { and: [] }, { or: [condition, { and: [condition, { or: [] }] }] }]
+      const refused: unknown[] = [[condition], 'id', { and: [condition], or: [] }, { and: {} }, { ...condition, extra: 1 }, { field: '', operator: 'is_empty' }, { field: 'id', operator: 'like' }, { operator: 'is_empty' }]
+      for (const filter of [...taken, ...refused]) {
+        const accepted = taken.includes(filter)
+        expect(filterOf(filter), JSON.stringify(filter)).toBe(accepted)
+        for (const path of bodies) {
+          const res = await t.request('POST', path, { body: { filter } })
+          expect([res.status, res.body.errors?.[0]?.code], `${path} ${JSON.stringify(filter)}`).toEqual(accepted ? [200, undefined] : [400, 'invalid_filter'])
+        }
+      }
     })
 
     it('documents the count rule: page[count] and total_items_exact (CONTRACT §1)', async () => {

@@ -167,6 +167,26 @@ for (const store of STORES) {
       expect(res.body.errors).toEqual([{ status: '400', code, detail: expect.any(String), source: { pointer } }])
     })
 
+    // The body schema types the filter's nodes (OpenAPI SearchFilterNode) and checks them first;
+    // a node it refuses is still reported once, in the parser's words, where the shape breaks.
+    it.each<[unknown, string, string]>([
+      [c('name', 'like', 'x'), '/filter/operator', 'unknown operator "like"; operators are equals, not_equals, greater_than, greater_than_or_equals, less_than, less_than_or_equals, contains, not_contains, starts_with, includes, not_includes, in, not_in, is_empty, is_not_empty'],
+      [{ and: [c('name', 'equals', 'x'), { or: [{ field: '', operator: 'equals' }] }] }, '/filter/and/1/or/0/field', 'field must be a non-empty string'],
+      [{ or: [{ operator: 'equals', value: 'x' }] }, '/filter/or/0/field', 'a condition needs "field"'],
+      [{ field: 'name', value: 'x' }, '/filter/operator', 'a condition needs "operator"'],
+      [{ and: 3 }, '/filter/and', '"and" must be an array of filter nodes'],
+      [{ and: [], or: [] }, '/filter', 'a group has exactly one member, "and" or "or", not both'],
+      [{ or: [c('name', 'equals', 'x'), 'name'] }, '/filter/or/1', 'a filter node must be an object: a condition {"field", "operator", "value"} or a group {"and": [...]} or {"or": [...]}'],
+      [{ ...c('name', 'equals', 'x'), op: 'and' }, '/filter/op', 'unknown member "op" in a condition; a condition has "field", "operator" and "value"'],
+      [{ and: [c('name', 'equals', 'x')], not: true }, '/filter/not', 'unknown member "not" in a group; a group has exactly one member, "and" or "or"'],
+    ])('refuses the filter node %j with the parser\'s one error, on both searches', async (filter, pointer, detail) => {
+      for (const path of ['/api/v1/search/assets', '/api/v1/search/relationships']) {
+        const res = await t.request('POST', path, { body: { filter, sort: [{ field: 'nope' }] } })
+        expect(res.status).toBe(400)
+        expect(res.body.errors).toEqual([{ status: '400', code: 'invalid_filter', detail, source: { pointer } }])
+      }
+    })
+
     it('bounds the total operand size of a filter, with a clear message', async () => {
       const res = await search({ filter: { or: Array.from({ length: 500 }, () => c('properties.owner', 'contains', 'y'.repeat(400))) } })
       expect(res.status).toBe(400)
