@@ -38,9 +38,31 @@ export class RefusedAddressError extends Error {
 
 const ONLY_PUBLIC = 'webhooks may only reach public addresses (KBIS_WEBHOOK_ALLOW_PRIVATE=true allows it)'
 
+/** ipaddr.js's range names as a reader knows them; another name is spelt out from its camel case. */
+const RANGE_NAMES: Readonly<Record<string, string>> = {
+  linkLocal: 'link-local',
+  uniqueLocal: 'unique-local',
+  carrierGradeNat: 'carrier-grade NAT',
+  deprecatedSiteLocal: 'deprecated site-local',
+  ipv4Mapped: 'IPv4-mapped',
+  rfc6145: 'RFC 6145 translated',
+  rfc6052: 'RFC 6052 translation',
+  teredo: 'Teredo',
+  orchid2: 'ORCHIDv2',
+  amt: 'AMT',
+  as112v6: 'AS112',
+  droneRemoteIdProtocolEntityTags: 'DRIP entity tag',
+  discard: 'discard-only',
+  segmentRouting: 'segment routing',
+}
+
+function rangeName(range: string): string {
+  return RANGE_NAMES[range] ?? range.replace(/[A-Z]/g, (c) => ` ${c.toLowerCase()}`)
+}
+
 function refusal(host: string, address: string, range: string): string {
   const what = host === address ? `the address ${address}` : `${host} resolves to ${address}, which`
-  return `${what} is in a ${range} range; ${ONLY_PUBLIC}`
+  return `${what} is in a ${rangeName(range)} range; ${ONLY_PUBLIC}`
 }
 
 /** Why a URL's literal address is refused, or null (hostnames are checked when resolved). */

@@ -123,7 +123,8 @@ for (const store of STORES) {
     it('refuses loopback, private, link-local and unique-local addresses, literal or resolved (SSRF)', async () => {
       for (const [url, range] of [
         ['http://127.0.0.1:8080/hook', 'loopback'], ['http://10.1.2.3/hook', 'private'], ['http://192.168.0.10/hook', 'private'],
-        ['http://169.254.169.254/latest/meta-data', 'linkLocal'], ['http://[::1]/hook', 'loopback'], ['http://[fd00::1]/hook', 'uniqueLocal'],
+        ['http://169.254.169.254/latest/meta-data', 'link-local'], ['http://[::1]/hook', 'loopback'], ['http://[fd00::1]/hook', 'unique-local'],
+        ['http://100.64.0.1/', 'carrier-grade NAT'], ['http://[2001:db8::1]/hook', 'reserved'], ['http://[64:ff9b::808:808]/hook', 'RFC 6052 translation'],
         ['http://[::ffff:127.0.0.1]/hook', 'loopback'], ['http://0.0.0.0/hook', 'unspecified'], ['http://2130706433/hook', 'loopback'],
         // IPv4-compatible (deprecated) and other IPv6 outside global unicast 2000::/3.
         ['http://[::127.0.0.1]/hook', 'reserved'], ['http://[::8.8.8.8]/hook', 'reserved'], ['http://[fe00::1]/hook', 'reserved'],
