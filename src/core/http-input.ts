@@ -76,21 +76,27 @@ function poisonedKeys(body: string): { root: unknown; issues: Issue[] } | null {
   while (stack.length > 0) {
     const { value, pointer } = stack.pop()!
     if (value === null || typeof value !== 'object') continue
+    const children: { value: unknown; pointer: string }[] = []
     for (const [key, child] of Object.entries(value)) {
       const at = `${pointer}/${escapePointer(key)}`
       const poisoned = !Array.isArray(value) && (key === '__proto__' || (key === 'constructor' && child !== null && typeof child === 'object' && Object.hasOwn(child, 'prototype')))
       if (poisoned) issues.push({ detail: POISON_DETAIL, pointer: at })
-      else stack.push({ value: child, pointer: at })
+      else children.push({ value: child, pointer: at })
     }
+    // Walked first to last, so the first key refused is the first one written in the body.
+    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!)
   }
   return { root, issues }
 }
 
-/** The refusal of a poisoned body: its keys with their pointers (in a bulk body, an array, every one with its item). */
-function poisonedRefusal({ root, issues }: { root: unknown; issues: Issue[] }): AppError {
+/**
+ * The refusal of a poisoned body: its keys with their pointers (in a bulk body, every one with its
+ * item; an array sent to a route that takes no items is no list of items, and gets the first).
+ */
+function poisonedRefusal({ root, issues }: { root: unknown; issues: Issue[] }, ofItems: boolean): AppError {
   if (issues.length === 0) return new AppError(Errors.INVALID_REQUEST, POISON_DETAIL)
   // withItemMeta orders a bulk's issues by item.
-  return Array.isArray(root) ? withItemMeta(new AppError(Errors.INVALID_REQUEST, issues), root) : new AppError(Errors.INVALID_REQUEST, [issues[0]!])
+  return ofItems && Array.isArray(root) ? withItemMeta(new AppError(Errors.INVALID_REQUEST, issues), root) : new AppError(Errors.INVALID_REQUEST, [issues[0]!])
 }
 
 declare module 'fastify' {
@@ -212,16 +218,18 @@ export function registerInputGuards(app: FastifyInstance): void {
       if (err) {
         const poisoned = poisonedKeys(body)
         if (poisoned === null) return done(err, undefined)
-        if (!ofItems || !Array.isArray(poisoned.root) || poisoned.issues.length === 0) return done(poisonedRefusal(poisoned), undefined)
+        if (!ofItems || !Array.isArray(poisoned.root) || poisoned.issues.length === 0) return done(poisonedRefusal(poisoned, ofItems), undefined)
         const items = setItemsAside(request, digest(), poisoned.root, poisoned.issues)
-        if (items === null) return done(poisonedRefusal(poisoned), undefined)
+        if (items === null) return done(poisonedRefusal(poisoned, ofItems), undefined)
         value = items
       }
-      // A bulk body (an array) lists every failing item with its index and client_ref (CONTRACT §5).
-      const unstorable = unstorableValues(body, value, Array.isArray(value))
+      // A bulk body (an array) lists every failing item with its index and client_ref (CONTRACT §5);
+      // any other body, an array sent to a route that takes no items included, its first failure.
+      const bulk = ofItems && Array.isArray(value)
+      const unstorable = unstorableValues(body, value, bulk)
       if (unstorable.length === 0) return done(null, value)
-      const items = ofItems && Array.isArray(value) ? setItemsAside(request, setAside.get(request)?.digest ?? digest(), value, unstorable) : null
-      if (items === null) return done(withItemMeta(new AppError(Errors.INVALID_REQUEST, unstorable), value), undefined)
+      const items = bulk && Array.isArray(value) ? setItemsAside(request, setAside.get(request)?.digest ?? digest(), value, unstorable) : null
+      if (items === null) return done(bulk ? withItemMeta(new AppError(Errors.INVALID_REQUEST, unstorable), value) : new AppError(Errors.INVALID_REQUEST, unstorable), undefined)
       done(null, items)
     })
   }

@@ -51,5 +51,22 @@ for (const store of STORES) {
       expect(res.statusCode).toBe(400)
       expect(res.json().errors[0]).toMatchObject({ code: 'invalid_request', detail: 'text must not contain NUL (U+0000) characters', source: { pointer: '/1/properties/body' } })
     })
+
+    it('refuses an array sent to a route that takes no items with its first problem, without the items\' meta of a bulk', async () => {
+      const nul = 'text must not contain NUL (U+0000) characters'
+      for (const [url, payload, pointer, found] of [
+        ['/api/v1/search/assets', '[{"a":"\\u0000"},{"b":"\\u0000"}]', '/0/a', nul],
+        ['/api/v1/analytics/assets', `[${'['.repeat(70)}${']'.repeat(70)}]`, `/0${'/0'.repeat(63)}`, detail],
+        ['/api/v1/assets', '[{"__proto__":{}},{"constructor":{"prototype":{}}}]', '/0/__proto__', null],
+      ] as const) {
+        const res = await send(url, payload)
+        expect(res.statusCode, url).toBe(400)
+        const errors = res.json().errors
+        expect(errors, url).toEqual([{ status: '400', code: 'invalid_request', detail: found ?? expect.any(String), source: { pointer }, meta: { request_id: expect.any(String) } }])
+      }
+      // A bulk route keeps listing each item with its index and client_ref (CONTRACT §5).
+      const bulk = await send('/api/v1/bulk/assets', '[{"asset_type_key":"note","name":"a","client_ref":"r0","properties":{"body":"\\u0000"}},{"asset_type_key":"note","name":"\\u0000"}]')
+      expect(bulk.json().errors.map((e: { meta: unknown }) => e.meta)).toEqual([{ index: 0, client_ref: 'r0', request_id: expect.any(String) }, { index: 1, client_ref: null, request_id: expect.any(String) }])
+    })
   })
 }
