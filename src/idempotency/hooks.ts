@@ -155,11 +155,22 @@ async function claimedWithin(claim: RunningClaim, ms: number): Promise<boolean |
  * client that builds the retry's body anew may write its members in another order), the order of
  * an array's items does.
  */
-function fingerprintOf(request: FastifyRequest): string {
+function fingerprintOf(request: FastifyRequest, members: 'by name' | 'as sent' = 'by name'): string {
   const digest = setAsideDigest(request)
+  const body = JSON.stringify(request.body ?? null, members === 'by name' ? membersInOrder : undefined)
   return createHash('sha256')
-    .update(`${request.method}\n${resourcePath(request)}\n${queryOf(request)}\n${JSON.stringify(request.body ?? null, membersInOrder)}${digest === undefined ? '' : `\n${digest}`}`)
+    .update(`${request.method}\n${resourcePath(request)}\n${queryOf(request)}\n${body}${digest === undefined ? '' : `\n${digest}`}`)
     .digest('hex')
+}
+
+/**
+ * Whether a stored fingerprint is this request's. Keys claimed before 3bfe1b0 (2026-11-30) hold a
+ * fingerprint of the body's members as they were sent: a store upgraded from such a version keeps
+ * them up to 24 hours, and their identical repeat still gets its replay (an upgrade probe saw 422
+ * idempotency_key_reused instead). Only a mismatch pays for the second digest.
+ */
+function sameRequest(stored: string, fingerprint: string, request: FastifyRequest): boolean {
+  return stored === fingerprint || stored === fingerprintOf(request, 'as sent')
 }
 
 /**
@@ -232,7 +243,7 @@ async function beforeWrite(db: Db, running: Running, request: FastifyRequest, re
 async function replayStored(db: Db, scope: KeyScope, fingerprint: string, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | null | 'gone'> {
   const stored = await readKey(db, scope)
   if (stored === null) return 'gone'
-  if (stored.fingerprint !== fingerprint) throw reused()
+  if (!sameRequest(stored.fingerprint, fingerprint, request)) throw reused()
   if (stored.status === null) return null
   const body = openAnswer(tokenOf(request), sealScopeOf(scope), stored.body ?? '')
   // Only the API key that wrote the answer reads this row (the scope holds its id), and a key's

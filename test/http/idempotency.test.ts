@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { connect } from 'node:net'
 import { once } from 'node:events'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -77,6 +78,21 @@ for (const store of STORES) {
       const items = await send('POST', '/api/v1/assets', 'order-1', { ...body, properties: { ...body.properties, tags: ['gdpr', 'pci'] } })
       expect(JSON.parse(items.raw).errors[0].code).toBe('idempotency_key_reused')
       expect(await count('idem-order-%')).toBe(1)
+    })
+
+    it('replays a key a version before 3bfe1b0 claimed (its fingerprint of the members as sent) to the identical repeat, after an upgrade', async () => {
+      const body = { properties: { tags: ['pci'], environment: 'prod', hostname: 'idem-legacy-1' }, name: 'idem-legacy-1', asset_type_key: 'server' }
+      const first = await send('POST', '/api/v1/assets', 'legacy-1', body)
+      expect(first.status).toBe(201)
+      // What such a version stored: the body's members in the order they were sent.
+      const legacy = createHash('sha256').update(`POST\n/api/v1/assets\n\n${JSON.stringify(body)}`).digest('hex')
+      const rewritten = await t.store.db.query(`UPDATE idempotency_keys SET fingerprint = $1 WHERE idempotency_key = 'legacy-1'`, [legacy])
+      expect(rewritten.rowCount).toBe(1)
+      expect(await send('POST', '/api/v1/assets', 'legacy-1', body)).toEqual({ status: 201, raw: first.raw, replayed: 'true', type: 'application/json; charset=utf-8' })
+      // Another body is still another body.
+      const other = await send('POST', '/api/v1/assets', 'legacy-1', { ...body, name: 'idem-legacy-2' })
+      expect(JSON.parse(other.raw).errors[0].code).toBe('idempotency_key_reused')
+      expect(await count('idem-legacy-%')).toBe(1)
     })
 
     it('scopes a key by API key, method and path', async () => {
