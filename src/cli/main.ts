@@ -55,8 +55,14 @@ async function withStore<T>(config: Config, command: ControlCommand, body: unkno
     throw new CommandError(`no data directory ${config.dataDir} (kbis serve or kbis apply creates one; --data-dir or KBIS_DATA_DIR names another)`)
   }
   const here = async (): Promise<T> => {
-    const { announceInitialize, openStore } = await import('../open-store.js')
-    const db = await openStore(config, { onInitialize: announceInitialize, existingOnly: !creates })
+    const { announceInitialize, migratedLine, openStore } = await import('../open-store.js')
+    // A store of an older version is migrated by any command, as by `kbis serve`, and said so
+    // (on stderr: stdout carries the command's answer, `--json` included).
+    const db = await openStore(config, {
+      onInitialize: announceInitialize,
+      onMigrated: (applied) => process.stderr.write(`${migratedLine(applied)}\n`),
+      existingOnly: !creates,
+    })
     try {
       return await local(db)
     } finally {

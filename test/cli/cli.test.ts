@@ -1,6 +1,6 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -202,10 +202,19 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
         expect((await tables()).rows[0]!.n).toBe(0)
         // apply sets a store up; the commands then find it.
         writeFileSync(path.join(dir, 'pg-acme.yaml'), ACME_YAML.replace('RATE', '1000'))
-        expect((await kbis(['apply', path.join(dir, 'pg-acme.yaml')], env)).code).toBe(0)
+        const migrations = readdirSync('src/store/migrations').filter((f) => f.endsWith('.sql')).sort()
+        const set = await kbis(['apply', path.join(dir, 'pg-acme.yaml')], env)
+        expect([set.code, set.stderr]).toEqual([0, `kbis: applied ${migrations.length} schema migrations (${migrations[0]} … ${migrations.at(-1)})\n`])
         expect((await tables()).rows[0]!.n).toBeGreaterThan(10)
         const listed = await kbis(['keys', 'list', '--org', 'acme'], env)
         expect([listed.code, listed.stderr]).toEqual([0, ''])
+        // A store an older version left (here without 0021, which drops and makes its index again):
+        // any command migrates it, as kbis serve does, and says so on stderr.
+        await db.query(`DELETE FROM ${pg.schema}.schema_migrations WHERE version = '0021_webhook_fair_claims.sql'`)
+        const upgraded = await kbis(['keys', 'list', '--org', 'acme', '--json'], env)
+        expect([upgraded.code, upgraded.stderr]).toEqual([0, 'kbis: applied 1 schema migration (0021_webhook_fair_claims.sql)\n'])
+        const after = await kbis(['keys', 'list', '--org', 'acme', '--json'], env)
+        expect([after.code, after.stderr, after.stdout]).toEqual([0, '', upgraded.stdout])
       } finally {
         await db.close()
       }
