@@ -12,6 +12,7 @@ import { startMetricsServer } from './ops/metrics-server.js'
 import type { Server } from 'node:http'
 import { rmSync } from 'node:fs'
 import { applyHeapPolicy } from './ops/heap.js'
+import { countUnscopedWebhooks } from './webhooks/sql.js'
 
 export interface RunningServer {
   app: FastifyInstance
@@ -100,12 +101,28 @@ export async function startServer(config: Config, print: (line: string) => void,
   if (options.announce !== false) print(`kbis listening on ${url} (store: ${db.kind === 'pglite' ? `PGlite in ${config.dataDir}` : 'PostgreSQL'})`)
   if (metricsServer) print(`metrics on ${metricsServer.url}`)
   if (secret) printAdminKey(print, secret)
+  if (options.bootstrap !== false) {
+    const unscoped = await unscopedWebhooksLine(db)
+    if (unscoped !== null) print(unscoped)
+  }
   return {
     app,
     db,
     url,
     close: () => shutDown({ app, db, control, metricsServer, timeoutSeconds: config.shutdownTimeoutSeconds }),
   }
+}
+
+/**
+ * What a start says of the webhooks made before migration 0019, which get every event of their
+ * organization until a PATCH sets their url (docs/webhooks.md); null when there are none. An
+ * upgraded store would otherwise keep them unscoped without a word.
+ */
+export async function unscopedWebhooksLine(db: Db): Promise<string | null> {
+  const n = await countUnscopedWebhooks(db)
+  if (n === 0) return null
+  const [they, their] = n === 1 ? ['1 webhook made before webhooks were scoped by roles (migration 0019) receives', 'its'] : [`${n} webhooks made before webhooks were scoped by roles (migration 0019) receive`, 'their']
+  return `kbis: ${they} every event of ${their} organization, of assets hidden from the key that made ${n === 1 ? 'it' : 'them'} too, until a PATCH sets ${their} url (docs/webhooks.md)`
 }
 
 export function printAdminKey(print: (line: string) => void, secret: string): void {

@@ -1,6 +1,6 @@
 import cluster, { type Worker } from 'node:cluster'
 import type { Config } from '../core/config.js'
-import { bootstrap, printAdminKey, startServer, type RunningServer } from '../server.js'
+import { bootstrap, printAdminKey, startServer, unscopedWebhooksLine, type RunningServer } from '../server.js'
 import { migratedLine, openStore } from '../open-store.js'
 import { startMetricsServer } from '../ops/metrics-server.js'
 import { STOPPED_LINE, stoppingLine } from './stopping.js'
@@ -57,11 +57,13 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
     listening.add(worker.id)
     if (announced || listening.size < workers) return
     announced = true
-    void bootstrap(db).finally(() => db.close()).then((secret) => {
+    const opening = async () => ({ secret: await bootstrap(db), unscoped: await unscopedWebhooksLine(db) })
+    void opening().finally(() => db.close()).then(({ secret, unscoped }) => {
       const host = config.host.includes(':') ? `[${config.host}]` : config.host
       print(`kbis listening on http://${host}:${address.port} (${workers} workers; store: PostgreSQL)`)
       if (metricsServer) print(`metrics on ${metricsServer.url}`)
       if (secret) printAdminKey(print, secret)
+      if (unscoped !== null) print(unscoped)
       started = true
       if (signalled) void stop(0)
     }, (err: unknown) => {

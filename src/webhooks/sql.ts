@@ -42,6 +42,14 @@ function viewerRolesSql(params: Params, viewer: WebhookViewer): string {
                 WHERE r IN (SELECT unnest(u.role_keys) FROM users u WHERE u.org_id = $1 AND u.id = ${params.add(viewer.userId)}) ORDER BY r)`
 }
 
+/**
+ * Webhooks made before migration 0019 (no `role_keys`): they get every event of their
+ * organization, hidden assets included, until a PATCH sets their url (docs/webhooks.md).
+ */
+export async function countUnscopedWebhooks(q: Queryable): Promise<number> {
+  return (await q.query<{ n: number }>('SELECT count(*)::int AS n FROM webhooks WHERE role_keys IS NULL')).rows[0]!.n
+}
+
 export async function insertWebhook(q: Queryable, orgId: string, w: NewWebhook): Promise<WebhookRow> {
   const params = new Params([orgId, w.id, w.url, w.description, w.event_types, w.enabled, w.secret])
   const result = await q.query<WebhookRow>(

@@ -5,7 +5,7 @@ import path from 'node:path'
 import { createServer, type Server } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { STORES } from '../helpers/stores.js'
-import { cliStore, freePort, runCli } from '../helpers/cli-server.js'
+import { cliRun, cliStore, freePort, runCli } from '../helpers/cli-server.js'
 import { openDb, type StoreKind } from '../../src/store/db.js'
 
 /**
@@ -116,6 +116,32 @@ process.on = function (event, listener) {
         } finally {
           await drop()
           await rm(dir, { recursive: true, force: true })
+        }
+      })
+
+      it(`${label}: says when webhooks made before migration 0019 still get every event of their organization`, async () => {
+        const { env, yaml, drop } = await cliStore(store)
+        try {
+          expect((await cliRun(['apply', yaml], env)).code).toBe(0)
+          // Two webhooks as such a version left them (no role_keys); one made since (role_keys set).
+          const db = store === 'postgres' ? await openDb({ databaseUrl: env.DATABASE_URL, poolSize: 1 }) : await openDb({ dataDir: env.KBIS_DATA_DIR })
+          try {
+            await db.query(`INSERT INTO webhooks (org_id, id, url, event_types, secret, role_keys)
+              SELECT id, gen_random_uuid(), 'https://hooks.example.com/' || n, '{*}', 'whsec_x', CASE WHEN n < 3 THEN NULL ELSE '{all}'::text[] END
+              FROM organizations CROSS JOIN generate_series(1, 3) AS n WHERE key = 'acme'`)
+          } finally {
+            await db.close()
+          }
+          const started = runCli(['serve', '--port', String(await freePort()), ...extra], env)
+          onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
+          await started.waitFor(/made before webhooks were scoped/, 120_000)
+          started.child.kill('SIGTERM')
+          expect(await started.exited).toBe(0)
+          expect(started.lines.filter((line) => line.includes('webhooks were scoped'))).toEqual([
+            'kbis: 2 webhooks made before webhooks were scoped by roles (migration 0019) receive every event of their organization, of assets hidden from the key that made them too, until a PATCH sets their url (docs/webhooks.md)',
+          ])
+        } finally {
+          await drop()
         }
       })
 
