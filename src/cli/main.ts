@@ -251,7 +251,8 @@ function registerUserCommands(program: Command): void {
       if (problem) throw new CommandError(problem)
       const request = { org: flags.org, email: flags.email, hash: await hashPassword(password) }
       const user = await withStore(configFrom(flags), 'users/set-password', request, (db) => setPasswordFromCli(db, request))
-      out(`password set for ${flags.email} in organization ${flags.org}`)
+      const ended = user.sessions_ended > 0 ? `; ${user.sessions_ended} console session${user.sessions_ended === 1 ? '' : 's'} of the user signed out` : ''
+      out(`password set for ${flags.email} in organization ${flags.org}${ended}`)
       // Set all the same: the organization's file decides who signs in how (kbis apply).
       const cannot = [user.enabled ? null : 'the user is disabled', user.by_password ? null : 'password is not among the user\'s sign_in_methods'].filter((r) => r !== null)
       if (cannot.length > 0) process.stderr.write(`kbis: warning: ${flags.email} cannot sign in with it until kbis apply changes that: ${cannot.join(', and ')}\n`)

@@ -9,18 +9,18 @@ export interface CliPasswordRequest {
   hash: string
 }
 
-/** `kbis users set-password`: stores the hash; the user's console sessions stay as they are. */
 /**
- * Sets the password; says whether the user can sign in with it now (`enabled`, and `password`
+ * `kbis users set-password`: sets the password and signs the user's console sessions out; says
+ * how many it ended, and whether the user can sign in with it now (`enabled`, and `password`
  * among the user's sign-in methods), which `kbis apply` decides, not this command.
  */
-export async function setPasswordFromCli(db: Db, req: CliPasswordRequest): Promise<{ user_id: string; enabled: boolean; by_password: boolean }> {
+export async function setPasswordFromCli(db: Db, req: CliPasswordRequest): Promise<{ user_id: string; enabled: boolean; by_password: boolean; sessions_ended: number }> {
   if (!/^scrypt\$/.test(req.hash)) throw new CommandError('not a password hash')
   const org = (await db.query<{ id: string }>('SELECT id FROM organizations WHERE key = $1', [req.org])).rows[0]
   if (!org) throw new CommandError(`--org: no organization ${req.org}`)
   const updated = await setPasswordHash(db, req.org, req.email, req.hash)
   if (!updated) throw new CommandError(`--email: no user ${req.email} in organization ${req.org}`)
-  return { user_id: updated.user_id, enabled: updated.enabled, by_password: updated.by_password }
+  return { user_id: updated.user_id, enabled: updated.enabled, by_password: updated.by_password, sessions_ended: updated.sessions_ended }
 }
 
 /** The password from standard input: all of it, without one final line break. */

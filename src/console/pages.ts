@@ -108,7 +108,9 @@ export async function assetPages(app: FastifyInstance): Promise<void> {
   app.post('/archived/:id/restore', async (request, reply) => {
     const ctx = request.console!.ctx
     const id = (request.params as { id: string }).id
-    const back = field(request, 'back').startsWith('/console/archived') ? field(request, 'back') : '/console/archived'
+    // Back to the page of the list the restore was made from: a path of it in visible ASCII (a value
+    // with a line break would be no header; another path is no page of this list).
+    const back = /^\/console\/archived(?:[/?][\x21-\x7e]*)?$/.test(field(request, 'back')) ? field(request, 'back') : '/console/archived'
     try {
       const { asset, relationships: n } = await restoreArchivedAsset(ctx, id)
       return redirectWith(app, request, reply, back, { notice: `Restored ${asset.name}${n > 0 ? ` with ${n} relationship${n === 1 ? '' : 's'}` : ''}.` })

@@ -13,7 +13,7 @@ import { refuseBrokenUrl } from '../core/http-input.js'
 import type { RequestContext } from '../request/context.js'
 import { userAuthContext } from '../core/auth/user.js'
 import { loadSession, signIn, signOut } from './auth.js'
-import { purgeIdleSessions, setFlash, type Flash, type TypedForm } from './sql.js'
+import { deleteSession, purgeIdleSessions, setFlash, type Flash, type TypedForm } from './sql.js'
 import { openAnswer, sealAnswer } from '../idempotency/seal.js'
 import { assetPages } from './pages.js'
 import { settingsPages } from './settings.js'
@@ -255,7 +255,11 @@ async function registerBrowserPlugins(app: FastifyInstance): Promise<void> {
   await app.register(formbody)
   await app.register(csrf, {
     cookieKey: 'kbis_console_csrf',
-    cookieOpts: { path: '/console', httpOnly: true, sameSite: 'strict', secure: 'auto' },
+    // Lax, as the session's: a link followed from another site (chat, mail, a wiki) brings it, so
+    // the page it opens keeps the secret that the forms of the user's other tabs carry tokens of
+    // (with Strict a new secret replaced it, and those forms were refused as expired). A form
+    // posted from another site still comes without it, and is refused.
+    cookieOpts: { path: '/console', httpOnly: true, sameSite: 'lax', secure: 'auto' },
   })
   await app.register(view, {
     engine: { eta },
@@ -276,7 +280,15 @@ function sessionGate(app: FastifyInstance, idleMinutes: number) {
     const session = await loadSession(app.db, request.cookies[SESSION_COOKIE], idleMinutes, takes)
     const auth = session ? await userAuthContext(app.db, session.org_id, session.user_id) : null
     if (!session || !auth) {
-      reply.clearCookie(SESSION_COOKIE, { path: '/console' })
+      // A user disabled, or no longer signing in by password (kbis apply), loses the session for
+      // good: enabled again, they sign in again (a cookie someone kept must not come back to life).
+      if (session) await deleteSession(app.db, session.org_id, session.id)
+      // Only a cookie the browser sent is cleared: a cross-site form sends none (SameSite=Lax), and
+      // clearing it would sign the user out of every tab.
+      if (request.cookies[SESSION_COOKIE] !== undefined) reply.clearCookie(SESSION_COOKIE, { path: '/console' })
+      // htmx follows a redirect itself and would put the sign-in page inside the page it updates:
+      // it is told to load the sign-in page instead.
+      if (request.headers['hx-request'] !== undefined) return reply.code(401).header('hx-redirect', '/console/sign-in').send()
       return reply.code(303).header('location', '/console/sign-in').send()
     }
     const user = (await app.db.query<{ id: string; email: string; name: string; permission_type: string }>(

@@ -30,11 +30,18 @@ export async function selectSignInCandidates(db: Queryable, email: string): Prom
  * Sets the password of the one user with exactly this email (users_email_unique compares it case
  * included, as `apply` and `kbis keys create --user` do): `a@x.test` and `A@x.test` are two users.
  */
-export async function setPasswordHash(db: Queryable, orgKey: string, email: string, hash: string): Promise<{ org_id: string; user_id: string; enabled: boolean; by_password: boolean } | null> {
-  const result = await db.query<{ org_id: string; user_id: string; enabled: boolean; by_password: boolean }>(
-    `UPDATE users u SET password_hash = $3 FROM organizations o
-     WHERE o.key = $1 AND u.org_id = o.id AND u.email = $2
-     RETURNING u.org_id, u.id AS user_id, u.enabled, 'password' = ANY(u.sign_in_methods) AS by_password`,
+/**
+ * Sets a user's password hash and ends the user's console sessions in the same statement: a
+ * session signed in with the old password (a cookie someone else may hold) does not outlive it.
+ */
+export async function setPasswordHash(db: Queryable, orgKey: string, email: string, hash: string): Promise<{ org_id: string; user_id: string; enabled: boolean; by_password: boolean; sessions_ended: number } | null> {
+  const result = await db.query<{ org_id: string; user_id: string; enabled: boolean; by_password: boolean; sessions_ended: number }>(
+    `WITH changed AS (
+       UPDATE users u SET password_hash = $3 FROM organizations o
+       WHERE o.key = $1 AND u.org_id = o.id AND u.email = $2
+       RETURNING u.org_id, u.id, u.enabled, 'password' = ANY(u.sign_in_methods) AS by_password),
+     ended AS (DELETE FROM console_sessions s USING changed c WHERE s.org_id = c.org_id AND s.user_id = c.id RETURNING 1)
+     SELECT org_id, id AS user_id, enabled, by_password, (SELECT count(*)::int FROM ended) AS sessions_ended FROM changed`,
     [orgKey, email, hash],
   )
   return result.rows[0] ?? null

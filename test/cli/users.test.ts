@@ -54,7 +54,8 @@ describe('kbis users set-password on PGlite', { timeout: 600_000 }, () => {
       const url = (await server.waitFor(/kbis listening on (\S+)/, 400_000))[1]!
       expect(await signIn(url, 'owner@acme.test', 'first password 1')).toBe(303)
       const running = await kbis(['users', 'set-password', '--org', 'acme', '--email', 'owner@acme.test', '--data-dir', data], 'second password 2')
-      expect(running).toEqual({ code: 0, out: 'password set for owner@acme.test in organization acme\n' })
+      // The session signed in with the first password ends with it.
+      expect(running).toEqual({ code: 0, out: 'password set for owner@acme.test in organization acme; 1 console session of the user signed out\n' })
       expect(await signIn(url, 'owner@acme.test', 'first password 1')).toBe(401)
       expect(await signIn(url, 'owner@acme.test', 'second password 2')).toBe(303)
       const nobody = await kbis(['users', 'set-password', '--org', 'acme', '--email', 'nobody@acme.test', '--data-dir', data], 'long enough password\n')

@@ -49,6 +49,22 @@ for (const kind of STORES) {
       ])
     })
 
+    it('goes back to the archived list the restore came from, and to its first page for a back that is no path of it (a line break: no 500)', async () => {
+      const cases: [string, string][] = [
+        ['/console/archived?page=2', '/console/archived?page=2'],
+        ['/console/archived\r\nX-Injected: 1', '/console/archived'],
+        ['/console/archivedevil', '/console/archived'],
+        ['https://example.com/console/archived', '/console/archived'],
+      ]
+      const ids = (await t.request('POST', '/api/v1/bulk/assets', { body: cases.map((_, i) => ({ asset_type_key: 'server', name: `back-${i}`, properties: { hostname: `back-${i}` } })) })).body.data.map((d: { id: string }) => d.id) as string[]
+      for (const id of ids) expect((await t.request('DELETE', `/api/v1/assets/${id}`)).status).toBe(204)
+      for (const [i, [back, location]] of cases.entries()) {
+        const res = await post(`/console/archived/${ids[i]!}/restore`, { back })
+        expect([res.statusCode, res.headers.location, res.headers['x-injected']], back).toEqual([303, location, undefined])
+        expect((await t.request('GET', `/api/v1/assets/${ids[i]!}`)).status).toBe(200)
+      }
+    })
+
     it('refuses to restore what the metamodel no longer allows (an option and an access domain since removed), naming each value; restores once it is allowed again', async () => {
       const acme = ACME as unknown as SetupFile
       const apply = async (setup: SetupFile) => {

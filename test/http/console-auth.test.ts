@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { STORES } from '../helpers/stores.js'
 import { Browser, PASSWORD, givenPasswords } from '../helpers/console.js'
+import { hashPassword } from '../../src/console/passwords.js'
+import { setPasswordFromCli } from '../../src/console/cli.js'
 
 for (const kind of STORES) {
   describe(`${kind}: console sessions, CSRF, throttling`, () => {
@@ -149,6 +151,49 @@ for (const kind of STORES) {
       expect(res.statusCode).toBe(303)
       expect(res.headers.location).toBe('/console/sign-in')
       expect((await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data.map((k: { name: string }) => k.name)).not.toContain('late')
+    })
+
+    it('ends the user\'s sessions when the password is set again, and a disabled user\'s for good (enabled again, the old cookie stays dead)', async () => {
+      const sessions = async () => (await t.store.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM console_sessions s JOIN users u ON u.org_id = s.org_id AND u.id = s.user_id WHERE u.email = 'editor@acme.test'`)).rows[0]!.n
+      const b = new Browser(t)
+      await b.signIn('editor@acme.test')
+      expect((await b.send('GET', '/console/assets')).statusCode).toBe(200)
+      const before = await sessions()
+      expect(before).toBeGreaterThanOrEqual(1)
+      const set = await setPasswordFromCli(t.store.db, { org: 'acme', email: 'editor@acme.test', hash: await hashPassword(PASSWORD) })
+      expect([set.sessions_ended, await sessions()]).toEqual([before, 0])
+      expect((await b.send('GET', '/console/assets')).headers.location).toBe('/console/sign-in')
+
+      await b.signIn('editor@acme.test')
+      const kept = new Map(b.cookies)
+      // kbis apply disables the user, then enables them again.
+      await t.store.db.query("UPDATE users SET enabled = false WHERE email = 'editor@acme.test'")
+      expect((await b.send('GET', '/console/assets')).headers.location).toBe('/console/sign-in')
+      expect(await sessions()).toBe(0)
+      await t.store.db.query("UPDATE users SET enabled = true WHERE email = 'editor@acme.test'")
+      b.cookies = kept
+      expect((await b.send('GET', '/console/assets')).headers.location).toBe('/console/sign-in')
+      expect((await b.signIn('editor@acme.test')).headers.location).toBe('/console/assets')
+    })
+
+    it('leaves the session cookie alone when a request comes without it (a form posted from another site), and sends htmx to sign in', async () => {
+      const b = new Browser(t)
+      const token = await b.csrf()
+      // The CSRF cookie is Lax, as the session's: a link followed from another site brings it.
+      const csrfCookie = (await t.app.inject({ method: 'GET', url: '/console/sign-in' })).cookies as { name: string; sameSite?: string }[]
+      expect(csrfCookie.filter((c) => c.name === 'kbis_console_csrf').map((c) => c.sameSite)).toEqual(['Lax'])
+      await b.signIn('owner@acme.test')
+      // What a browser sends for a form posted from another site: neither Lax cookie.
+      const crossSite = await t.app.inject({ method: 'POST', url: '/console/sign-out', payload: `_csrf=${token}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } })
+      expect([crossSite.statusCode, crossSite.headers.location, crossSite.headers['set-cookie']]).toEqual([303, '/console/sign-in', undefined])
+      expect((await b.send('GET', '/console/assets')).statusCode).toBe(200)
+      // A stale cookie is cleared; an htmx request is told where to go rather than given the sign-in page to swap in.
+      const stale = new Browser(t)
+      stale.cookies.set('kbis_console', b.cookies.get('kbis_console')!.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A')))
+      const htmx = await stale.send('GET', '/console/assets?name=x', undefined, { 'hx-request': 'true' })
+      expect([htmx.statusCode, htmx.headers['hx-redirect'], htmx.headers.location, htmx.body]).toEqual([401, '/console/sign-in', undefined, ''])
+      expect(stale.cookies.has('kbis_console')).toBe(false)
     })
 
     it('asks for the organization when the email and password match accounts in several', async () => {
