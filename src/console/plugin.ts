@@ -12,7 +12,7 @@ import { AppError, Errors, type ErrorDef } from '../core/errors.js'
 import { refuseBrokenUrl } from '../core/http-input.js'
 import type { RequestContext } from '../request/context.js'
 import { userAuthContext } from '../core/auth/user.js'
-import { loadSession, signIn, signOut } from './auth.js'
+import { loadSession, parseSessionCookie, signIn, signOut } from './auth.js'
 import { deleteSession, purgeIdleSessions, setFlash, type Flash, type TypedForm } from './sql.js'
 import { openAnswer, sealAnswer } from '../idempotency/seal.js'
 import { assetPages } from './pages.js'
@@ -143,7 +143,7 @@ function openFlash(request: FastifyRequest, flash: Flash | null): Flash | null {
 export async function render(request: FastifyRequest, reply: FastifyReply, page: string, data: Record<string, unknown>, status = 200): Promise<FastifyReply> {
   // A request refused before the cookies were read (a NUL or a broken escape in its URL, refused
   // by the app's first hook) gets its error page without a form token: it has no session either.
-  const csrfToken = request.cookies ? reply.generateCsrf() : ''
+  const csrfToken = request.cookies ? reply.generateCsrf({ userInfo: csrfBinding(request) }) : ''
   return reply.code(status).header('cache-control', 'no-store').view(page, {
     ...data,
     user: request.console?.user ?? null,
@@ -153,6 +153,11 @@ export async function render(request: FastifyRequest, reply: FastifyReply, page:
     path: request.url.split('?')[0],
     url: request.url,
   })
+}
+
+/** What a form token is bound to: the session id of the request's cookie (a token with none, the sign-in form's, is bound to no session). */
+function csrfBinding(request: FastifyRequest): string {
+  return parseSessionCookie(request.cookies?.[SESSION_COOKIE])?.id ?? 'no session'
 }
 
 function isHttps(request: FastifyRequest): boolean {
@@ -254,6 +259,12 @@ async function registerBrowserPlugins(app: FastifyInstance): Promise<void> {
   await app.register(cookie)
   await app.register(formbody)
   await app.register(csrf, {
+    // A token is made for the session of the page it is on (the sign-in page's for none): a secret
+    // and a token that someone able to set cookies for this host made for their own session do not
+    // pass with the victim's. The HMAC key needs no secrecy here: a token for another's session
+    // needs that session's id, which only its cookie gives.
+    getUserInfo: csrfBinding,
+    csrfOpts: { hmacKey: 'kbis console forms' },
     cookieKey: 'kbis_console_csrf',
     // Lax, as the session's: a link followed from another site (chat, mail, a wiki) brings it, so
     // the page it opens keeps the secret that the forms of the user's other tabs carry tokens of

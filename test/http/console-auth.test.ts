@@ -124,6 +124,24 @@ for (const kind of STORES) {
       expect(keys.body.data.map((k: { name: string }) => k.name)).toContain('htmx key')
     })
 
+    it('takes a form token only with the session it was made for (a secret and token planted from another session do not pass)', async () => {
+      const attacker = new Browser(t)
+      await attacker.signIn('editor@acme.test')
+      const planted = await attacker.csrf('/console/developer-settings')
+      const victim = new Browser(t)
+      await victim.signIn('owner@acme.test')
+      // Someone who can set cookies for the host gives the victim their CSRF secret, and a form with their token.
+      victim.cookies.set('kbis_console_csrf', attacker.cookies.get('kbis_console_csrf')!)
+      const forged = await victim.send('POST', '/console/developer-settings/keys', { _csrf: planted, name: 'planted', permission_type: 'Viewer', role_keys: 'all' })
+      expect(forged.statusCode).toBe(403)
+      expect(forged.body).toContain('This form has expired or did not come from this console.')
+      // The victim's own page, made with that secret for the victim's session, works.
+      const own = await victim.csrf('/console/developer-settings')
+      expect((await victim.send('POST', '/console/developer-settings/keys', { _csrf: own, name: 'own', permission_type: 'Viewer', role_keys: 'all' })).statusCode).toBe(303)
+      expect((await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data.map((k: { name: string }) => k.name)).toEqual(expect.arrayContaining(['own']))
+      expect((await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data.map((k: { name: string }) => k.name)).not.toContain('planted')
+    })
+
     it('signs out: the session is gone from the database', async () => {
       const b = new Browser(t)
       await b.signIn('owner@acme.test')
