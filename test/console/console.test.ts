@@ -127,10 +127,13 @@ for (const [index, kind] of STORES.entries()) {
       await create({ asset_type_key: 'server', name: 'db-01', properties: { hostname: 'db-01' } })
       await create({ asset_type_key: 'application', name: 'Shop', properties: { code: 'shop' }, relationships: { outgoing: { runs_on: { related_assets: [{ id: server }] } } } })
       const page = await signIn('owner@acme.test')
+      // The live region is the page's own: a search replaces what is inside it (read out), not the region.
+      await page.evaluate(() => { document.querySelector<HTMLElement>('#results')!.dataset.kept = 'yes' })
       await page.getByLabel('Name').fill('web')
       await page.getByLabel('Type').selectOption('server')
       // htmx replaces the results as one types, without leaving the page.
       await page.waitForFunction(() => [...document.querySelectorAll('#results tbody a')].map((a) => a.textContent).join() === 'web-01')
+      await expect(page.evaluate(() => [...document.querySelectorAll('[aria-live]#results')].map((e) => (e as HTMLElement).dataset.kept))).resolves.toEqual(['yes'])
       expect(page.url()).toBe(`${base}/console/assets`)
       await page.getByRole('button', { name: 'Search' }).click()
       await page.waitForURL(/name=web/)
