@@ -72,7 +72,11 @@ export async function assetPages(app: FastifyInstance): Promise<void> {
     })
     const history = await assetHistory(ctx, asset.id, historyPage)
     const type = ctx.metamodel.assetTypes.get(asset.asset_type_key)
-    const properties = (type?.properties ?? []).map((p) => ({ name: p.name, key: p.key, value: asset.properties[p.key] }))
+    // A url property is a link when it is an http or https address (javascript: and other schemes stay text).
+    const properties = (type?.properties ?? []).map((p) => {
+      const value = asset.properties[p.key]
+      return { name: p.name, key: p.key, value, link: p.type === 'url' && typeof value === 'string' && /^https?:\/\//i.test(value) ? value : null }
+    })
     // A table of one page, seen on its first, has no pager; each keeps the other's page.
     const tablePager = (page: PageMeta | undefined, name: string, other: string, otherPage: number) =>
       page && (page.total_pages > 1 || page.number > 1) ? pager(`/console/assets/${asset.id}`, { [other]: otherPage > 1 ? String(otherPage) : '' }, page, name) : null

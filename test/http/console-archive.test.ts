@@ -150,6 +150,20 @@ for (const kind of STORES) {
       expect((await t.store.db.query('SELECT count(*)::int AS n FROM relationships WHERE source_asset_id = $1', [source])).rows[0]!.n).toBe(0)
     })
 
+    it('shows an http(s) url property as a link and any other value as text', async () => {
+      const create = async (name: string, homepage: string) => (await t.request('POST', '/api/v1/assets', {
+        body: { asset_type_key: 'server', name, properties: { hostname: name, homepage, summary: '<b>bold</b>' } },
+      })).body.data.id as string
+      const web = await create('url-1', 'https://intranet.example.com/a?b=1&c=2')
+      const page = (await owner.send('GET', `/console/assets/${web}`)).body
+      expect(page).toContain('<a href="https://intranet.example.com/a?b=1&amp;c=2" rel="noopener noreferrer">https://intranet.example.com/a?b=1&amp;c=2</a>')
+      expect(page).toContain('&lt;b&gt;bold&lt;/b&gt;')
+      const script = await create('url-2', 'javascript:alert(1)')
+      const other = (await owner.send('GET', `/console/assets/${script}`)).body
+      expect(other).toContain('<td>javascript:alert(1)</td>')
+      expect(other).not.toContain('href="javascript:')
+    })
+
     it('pages an asset\'s history and names who acted, as far as the signed-in user may know them', async () => {
       const editorKey = await t.givenKey({ type: 'Editor', user: 'editor@acme.test', roles: ['it_editor'] })
       const keys = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data as { id: string; name: string; secret_prefix: string; owner_user_id: string }[]
