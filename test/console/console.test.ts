@@ -122,6 +122,16 @@ for (const [index, kind] of STORES.entries()) {
       await page.context().close()
     })
 
+    it('sends a search typed after the session ended to the sign-in page, rather than putting that page into the results', async () => {
+      const page = await signIn('viewer@acme.test')
+      await t.store.db.query(`DELETE FROM console_sessions WHERE user_id = (SELECT id FROM users WHERE email = 'viewer@acme.test')`)
+      await page.getByLabel('Name').fill('web')
+      await page.waitForURL(`${base}/console/sign-in`)
+      await expect(page.getByRole('heading', { name: 'Sign in' }).isVisible()).resolves.toBe(true)
+      await expect(page.locator('main').count()).resolves.toBe(1)
+      await page.context().close()
+    })
+
     it('searches assets by name and type and shows an asset with properties, relationships and history', async () => {
       const server = await create({ asset_type_key: 'server', name: 'web-01', access_domain_key: 'it', properties: { hostname: 'web-01', environment: 'prod', cpu_count: 8, tags: ['pci'] } })
       await create({ asset_type_key: 'server', name: 'db-01', properties: { hostname: 'db-01' } })
