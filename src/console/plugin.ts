@@ -160,8 +160,17 @@ function csrfBinding(request: FastifyRequest): string {
   return parseSessionCookie(request.cookies?.[SESSION_COOKIE])?.id ?? 'no session'
 }
 
-function isHttps(request: FastifyRequest): boolean {
-  return request.protocol === 'https'
+/**
+ * Whether the console's cookies are `Secure`: the request came over https (directly or through a
+ * trusted proxy), or the operator said the service is reached over https (`KBIS_PUBLIC_URL`), as it
+ * is behind a proxy not listed in KBIS_TRUSTED_PROXIES.
+ */
+function isHttps(request: FastifyRequest, publicUrl: string | undefined): boolean {
+  return request.protocol === 'https' || servedOverHttps(publicUrl)
+}
+
+function servedOverHttps(publicUrl: string | undefined): boolean {
+  return publicUrl?.startsWith('https:') === true
 }
 
 export async function consoleRoutes(app: FastifyInstance): Promise<void> {
@@ -210,7 +219,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     if (!result.ok) {
       return render(request, reply, 'sign-in.eta', { title: 'Sign in', email, failed: !result.chooseOrganization, organizations: result.chooseOrganization ?? null }, result.chooseOrganization ? 200 : 401)
     }
-    reply.setCookie(SESSION_COOKIE, result.token, { path: '/console', httpOnly: true, sameSite: 'lax', secure: isHttps(request) })
+    reply.setCookie(SESSION_COOKIE, result.token, { path: '/console', httpOnly: true, sameSite: 'lax', secure: isHttps(request, app.config.publicUrl) })
     return reply.code(303).header('location', '/console/assets').send()
   })
 
@@ -270,7 +279,7 @@ async function registerBrowserPlugins(app: FastifyInstance): Promise<void> {
     // the page it opens keeps the secret that the forms of the user's other tabs carry tokens of
     // (with Strict a new secret replaced it, and those forms were refused as expired). A form
     // posted from another site still comes without it, and is refused.
-    cookieOpts: { path: '/console', httpOnly: true, sameSite: 'lax', secure: 'auto' },
+    cookieOpts: { path: '/console', httpOnly: true, sameSite: 'lax', secure: servedOverHttps(app.config.publicUrl) ? true : 'auto' },
   })
   await app.register(view, {
     engine: { eta },

@@ -56,6 +56,14 @@ for (const kind of STORES) {
       const cookie = (res.cookies as { name: string; secure?: boolean }[]).find((c) => c.name === 'kbis_console')!
       expect(cookie.secure).toBe(true)
       await app2.close()
+      // Behind a proxy not listed as trusted, an https KBIS_PUBLIC_URL says the same.
+      const app3 = await (await import('../../src/app.js')).buildApp({ db: t.store.db, config: (await import('../../src/core/config.js')).loadConfig({ KBIS_PUBLIC_URL: 'https://inventory.example.com' }) })
+      const b3 = new Browser({ ...t, app: app3 })
+      const form = await b3.send('GET', '/console/sign-in')
+      const signedIn = await b3.send('POST', '/console/sign-in', { _csrf: /name="_csrf" value="([^"]+)"/.exec(form.body)![1]!, email: 'owner@acme.test', password: PASSWORD })
+      const secure = (cookies: unknown) => (cookies as { name: string; secure?: boolean }[]).map((c) => [c.name, c.secure === true])
+      expect([...secure(form.cookies), ...secure(signedIn.cookies)]).toEqual([['kbis_console_csrf', true], ['kbis_console', true]])
+      await app3.close()
     })
 
     it('answers every failure with one message: wrong password, unknown email, no password method, disabled user', async () => {
