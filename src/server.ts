@@ -121,8 +121,9 @@ export async function startServer(config: Config, print: (line: string) => void,
 export async function unscopedWebhooksLine(db: Db): Promise<string | null> {
   const n = await countUnscopedWebhooks(db)
   if (n === 0) return null
-  const [they, their] = n === 1 ? ['1 webhook made before webhooks were scoped by roles (migration 0019) receives', 'its'] : [`${n} webhooks made before webhooks were scoped by roles (migration 0019) receive`, 'their']
-  return `kbis: ${they} every event of ${their} organization, of assets hidden from the key that made ${n === 1 ? 'it' : 'them'} too, until a PATCH sets ${their} url (docs/webhooks.md)`
+  const [webhooks, receive, their, them] = n === 1 ? ['webhook', 'receives', 'its', 'it'] : ['webhooks', 'receive', 'their', 'them']
+  return `kbis: ${n} ${webhooks} made before webhooks were scoped by roles (migration 0019) ${receive} every event of ${their} organization, `
+    + `of assets hidden from the key that made ${them} too, until a PATCH sets ${their} url (docs/webhooks.md)`
 }
 
 export function printAdminKey(print: (line: string) => void, secret: string): void {

@@ -120,20 +120,10 @@ export function bodyIssues(errors: AjvError[]): (Issue & { def: ErrorDef })[] {
  * A route's body failures by where they are: `[pointer prefix, code, reader?]`, the longest prefix
  * wins (route option `config.bodyErrorCodes`; the search bodies use it). Elsewhere invalid_request.
  * A member with a reader of its own (the search filter's parser) is reported in the reader's
- * words: when the first failure is in that member, the reader is run on the member's value, and
- * the AppError it throws is the answer.
+ * words: when the first failure is in that member, the reader is run on the body, and the AppError
+ * it throws is the answer.
  */
-export type BodyErrorCodes = readonly (readonly [prefix: string, def: ErrorDef, reader?: (value: unknown) => unknown])[]
-
-/** The value at a JSON pointer of the body (`/relationships/filter`), undefined when absent. */
-function valueAt(body: unknown, pointer: string): unknown {
-  let value = body
-  for (const token of pointer.split('/').slice(1)) {
-    if (value === null || typeof value !== 'object') return undefined
-    value = (value as Record<string, unknown>)[token.replaceAll('~1', '/').replaceAll('~0', '~')]
-  }
-  return value
-}
+export type BodyErrorCodes = readonly (readonly [prefix: string, def: ErrorDef, reader?: (body: unknown) => unknown])[]
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -154,10 +144,10 @@ export function codedBodyError(errors: AjvError[], codes: BodyErrorCodes, body: 
       const match = codes.filter(([prefix]) => at === prefix || at.startsWith(`${prefix}/`)).sort((a, b) => b[0].length - a[0].length)[0]
       return { def: match?.[1] ?? Errors.INVALID_REQUEST, pointer, detail: describe(e, e.instancePath.replace(/^\//, '').replaceAll('/', '.')), match }
     })
-  const reader = issues[0]?.match
-  if (reader?.[2] !== undefined) {
+  const reader = issues[0]?.match?.[2]
+  if (reader !== undefined) {
     try {
-      reader[2](valueAt(body, reader[0]))
+      reader(body)
     } catch (err) {
       if (err instanceof AppError) return err
       throw err

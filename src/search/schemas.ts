@@ -17,7 +17,7 @@ import { parseFilter } from '../query/parse.js'
 
 /** Which code a schema failure under each member gets (the longest matching prefix); invalid_request elsewhere. */
 export const SEARCH_BODY_CODES: BodyErrorCodes = [
-  ['/filter', Errors.INVALID_FILTER, (filter) => parseFilter(filter, '/filter')],
+  ['/filter', Errors.INVALID_FILTER, (body) => parseFilter((body as { filter?: unknown }).filter, '/filter')],
   ['/sort', Errors.INVALID_SORT],
   ['/page', Errors.INVALID_PAGE],
   ['/include', Errors.INVALID_INCLUDE],
