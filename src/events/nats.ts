@@ -9,7 +9,10 @@ export interface NatsOptions {
   stream: string
   /** Republish events a crash left unpublished, this often (ms). */
   sweepIntervalMs?: number
-  onError?: (err: unknown) => void
+  /** A publication failed; `repeated` when the one before had failed too (NATS still unreachable). */
+  onError?: (err: unknown, repeated: boolean) => void
+  /** Events were published again after failures. */
+  onResumed?: () => void
 }
 
 /** The subjects of the stream the sink creates: every `kbis.<organization key>.<event type>`. */
@@ -22,6 +25,9 @@ export class NatsStreamError extends Error {
     this.name = 'NatsStreamError'
   }
 }
+
+/** The most events the sink's queue holds for publication; beyond it they wait for a sweep. */
+export const QUEUE_LIMIT = 20_000
 
 /** `kbis.<organization key>.<event type>` (CONTRACT §13). */
 export function natsSubject(orgKey: string, type: string): string {
@@ -58,25 +64,66 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
     )
   }
 
+  // While publications fail, the relay's batches are left pending for the sweeps; the first
+  // failure is reported whole, the next ones as repeats, and the first sweep that publishes again
+  // ends the outage.
+  let down = false
+  const failed = (err: unknown): void => {
+    options.onError?.(err, down)
+    down = true
+  }
+
   // Periodic sweeps leave the events of the last 10 s to the process that stamped them; the first
-  // one, right after this sink joined the relay, takes every pending event.
+  // one, right after this sink joined the relay, takes every pending event. One at a time: a sweep
+  // waiting out NATS's time-out does not start another.
+  let sweeping = false
   const sweep = async (minAgeSeconds: number): Promise<void> => {
-    for (;;) {
-      const rows = await db.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}SELECT ${EVENT_COLUMNS}, o.key AS org_key FROM events e JOIN organizations o ON o.id = e.org_id
-         WHERE e.pending_publish AND e.time <= now() - make_interval(secs => $1) ORDER BY e.sequence LIMIT 1000`,
-        [minAgeSeconds],
-      )
-      await publish(rows.rows.map((r) => ({ orgId: r.org_id, orgKey: r.org_key, event: toCloudEvent(r, r.org_key) })))
-      if (rows.rows.length < 1000) return
+    if (sweeping) return
+    sweeping = true
+    try {
+      let published = 0
+      for (;;) {
+        const rows = await db.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}SELECT ${EVENT_COLUMNS}, o.key AS org_key FROM events e JOIN organizations o ON o.id = e.org_id
+           WHERE e.pending_publish AND e.time <= now() - make_interval(secs => $1) ORDER BY e.sequence LIMIT 1000`,
+          [minAgeSeconds],
+        )
+        await publish(rows.rows.map((r) => ({ orgId: r.org_id, orgKey: r.org_key, event: toCloudEvent(r, r.org_key) })))
+        published += rows.rows.length
+        if (rows.rows.length < 1000) break
+      }
+      if (down && published > 0) {
+        down = false
+        options.onResumed?.()
+      }
+    } catch (err) {
+      failed(err)
+    } finally {
+      sweeping = false
     }
   }
 
-  relay.onCommitted(publish)
-  const timer = setInterval(() => void sweep(10).catch((err) => options.onError?.(err)), options.sweepIntervalMs ?? 5_000)
+  // The relay's batches are published in this sink's own queue, in stamping order, never in the
+  // relay's: its next round (which every feed read waits for on PostgreSQL) and the webhooks'
+  // deliveries do not wait for NATS's answer, nor for its time-out while NATS is unreachable. The
+  // queue holds at most QUEUE_LIMIT events; beyond that, and while NATS fails, events stay
+  // pending in the store for the sweeps.
+  let queue: Promise<void> = Promise.resolve()
+  let queued = 0
+  relay.onCommitted((events) => {
+    if (events.length === 0 || down || queued + events.length > QUEUE_LIMIT) return
+    queued += events.length
+    queue = queue
+      .then(() => (down ? undefined : publish(events)))
+      .catch(failed)
+      .finally(() => { queued -= events.length })
+  })
+  const timer = setInterval(() => void sweep(10), options.sweepIntervalMs ?? 5_000)
   timer.unref()
-  void sweep(0).catch((err) => options.onError?.(err))
+  void sweep(0)
   const close = async () => {
     clearInterval(timer)
+    // What the relay handed over last (its final round at shutdown included) goes out first.
+    await queue
     await nc.drain().catch(() => undefined)
   }
   relay.onStopped(close)

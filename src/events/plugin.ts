@@ -39,7 +39,14 @@ export function registerEvents(app: FastifyInstance, db: Db, config: Config): vo
     await relay.prepare()
     if (config.natsUrl) {
       const { attachNats } = await import('./nats.js')
-      const options = { url: config.natsUrl, stream: config.natsStream, onError: (err: unknown) => app.log.error({ err }, 'NATS publication failed; retrying') }
+      const options = {
+        url: config.natsUrl,
+        stream: config.natsStream,
+        onError: (err: unknown, repeated: boolean) => repeated
+          ? app.log.warn(`NATS publication still failing (${(err as Error | undefined)?.message ?? String(err)}); events stay pending, next attempt in 5 s`)
+          : app.log.error({ err }, 'NATS publication failed; events stay pending and are published again by a sweep every 5 s'),
+        onResumed: () => app.log.info('NATS publication resumed'),
+      }
       // NATS down at start does not stop the API: events stay pending (stamped, not published)
       // until a connection succeeds, here or in another process. No attempt starts once the app
       // is closing, and one under way is waited for and closed with it: an attempt that went on

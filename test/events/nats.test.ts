@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { randomBytes } from 'node:crypto'
+import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream'
 import { STORES } from '../helpers/stores.js'
@@ -73,7 +74,82 @@ for (const store of STORES) {
       expect((await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE pending_publish')).rows[0]!.n).toBe(0)
       expect((await jsm.streams.info(stream)).state.messages).toBe(before)
     })
+
+    it('a NATS outage after connecting holds up neither the relay nor feed reads; the events are published once it ends', { timeout: 90_000 }, async () => {
+      // The app reaches NATS through a proxy this test cuts and restores.
+      const proxy = await natsProxy(NATS_URL!)
+      const cut = await createTestApp(store, undefined, { natsUrl: `nats://127.0.0.1:${proxy.port}`, natsStream: stream })
+      try {
+        await t.settled()
+        const first = await cut.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'before-outage' } })
+        expect(first.status).toBe(201)
+        await cut.settled()
+        await until(async () => (await pendingPublish(cut)) === 0)
+        const before = (await jsm.streams.info(stream)).state.messages
+
+        await proxy.stop()
+        const created = await cut.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'during-outage' } })
+        expect(created.status).toBe(201)
+        await cut.settled()
+        // The relay's round published nothing (NATS unreachable) and the next ones do not wait for
+        // its time-out (5 s): each of these used to take that long.
+        for (const name of ['during-outage-2', 'during-outage-3']) {
+          await cut.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name } })
+          const started = Date.now()
+          await cut.app.events.flush()
+          const feed = await cut.request('GET', '/api/v1/events?filter[type]=asset.created')
+          expect(feed.body.data.map((e: any) => e.data.object.name)).toContain(name)
+          expect(Date.now() - started).toBeLessThan(2500)
+        }
+        expect(await pendingPublish(cut)).toBe(3)
+
+        // NATS back: the sweep publishes what the outage left pending (events older than 10 s; aged
+        // here so as not to wait), each once.
+        await proxy.start()
+        await cut.store.db.query(`UPDATE events SET time = now() - interval '1 minute' WHERE pending_publish`)
+        await until(async () => (await pendingPublish(cut)) === 0)
+        expect((await jsm.streams.info(stream)).state.messages).toBe(before + 3)
+      } finally {
+        await cut.app.close()
+        await cut.close()
+        await proxy.close()
+      }
+    })
   })
+}
+
+async function pendingPublish(app: TestApp): Promise<number> {
+  return (await app.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE pending_publish')).rows[0]!.n
+}
+
+/** A TCP proxy to the NATS server, on a port of its own: stop() cuts every connection and refuses new ones until start(). */
+async function natsProxy(natsUrl: string): Promise<{ port: number; stop(): Promise<void>; start(): Promise<void>; close(): Promise<void> }> {
+  const target = new URL(natsUrl)
+  const sockets = new Set<Socket>()
+  let server: Server | null = null
+  let port = 0
+  const listen = async (): Promise<void> => {
+    server = createServer((client) => {
+      const upstream = tcpConnect(Number(target.port || 4222), target.hostname)
+      for (const s of [client, upstream]) {
+        sockets.add(s)
+        s.on('close', () => sockets.delete(s))
+        s.on('error', () => { client.destroy(); upstream.destroy() })
+      }
+      client.pipe(upstream).pipe(client)
+    })
+    await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', resolve))
+    port = (server!.address() as { port: number }).port
+  }
+  const stop = async (): Promise<void> => {
+    if (!server) return
+    const closing = new Promise((resolve) => server!.close(resolve))
+    for (const s of sockets) s.destroy()
+    await closing
+    server = null
+  }
+  await listen()
+  return { port, stop, start: listen, close: stop }
 }
 
 describe.runIf(NATS_URL)('pglite: a closed app leaves NATS alone', () => {
