@@ -1,14 +1,14 @@
 import { createServer, type Server } from 'node:http'
-import { AggregatorRegistry } from 'prom-client'
+import { WorkerMetrics } from './cluster-metrics.js'
 import { metrics } from './metrics.js'
 
 /**
  * `--metrics-port`: Prometheus text at `/metrics`, on its own port so that it is never exposed with
- * the API. Under `--workers` the primary serves it and sums its workers' series (prom-client's
- * cluster aggregation); a lone server serves its own registry.
+ * the API. Under `--workers` the primary serves it and sums its workers' series (cluster-metrics.ts);
+ * a lone server serves its own registry.
  */
 export async function startMetricsServer(port: number, host: string, options: { cluster?: boolean } = {}): Promise<Server & { url: string }> {
-  const aggregator = options.cluster ? new AggregatorRegistry() : null
+  const workers = options.cluster ? new WorkerMetrics() : null
   const server = createServer((req, res) => {
     // HEAD as GET: Node sends a HEAD answer's headers only.
     if ((req.method !== 'GET' && req.method !== 'HEAD') || req.url?.split('?')[0] !== '/metrics') {
@@ -17,8 +17,8 @@ export async function startMetricsServer(port: number, host: string, options: { 
       return
     }
     // prom-client's aggregation omits the workers' start times: the primary's says when the service started.
-    const text = aggregator
-      ? Promise.all([aggregator.clusterMetrics(), metrics.registry.getSingleMetricAsString('process_start_time_seconds')]).then(([all, start]) => `${all}${start}\n`)
+    const text = workers
+      ? Promise.all([workers.collect(), metrics.registry.getSingleMetricAsString('process_start_time_seconds')]).then(([all, start]) => `${all}${start}\n`)
       : metrics.registry.metrics()
     text.then(
       (body) => {

@@ -152,6 +152,37 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
     await expect.poll(() => server.lines.slice(listening).some((l) => /^worker \d+ listening$/.test(l)), { timeout: 60_000 }).toBe(true)
   })
 
+  it('serves /metrics while a worker does not answer (stopped) and right after one dies', async () => {
+    const series = /^http_request_duration_seconds_count\{method="GET",route="\/healthz",status_code="200"\} (\d+)$/m
+    const scrape = async () => {
+      const res = await fetch(metricsUrl, { signal: AbortSignal.timeout(20_000) })
+      return { status: res.status, text: await res.text() }
+    }
+    await expect.poll(async () => (await scrape()).text.startsWith('# kbis:'), { timeout: 30_000 }).toBe(false)
+    const before = await scrape()
+    expect(before.status).toBe(200)
+    const alive = workerPids().filter((pid) => { try { process.kill(pid, 0); return true } catch { return false } })
+    expect(alive).toHaveLength(2)
+    process.kill(alive[0]!, 'SIGSTOP')
+    try {
+      // The stopped worker counts with its last series: the sums do not fall (no counter reset).
+      const during = await scrape()
+      expect(during.status).toBe(200)
+      expect(during.text.split('\n')[0]).toBe('# kbis: 1 of 2 workers did not answer within 2 s (1 counted with the series it gave last)')
+      expect(series.exec(during.text)?.[1]).toBe(series.exec(before.text)?.[1])
+    } finally {
+      process.kill(alive[0]!, 'SIGCONT')
+    }
+    const listening = server.lines.length
+    process.kill(alive[1]!, 'SIGKILL')
+    const afterDeath = await scrape()
+    expect(afterDeath.status).toBe(200)
+    expect(afterDeath.text).toMatch(/^process_cpu_seconds_total \d/m)
+    await server.waitFor(new RegExp(`^worker ${alive[1]} exited \\(SIGKILL\\); starting a new one$`))
+    await expect.poll(() => server.lines.slice(listening).some((l) => /^worker \d+ listening$/.test(l)), { timeout: 60_000 }).toBe(true)
+    await expect.poll(async () => (await scrape()).text.startsWith('# kbis:'), { timeout: 30_000 }).toBe(false)
+  })
+
   it('drains every worker on SIGTERM and exits 0', async () => {
     const alive = workerPids().slice(1)
     server.child.kill('SIGTERM')
