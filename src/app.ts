@@ -28,7 +28,7 @@ import { createRateLimiter, enforceRateLimit, redisFailoverMessage, type RateLim
 import { readFileSync } from 'node:fs'
 import { requestIdOptions } from './ops/request-id.js'
 import { registerOps } from './ops/http.js'
-import { registerReadRouting, REPLICA_DOWN_MESSAGE } from './ops/read-routing.js'
+import { MARKS_DOWN_MESSAGE, registerReadRouting, REPLICA_DOWN_MESSAGE } from './ops/read-routing.js'
 import { writes } from './core/writes.js'
 import { metrics } from './ops/metrics.js'
 import type { ReadRouting } from './store/replica.js'
@@ -297,5 +297,6 @@ async function openReadRoutingFor(db: Db, config: Config, app: FastifyInstance):
     statementTimeoutMs: config.statementTimeoutMs,
     parallelSetupCost: config.pgParallelSetupCost,
     onReplicaDown: (err) => app.log.warn({ err }, REPLICA_DOWN_MESSAGE),
+    onMarksDown: (err) => app.log.warn({ err }, MARKS_DOWN_MESSAGE),
   })
 }

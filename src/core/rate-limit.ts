@@ -1,8 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
-import { connectRedis } from '../store/redis.js'
+import { FailFastRedis } from '../store/redis.js'
 import type { Db } from '../store/db.js'
-import { Outage } from '../store/outage.js'
 import type { Config } from './config.js'
 import { AppError, Errors } from './errors.js'
 
@@ -88,27 +87,15 @@ return c`
 
 type RedisWithAdd = Redis & { kbisRateAdd(key: string, n: number, ttlMs: number): Promise<number> }
 
-/** After a Redis failure, count in the fallback this long before trying Redis again. */
-const REDIS_RETRY_MS = 5_000
-
 /**
  * Redis (REDIS_URL). When Redis cannot answer, requests are counted by the fallback — the shared
  * PostgreSQL counters when the store is PostgreSQL (so that processes still share one quota), in
  * process on PGlite — rather than refused: an unavailable limiter should not take the API down
- * with it. It fails fast, circuit-breaker style: a command is sent only while the connection is up
- * (no offline queue, so no request waits for a timeout while Redis is down); after a failure Redis
- * is left alone for REDIS_RETRY_MS, while ioredis reconnects in the background.
+ * with it. It fails fast, circuit-breaker style (store/redis.ts FailFastRedis): no request waits
+ * for Redis while it is down.
  */
 export class RedisCounters implements CounterStore {
-  private readonly redis: RedisWithAdd
-  private readonly outage = new Outage(REDIS_RETRY_MS)
-  /**
-   * Settles when the first connection attempt ends (ready or refused), at most the command timeout
-   * after start: only requests of the first moments wait for it, once.
-   */
-  private readonly firstConnect: Promise<void>
-  /** The Redis server refused the URL's database: never counted in another one. */
-  private readonly refusal: () => Error | null
+  private readonly shared: FailFastRedis
 
   constructor(
     url: string,
@@ -117,46 +104,20 @@ export class RedisCounters implements CounterStore {
     commandTimeoutMs = 2000,
     private readonly fallback: CounterStore = new MemoryCounters(),
   ) {
-    const { redis, refusal } = connectRedis(url, {
-      maxRetriesPerRequest: 1,
-      commandTimeout: commandTimeoutMs,
-      connectTimeout: commandTimeoutMs,
-      enableOfflineQueue: false,
-      retryStrategy: (times) => Math.min(times * 200, REDIS_RETRY_MS),
-      lazyConnect: false,
-    })
-    this.refusal = refusal
-    redis.defineCommand('kbisRateAdd', { numberOfKeys: 1, lua: REDIS_ADD })
-    this.redis = redis as RedisWithAdd
-    this.firstConnect = new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, commandTimeoutMs)
-      timer.unref()
-      const done = () => { clearTimeout(timer); resolve() }
-      redis.once('ready', done)
-      redis.once('error', done)
-      redis.once('end', done)
-    })
+    this.shared = new FailFastRedis(url, commandTimeoutMs)
+    this.shared.redis.defineCommand('kbisRateAdd', { numberOfKeys: 1, lua: REDIS_ADD })
   }
 
   async add(orgId: string, windowStart: number, windowSeconds: number, n: number, onError = this.onError): Promise<number> {
-    if (this.outage.due) {
-      if (this.redis.status !== 'ready') await this.firstConnect
-      try {
-        const refused = this.refusal()
-        if (refused) throw refused
-        if (this.redis.status !== 'ready') throw new Error(`Redis is not connected (${this.redis.status})`)
-        const total = Number(await this.redis.kbisRateAdd(`${this.prefix}${orgId}:${windowStart}`, n, windowSeconds * 2000 + 60_000))
-        this.outage.answered()
-        return total
-      } catch (err) {
-        this.outage.failed(err, onError)
-      }
-    }
-    return this.fallback.add(orgId, windowStart, windowSeconds, n)
+    const counted = await this.shared.attempt(
+      async (redis) => Number(await (redis as RedisWithAdd).kbisRateAdd(`${this.prefix}${orgId}:${windowStart}`, n, windowSeconds * 2000 + 60_000)),
+      onError,
+    )
+    return counted.ok ? counted.value : this.fallback.add(orgId, windowStart, windowSeconds, n)
   }
 
   async close(): Promise<void> {
-    await this.redis.quit().catch(() => this.redis.disconnect())
+    await this.shared.close()
     await this.fallback.close()
   }
 }

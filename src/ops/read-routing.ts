@@ -18,6 +18,7 @@ export const REPLICA_READ_ROUTES = new Set([
 ])
 
 export const REPLICA_DOWN_MESSAGE = 'read replica unavailable; reading from the primary for a while'
+export const MARKS_DOWN_MESSAGE = 'read-after-write Redis unavailable; recent writers read from the primary, marks told through it, for a while'
 
 function routeKey(request: FastifyRequest): string {
   return `${request.method} ${request.routeOptions.url ?? ''}`

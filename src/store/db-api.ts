@@ -146,6 +146,12 @@ export interface StoreOptions {
    */
   statementTimeoutMs?: number | undefined
   /**
+   * PostgreSQL: a statement whose answer has not come after this long fails on the client's side
+   * ("Query read timeout": the store counts as unreachable) and its connection is dropped. For a
+   * server that stopped answering, where its own `statement_timeout` cannot fire (the replica).
+   */
+  answerTimeoutMs?: number | undefined
+  /**
    * PostgreSQL: `parallel_setup_cost` of every pooled connection (unset: the server's). PGlite
    * runs no parallel workers.
    */

@@ -323,6 +323,7 @@ export function openPostgres(options: StoreOptions & { databaseUrl: string }): D
   const poolConfig: pg.PoolConfig = {
     ...config,
     ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+    ...(options.answerTimeoutMs ? { query_timeout: options.answerTimeoutMs } : {}),
     // Set on each new connection before the pool hands it out (pg-pool awaits the hook): startup
     // `options` would be replaced by any `options` the URL carries.
     ...(cost !== undefined ? { onConnect: async (client: pg.ClientBase) => { await client.query(`SET parallel_setup_cost = ${cost}`) } } : {}),

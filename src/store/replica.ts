@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis'
-import { connectRedis } from './redis.js'
+import { FailFastRedis } from './redis.js'
 import { Outage } from './outage.js'
 import { isStoreUnreachable } from './unreachable.js'
 import { openDb, type Db, type ListenEvents, type QueryOptions, type QueryResult, type Tx } from './db.js'
@@ -14,7 +13,9 @@ import { openDb, type Db, type ListenEvents, type QueryOptions, type QueryResult
 
 /** Who wrote recently, shared by every process that serves the same keys. */
 export interface WriteMarks {
-  mark(orgId: string, keyId: string): Promise<void>
+  /** Marks the write for every process; false when it could not (Redis unavailable). */
+  mark(orgId: string, keyId: string): Promise<boolean>
+  /** Whether the key wrote within the window; true when that cannot be known (the primary answers then). */
   recent(orgId: string, keyId: string): Promise<boolean>
   close(): Promise<void>
 }
@@ -23,38 +24,34 @@ export interface WriteMarks {
  * Across processes and hosts: Redis when `REDIS_URL` is set (a key that expires by itself);
  * else the primary itself, in the unlogged table `api_key_writes` (migration 0006): one primary-key
  * upsert per write and one primary-key read per replica read — far cheaper than the reads that move.
+ * Redis fails fast (FailFastRedis): while it is down or stops answering, no request waits for it;
+ * reads go to the primary, and ReadRouting tells the write to every process by other means.
  */
 class RedisMarks implements WriteMarks {
-  private readonly redis: Redis
-  /** The Redis server refused the URL's database: never marked in another one. */
-  private readonly refusal: () => Error | null
-  constructor(url: string, private readonly windowMs: number) {
-    ;({ redis: this.redis, refusal: this.refusal } = connectRedis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false }))
+  private readonly shared: FailFastRedis
+  constructor(url: string, private readonly windowMs: number, private readonly onDown: (err: unknown) => void) {
+    this.shared = new FailFastRedis(url)
   }
-  async mark(orgId: string, keyId: string): Promise<void> {
-    this.checkDatabase()
-    await this.redis.set(`kbis:wrote:${orgId}:${keyId}`, '1', 'PX', this.windowMs)
+  async mark(orgId: string, keyId: string): Promise<boolean> {
+    return (await this.shared.attempt((redis) => redis.set(`kbis:wrote:${orgId}:${keyId}`, '1', 'PX', this.windowMs), this.onDown)).ok
   }
   async recent(orgId: string, keyId: string): Promise<boolean> {
-    this.checkDatabase()
-    return (await this.redis.exists(`kbis:wrote:${orgId}:${keyId}`)) === 1
-  }
-  private checkDatabase(): void {
-    const refused = this.refusal()
-    if (refused) throw refused
+    const found = await this.shared.attempt((redis) => redis.exists(`kbis:wrote:${orgId}:${keyId}`), this.onDown)
+    return !found.ok || found.value === 1
   }
   async close(): Promise<void> {
-    this.redis.disconnect()
+    this.shared.redis.disconnect()
   }
 }
 
 class PrimaryMarks implements WriteMarks {
   constructor(private readonly primary: Db, private readonly windowMs: number) {}
-  async mark(orgId: string, keyId: string): Promise<void> {
+  async mark(orgId: string, keyId: string): Promise<boolean> {
     await this.primary.query(
       `INSERT INTO api_key_writes (org_id, api_key_id, written_at) VALUES ($1, $2, clock_timestamp())
        ON CONFLICT (org_id, api_key_id) DO UPDATE SET written_at = EXCLUDED.written_at`,
       [orgId, keyId], { prepare: 'kbis_mark_write' })
+    return true
   }
   async recent(orgId: string, keyId: string): Promise<boolean> {
     const res = await this.primary.query(
@@ -166,7 +163,20 @@ export interface ReadRoutingOptions {
   /** PostgreSQL schema, as for the primary (tests). */
   schema?: string | undefined
   onReplicaDown(err: unknown): void
+  /** Redis (the marks') unavailable: told once per outage. */
+  onMarksDown?(err: unknown): void
 }
+
+/** The writes Redis could not mark, told by the primary to every process (ReadRouting.markWrite). */
+export const WROTE_CHANNEL = 'kbis_wrote'
+
+/**
+ * A replica statement without an answer this long after the statement timeout fails on the
+ * client's side, and the read falls back to the primary: a replica that stopped answering (a
+ * frozen machine, a network that drops packets) cannot fire its own `statement_timeout`.
+ */
+export const REPLICA_ANSWER_MARGIN_MS = 1_000
+
 
 /** Which store a request reads from, and the write marks that decide it. */
 export class ReadRouting {
@@ -191,8 +201,17 @@ export class ReadRouting {
   }
 
   async markWrite(orgId: string, keyId: string): Promise<void> {
+    this.remember(keyId)
+    if (await this.marks.mark(orgId, keyId)) return
+    // Redis could not take the mark: every process hears of the write from the primary and
+    // remembers it as its own (a mark missing from Redis once it is back would send the key's
+    // next reads on another process to the lagging replica).
+    await this.primary.notify(WROTE_CHANNEL, keyId)
+  }
+
+  /** This key wrote just now: its reads in this process go to the primary for the window. */
+  remember(keyId: string): void {
     this.local.set(keyId, Date.now() + this.windowMs)
-    await this.marks.mark(orgId, keyId)
   }
 
   async close(): Promise<void> {
@@ -203,9 +222,12 @@ export class ReadRouting {
 
 export async function openReadRouting(primary: Db, options: ReadRoutingOptions): Promise<ReadRouting> {
   const replica = await openDb({ databaseUrl: options.readUrl, poolSize: options.poolSize, schema: options.schema, connectTimeoutMs: 1_000,
-    statementTimeoutMs: options.statementTimeoutMs, parallelSetupCost: options.parallelSetupCost })
+    statementTimeoutMs: options.statementTimeoutMs, parallelSetupCost: options.parallelSetupCost,
+    answerTimeoutMs: options.statementTimeoutMs ? options.statementTimeoutMs + REPLICA_ANSWER_MARGIN_MS : undefined })
   const marks: WriteMarks = options.redisUrl
-    ? new RedisMarks(options.redisUrl, options.readAfterWriteMs)
+    ? new RedisMarks(options.redisUrl, options.readAfterWriteMs, options.onMarksDown ?? (() => undefined))
     : new PrimaryMarks(primary, options.readAfterWriteMs)
-  return new ReadRouting(primary, new ReplicaReader(primary, replica, options.onReplicaDown), marks, options.readAfterWriteMs)
+  const routing = new ReadRouting(primary, new ReplicaReader(primary, replica, options.onReplicaDown), marks, options.readAfterWriteMs)
+  if (options.redisUrl) await primary.listen(WROTE_CHANNEL, (keyId) => routing.remember(keyId))
+  return routing
 }

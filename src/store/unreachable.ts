@@ -11,8 +11,9 @@
 // (markConnectFailure). The log line says which.
 const UNREACHABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
 const UNREACHABLE_SQLSTATE = new Set(['57P01', '57P02', '57P03', '57P04', '53300', '3D000', '28000', '28P01'])
-// pg and pg-pool give these no code: a connection that broke, a pool that could not connect in time.
-const UNREACHABLE_MESSAGE = /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable)$/
+// pg and pg-pool give these no code: a connection that broke, a pool that could not connect in time,
+// a statement whose answer did not come in time (StoreOptions.answerTimeoutMs).
+const UNREACHABLE_MESSAGE = /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Query read timeout)$/
 
 /** Set on an error raised while a new connection was being opened (markConnectFailure). */
 const CONNECT_FAILURE = Symbol('kbis.connectFailure')

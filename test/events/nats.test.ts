@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { randomBytes } from 'node:crypto'
-import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { eventually } from '../helpers/webhook-receiver.js'
+import { tcpProxy } from '../helpers/tcp-proxy.js'
 import { attachNats, NatsStreamError } from '../../src/events/nats.js'
 
 const NATS_URL = process.env.TEST_NATS_URL
@@ -77,8 +77,8 @@ for (const store of STORES) {
 
     it('a NATS outage after connecting holds up neither the relay nor feed reads; the events are published once it ends', { timeout: 90_000 }, async () => {
       // The app reaches NATS through a proxy this test cuts and restores.
-      const proxy = await natsProxy(NATS_URL!)
-      const cut = await createTestApp(store, undefined, { natsUrl: `nats://127.0.0.1:${proxy.port}`, natsStream: stream })
+      const proxy = await tcpProxy(NATS_URL!, 4222)
+      const cut = await createTestApp(store, undefined, { natsUrl: proxy.url, natsStream: stream })
       try {
         await t.settled()
         const first = await cut.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'before-outage' } })
@@ -120,36 +120,6 @@ for (const store of STORES) {
 
 async function pendingPublish(app: TestApp): Promise<number> {
   return (await app.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE pending_publish')).rows[0]!.n
-}
-
-/** A TCP proxy to the NATS server, on a port of its own: stop() cuts every connection and refuses new ones until start(). */
-async function natsProxy(natsUrl: string): Promise<{ port: number; stop(): Promise<void>; start(): Promise<void>; close(): Promise<void> }> {
-  const target = new URL(natsUrl)
-  const sockets = new Set<Socket>()
-  let server: Server | null = null
-  let port = 0
-  const listen = async (): Promise<void> => {
-    server = createServer((client) => {
-      const upstream = tcpConnect(Number(target.port || 4222), target.hostname)
-      for (const s of [client, upstream]) {
-        sockets.add(s)
-        s.on('close', () => sockets.delete(s))
-        s.on('error', () => { client.destroy(); upstream.destroy() })
-      }
-      client.pipe(upstream).pipe(client)
-    })
-    await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', resolve))
-    port = (server!.address() as { port: number }).port
-  }
-  const stop = async (): Promise<void> => {
-    if (!server) return
-    const closing = new Promise((resolve) => server!.close(resolve))
-    for (const s of sockets) s.destroy()
-    await closing
-    server = null
-  }
-  await listen()
-  return { port, stop, start: listen, close: stop }
 }
 
 describe.runIf(NATS_URL)('pglite: a closed app leaves NATS alone', () => {

@@ -12,6 +12,7 @@ import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
 import { ACME } from '../helpers/fixtures.js'
 import { startReplicaPair, type ReplicaPair } from '../helpers/replica.js'
 import { openReadRouting } from '../../src/store/replica.js'
+import { tcpProxy } from '../helpers/tcp-proxy.js'
 
 // Long enough for the reads below on a busy 2-core machine, short enough to wait out once.
 const WINDOW_MS = 3000
@@ -148,6 +149,107 @@ describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming re
       for (const id of ids) expect((await call(app, writer, 'DELETE', `/api/v1/assets/${id}`)).statusCode).toBe(204)
       await pair.caughtUp()
     }
+  })
+
+  /** An app's warnings, as the log lines' messages. */
+  const logged = () => {
+    const lines: Record<string, unknown>[] = []
+    const stream = new Writable({ write(chunk, _enc, done) { lines.push(JSON.parse(String(chunk))); done() } })
+    return { lines, logger: { level: 'warn', stream } }
+  }
+  /** `work`, or a failure after `ms`: what used to hang must not fail the suite by its time-out. */
+  const within = <T>(ms: number, work: Promise<T>): Promise<T> =>
+    Promise.race([work, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms))])
+
+  it('falls back to the primary when the replica stops answering (no reply at all), after the statement timeout and a second', async () => {
+    const proxy = await tcpProxy(pair.replicaUrl, 5432)
+    const log = logged()
+    const app = await buildApp({ db: primary, config: loadConfig({}, { databaseReadUrl: proxy.url, readAfterWriteMs: WINDOW_MS, statementTimeoutMs: 1000 }), logger: log.logger })
+    apps.push(app)
+    try {
+      // The pool holds a connection to the replica; then the replica goes silent.
+      await pair.caughtUp()
+      const names = await listedNames(app, reader)
+      expect(log.lines).toEqual([])
+      proxy.freeze()
+      const res = await within(15_000, app.inject({ method: 'GET', url: '/api/v1/assets', headers: { authorization: `Bearer ${reader}`, 'x-request-id': 'replica-silent' } }))
+      expect(res.statusCode).toBe(200)
+      expect((res.json() as { data: { name: string }[] }).data.map((a) => a.name)).toEqual(names)
+      expect(log.lines.map((l) => [l.msg, l.request_id, (l.err as { message?: string } | undefined)?.message])).toEqual([
+        ['read replica unavailable; reading from the primary for a while', 'replica-silent', 'Query read timeout'],
+      ])
+      // Within the back-off, reads go to the primary without trying.
+      expect(await within(5_000, listedNames(app, reader))).toEqual(names)
+    } finally {
+      proxy.thaw()
+      await proxy.close()
+    }
+  })
+
+  describe.runIf(process.env.TEST_REDIS_URL)('read-after-write while Redis is unavailable', () => {
+    const MARKS_DOWN = 'read-after-write Redis unavailable; recent writers read from the primary, marks told through it, for a while'
+
+    it('a write is answered at once while Redis stops answering, and the writer reads the primary', async () => {
+      const proxy = await tcpProxy(process.env.TEST_REDIS_URL!, 6379)
+      const log = logged()
+      const app = await buildApp({ db: primary, config: loadConfig({}, { databaseReadUrl: pair.replicaUrl, readAfterWriteMs: WINDOW_MS, redisUrl: proxy.url }), logger: log.logger })
+      apps.push(app)
+      const ids: string[] = []
+      try {
+        await pair.caughtUp()
+        expect(await listedNames(app, reader)).toHaveLength(MARKS.length)
+        await pair.pauseReplay()
+        proxy.freeze()
+        for (const name of ['silent-redis-1', 'silent-redis-2']) {
+          const created = await within(10_000, call(app, writer, 'POST', '/api/v1/assets', { asset_type_key: 'note', name }))
+          expect(created.statusCode).toBe(201)
+          ids.push((created.json() as { data: { id: string } }).data.id)
+        }
+        expect(await within(10_000, listedNames(app, writer))).toEqual(expect.arrayContaining(['silent-redis-1', 'silent-redis-2']))
+        // While the marks cannot be read, every key reads the primary.
+        expect(await within(10_000, listedNames(app, reader))).toEqual(expect.arrayContaining(['silent-redis-1', 'silent-redis-2']))
+        // One outage, said once (not a line per write).
+        expect(log.lines.filter((l) => l.msg === MARKS_DOWN)).toHaveLength(1)
+        expect(log.lines.map((l) => l.msg)).not.toContain('read-after-write mark failed')
+      } finally {
+        proxy.thaw()
+        await proxy.close()
+        await pair.resumeReplay()
+        for (const id of ids) expect((await call(app, writer, 'DELETE', `/api/v1/assets/${id}`)).statusCode).toBe(204)
+        await pair.caughtUp()
+      }
+    })
+
+    it("a write Redis could not mark is told to the other processes: the writer's reads there go to the primary", async () => {
+      // This process reaches Redis through a proxy that is cut; the other one reaches it directly,
+      // and finds no mark there.
+      const proxy = await tcpProxy(process.env.TEST_REDIS_URL!, 6379)
+      const cut = await buildApp({ db: primary, config: loadConfig({}, { databaseReadUrl: pair.replicaUrl, readAfterWriteMs: 10_000, redisUrl: proxy.url }) })
+      apps.push(cut)
+      // A store of its own, as another server process has (a notification from this one reaches it through PostgreSQL).
+      const otherDb = await openDb({ databaseUrl: pair.primaryUrl, poolSize: 2 })
+      const other = await buildApp({ db: otherDb, config: loadConfig({}, { databaseReadUrl: pair.replicaUrl, readAfterWriteMs: 10_000, redisUrl: process.env.TEST_REDIS_URL }) })
+      let id: string | undefined
+      try {
+        await pair.caughtUp()
+        await listedNames(cut, reader)
+        await listedNames(other, reader)
+        await pair.pauseReplay()
+        await proxy.stop()
+        const created = await call(cut, writer, 'POST', '/api/v1/assets', { asset_type_key: 'note', name: 'unmarked' })
+        expect(created.statusCode).toBe(201)
+        id = (created.json() as { data: { id: string } }).data.id
+        await expect.poll(() => listedNames(other, writer), { timeout: 3_000 }).toContain('unmarked')
+        expect(await listedNames(other, reader)).not.toContain('unmarked')
+      } finally {
+        await proxy.close()
+        await pair.resumeReplay()
+        if (id) expect((await call(other, writer, 'DELETE', `/api/v1/assets/${id}`)).statusCode).toBe(204)
+        await pair.caughtUp()
+        await other.close()
+        await otherDb.close()
+      }
+    })
   })
 
   it('falls back to the primary when the replica is down, saying so on the line of the request that found it', async () => {
