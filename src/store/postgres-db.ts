@@ -315,7 +315,6 @@ export function openPostgres(options: StoreOptions & { databaseUrl: string }): D
     connectionString: options.databaseUrl,
     max: options.poolSize ?? 10,
     ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
-    ...(options.connectTimeoutMs ? { connectionTimeoutMillis: options.connectTimeoutMs } : {}),
   }
   // The pool's connections only: the LISTEN connection (built from `config`) waits without end.
   const cost = options.parallelSetupCost
@@ -327,6 +326,17 @@ export function openPostgres(options: StoreOptions & { databaseUrl: string }): D
     // Set on each new connection before the pool hands it out (pg-pool awaits the hook): startup
     // `options` would be replaced by any `options` the URL carries.
     ...(cost !== undefined ? { onConnect: async (client: pg.ClientBase) => { await client.query(`SET parallel_setup_cost = ${cost}`) } } : {}),
+  }
+  // The connect timeout bounds opening a connection only, in the client: pg-pool's own
+  // `connectionTimeoutMillis` also bounds the wait for a free pooled connection, with the same
+  // error, so a replica busy with as many reads as its pool holds looked unreachable.
+  const connectWithin = options.connectTimeoutMs
+  if (connectWithin) {
+    poolConfig.Client = class extends pg.Client {
+      constructor(clientConfig?: pg.ClientConfig) {
+        super({ ...clientConfig, connectionTimeoutMillis: connectWithin })
+      }
+    }
   }
   const pool = new pg.Pool(poolConfig)
   pool.on('error', () => undefined)

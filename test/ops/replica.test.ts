@@ -186,6 +186,22 @@ describe.runIf(STORES.includes('postgres'))('postgres: reads from a streaming re
     }
   })
 
+  it('waits for a free replica connection when all are busy: a busy replica is not an unavailable one', async () => {
+    const down: unknown[] = []
+    const routing = await openReadRouting(primary, { readUrl: pair.replicaUrl, readAfterWriteMs: WINDOW_MS, poolSize: 1, onReplicaDown: (err) => void down.push(err) })
+    try {
+      // The one connection busy for longer than the replica's 1 s connect timeout.
+      const busy = routing.reader.replica.query('SELECT pg_sleep(1.5)')
+      const read = await routing.reader.query<{ standby: boolean }>('SELECT pg_is_in_recovery() AS standby')
+      await busy
+      expect(read.rows).toEqual([{ standby: true }])
+      expect(down).toEqual([])
+      expect(routing.reader.fallbacks).toBe(0)
+    } finally {
+      await routing.close()
+    }
+  })
+
   describe.runIf(process.env.TEST_REDIS_URL)('read-after-write while Redis is unavailable', () => {
     const MARKS_DOWN = 'read-after-write Redis unavailable; recent writers read from the primary, marks told through it, for a while'
 
