@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Db } from '../store/db.js'
 import { AppError, Errors, errorBody } from '../core/errors.js'
-import { claimKey, completeKey, purgeExpiredKeys, readKey, releaseKey, type KeyScope } from './sql.js'
+import { claimKey, completeKey, dropUnfinishedClaims, purgeExpiredKeys, readKey, refreshClaims, releaseKey, type KeyScope } from './sql.js'
 import { openAnswer, sealAnswer } from './seal.js'
 import { bearerToken } from '../core/auth/authenticate.js'
 import { WRITE_METHODS } from '../core/writes.js'
@@ -17,9 +17,12 @@ declare module 'fastify' {
 
 /** CONTRACT §16: responses are kept 24 h. */
 export const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60
-// A claim still running after this long belongs to a process that died (requests end within the
-// statement and shutdown timeouts, far below this): another request may take the key over.
-const STALE_CLAIM_SECONDS = 10 * 60
+// Every process moves the claims it holds to now this often (their heartbeat); a claim not moved
+// for STALE_CLAIM_SECONDS belongs to a process that died, and another request may take the key
+// over. Before the heartbeat a dead process's claim held its key for 10 minutes: longer than any
+// client's retries, so a chunk sent again after a server's crash was refused as "still running".
+const CLAIM_REFRESH_MS = 5_000
+const STALE_CLAIM_SECONDS = 30
 const PURGE_EVERY_MS = 15 * 60_000
 // 1–255 visible ASCII characters (0x21–0x7E).
 const VALID_KEY = /^[\x21-\x7e]{1,255}$/
@@ -28,6 +31,7 @@ const REPLAYED_HEADERS = ['content-type', 'location']
 
 interface Claim {
   id: string
+  scope: KeyScope
   done: boolean
   fingerprint: string
   /** What the stored answer is sealed under (seal.ts): the scope, as text. */
@@ -46,6 +50,8 @@ const claims = new WeakMap<FastifyRequest, Claim>()
 
 /** A claim this app is asking the store for, or holds: `claimed` tells which once the store answered. */
 interface RunningClaim {
+  id: string
+  scope: KeyScope
   fingerprint: string
   claimed: Promise<boolean>
 }
@@ -70,6 +76,11 @@ export class RunningClaims {
 
   set(sealScope: string, claim: RunningClaim): void {
     this.claims.set(sealScope, claim)
+  }
+
+  /** The claims asked for or held now (their heartbeat, refreshClaims). */
+  held(): RunningClaim[] {
+    return [...this.claims.values()]
   }
 
   /** Forgets `claim` (not another request's, asking for the same scope since). */
@@ -212,11 +223,11 @@ async function beforeWrite(db: Db, running: Running, request: FastifyRequest, re
   }
   // A few tries: the row of a lost claim may vanish (its request answered 5xx) before it is read.
   for (let attempt = 0; attempt < 3; attempt++) {
-    const claim: Claim = { id: randomUUID(), done: false, fingerprint, sealScope }
+    const claim: Claim = { id: randomUUID(), scope, done: false, fingerprint, sealScope }
     // Entered before the store is asked: a repeat arriving meanwhile waits for the answer and,
     // if this request claimed the key, is answered 409 at once.
     const asking = claimKey(db, scope, { id: claim.id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })
-    claim.running = { fingerprint, claimed: asking.catch(() => false) }
+    claim.running = { id: claim.id, scope, fingerprint, claimed: asking.catch(() => false) }
     running.set(sealScope, claim.running)
     let claimed = false
     try {
@@ -268,8 +279,8 @@ async function afterWrite(db: Db, running: Running, request: FastifyRequest, rep
   const status = reply.statusCode
   const body = payload === undefined || payload === null ? '' : typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : null
   try {
-    if (status >= 500 || status === 429 || body === null) return await releaseKey(db, claim.id)
-    await completeKey(db, claim.id, { status, headers: replayedHeaders(reply), body: sealAnswer(tokenOf(request), claim.sealScope, body) })
+    if (status >= 500 || status === 429 || body === null) return await releaseKey(db, claim.scope, claim.id)
+    await completeKey(db, claim.scope, claim.id, { status, headers: replayedHeaders(reply), body: sealAnswer(tokenOf(request), claim.sealScope, body) })
   } finally {
     // Once the answer is stored (or the claim given back), a repeat reads the store.
     release(running, claim)
@@ -311,7 +322,7 @@ async function keepUnreadBodyAnswer(db: Db, request: FastifyRequest, reply: Fast
   const id = randomUUID()
   try {
     if (await claimKey(db, scope, { id, fingerprint, ttlSeconds: IDEMPOTENCY_TTL_SECONDS, staleSeconds: STALE_CLAIM_SECONDS })) {
-      await completeKey(db, id, { status, headers: replayedHeaders(reply), body: sealAnswer(tokenOf(request), sealScope, body) })
+      await completeKey(db, scope, id, { status, headers: replayedHeaders(reply), body: sealAnswer(tokenOf(request), sealScope, body) })
       return payload
     }
     const stored = await readKey(db, scope)
@@ -371,13 +382,24 @@ export function registerIdempotency(app: FastifyInstance, db: Db, running: Runni
     const claim = claims.get(request)
     if (claim && !claim.done) {
       claim.done = true
-      await releaseKey(db, claim.id).catch(() => undefined)
+      await releaseKey(db, claim.scope, claim.id).catch(() => undefined)
       release(running, claim)
     }
   })
   const purge = setInterval(() => void purgeExpiredKeys(db).catch(() => undefined), PURGE_EVERY_MS)
   purge.unref()
-  app.addHook('onClose', async () => clearInterval(purge))
+  const heartbeat = setInterval(() => {
+    const held = running.held()
+    if (held.length > 0) void refreshClaims(db, held).catch(() => undefined)
+  }, CLAIM_REFRESH_MS)
+  heartbeat.unref()
+  // The embedded store belongs to this process: a claim found in it at start was its previous
+  // run's, which ended (a crash) before answering.
+  if (db.kind === 'pglite') app.addHook('onReady', async () => void (await dropUnfinishedClaims(db)))
+  app.addHook('onClose', async () => {
+    clearInterval(purge)
+    clearInterval(heartbeat)
+  })
 }
 
 export { purgeExpiredKeys }

@@ -23,8 +23,8 @@ const scopeValues = (s: KeyScope) => [s.orgId, s.apiKeyId, s.method, s.path, s.k
 /**
  * Claims the key for one request: true when this request may run. One statement, so that of two
  * requests racing on one key (in this process or another on the same database) exactly one wins.
- * An expired row, or a claim left running longer than `staleSeconds` (its process died), is taken
- * over.
+ * An expired row, or a claim whose heartbeat (refreshClaims) stopped `staleSeconds` ago (its
+ * process died), is taken over.
  */
 export async function claimKey(db: Queryable, scope: KeyScope, claim: { id: string; fingerprint: string; ttlSeconds: number; staleSeconds: number }): Promise<boolean> {
   const result = await db.query(
@@ -49,17 +49,37 @@ export async function readKey(db: Queryable, scope: KeyScope): Promise<StoredKey
   return result.rows[0] ?? null
 }
 
-/** Stores the response of the request holding the claim. */
-export async function completeKey(db: Queryable, claimId: string, response: { status: number; headers: Record<string, string>; body: string }): Promise<void> {
+/** Stores the response of the request holding the claim (found by its key, then its claim). */
+export async function completeKey(db: Queryable, scope: KeyScope, claimId: string, response: { status: number; headers: Record<string, string>; body: string }): Promise<void> {
   await db.query(
-    'UPDATE idempotency_keys SET status = $2, headers = $3, body = $4 WHERE claim_id = $1',
-    [claimId, response.status, JSON.stringify(response.headers), response.body],
+    `UPDATE idempotency_keys SET status = $7, headers = $8, body = $9 WHERE ${SCOPE} AND claim_id = $6`,
+    [...scopeValues(scope), claimId, response.status, JSON.stringify(response.headers), response.body],
   )
 }
 
 /** Gives a claim back (a 5xx or 429 answer is not kept: a retry runs again). */
-export async function releaseKey(db: Queryable, claimId: string): Promise<void> {
-  await db.query('DELETE FROM idempotency_keys WHERE claim_id = $1 AND status IS NULL', [claimId])
+export async function releaseKey(db: Queryable, scope: KeyScope, claimId: string): Promise<void> {
+  await db.query(`DELETE FROM idempotency_keys WHERE ${SCOPE} AND claim_id = $6 AND status IS NULL`, [...scopeValues(scope), claimId])
+}
+
+/**
+ * The heartbeat of the claims a process holds: their `created_at` moves to now, so that only a
+ * claim whose process stopped beating (it died) grows stale and is taken over.
+ */
+export async function refreshClaims(db: Queryable, held: readonly { scope: KeyScope; id: string }[]): Promise<void> {
+  const column = <T>(pick: (h: { scope: KeyScope; id: string }) => T): T[] => held.map(pick)
+  await db.query(
+    `UPDATE idempotency_keys AS k SET created_at = now()
+     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::uuid[]) AS u(org_id, api_key_id, method, path, idempotency_key, claim_id)
+     WHERE k.org_id = u.org_id AND k.api_key_id = u.api_key_id AND k.method = u.method COLLATE "C" AND k.path = u.path COLLATE "C"
+       AND k.idempotency_key = u.idempotency_key COLLATE "C" AND k.claim_id = u.claim_id AND k.status IS NULL`,
+    [column((h) => h.scope.orgId), column((h) => h.scope.apiKeyId), column((h) => h.scope.method), column((h) => h.scope.path), column((h) => h.scope.key), column((h) => h.id)],
+  )
+}
+
+/** Claims no process can hold any more: the embedded store belongs to the one process opening it. */
+export async function dropUnfinishedClaims(db: Queryable): Promise<number> {
+  return (await db.query('DELETE FROM idempotency_keys WHERE status IS NULL')).rowCount
 }
 
 /** Deletes every expired key, in every organization; returns how many. */

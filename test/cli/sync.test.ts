@@ -582,6 +582,47 @@ describe('kbis import / kbis export against an address that is no kbis server', 
     expect(posts).toBe(2)
   })
 
+  it('waits out a chunk whose Idempotency-Key is in use longer than five tries (a claim a crashed server left goes stale), then sends it', { timeout: 60_000 }, async () => {
+    const csv = file('in-use.csv', 'name,hostname\ncli-in-use,cli-in-use\n')
+    const keys = new Set<string | string[] | undefined>()
+    let posts = 0
+    await withStubServer((req, res) => {
+      if (answeredServerType(req, res)) return
+      keys.add(req.headers['idempotency-key'])
+      if (++posts <= 6) {
+        res.writeHead(409, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }] }))
+        return
+      }
+      res.writeHead(201, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ data: [{ id: '01a21f8f-8a31-70d4-8529-9f7dfff8c851', client_ref: '2' }] }))
+    }, async (url) => {
+      expect(await kbis(['import', csv, '--type', 'server'], { ...env, KBIS_URL: url })).toEqual({
+        code: 0, stdout: '1 row read; 0 refused; 1 created\n', stderr: 'lines 2-2: 1 row, 1 created, 0 updated, 0 unchanged\n',
+      })
+    })
+    expect(posts).toBe(7)
+    expect(keys.size).toBe(1)
+  })
+
+  it('says which chunk was in flight when the server stays unreachable mid-import, and that the rest was not sent', { timeout: 60_000 }, async () => {
+    const csv = file('lost.csv', 'name,hostname\ncli-lost,cli-lost\n')
+    let posts = 0
+    await withStubServer((req, res) => {
+      if (answeredServerType(req, res)) return
+      posts++
+      req.socket.destroy()
+    }, async (url) => {
+      const run = await kbis(['import', csv, '--type', 'server'], { ...env, KBIS_URL: url })
+      expect(run).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: expect.stringMatching(new RegExp(`^kbis: cannot reach ${url.replace(/[.:/]/g, '\\$&')}: .+, while lines 2-2 were being sent: the server may have written them or not \\(an --upsert re-run of the file leaves the rows already written unchanged\\); the chunks reported above are written, the rest of the file was not sent\\n$`)),
+      })
+    })
+    expect(posts).toBe(5)
+  })
+
   it('says on the line of a chunk the server refused whole (not items of it) why, and lists each of its rows in --errors', async () => {
     const csv = file('whole.csv', 'name,hostname\ncli-w-1,cli-w-1\ncli-w-2,cli-w-2\n')
     const errors = path.join(dir, 'whole-errors.csv')

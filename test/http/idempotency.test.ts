@@ -3,6 +3,7 @@ import { connect } from 'node:net'
 import { once } from 'node:events'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
+import pg from 'pg'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { purgeExpiredKeys } from '../../src/idempotency/hooks.js'
 
@@ -326,11 +327,11 @@ for (const store of STORES) {
       expect(left.rows).toEqual([])
     })
 
-    it('takes over a claim left running by a process that died (older than 10 minutes)', async () => {
+    it('takes over a claim left running by a process that died (no heartbeat for 30 s)', async () => {
       const stale = await t.store.db.query<{ id: string }>('SELECT id FROM api_keys LIMIT 1')
       await t.store.db.query(
         `INSERT INTO idempotency_keys (org_id, api_key_id, method, path, idempotency_key, fingerprint, claim_id, created_at, expires_at)
-         SELECT org_id, id, 'POST', '/api/v1/assets', 'stale-1', 'x', gen_random_uuid(), now() - interval '11 minutes', now() + interval '1 day'
+         SELECT org_id, id, 'POST', '/api/v1/assets', 'stale-1', 'x', gen_random_uuid(), now() - interval '31 seconds', now() + interval '1 day'
          FROM api_keys WHERE id = $1`, [stale.rows[0]!.id])
       const keyOfRow = await t.store.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM idempotency_keys WHERE idempotency_key = 'stale-1'`)
       expect(keyOfRow.rows[0]!.n).toBe(1)
@@ -340,3 +341,64 @@ for (const store of STORES) {
     })
   })
 }
+
+describe.runIf(STORES.includes('postgres'))('postgres: Idempotency-Key claims of running requests', () => {
+  let t: TestApp
+  beforeAll(async () => {
+    t = await createTestApp('postgres')
+  })
+  afterAll(async () => t.close())
+  const send = async (key: string, body: unknown) => {
+    const res = await t.app.inject({ method: 'POST', url: '/api/v1/assets', headers: { authorization: `Bearer ${t.adminKey}`, 'idempotency-key': key }, payload: body as object })
+    return { status: res.statusCode }
+  }
+
+  it('keeps the claim of a request still running alive (its heartbeat), so it is never taken for a dead one', { timeout: 30_000 }, async () => {
+    // The request waits for a lock this test holds, with its claim made to look 40 s old.
+    const blocker = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL, options: `-c search_path=${t.store.schema}` })
+    await blocker.connect()
+    try {
+      await blocker.query('BEGIN')
+      await blocker.query('LOCK TABLE assets IN SHARE MODE')
+      const running = send('heartbeat-1', server('idem-heartbeat'))
+      const age = async () => (await t.store.db.query<{ s: number }>(`SELECT extract(epoch FROM now() - created_at)::float8 AS s FROM idempotency_keys WHERE idempotency_key = 'heartbeat-1' AND status IS NULL`)).rows[0]?.s
+      await expect.poll(age, { timeout: 5_000 }).toBeDefined()
+      await t.store.db.query(`UPDATE idempotency_keys SET created_at = now() - interval '40 seconds' WHERE idempotency_key = 'heartbeat-1'`)
+      expect(await age()).toBeGreaterThan(39)
+      await expect.poll(age, { timeout: 8_000, interval: 200 }).toBeLessThan(6)
+      await blocker.query('ROLLBACK')
+      expect((await running).status).toBe(201)
+    } finally {
+      await blocker.end()
+    }
+  })
+})
+
+describe('pglite: claims left by the previous run of the process', () => {
+  it('are dropped at start: the embedded store belongs to one process, so none of them is still running', async () => {
+    const t = await createTestApp('pglite')
+    try {
+      const send = () => t.app.inject({ method: 'POST', url: '/api/v1/assets', headers: { authorization: `Bearer ${t.adminKey}`, 'idempotency-key': 'crashed-1' }, payload: server('idem-crashed') })
+      // A claim as a crash leaves it (no answer stored), made a moment ago.
+      await t.store.db.query(
+        `INSERT INTO idempotency_keys (org_id, api_key_id, method, path, idempotency_key, fingerprint, claim_id, created_at, expires_at)
+         SELECT org_id, id, 'POST', '/api/v1/assets', 'crashed-1', 'x', gen_random_uuid(), now(), now() + interval '1 day' FROM api_keys`)
+      // It holds the key (with a fingerprint of no request: 422, as for another body).
+      expect((await send()).statusCode).toBe(422)
+      // The process starts again on the same store.
+      await t.app.close()
+      const { buildApp } = await import('../../src/app.js')
+      const { loadConfig } = await import('../../src/core/config.js')
+      const again = await buildApp({ db: t.store.db, config: loadConfig({}, {}) })
+      await again.ready()
+      try {
+        const res = await again.inject({ method: 'POST', url: '/api/v1/assets', headers: { authorization: `Bearer ${t.adminKey}`, 'idempotency-key': 'crashed-1' }, payload: server('idem-crashed') })
+        expect(res.statusCode).toBe(201)
+      } finally {
+        await again.close()
+      }
+    } finally {
+      await t.close()
+    }
+  })
+})

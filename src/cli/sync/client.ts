@@ -58,9 +58,14 @@ export class ServerClient {
 
   /**
    * One JSON request, retried up to 5 times on 503 and 429 (after Retry-After), and on a refused
-   * or dropped connection once the server has answered before.
+   * or dropped connection once the server has answered before; every 2 s for up to 60 s while its
+   * Idempotency-Key is in use.
    */
   async json(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiAnswer> {
+    // A chunk whose first try is still running (409 idempotency_key_in_use) is asked again until
+    // that try answers, or until its claim, left by a server that died, has gone stale (30 s
+    // without its process's heartbeat) and this one runs.
+    const inUseUntil = Date.now() + IN_USE_WAIT_MS
     for (let attempt = 1; ; attempt++) {
       let res: Response
       try {
@@ -78,7 +83,12 @@ export class ServerClient {
       }
       this.reached = true
       const text = await res.text()
-      if ((res.status === 503 || res.status === 429 || isInUse(res.status, text)) && attempt < 5) {
+      if (isInUse(res.status, text) && Date.now() < inUseUntil) {
+        attempt--
+        await sleep(IN_USE_RETRY_MS)
+        continue
+      }
+      if ((res.status === 503 || res.status === 429) && attempt < 5) {
         await sleep(Math.min(30, Number(res.headers.get('retry-after')) || attempt) * 1000)
         continue
       }
@@ -113,7 +123,7 @@ function isHttpUrl(text: string): boolean {
 const PASSING = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT'])
 
 /** "cannot reach <server>: <the cause's message>" from undici's `TypeError: fetch failed`. */
-class ReachError extends Error {
+export class ReachError extends Error {
   /** Whether the cause may pass (a refused or dropped connection: a server restarting), not a host that does not exist. */
   readonly passing: boolean
 
@@ -137,6 +147,8 @@ function parseAnswer(base: string, res: Response, text: string): unknown {
 }
 
 // The chunk is retried with the same Idempotency-Key: while its first try still runs, wait.
+const IN_USE_WAIT_MS = 60_000
+const IN_USE_RETRY_MS = 2_000
 function isInUse(status: number, text: string): boolean {
   return status === 409 && text.includes('"idempotency_key_in_use"')
 }

@@ -2,10 +2,10 @@ import { createReadStream, createWriteStream, existsSync, statSync, type WriteSt
 import { once } from 'node:events'
 import { randomUUID } from 'node:crypto'
 import { stringify } from 'csv-stringify/sync'
-import { errorsOf, readAssetType, type ApiError, type ServerClient } from './client.js'
+import { errorsOf, ReachError, readAssetType, type ApiError, type ServerClient } from './client.js'
 import { compositeKey, type AssetTypeInfo, type CellError } from './convert.js'
 import { csvRows, ndjsonRows, type FileRow, type ReadProgress } from './rows.js'
-import { createProgress, type Progress } from './progress.js'
+import { createProgress, lostNote, type Progress } from './progress.js'
 import { fsReason } from '../../store/write-whole.js'
 import { outputProblem } from './export.js'
 
@@ -249,8 +249,12 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   // Idempotency-Key's part, 3, then 3a and 3b, …).
   const send = async (rows: FileRow[], label: string): Promise<void> => {
     // A dry run writes nothing: an interruption then has nothing to say of the chunk in flight.
-    if (!options.dryRun) bar.sending(`lines ${rows[0]!.line}-${rows[rows.length - 1]!.line}`)
-    const sent = await sendChunk(ctx, rows, label)
+    const lines = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.line}`
+    if (!options.dryRun) bar.sending(lines)
+    const sent = await sendChunk(ctx, rows, label).catch((err: unknown) => {
+      // The server went away for good mid-import: say what it may hold, as an interruption does.
+      throw err instanceof ReachError && !options.dryRun ? new Error(lostNote(err.message, lines)) : err
+    })
     bar.sending(null)
     if (sent === 'too large') {
       const half = Math.ceil(rows.length / 2)

@@ -16,6 +16,11 @@ export function interruptedNote(sending: string | null): string {
     : `kbis: interrupted while ${sending} were being sent: the server may have written them or not (an --upsert re-run of the file leaves the rows already written unchanged); the chunks reported above are written`
 }
 
+/** What an import stopped by a server it can no longer reach says (after `kbis: `). */
+export function lostNote(reason: string, sending: string): string {
+  return `${reason}, while ${sending} were being sent: the server may have written them or not (an --upsert re-run of the file leaves the rows already written unchanged); the chunks reported above are written, the rest of the file was not sent`
+}
+
 export interface ProgressOptions {
   stream?: NodeJS.WriteStream
   exit?: (code: number) => void
