@@ -407,8 +407,11 @@ for (const store of STORES) {
       expect(await kbis(['import', twice, '--type', 'server'], env)).toEqual({ code: 1, stdout: '', stderr: 'kbis: column(s) hostname given more than once in the header\n' })
       const semicolons = file('semicolons.csv', 'name;hostname\ncli-semi;cli-semi\n')
       expect((await kbis(['import', semicolons, '--type', 'note'], env)).stderr).toBe('kbis: unknown column(s) name;hostname: asset type note has properties body; columns are separated by commas\n')
+      const trailing = file('trailing.csv', 'name,hostname,\ncli-trailing,cli-trailing,\n')
+      expect(await kbis(['import', trailing, '--type', 'server'], env)).toEqual({ code: 1, stdout: '', stderr: 'kbis: the header has no name for column 3 of 3 (a comma at the end of the header line?)\n' })
       expect(await count('cli-twice')).toBe(0)
       expect(await count('cli-semi')).toBe(0)
+      expect(await count('cli-trailing')).toBe(0)
       // --upsert without the unique key's column would refuse every row: the header says so first.
       const keyless = file('keyless.csv', 'name,environment\ncli-keyless,dev\n')
       expect(await kbis(['import', keyless, '--type', 'server', '--upsert'], env)).toEqual({ code: 1, stdout: '',

@@ -64,6 +64,12 @@ const RECORD_FIELDS = ['name', 'access_domain_key', 'asset_type_key', ...IGNORED
  * the unique key's column is there (it names each row's asset: without it every row is refused).
  */
 export function checkColumns(type: AssetTypeInfo, columns: string[], upsert = false): void {
+  // An empty name (a comma at the end of the line, two in a row) would be listed as unknown, unseen.
+  const unnamed = columns.flatMap((c, i) => (c.trim() === '' ? [i + 1] : []))
+  if (unnamed.length > 0) {
+    const trailing = unnamed.includes(columns.length) ? ' (a comma at the end of the header line?)' : ''
+    throw new Error(`the header has no name for column ${unnamed.join(', ')} of ${columns.length}${trailing}`)
+  }
   const known = new Set([...RECORD_FIELDS, ...type.properties.map((p) => p.key)])
   const unknown = columns.filter((c) => !known.has(c))
   if (unknown.length > 0) {
