@@ -37,6 +37,13 @@ const answeredServerType = (req: IncomingMessage, res: ServerResponse): boolean 
   return true
 }
 
+/** A stub's answer to a chunk of one row (line 2): created; and what the import then says. */
+const answerOneCreated = (res: ServerResponse): void => {
+  res.writeHead(201, { 'content-type': 'application/json' })
+  res.end(JSON.stringify({ data: [{ id: '01a21f8f-8a31-70d4-8529-9f7dfff8c851', client_ref: '2' }] }))
+}
+const ONE_CREATED = { code: 0, stdout: '1 row read; 0 refused; 1 created\n', stderr: 'lines 2-2: 1 row, 1 created, 0 updated, 0 unchanged\n' }
+
 for (const store of STORES) {
   describe(`${store}: kbis import / kbis export`, () => {
     let t: TestApp
@@ -575,12 +582,9 @@ describe('kbis import / kbis export against an address that is no kbis server', 
         req.socket.destroy()
         return
       }
-      res.writeHead(201, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ data: [{ id: '01a21f8f-8a31-70d4-8529-9f7dfff8c851', client_ref: '2' }] }))
+      answerOneCreated(res)
     }, async (url) => {
-      expect(await kbis(['import', csv, '--type', 'server'], { ...env, KBIS_URL: url })).toEqual({
-        code: 0, stdout: '1 row read; 0 refused; 1 created\n', stderr: 'lines 2-2: 1 row, 1 created, 0 updated, 0 unchanged\n',
-      })
+      expect(await kbis(['import', csv, '--type', 'server'], { ...env, KBIS_URL: url })).toEqual(ONE_CREATED)
     })
     expect(posts).toBe(2)
   })
@@ -597,12 +601,9 @@ describe('kbis import / kbis export against an address that is no kbis server', 
         res.end(JSON.stringify({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }] }))
         return
       }
-      res.writeHead(201, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ data: [{ id: '01a21f8f-8a31-70d4-8529-9f7dfff8c851', client_ref: '2' }] }))
+      answerOneCreated(res)
     }, async (url) => {
-      expect(await kbis(['import', csv, '--type', 'server'], { ...env, KBIS_URL: url })).toEqual({
-        code: 0, stdout: '1 row read; 0 refused; 1 created\n', stderr: 'lines 2-2: 1 row, 1 created, 0 updated, 0 unchanged\n',
-      })
+      expect(await kbis(['import', csv, '--type', 'server'], { ...env, KBIS_URL: url })).toEqual(ONE_CREATED)
     })
     expect(posts).toBe(7)
     expect(keys.size).toBe(1)
