@@ -40,7 +40,7 @@ class RedisMarks implements WriteMarks {
     return !found.ok || found.value === 1
   }
   async close(): Promise<void> {
-    this.shared.redis.disconnect()
+    await this.shared.close()
   }
 }
 
