@@ -515,7 +515,9 @@ for (const store of STORES) {
  * What the CLI says of an address that is no kbis server: it meets stand-ins and closed ports
  * only, never a store, so it runs once rather than once per store.
  */
-describe('kbis import / kbis export against an address that is no kbis server', () => {
+// Concurrent: each test has a stub server and files of its own, and most of their time is the
+// CLI's waits (retries after 2 s, back-off), which need no CPU.
+describe.concurrent('kbis import / kbis export against an address that is no kbis server', () => {
   let dir: string
   beforeAll(() => { dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-sync-reach-')) })
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
