@@ -8,6 +8,7 @@ import { ConfigError, loadConfig } from '../../src/core/config.js'
 import { openStore } from '../../src/open-store.js'
 import { DEFAULT_PGLITE_SHARED_BUFFERS_MB, PGLITE_MAINTENANCE_WORK_MEM_MB, openDb } from '../../src/store/db.js'
 import { makeDirectory } from '../../src/store/pglite-init.js'
+import { loadTemplate, templateDataDir } from '../helpers/pglite-template.js'
 
 const run = promisify(execFile)
 const MB = 1024 * 1024
@@ -94,11 +95,13 @@ describe('pglite: the buffer pool', { timeout: 180_000 }, () => {
   const sharedBuffers = async (db: Awaited<ReturnType<typeof openDb>>) =>
     (await db.query<{ shared_buffers: string }>('SHOW shared_buffers')).rows[0]!.shared_buffers
 
+  // The directories and the in-memory store start from the tests' migrated template: how a
+  // directory is initialized is the first describe's.
   it('is 64 MB unless configured, on a data directory and in memory', async () => {
     expect(DEFAULT_PGLITE_SHARED_BUFFERS_MB).toBe(64)
     expect(loadConfig({}).pgliteSharedBuffersMb).toBe(64)
-    for (const dataDir of [path.join(root, 'default'), 'memory://']) {
-      const db = await openDb({ dataDir })
+    for (const dataDir of [await templateDataDir(path.join(root, 'default')), 'memory://']) {
+      const db = await openDb({ dataDir, ...(dataDir === 'memory://' ? { loadDataDir: await loadTemplate() } : {}) })
       try {
         expect(await sharedBuffers(db)).toBe('64MB')
       } finally {
@@ -108,7 +111,7 @@ describe('pglite: the buffer pool', { timeout: 180_000 }, () => {
   })
 
   it('takes KBIS_PGLITE_SHARED_BUFFERS_MB as the server opens its store', async () => {
-    const db = await openStore(loadConfig({ KBIS_DATA_DIR: path.join(root, 'configured'), KBIS_PGLITE_SHARED_BUFFERS_MB: '128' }))
+    const db = await openStore(loadConfig({ KBIS_DATA_DIR: await templateDataDir(path.join(root, 'configured')), KBIS_PGLITE_SHARED_BUFFERS_MB: '128' }))
     try {
       expect(await sharedBuffers(db)).toBe('128MB')
       // Migrated and usable, as `kbis serve` opens it.
@@ -134,7 +137,7 @@ describe('pglite: the buffer pool', { timeout: 180_000 }, () => {
 describe('pglite: maintenance work memory', { timeout: 180_000 }, () => {
   it('is 16 MB, so an index built over 300,000 rows leaves the WebAssembly memory as it was', async () => {
     expect(PGLITE_MAINTENANCE_WORK_MEM_MB).toBe(16)
-    const db = await openDb({ dataDir: 'memory://' })
+    const db = await openDb({ dataDir: 'memory://', loadDataDir: await loadTemplate() })
     const wasmMemory = (): Promise<number> => (db as unknown as { wasmMemoryBytes(): Promise<number> }).wasmMemoryBytes()
     try {
       expect((await db.query<{ maintenance_work_mem: string }>('SHOW maintenance_work_mem')).rows[0]!.maintenance_work_mem).toBe('16MB')
