@@ -23,14 +23,15 @@ export interface OpenStoreOptions {
  * `onMigrated` with the migrations this call applied (none when the store was current).
  */
 export async function openStore(config: Config, { onInitialize, onMigrated, existingOnly = false }: OpenStoreOptions = {}): Promise<Db> {
+  const answerTimeoutMs = config.databaseUrl && config.statementTimeoutMs > 0 ? config.statementTimeoutMs + PRIMARY_ANSWER_MARGIN_MS : undefined
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
-    statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize })
+    statementTimeoutMs: config.statementTimeoutMs, answerTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize })
   try {
     if (config.databaseUrl) await reachPostgres(config.databaseUrl, config.connectTimeoutMs)
     if (existingOnly && config.databaseUrl && !(await holdsKbis(db))) {
       throw new NotSetUpError(`PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL) holds no kbis store (kbis serve or kbis apply sets one up); nothing was written`)
     }
-    const applied = await migrate(db)
+    const applied = answerTimeoutMs === undefined ? await migrate(db) : await migrateApart(config)
     if (applied.length > 0) onMigrated?.(applied)
   } catch (err) {
     await db.close().catch(() => undefined)
@@ -40,6 +41,30 @@ export async function openStore(config: Config, { onInitialize, onMigrated, exis
     throw err
   }
   return db
+}
+
+/**
+ * A statement on PostgreSQL without an answer this long after the statement timeout fails on the
+ * client's side ("Query read timeout": 503 service_unavailable, the connection dropped). A server
+ * that stopped answering (a frozen machine, a network that drops packets without a reset) cannot
+ * fire its own `statement_timeout`, and requests waited for as long as their clients did. Twice
+ * the replica's margin: a read the replica did not answer goes to the primary, a write that fails
+ * here fails.
+ */
+export const PRIMARY_ANSWER_MARGIN_MS = 2_000
+
+/**
+ * The migrations on a connection of their own, without the answer timeout: a migration (an index
+ * built over a large table) and the wait for another process's run past the statement timeout
+ * (migrate() lifts it for them).
+ */
+async function migrateApart(config: Config): Promise<string[]> {
+  const db = await openDb({ databaseUrl: config.databaseUrl, poolSize: 1, statementTimeoutMs: config.statementTimeoutMs, parallelSetupCost: config.pgParallelSetupCost })
+  try {
+    return await migrate(db)
+  } finally {
+    await db.close()
+  }
 }
 
 /** A command that works on an existing store was pointed at a database without one. */

@@ -1,5 +1,6 @@
 import type pg from 'pg'
 import { to as copyTo } from 'pg-copy-streams'
+import { isStoreUnreachable } from './unreachable.js'
 
 /**
  * `COPY (<select>) TO STDOUT` of a SELECT of one text column, on PostgreSQL: the output as the
@@ -21,15 +22,30 @@ export async function copyLines(client: pg.ClientBase, select: string, params: r
   try {
     const text = params.length === 0 ? select : await bindBySettings(client, select, params)
     const chunks: Buffer[] = []
-    for await (const chunk of client.query(copyTo(`COPY (${text}) TO STDOUT WITH (FORMAT csv, DELIMITER E'\\x02', QUOTE E'\\x01')`))) chunks.push(chunk as Buffer)
+    const stream = client.query(copyTo(`COPY (${text}) TO STDOUT WITH (FORMAT csv, DELIMITER E'\\x02', QUOTE E'\\x01')`))
+    for await (const chunk of stream) chunks.push(chunk as Buffer)
+    answered(stream)
     await client.query('COMMIT')
     return chunks
   } catch (err) {
+    // A connection that stopped answering: no statement more on it (each would wait out the
+    // answer timeout too); the caller drops it.
+    if (isStoreUnreachable(err)) throw err
     await client.query('ROLLBACK').catch(() => undefined)
     // A statement prepared before a failure would make the next probe on this connection fail.
     await client.query(`DEALLOCATE ${PROBE}`).catch(() => undefined)
     throw err
   }
+}
+
+/**
+ * Tells pg that a COPY has its answer. With an answer timeout (StoreOptions.answerTimeoutMs) pg
+ * starts a timer for every statement and stops it in the statement's callback, which a COPY
+ * stream never calls: the timer then fired after the COPY had ended, and failed a stream already
+ * read with "Query read timeout".
+ */
+function answered(stream: object): void {
+  (stream as { callback?: (err: null) => void }).callback?.(null)
 }
 
 const PARAMETER = /\$(\d+)/g

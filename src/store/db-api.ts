@@ -148,7 +148,8 @@ export interface StoreOptions {
   /**
    * PostgreSQL: a statement whose answer has not come after this long fails on the client's side
    * ("Query read timeout": the store counts as unreachable) and its connection is dropped. For a
-   * server that stopped answering, where its own `statement_timeout` cannot fire (the replica).
+   * server that stopped answering, where its own `statement_timeout` cannot fire (the replica,
+   * and the primary as the commands open it: open-store.ts).
    */
   answerTimeoutMs?: number | undefined
   /**

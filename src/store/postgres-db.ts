@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto'
 import pg from 'pg'
 import { copyLines } from './copy.js'
 import { retryTransient } from './retry.js'
-import { markConnectFailure } from './unreachable.js'
+import { isStoreUnreachable, markConnectFailure } from './unreachable.js'
 import { parseTimestamptz } from './timestamps.js'
 import { BACKGROUND_SQL, runCommitted, type Db, type ListenEvents, type QueryHook, type QueryOptions, type QueryResult, type StoreOptions, type Tx } from './db-api.js'
 
@@ -158,6 +158,7 @@ class PostgresDb implements Db {
       },
       afterCommit: (hook) => void committed.push(hook),
     }
+    let failure: Error | undefined
     try {
       await client.query('BEGIN')
       const result = await fn(tx)
@@ -165,10 +166,15 @@ class PostgresDb implements Db {
       runCommitted(committed)
       return result
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined)
+      // A connection that broke or stopped answering (answerTimeoutMs) is dropped, not rolled
+      // back: a ROLLBACK would wait behind the statement without an answer, and the connection,
+      // given back, would hold the next request's statements behind it. The server rolls the
+      // transaction back when the connection ends.
+      if (isStoreUnreachable(err)) failure = err as Error
+      else await client.query('ROLLBACK').catch((rollbackFailed: unknown) => { failure = rollbackFailed as Error })
       throw err
     } finally {
-      release()
+      release(failure)
     }
   }
 

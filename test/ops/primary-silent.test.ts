@@ -1,0 +1,112 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import copyStreams from 'pg-copy-streams'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/core/config.js'
+import { createKeyFromCli } from '../../src/keys/cli.js'
+import { PRIMARY_ANSWER_MARGIN_MS, openStore } from '../../src/open-store.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { openDb, type Db } from '../../src/store/db.js'
+import { ACME } from '../helpers/fixtures.js'
+import { createTestStore, STORES, type TestStore } from '../helpers/stores.js'
+import { tcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js'
+
+const STATEMENT_TIMEOUT_MS = 1_000
+const ANSWER_TIMEOUT_MS = STATEMENT_TIMEOUT_MS + PRIMARY_ANSWER_MARGIN_MS
+
+const within = <T>(ms: number, work: Promise<T>): Promise<T> =>
+  Promise.race([work, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms))])
+
+/**
+ * A PostgreSQL that stops answering (a frozen machine, packets dropped without a reset) cannot
+ * fire its own statement_timeout. The server, opened as `kbis serve` opens it (openStore) through
+ * a proxy that freezes, answers 503 once a statement has had no answer for the statement timeout
+ * and the margin, rather than hold the request for as long as its client waits.
+ */
+describe.runIf(STORES.includes('postgres'))('postgres: a primary that stops answering', () => {
+  let store: TestStore
+  let proxy: TcpProxy
+  let db: Db
+  let app: FastifyInstance
+  let key: string
+
+  beforeAll(async () => {
+    store = await createTestStore('postgres')
+    await applySetup(store.db, ACME as unknown as SetupFile)
+    key = (await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: 'silent', type: 'Admin', roles: ['all'] })).secret
+    proxy = await tcpProxy(process.env.TEST_DATABASE_URL!, 5432)
+    const url = new URL(proxy.url)
+    url.searchParams.set('options', `-c search_path=${store.schema}`)
+    const config = loadConfig({ DATABASE_URL: url.href, KBIS_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS) })
+    db = await openStore(config)
+    app = await buildApp({ db, config, logger: false })
+    await app.ready()
+  })
+  afterAll(async () => {
+    proxy?.thaw()
+    await app?.close()
+    await proxy?.close()
+    await store?.drop()
+  })
+
+  const call = async (method: 'GET' | 'POST', url: string, payload?: Record<string, unknown>) => {
+    const started = performance.now()
+    // What used to hang must fail here, not by the suite's time-out.
+    const res = await within(15_000, app.inject({ method, url, headers: { authorization: `Bearer ${key}` }, ...(payload === undefined ? {} : { payload }) }))
+    return { status: res.statusCode, body: res.json() as { errors?: { code: string }[] }, headers: res.headers, ms: performance.now() - started }
+  }
+
+  it('answers 503 service_unavailable after the statement timeout and the margin, reads and writes alike, and serves again once it answers', async () => {
+    const note = (name: string) => ({ asset_type_key: 'note', name, properties: { body: name } })
+    expect((await call('POST', '/api/v1/assets', note('before'))).status).toBe(201)
+    expect((await call('GET', '/api/v1/assets')).status).toBe(200)
+    proxy.freeze()
+    try {
+      const read = await call('GET', '/api/v1/assets?filter[name]=before')
+      expect([read.status, read.body.errors?.[0]?.code, read.headers['retry-after']]).toEqual([503, 'service_unavailable', '5'])
+      expect(read.ms).toBeGreaterThanOrEqual(ANSWER_TIMEOUT_MS - 50)
+      expect(read.ms).toBeLessThan(ANSWER_TIMEOUT_MS + 2_000)
+      // A write: its transaction's connection is dropped, not rolled back first (a ROLLBACK would
+      // wait out the answer timeout a second time).
+      const write = await call('POST', '/api/v1/assets', note('while-frozen'))
+      expect([write.status, write.body.errors?.[0]?.code]).toEqual([503, 'service_unavailable'])
+      expect(write.ms).toBeLessThan(2 * ANSWER_TIMEOUT_MS)
+    } finally {
+      proxy.thaw()
+    }
+    expect((await call('POST', '/api/v1/assets', note('after'))).status).toBe(201)
+    const names = (await call('GET', '/api/v1/assets?sort=name')).body as unknown as { data: { name: string }[] }
+    expect(names.data.map((a) => a.name)).toEqual(['after', 'before'])
+  }, 60_000)
+
+  it('drops a transaction\'s connection that stopped answering instead of waiting for a ROLLBACK behind it', async () => {
+    proxy.freeze()
+    try {
+      const started = performance.now()
+      const failed = await within(15_000, db.transaction((tx) => tx.query('SELECT 1')).then(() => null, (err: Error) => err.message))
+      const ms = performance.now() - started
+      expect(failed).toBe('Query read timeout')
+      // One answer timeout (BEGIN's), not two.
+      expect(ms).toBeGreaterThanOrEqual(ANSWER_TIMEOUT_MS - 50)
+      expect(ms).toBeLessThan(ANSWER_TIMEOUT_MS + 1_500)
+    } finally {
+      proxy.thaw()
+    }
+    expect((await db.transaction((tx) => tx.query<{ one: number }>('SELECT 1 AS one'))).rows).toEqual([{ one: 1 }])
+  }, 60_000)
+
+  it('stops the answer timer of a COPY that has ended (pg stops it in a callback a COPY stream never calls)', async () => {
+    const copying = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL!, schema: store.schema!, poolSize: 1, answerTimeoutMs: 300 })
+    const failedLate = vi.spyOn(Object.getPrototypeOf(copyStreams.to('COPY x TO STDOUT')) as { handleError(err: Error): void }, 'handleError')
+    try {
+      const lines = await copying.copyLines!('SELECT name FROM assets WHERE name = $1', ['before'])
+      expect(Buffer.concat(lines).toString()).toBe('before\n')
+      await new Promise((resolve) => setTimeout(resolve, 600))
+      expect(failedLate).not.toHaveBeenCalled()
+    } finally {
+      failedLate.mockRestore()
+      await copying.close()
+    }
+  })
+})
