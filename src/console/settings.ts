@@ -61,6 +61,8 @@ export async function settingsPages(app: FastifyInstance): Promise<void> {
       creating: query(request, 'new') === 'key' && canManage,
       editing: query(request, 'edit'),
       transferring: query(request, 'transfer'),
+      // A webhook's delete asked for and not confirmed yet.
+      deletingWebhook: query(request, 'delete_webhook'),
       types: KEY_TYPES.filter((t) => permissionAtLeast(auth.permission, t)),
       roles: grantable(auth.roleKeys),
       keyLimits: { name: KEY_NAME_MAX_LENGTH, description: KEY_DESCRIPTION_MAX_LENGTH },
