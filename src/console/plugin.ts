@@ -13,6 +13,7 @@ import { refuseBrokenUrl } from '../core/http-input.js'
 import type { RequestContext } from '../request/context.js'
 import { userAuthContext } from '../core/auth/user.js'
 import { loadSession, parseSessionCookie, signIn, signOut } from './auth.js'
+import { AFTER_SIGN_IN, pathOf, returnTo, signInFor } from './return-to.js'
 import { deleteSession, purgeIdleSessions, setFlash, type Flash, type TypedForm } from './sql.js'
 import { openAnswer, sealAnswer } from '../idempotency/seal.js'
 import { assetPages } from './pages.js'
@@ -211,16 +212,21 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     return reply.type(file.type).header('cache-control', 'public, max-age=300').send(file.body)
   })
 
-  app.get('/sign-in', async (request, reply) => render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', failed: false, organizations: null }))
+  // `next`: the console page to go back to once signed in (return-to.ts), carried by the form.
+  const nextField = (next: string): string | null => (next === AFTER_SIGN_IN ? null : next)
+  app.get('/sign-in', async (request, reply) =>
+    render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', failed: false, organizations: null, next: nextField(returnTo(query(request, 'next'))) }))
 
   app.post('/sign-in', { preHandler: checkCsrf }, async (request, reply) => {
     const email = field(request, 'email')
+    const next = returnTo(field(request, 'next'))
     const result = await signIn(app.db, { email, password: field(request, 'password'), organization: field(request, 'organization'), address: request.ip })
     if (!result.ok) {
-      return render(request, reply, 'sign-in.eta', { title: 'Sign in', email, failed: !result.chooseOrganization, organizations: result.chooseOrganization ?? null }, result.chooseOrganization ? 200 : 401)
+      return render(request, reply, 'sign-in.eta', { title: 'Sign in', email, failed: !result.chooseOrganization, organizations: result.chooseOrganization ?? null, next: nextField(next) },
+        result.chooseOrganization ? 200 : 401)
     }
     reply.setCookie(SESSION_COOKIE, result.token, { path: '/console', httpOnly: true, sameSite: 'lax', secure: isHttps(request, app.config.publicUrl) })
-    return reply.code(303).header('location', '/console/assets').send()
+    return reply.code(303).header('location', next).send()
   })
 
   // Every other page needs a live session.
@@ -306,10 +312,12 @@ function sessionGate(app: FastifyInstance, idleMinutes: number) {
       // Only a cookie the browser sent is cleared: a cross-site form sends none (SameSite=Lax), and
       // clearing it would sign the user out of every tab.
       if (request.cookies[SESSION_COOKIE] !== undefined) reply.clearCookie(SESSION_COOKIE, { path: '/console' })
-      // htmx follows a redirect itself and would put the sign-in page inside the page it updates:
-      // it is told to load the sign-in page instead.
-      if (request.headers['hx-request'] !== undefined) return reply.code(401).header('hx-redirect', '/console/sign-in').send()
-      return reply.code(303).header('location', '/console/sign-in').send()
+      // Signing in leads back to the page: the one asked for, the one a form or an htmx request
+      // came from. htmx follows a redirect itself and would put the sign-in page inside the page
+      // it updates: it is told to load the sign-in page instead.
+      if (request.headers['hx-request'] !== undefined) return reply.code(401).header('hx-redirect', signInFor(pathOf(request.headers['hx-current-url']))).send()
+      const page = request.method === 'GET' ? request.url : pathOf(request.headers.referer)
+      return reply.code(303).header('location', signInFor(page)).send()
     }
     const user = (await app.db.query<{ id: string; email: string; name: string; permission_type: string }>(
       'SELECT id, email, name, permission_type FROM users WHERE org_id = $1 AND id = $2', [auth.orgId, auth.userId],

@@ -122,13 +122,22 @@ for (const [index, kind] of STORES.entries()) {
       await page.context().close()
     })
 
-    it('sends a search typed after the session ended to the sign-in page, rather than putting that page into the results', async () => {
+    it('sends a search typed after the session ended to the sign-in page, rather than putting that page into the results, and signing in leads back to a page asked for', async () => {
       const page = await signIn('viewer@acme.test')
       await t.store.db.query(`DELETE FROM console_sessions WHERE user_id = (SELECT id FROM users WHERE email = 'viewer@acme.test')`)
       await page.getByLabel('Name').fill('web')
       await page.waitForURL(`${base}/console/sign-in`)
       await expect(page.getByRole('heading', { name: 'Sign in' }).isVisible()).resolves.toBe(true)
       await expect(page.locator('main').count()).resolves.toBe(1)
+      // A page asked for after the session ended: signing in leads back to it, its filters kept.
+      await t.store.db.query(`DELETE FROM console_sessions WHERE user_id = (SELECT id FROM users WHERE email = 'viewer@acme.test')`)
+      await page.goto(`${base}/console/archived?name=web`)
+      await page.getByLabel('Email').fill('viewer@acme.test')
+      await page.getByLabel('Password').fill(PASSWORD)
+      await page.getByRole('button', { name: 'Sign in' }).click()
+      await page.waitForURL(`${base}/console/archived?name=web`)
+      await expect(page.getByRole('heading', { name: 'Archived assets' }).isVisible()).resolves.toBe(true)
+      await expect(page.getByLabel('Name').inputValue()).resolves.toBe('web')
       await page.context().close()
     })
 

@@ -355,8 +355,37 @@ for (const kind of STORES) {
     })
 
     it('redirects to sign-in without a session, and keeps /api/v1 free of console routes', async () => {
-      expect((await new Browser(t).send('GET', '/console/archived')).headers.location).toBe('/console/sign-in')
+      expect((await new Browser(t).send('GET', '/console/archived')).headers.location).toBe('/console/sign-in?next=%2Fconsole%2Farchived')
       expect((await t.request('POST', '/api/v1/assets/x/restore')).status).toBe(404)
+    })
+
+    it('leads back, once signed in, to the page asked for, or the page a form or an htmx request came from; never off the console', async () => {
+      const b = new Browser(t)
+      const asked = await b.send('GET', '/console/archived?type=server&name=web')
+      expect([asked.statusCode, asked.headers.location]).toEqual([303, '/console/sign-in?next=%2Fconsole%2Farchived%3Ftype%3Dserver%26name%3Dweb'])
+      const form = await b.send('GET', asked.headers.location as string)
+      expect(form.body).toContain('<input type="hidden" name="next" value="/console/archived?type=server&amp;name=web">')
+      const token = /name="_csrf" value="([^"]+)"/.exec(form.body)![1]!
+      // A wrong password keeps where to go (the owner's email is in two organizations by now).
+      const failed = await b.send('POST', '/console/sign-in', { _csrf: token, email: 'owner@acme.test', password: 'wrong password!', organization: 'acme', next: '/console/archived?type=server&name=web' })
+      expect([failed.statusCode, failed.body.includes('name="next" value="/console/archived?type=server&amp;name=web"')]).toEqual([401, true])
+      const signedIn = await b.send('POST', '/console/sign-in', { _csrf: token, email: 'owner@acme.test', password: PASSWORD, organization: 'acme', next: '/console/archived?type=server&name=web' })
+      expect([signedIn.statusCode, signedIn.headers.location]).toEqual([303, '/console/archived?type=server&name=web'])
+      expect((await b.send('GET', signedIn.headers.location as string)).body).toContain('<h1>Archived assets</h1>')
+      // Another site, the API, a scheme-relative address: the assets.
+      for (const next of ['https://evil.example/', '//evil.example/console/assets', '/api/v1/api-keys', '/console/sign-out']) {
+        const other = new Browser(t)
+        const res = await other.send('POST', '/console/sign-in', { _csrf: await other.csrf(), email: 'owner@acme.test', password: PASSWORD, organization: 'acme', next })
+        expect(res.headers.location, next).toBe('/console/assets')
+      }
+      expect((await new Browser(t).send('GET', '/console/sign-in?next=https%3A%2F%2Fevil.example%2F')).body).not.toContain('name="next"')
+      // A form sent after the session ended: back to the page it came from (its Referer).
+      const ended = new Browser(t)
+      const late = await ended.send('POST', '/console/developer-settings/keys', { name: 'late' }, { referer: 'http://localhost/console/developer-settings?new=key' })
+      expect(late.headers.location).toBe('/console/sign-in?next=%2Fconsole%2Fdeveloper-settings%3Fnew%3Dkey')
+      // htmx: the page it updates (HX-Current-URL).
+      const htmx = await ended.send('GET', '/console/assets?name=x', undefined, { 'hx-request': 'true', 'hx-current-url': 'http://localhost/console/assets?name=web&type=server' })
+      expect([htmx.statusCode, htmx.headers['hx-redirect']]).toEqual([401, '/console/sign-in?next=%2Fconsole%2Fassets%3Fname%3Dweb%26type%3Dserver'])
     })
   })
 }
