@@ -17,7 +17,7 @@ import path from 'node:path'
 import type { BenchContext, Row } from './lib/context.js'
 import { DEEP_PAGE, fmtCount, LOAD, QUICK, runs, SIZE } from './lib/config.js'
 import { benchSetup, DISTINCT_BODY, GROUP_BY_BODY, SEARCH_FILTER, serverBatch, serverChange } from './lib/data.js'
-import { api, expectStatus, FRESH, timedBulk, type Api } from './lib/http.js'
+import { api, expectStatus, exportLines, FRESH, timedBulk, type Api } from './lib/http.js'
 import { createLeanTables, dropLeanTables, insertLeanRelationshipsSql, insertLeanSql, LEAN_COLUMNS, leanReads, leanTsv, updateLeanSql } from './lib/lean.js'
 import { loadPair, loadWindow, type Load, type LoadRequest } from './lib/load.js'
 import { ANALYZE_DEBOUNCE_MS } from '../src/store/statistics.js'
@@ -358,6 +358,35 @@ async function plans(t: Target): Promise<string> {
   return out.join('\n')
 }
 
+// ---------------------------------------------------------------- export (PGlite)
+
+/**
+ * GET /export/assets?format=ndjson of every server of `pages` on PGlite (PostgreSQL's is
+ * bench/sync.ts, against psql's COPY): the limit is `COPY (SELECT … ORDER BY id) TO '/dev/blob'`
+ * of the same rows, timed inside the PGlite process (the engine writing every row as text, no
+ * JSON, no HTTP). Run last: that COPY's output (≈ 100 MB) is held in PGlite's WebAssembly memory,
+ * which stays resident, and would count in the bulks' peak RSS.
+ */
+async function pgliteExport(ctx: BenchContext, t: Target): Promise<Row[]> {
+  const org = t.orgs.pages!
+  const [{ n }] = await t.store.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE org_id = $1 AND archived_at IS NULL AND asset_type_key = 'server'", [org.id]) as [{ n: number }]
+  const before = t.service.rssMb()
+  t.service.resetPeakRss()
+  const ours = await timed(() => exportLines(t.service.url, org.secret, 'identity', n))
+  const growth = t.service.peakRssMb() - before
+  // The organization's id is the bench's own (COPY takes no parameters).
+  const raw = await t.store.timed(`COPY (SELECT id, asset_type_key, name, access_domain_key, properties, created_at, updated_at FROM assets
+    WHERE org_id = '${org.id}' AND archived_at IS NULL AND asset_type_key = 'server' ORDER BY id) TO '/dev/blob'`)
+  const perSecond = (ms: number) => Math.round(n / (ms / 1000))
+  ctx.log(`  PGlite export: ${perSecond(ours.ms)} rows/s (raw COPY ${perSecond(raw)} rows/s), RSS +${growth.toFixed(0)} MiB while it streamed`)
+  return [
+    { metric: pfx(t, `GET /export/assets NDJSON, ${fmtCount(n)} servers`), ours: ours.ms / 1000, raw: raw / 1000, unit: 's', target: { on: 'ratio', op: '<=', value: 2 },
+      note: `${perSecond(ours.ms)} rows/s against ${perSecond(raw)} rows/s for COPY … TO '/dev/blob' of the same rows in id order inside the PGlite process (goal ≥ 0.5×, i.e. time ≤ 2×). Read uncompressed by node:http, counting lines.` },
+    { metric: pfx(t, `RSS growth of the service during the export of ${fmtCount(n)} servers`), ours: growth, raw: null, unit: 'MiB',
+      note: 'its peak RSS while the export streamed, less its RSS when it began (the bulks before it leave PGlite\'s WebAssembly memory where they took it: the peak of the process is the bulks\' figure above).' },
+  ]
+}
+
 // ---------------------------------------------------------------- the stores
 
 async function pgliteTarget(ctx: BenchContext, dir: string): Promise<Target> {
@@ -383,6 +412,7 @@ async function measure(ctx: BenchContext, t: Target): Promise<{ rows: Row[]; cos
     rows.push(...bulkRows(t, await bulks(ctx, t)))
     rows.push(await readsAfterBulks(ctx, t))
     const cost = costSection(t, await writeCosts(ctx, t))
+    if (t.store.kind === 'pglite') rows.push(...(await pgliteExport(ctx, t)))
     return { rows, cost, plan, maxMs }
   } finally {
     await dropLeanTables(t.store)

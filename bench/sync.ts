@@ -8,16 +8,15 @@
  * Sizes: BENCH_SYNC_EXPORT_ROWS, BENCH_SYNC_IMPORT_ROWS (try small ones first).
  */
 import { spawn } from 'node:child_process'
-import http from 'node:http'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { createGunzip } from 'node:zlib'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { v7 } from 'uuid'
 import type { BenchContext, Row } from './lib/context.js'
 import { seedServers } from './lib/seed.js'
 import { timed } from './lib/stats.js'
+import { exportLines } from './lib/http.js'
 import { QUICK, SIZE } from './lib/config.js'
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
@@ -39,29 +38,6 @@ function exec(command: string, args: string[], env: Record<string, string> = {})
 function psql(ctx: BenchContext, sql: string, stdinFile?: string): Promise<{ code: number | null; bytes: number; stderr: string }> {
   const args = ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', ctx.databaseUrl, '-c', `SET search_path TO ${ctx.schema}`, '-c', sql]
   return stdinFile ? exec('sh', ['-c', `psql "$@" < "${stdinFile}"`, 'psql', ...args]) : exec('psql', args)
-}
-
-/**
- * GET /export/assets of every server as a client would read it, counting its lines (indexOf is
- * memchr: a byte loop here took a third of the time). node:http, not fetch: fetch asks for gzip
- * unasked and reads through web streams; with it the same uncompressed export measured 95–113k
- * rows/s against 149–174k by node:http (the client, not the service, was the limit).
- */
-function exportLines(url: string, secret: string, encoding: 'identity' | 'gzip', expected: number): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const req = http.get(`${url}/api/v1/export/assets?format=ndjson&filter[asset_type_key]=server`, { headers: { authorization: `Bearer ${secret}`, 'accept-encoding': encoding } }, (response) => {
-      const body = encoding === 'gzip' ? response.pipe(createGunzip()) : response
-      let lines = 0
-      body.on('data', (chunk: Buffer) => { for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) lines++ })
-      body.on('end', () => {
-        if (response.statusCode !== 200 || lines !== expected || (response.headers['content-encoding'] ?? 'identity') !== encoding) {
-          reject(new Error(`bench: export answered ${response.statusCode} (${response.headers['content-encoding'] ?? 'identity'}) with ${lines} lines, expected ${expected} (${encoding})`))
-        } else resolve()
-      })
-      body.on('error', reject)
-    })
-    req.on('error', reject)
-  })
 }
 
 async function exportRows(ctx: BenchContext): Promise<Row[]> {
