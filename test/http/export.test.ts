@@ -125,6 +125,9 @@ for (const store of STORES) {
         `INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
          SELECT $1, gen_random_uuid(), 'note', 'bulk-note-' || i, 'it', jsonb_build_object('body', repeat('x', 200)), NULL, now(), now()
          FROM generate_series(1, 50000) AS i`, [t.orgId])
+      // As the statistics keeper does after the service's own large writes: without statistics
+      // PGlite's planner walks the organization again for each batch.
+      await t.store.db.query('ANALYZE assets')
       const all = await exportRaw('filter[asset_type_key]=note')
       const lines = all.body.trim().split('\n').map((l) => JSON.parse(l).id as string)
       expect(lines.length).toBe(50_000)
@@ -180,6 +183,7 @@ for (const store of STORES) {
         `INSERT INTO assets (org_id, id, asset_type_key, name, access_domain_key, properties, unique_value, created_at, updated_at)
          SELECT $1, gen_random_uuid(), 'note', 'note-' || i, 'it', jsonb_build_object('body', repeat('x', 3000)), NULL, now(), now()
          FROM generate_series(1, 12000) AS i`, [t.orgId])
+      await t.store.db.query('ANALYZE assets')
     })
     afterAll(async () => t.close())
 
@@ -255,6 +259,7 @@ for (const store of STORES) {
     beforeAll(async () => {
       t = await createTestApp(store)
       await insertNotes(1, 12_000, 'gen_random_uuid()')
+      await t.store.db.query('ANALYZE assets')
     })
     afterAll(async () => t.close())
 
