@@ -1,6 +1,6 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -150,6 +150,12 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     const warned = await kbis(['apply', partial, '--data-dir', data])
     expect(warned.code).toBe(0)
     expect(warned.stderr).toBe(`kbis: warning: ${partial}: metamodel.relationship_types[0].source_asset_type_keys[0]: asset type application is not defined; no asset can be the source of a runs_on relationship until it is\n`)
+  })
+
+  it('prints its version (package.json\'s) with --version or -V, and nothing else', async () => {
+    const version = (JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version
+    expect(version).toMatch(/^\d+\.\d+\.\d+/)
+    for (const flag of ['--version', '-V']) expect(await kbis([flag]), flag).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' })
   })
 
   it('prints one-line errors naming the file and the field, with exit code 1', async () => {
