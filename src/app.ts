@@ -7,6 +7,7 @@ import compress from '@fastify/compress'
 import { Ajv } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { Config } from './core/config.js'
+import { KBIS_VERSION } from './core/version.js'
 import type { Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
@@ -25,7 +26,6 @@ import { transformDocument, transformRoute } from './openapi/operations.js'
 import { LIST_FILTER_COLUMNS } from './query/fields.js'
 import { apiKeyRoutes, directoryRoutes } from './admin/routes.js'
 import { createRateLimiter, enforceRateLimit, redisFailoverMessage, type RateLimiter } from './core/rate-limit.js'
-import { readFileSync } from 'node:fs'
 import { requestIdOptions } from './ops/request-id.js'
 import { registerOps } from './ops/http.js'
 import { MARKS_DOWN_MESSAGE, registerReadRouting, REPLICA_DOWN_MESSAGE } from './ops/read-routing.js'
@@ -77,8 +77,6 @@ export const REQUEST_TIMEOUT_MS = 300_000
 
 /** How often the batched `last_used_at` values are written. */
 export const LAST_USED_FLUSH_MS = 1_000
-
-const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 /**
  * Schemas are compiled once per route at start. Bodies are validated strictly (no coercion, no
@@ -210,7 +208,7 @@ async function registerApiReference(app: FastifyInstance): Promise<void> {
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
     openapi: {
       openapi: '3.1.0',
-      info: OPENAPI_INFO(VERSION),
+      info: OPENAPI_INFO(KBIS_VERSION),
       servers: [{ url: '/' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: kbis_<prefix>_<secret>' } } },
       security: [{ bearerAuth: [] }],

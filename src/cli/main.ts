@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs'
 import { Command, InvalidArgumentError } from 'commander'
 import { decimalInteger, isListenHost, loadConfig, type Config } from '../core/config.js'
+import { KBIS_VERSION } from '../core/version.js'
 import type { ApplyReport } from '../setup/apply.js'
 import type { CliKeyRecord, CliKeyRequest } from '../keys/cli.js'
 import type { ControlCommand } from './control-client.js'
@@ -81,17 +81,12 @@ export interface EntryPoint {
   earlySignal?: () => boolean
 }
 
-/** The version of kbis: package.json's, beside src/ and dist/ alike. */
-function packageVersion(): string {
-  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
-}
-
 export async function main(argv: string[], entry: EntryPoint = {}): Promise<void> {
   const program = new Command()
   // A wrong flag is one line, as every other error (docs/cli.md): `kbis: option '--port <port>'
   // argument 'abc' is invalid. …`; `kbis <command> --help` lists the options.
   program.name('kbis').description('Knowledge-base inventory service')
-    .version(packageVersion(), '-V, --version', 'print the version of kbis')
+    .version(KBIS_VERSION, '-V, --version', 'print the version of kbis')
     .configureOutput({ outputError: (text, write) => write(`kbis: ${text.replace(/^error: /, '').trimEnd().replace(/\n+/g, ' ')}\n`) })
   // A reader that stops early (`kbis keys list | head -1`) closes standard output under a command:
   // its work is done, so it stops quietly, as Unix tools do, instead of dying on EPIPE with a

@@ -1,5 +1,6 @@
 import cluster from 'node:cluster'
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom-client'
+import { KBIS_VERSION } from '../core/version.js'
 
 /**
  * The Prometheus series of CONTRACT §17, in prom-client's global registry (under
@@ -30,6 +31,11 @@ function create() {
   // rather than nothing, and an alert on it works from the start.
   for (const outcome of ['delivered', 'retrying', 'failed']) webhookDeliveries.inc({ outcome }, 0)
   for (const kind of ['count', 'analytics']) for (const outcome of ['hit', 'miss', 'fresh']) resultCache.inc({ kind, outcome }, 0)
+  // Which build runs, as labels of a series of value 1 (Prometheus's `*_build_info` convention:
+  // joined onto other series, it tells which version answered). Under --workers every process has
+  // it: the primary shows 1, not the number of workers.
+  new Gauge({ name: 'kbis_build_info', help: 'The running kbis: its version and the Node.js version it runs on (value 1)', labelNames: ['version', 'nodejs'] as const, aggregator: 'max' })
+    .set({ version: KBIS_VERSION, nodejs: process.versions.node }, 1)
   return {
     registry: register,
     httpDuration: new Histogram({

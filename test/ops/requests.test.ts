@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { Writable } from 'node:stream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FastifyInstance } from 'fastify'
@@ -118,6 +119,8 @@ for (const kind of STORES) {
       expect(text).toMatch(/^http_request_duration_seconds_count\{method="GET",route="\/api\/v1\/assets",status_code="429"\} [3-9]/m)
       expect(text).toMatch(/^kbis_events_pending 0$/m)
       expect(text).toMatch(/^kbis_db_pool_connections\{state="total"\} \d+$/m)
+      const version = (JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version
+      expect(text.split('\n').filter((l) => l.startsWith('kbis_build_info'))).toEqual([`kbis_build_info{version="${version}",nodejs="${process.versions.node}"} 1`])
       expect(text).toContain('# TYPE kbis_result_cache_reads_total counter')
       // Every series of a labelled counter from the start (0 before its first increment), so rate() is 0, not nothing.
       for (const outcome of ['delivered', 'retrying', 'failed']) expect(text).toMatch(new RegExp(`^kbis_webhook_deliveries_total\\{outcome="${outcome}"\\} \\d+$`, 'm'))

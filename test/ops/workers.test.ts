@@ -97,6 +97,8 @@ describe.runIf(STORES.includes('postgres'))('postgres: kbis serve --workers 2', 
     const text = await (await fetch(metricsUrl)).text()
     expect(text).toMatch(new RegExp(`^http_request_duration_seconds_count\\{method="GET",route="/api/v1/assets",status_code="200"\\} ${QUOTA}$`, 'm'))
     expect(text).toMatch(/^kbis_rate_limited_total 10$/m)
+    // Which build runs, once (1, not the number of workers).
+    expect(text).toMatch(/^kbis_build_info\{version="\d+\.\d+\.\d+[^"]*",nodejs="[\d.]+"\} 1$/m)
   })
 
   it('shows the events pending in the store once, not once per worker', async () => {
