@@ -8,6 +8,7 @@ import { Ajv } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { Config } from './core/config.js'
 import { KBIS_VERSION } from './core/version.js'
+import { RouteMethods } from './core/route-methods.js'
 import type { Db } from './store/db.js'
 import { registerErrorHandling, sendError } from './core/http-errors.js'
 import { AppError, Errors } from './core/errors.js'
@@ -248,9 +249,15 @@ function apiRoutes({ db, config, authenticator, rateLimiter, webhooks }: ApiPart
     // A path no route serves is authenticated too (spec: every request but the base OpenAPI
     // description): without a valid key 401, as on every route, so no one learns without a key
     // which paths exist; with one, 404.
+    const methods = new RouteMethods()
+    api.addHook('onRoute', (route) => methods.add(route.method, route.url))
     api.setNotFoundHandler(async (request, reply) => {
       await admit(request, reply)
-      return sendError(reply, new AppError(Errors.NOT_FOUND, `no route ${request.method} ${request.url.split('?')[0]}`))
+      const path = request.url.split('?')[0]!
+      const allowed = methods.allowed(path)
+      if (allowed.length === 0) return sendError(reply, new AppError(Errors.NOT_FOUND, `no route ${request.method} ${path}`))
+      reply.header('allow', allowed.join(', '))
+      return sendError(reply, new AppError(Errors.NOT_FOUND, `no route ${request.method} ${path}: it takes ${allowed.join(', ')}`))
     })
     await api.register(openapiRoutes)
     // The interactive API reference (Swagger UI, its assets served from node_modules), no key needed.

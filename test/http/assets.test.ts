@@ -304,21 +304,31 @@ for (const store of STORES) {
       expect(res.body.errors[0]).toMatchObject({ status: '413', code: 'payload_too_large' })
     })
 
-    it('answers 404 in the error envelope for unknown routes, once the key is checked (401 without one)', async () => {
+    it('answers 404 in the error envelope for unknown routes, naming the methods a known path takes, once the key is checked (401 without one)', async () => {
+      const takes: Record<string, string | undefined> = { '/api/v1/nothing-here': undefined, '/api/v1/relationships': 'GET, HEAD, POST', '/api/v1/assets': 'GET, HEAD, POST' }
       for (const [method, url] of [['GET', '/api/v1/nothing-here'], ['PUT', '/api/v1/relationships'], ['DELETE', '/api/v1/assets']]) {
         const res = await t.request(method!, url!)
         expect(res.status, `${method} ${url}`).toBe(404)
-        expect(res.body.errors[0]).toMatchObject({ status: '404', code: 'not_found', detail: `no route ${method} ${url}` })
+        const allowed = takes[url!]
+        expect(res.body.errors[0]).toMatchObject({ status: '404', code: 'not_found', detail: `no route ${method} ${url}${allowed ? `: it takes ${allowed}` : ''}` })
+        expect(res.headers.allow, `${method} ${url}`).toBe(allowed)
         // An authenticated answer: with the organization's quota (CONTRACT §10).
         expect(res.headers['ratelimit-limit'], `${method} ${url}`).toMatch(/^\d+$/)
         for (const key of [null, 'kbis_000000000000_not-a-key']) {
           const anonymous = await t.request(method!, url!, { key })
           expect(anonymous.status, `${method} ${url} ${key}`).toBe(401)
+          // Which methods a path takes is not told without a key either.
+          expect(anonymous.headers.allow).toBeUndefined()
           expect(anonymous.headers['www-authenticate']).toBe('Bearer')
         }
       }
       // Outside /api/v1 there is no key to check.
       expect((await t.request('GET', '/nothing-here', { key: null })).status).toBe(404)
+      // A path with parameters, and one under another route's path: by segments.
+      const byId = await t.request('POST', '/api/v1/assets/01a21f8f-8a31-70d4-8529-9f7dfff8c851')
+      expect([byId.status, byId.headers.allow]).toEqual([404, 'DELETE, GET, HEAD, PATCH, PUT'])
+      const deeper = await t.request('GET', '/api/v1/assets/01a21f8f-8a31-70d4-8529-9f7dfff8c851/nothing-here')
+      expect([deeper.status, deeper.headers.allow, deeper.body.errors[0].detail]).toEqual([404, undefined, 'no route GET /api/v1/assets/01a21f8f-8a31-70d4-8529-9f7dfff8c851/nothing-here'])
     })
   })
 }
