@@ -49,9 +49,18 @@ export async function ensureTemplate(): Promise<string> {
   return file
 }
 
-/** The template as a Blob for `openDb({ loadDataDir })`. */
-export async function loadTemplate(): Promise<Blob> {
-  return new Blob([readFileSync(await ensureTemplate())])
+let template: Promise<Blob> | null = null
+
+/**
+ * The template as a Blob for `openDb({ loadDataDir })`, read once per process: a Blob does not
+ * change, and each PGlite thread gets it without a copy. Reading the 40 MB file and copying it into
+ * a new Blob for every store cost ≈ 0.1 s each, and the shared workers open hundreds of stores.
+ */
+export function loadTemplate(): Promise<Blob> {
+  template ??= ensureTemplate().then((file) => new Blob([readFileSync(file)]))
+  // A failure is not kept: the next store tries again.
+  template.catch(() => { template = null })
+  return template
 }
 
 /**
