@@ -33,7 +33,8 @@ export function forSerializer(schema: unknown): unknown {
   return out
 }
 
-const serializers = new Map<string, (doc: unknown) => string>()
+/** Serializers by the shared schemas and options they were built with, then by schema. */
+const serializers = new Map<string, Map<string, (doc: unknown) => string>>()
 
 /**
  * Fastify's serializer factory (fast-json-stringify, as by default) over schemas passed through
@@ -49,12 +50,17 @@ export function buildSerializer(externalSchemas?: unknown, options?: object): (r
   // (fast-json-stringify checks the schema against the JSON Schema meta-schema, then generates
   // and compiles code) was most of the server's start. Kept for the process: a serializer is a
   // pure function of its schema, and processes that build several apps (tests) build each once.
-  const scope = `${JSON.stringify(external) ?? ''}\n${JSON.stringify(options) ?? ''}\n`
+  // Looked up in two steps: the shared schemas' text is long (every event type's), and a key made
+  // of it and each route's schema cost more than a tenth of building an app.
+  const scope = `${JSON.stringify(external) ?? ''}\n${JSON.stringify(options) ?? ''}`
+  let built = serializers.get(scope)
+  if (built === undefined) serializers.set(scope, (built = new Map()))
+  const inScope = built
   return (route) => {
     const schema = forSerializer(route.schema)
-    const key = scope + JSON.stringify(schema)
-    let serialize = serializers.get(key)
-    if (!serialize) serializers.set(key, (serialize = compile({ ...route, schema })))
+    const key = JSON.stringify(schema)
+    let serialize = inScope.get(key)
+    if (!serialize) inScope.set(key, (serialize = compile({ ...route, schema })))
     return serialize
   }
 }
