@@ -153,13 +153,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   return app
 }
 
+// Room for a composite key with the longest unique value, percent-encoded (500 × 12 + keys).
+const ROUTER_OPTIONS = { ignoreTrailingSlash: true, maxParamLength: 8192 }
+
 function fastifyOptions({ config, logger }: AppOptions): FastifyHttpOptions<Server> {
   return {
     logger: logger ?? false,
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
-    // Room for a composite key with the longest unique value, percent-encoded (500 × 12 + keys).
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
+    routerOptions: ROUTER_OPTIONS,
     // A draining server answers 503 in the CONTRACT's envelope itself (src/ops/http.ts).
     return503OnClosing: false,
     // Route modules load inside plugins; on a busy machine that may take more than Fastify's 10 s.
@@ -266,7 +268,7 @@ function apiRoutes({ db, config, authenticator, rateLimiter, webhooks }: ApiPart
     // A path no route serves is authenticated too (spec: every request but the base OpenAPI
     // description): without a valid key 401, as on every route, so no one learns without a key
     // which paths exist; with one, 404.
-    const methods = new RouteMethods()
+    const methods = new RouteMethods(ROUTER_OPTIONS)
     api.addHook('onRoute', (route) => methods.add(route.method, route.url))
     api.setNotFoundHandler(async (request, reply) => {
       await admit(request, reply)
