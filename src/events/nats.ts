@@ -13,6 +13,8 @@ export interface NatsOptions {
   onError?: (err: unknown, repeated: boolean) => void
   /** Events were published again after failures. */
   onResumed?: () => void
+  /** Gives the attempt up: a connection still being made is closed whenever it is made. */
+  signal?: AbortSignal
 }
 
 /** The subjects of the stream the sink creates: every `kbis.<organization key>.<event type>`. */
@@ -29,6 +31,20 @@ export class NatsStreamError extends Error {
 /** The most events the sink's queue holds for publication; beyond it they wait for a sweep. */
 export const QUEUE_LIMIT = 20_000
 
+/**
+ * How long a NATS server may take to greet a new connection (nats.js waits 20 s by default): one
+ * that accepts the connection and says nothing (a frozen machine) counts as unreachable, and the
+ * next attempt comes 5 s later.
+ */
+export const CONNECT_TIMEOUT_MS = 5_000
+
+/**
+ * The longest a closing sink waits for the publications in flight and for NATS to confirm the
+ * connection's end (nats.js's drain waits for an answer with no time-out). What it did not
+ * confirm stays pending in the store, and the next process's first sweep publishes it.
+ */
+export const CLOSE_TIMEOUT_MS = 5_000
+
 /** `kbis.<organization key>.<event type>` (CONTRACT §13). */
 export function natsSubject(orgKey: string, type: string): string {
   return `kbis.${orgKey}.${type}`
@@ -42,7 +58,11 @@ export function natsSubject(orgKey: string, type: string): string {
  * least once.
  */
 export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions): Promise<{ close(): Promise<void> }> {
-  const nc = await connect({ servers: options.url, reconnect: true, maxReconnectAttempts: -1 })
+  const { signal } = options
+  const nc = await abortable(connect({ servers: options.url, reconnect: true, maxReconnectAttempts: -1, timeout: CONNECT_TIMEOUT_MS }), signal)
+  // Given up while the stream is looked up or created: closing the connection ends its requests.
+  const giveUp = () => void nc.close().catch(() => undefined)
+  signal?.addEventListener('abort', giveUp, { once: true })
   try {
     const jsm = await jetstreamManager(nc)
     await jsm.streams.info(options.stream).catch(async () => jsm.streams.add({ name: options.stream, subjects: [NATS_SUBJECTS] }))
@@ -50,7 +70,14 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
     // Connected, but the stream cannot be had (say another stream of this server already takes
     // `kbis.>`): not a connection problem, and this connection is not kept for the next attempt.
     await nc.close().catch(() => undefined)
+    signal?.throwIfAborted()
     throw new NatsStreamError(options.stream, err)
+  } finally {
+    signal?.removeEventListener('abort', giveUp)
+  }
+  if (signal?.aborted) {
+    await nc.close().catch(() => undefined)
+    signal.throwIfAborted()
   }
   const js = jetstream(nc)
   const encoder = new TextEncoder()
@@ -122,10 +149,38 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
   void sweep(0)
   const close = async () => {
     clearInterval(timer)
-    // What the relay handed over last (its final round at shutdown included) goes out first.
-    await queue
-    await nc.drain().catch(() => undefined)
+    // What the relay handed over last (its final round at shutdown included) goes out first, then
+    // the connection ends; a NATS that stopped answering gets CLOSE_TIMEOUT_MS for both.
+    const deadline = Date.now() + CLOSE_TIMEOUT_MS
+    await within(queue, deadline)
+    await within(nc.drain().catch(() => undefined), deadline)
+    await nc.close().catch(() => undefined)
   }
   relay.onStopped(close)
   return { close }
+}
+
+/** `promise`, or a rejection when `signal` aborts first; what it resolves to after that is closed. */
+async function abortable<T extends { close(): Promise<void> }>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise
+  signal.throwIfAborted()
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then((value) => {
+      signal.removeEventListener('abort', onAbort)
+      if (signal.aborted) void value.close().catch(() => undefined)
+      else resolve(value)
+    }, (err: unknown) => {
+      signal.removeEventListener('abort', onAbort)
+      reject(err)
+    })
+  })
+}
+
+/** Waits for `promise` until `deadline` (ms since the epoch) at the latest. */
+async function within(promise: Promise<unknown>, deadline: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([promise, new Promise((resolve) => { timer = setTimeout(resolve, Math.max(0, deadline - Date.now())) })])
+  clearTimeout(timer)
 }

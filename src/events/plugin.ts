@@ -49,11 +49,13 @@ export function registerEvents(app: FastifyInstance, db: Db, config: Config): vo
       }
       // NATS down at start does not stop the API: events stay pending (stamped, not published)
       // until a connection succeeds, here or in another process. No attempt starts once the app
-      // is closing, and one under way is waited for and closed with it: an attempt that went on
-      // after the close created the stream again and left its connection open.
+      // is closing, and one under way is given up (its connection closed, whenever it is made):
+      // an attempt that went on after the close created the stream again and left its connection
+      // open, and waiting for one kept the close waiting for a silent NATS's time-out.
       const attach = (): void => {
         if (closed) return
-        nats.attaching = attachNats(relay, db, options).then((sink) => { nats.sink = sink }, (err: unknown) => {
+        nats.attaching = attachNats(relay, db, { ...options, signal: giveUp.signal }).then((sink) => { nats.sink = sink }, (err: unknown) => {
+          if (giveUp.signal.aborted) return
           app.log.error({ err }, err instanceof Error && err.name === 'NatsStreamError' ? `${err.message}; retrying in 5 s` : 'NATS unreachable; retrying in 5 s')
           setTimeout(attach, 5000).unref()
         })
@@ -63,9 +65,11 @@ export function registerEvents(app: FastifyInstance, db: Db, config: Config): vo
     relay.start()
   })
   let closed = false
+  const giveUp = new AbortController()
   const nats: { attaching: Promise<void> | null; sink: { close(): Promise<void> } | null } = { attaching: null, sink: null }
   app.addHook('onClose', async () => {
     closed = true
+    giveUp.abort()
     await nats.attaching
     await relay.stop()
     await nats.sink?.close()

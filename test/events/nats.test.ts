@@ -6,7 +6,7 @@ import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { eventually } from '../helpers/webhook-receiver.js'
 import { tcpProxy } from '../helpers/tcp-proxy.js'
-import { attachNats, NatsStreamError } from '../../src/events/nats.js'
+import { attachNats, CLOSE_TIMEOUT_MS, CONNECT_TIMEOUT_MS, NatsStreamError } from '../../src/events/nats.js'
 
 const NATS_URL = process.env.TEST_NATS_URL
 
@@ -115,6 +115,40 @@ for (const store of STORES) {
         await proxy.close()
       }
     })
+
+    it('a NATS that stops answering after connecting holds up neither writes nor the close; what it did not take stays pending', { timeout: 60_000 }, async () => {
+      const proxy = await tcpProxy(NATS_URL!, 4222)
+      const frozen = await createTestApp(store, undefined, { natsUrl: proxy.url, natsStream: stream })
+      let closed = false
+      try {
+        const first = await frozen.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'before-freeze' } })
+        expect(first.status).toBe(201)
+        await frozen.settled()
+        await until(async () => (await pendingPublish(frozen)) === 0)
+
+        // The connection stays open and nothing comes back: no error, no close, only silence.
+        proxy.freeze()
+        for (const name of ['frozen-1', 'frozen-2']) {
+          const started = Date.now()
+          const created = await frozen.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name } })
+          expect(created.status).toBe(201)
+          await frozen.settled()
+          const feed = await frozen.request('GET', '/api/v1/events?filter[type]=asset.created')
+          expect(feed.body.data.map((e: any) => e.data.object.name)).toContain(name)
+          expect(Date.now() - started).toBeLessThan(2500)
+        }
+        // nats.js's drain waits for NATS's answer with no time-out: the close used to wait forever.
+        const started = Date.now()
+        await frozen.app.close()
+        closed = true
+        expect(Date.now() - started).toBeLessThan(CLOSE_TIMEOUT_MS + 2500)
+        expect(await pendingPublish(frozen)).toBe(2)
+      } finally {
+        if (!closed) await frozen.app.close()
+        await frozen.close()
+        await proxy.close()
+      }
+    })
   })
 }
 
@@ -148,6 +182,40 @@ describe.runIf(NATS_URL)('pglite: a closed app leaves NATS alone', () => {
       await t.close()
       await jsm.streams.delete(stream).catch(() => undefined)
       await jsm.streams.delete(blocker).catch(() => undefined)
+      await nc.close()
+    }
+  })
+})
+
+describe.runIf(NATS_URL)('pglite: a NATS that accepts connections and never answers', () => {
+  it('the API serves, and the close gives the attempt up without waiting for its time-out; a greeting after the close creates no stream', { timeout: 30_000 }, async () => {
+    const nc = await connect({ servers: NATS_URL })
+    const jsm = await jetstreamManager(nc)
+    const stream = `KBIS_TEST_SILENT_${randomBytes(5).toString('hex').toUpperCase()}`
+    const proxy = await tcpProxy(NATS_URL!, 4222)
+    proxy.freeze()
+    const t = await createTestApp('pglite', undefined, { natsUrl: proxy.url, natsStream: stream })
+    try {
+      await t.settled()
+      const before = await pendingPublish(t)
+      const created = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'silent-nats' } })
+      expect(created.status).toBe(201)
+      const started = Date.now()
+      await t.app.close()
+      // nats.js waits 20 s for a greeting by default; the app's attempt waits CONNECT_TIMEOUT_MS,
+      // and its close does not wait for that.
+      expect(Date.now() - started).toBeLessThan(Math.min(2500, CONNECT_TIMEOUT_MS))
+      // NATS answers after all: the connection the attempt then gets is closed, nothing created.
+      proxy.thaw()
+      await new Promise((resolve) => setTimeout(resolve, 1500))
+      const names: string[] = []
+      for await (const name of jsm.streams.names()) names.push(name)
+      expect(names).not.toContain(stream)
+      expect(await pendingPublish(t)).toBe(before + 1)
+    } finally {
+      await t.close()
+      await proxy.close()
+      await jsm.streams.delete(stream).catch(() => undefined)
       await nc.close()
     }
   })
