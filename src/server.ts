@@ -88,7 +88,9 @@ export async function startServer(config: Config, print: (line: string) => void,
   const port = typeof address === 'object' && address ? address.port : config.port
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`
   const metricsServer = options.metrics !== false && config.metricsPort !== undefined
-    ? await startMetricsServer(config.metricsPort, config.host)
+    ? await startMetricsServer(config.metricsPort, config.host, {
+      onError: (err, requestId) => app.log.error({ err, request_id: requestId }, 'metrics could not be collected'),
+    })
     : null
   // Once the server listens: a start that fails before (a port in use) must not create the
   // Admin key, which is shown only once and would be lost with it.

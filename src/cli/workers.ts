@@ -32,7 +32,10 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
   // Migrated here, once; organization `default` and its Admin key only when every worker
   // listens (a port in use must not create a key that is shown only once and then lost).
   const db = await openStore(config, { onMigrated: (applied) => print(migratedLine(applied)) })
-  const metricsServer = config.metricsPort !== undefined ? await startMetricsServer(config.metricsPort, config.host, { cluster: true }) : null
+  const metricsServer = config.metricsPort !== undefined ? await startMetricsServer(config.metricsPort, config.host, {
+    cluster: true,
+    onError: (err, requestId) => print(`kbis: metrics could not be collected (request ${requestId}): ${err instanceof Error ? err.message : String(err)}`),
+  }) : null
   let stopping = false
   let announced = false
   // A SIGTERM or SIGINT before the start is announced lets it finish first (every worker

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { Writable } from 'node:stream'
+import { Gauge } from 'prom-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
@@ -108,6 +109,25 @@ for (const kind of STORES) {
       // HEAD answers as GET, without the body (a probe's usual request).
       const head = await fetch(server.url, { method: 'HEAD' })
       expect([head.status, head.headers.get('content-type'), await head.text()]).toEqual([200, 'text/plain; version=0.0.4; charset=utf-8', ''])
+      // Its errors are the API's: the envelope, the request id echoed and in meta; a failed
+      // collection is reported with its cause and that id.
+      const misdirected = await fetch(server.url.replace(/metrics$/, 'nope'), { headers: { 'x-request-id': 'probe-1' } })
+      expect([misdirected.status, misdirected.headers.get('x-request-id'), await misdirected.json()]).toEqual([404, 'probe-1',
+        { errors: [{ status: '404', code: 'not_found', detail: 'metrics are at GET /metrics', meta: { request_id: 'probe-1' } }] }])
+      const reported: [unknown, string][] = []
+      const failing = await startMetricsServer(0, '127.0.0.1', { onError: (err, requestId) => reported.push([err, requestId]) })
+      new Gauge({ name: 'kbis_test_broken', help: 'a collection that fails', registers: [metrics.registry], collect() { throw new Error('collector broke') } })
+      try {
+        const broken = await fetch(failing.url, { headers: { 'x-request-id': 'not a plain id!' } })
+        const id = broken.headers.get('x-request-id')
+        expect(id).toMatch(/^[0-9a-f-]{36}$/)
+        expect([broken.status, await broken.json()]).toEqual([500,
+          { errors: [{ status: '500', code: 'internal_error', detail: 'metrics could not be collected', meta: { request_id: id } }] }])
+        expect(reported.map(([err, requestId]) => [(err as Error).message, requestId])).toEqual([['collector broke', id]])
+      } finally {
+        metrics.registry.removeSingleMetric('kbis_test_broken')
+        await new Promise((resolve) => failing.close(resolve))
+      }
       await new Promise((resolve) => server.close(resolve))
       const series = new Set(text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.replace(/[ {].*$/, '')))
       for (const name of ['http_request_duration_seconds_bucket', 'http_request_duration_seconds_count', 'http_request_duration_seconds_sum',
