@@ -30,6 +30,8 @@ export interface PropertyField {
   readonly kind: 'property'
   readonly key: string
   readonly type: ValueKind
+  /** Present when every definition of the key with this kind holds whole numbers (integer, score). */
+  readonly integer?: true
 }
 
 export type ResolvedField = ColumnField | PropertyField
@@ -134,9 +136,16 @@ export function lookupField(name: string, target: Target, metamodel: Metamodel):
  * `propertiesByKey`, so a hostile name finds nothing and never reaches SQL.
  */
 export function propertyFields(key: string, metamodel: Metamodel, types: ReadonlySet<string> | null = null): PropertyField[] {
-  const kinds = new Set(definitionsOf(metamodel, key, types).map((def) => valueKindOf(def.type)))
-  return [...kinds].map((type) => Object.freeze({ kind: 'property' as const, key, type }))
+  const defs = definitionsOf(metamodel, key, types)
+  const kinds = new Set(defs.map((def) => valueKindOf(def.type)))
+  return [...kinds].map((type) => {
+    const integer = type === 'number' && defs.every((def) => valueKindOf(def.type) !== 'number' || WHOLE_NUMBER_TYPES.has(def.type))
+    return Object.freeze({ kind: 'property' as const, key, type, ...(integer ? { integer: true as const } : {}) })
+  })
 }
+
+/** Property types whose values are whole numbers: a filter value of 1.5 is of the wrong type there. */
+const WHOLE_NUMBER_TYPES: ReadonlySet<string> = new Set(['integer', 'score'])
 
 /** `number field properties.cpu_count`, or `number or text field properties.size`. */
 export function describeField(ref: FieldRef, candidates: readonly ResolvedField[] = ref.candidates): string {

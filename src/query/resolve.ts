@@ -6,7 +6,7 @@ import type { ConditionNode, FilterNode, GroupKind, Operator } from './ast.js'
 import {
   OPERATORS_BY_TYPE, PROPERTY_PREFIX, columnField, describeField, filterFieldsText, lookupField, operatorFits, type FieldRef, type RelatedEnd, type ResolvedField, type Target,
 } from './fields.js'
-import { describeValue, fromJson, fromString, isMismatch, type Scalar } from './values.js'
+import { describeValue, fromJson, fromString, isMismatch, type Checked, type Scalar } from './values.js'
 
 /**
  * Stage 2 of parse → resolve → compile: the whitelist. Every field is looked up in a fixed map of
@@ -192,7 +192,7 @@ function resolveScalar(field: ResolvedField, operator: Operator, raw: unknown, c
   if (raw === undefined) return failure(at, `${operator} needs a value`)
   if (raw === null) return failure(at, `${operator} needs a value; use is_empty or is_not_empty to find empty values`)
   if (field.kind === 'column' && field.assetRef && typeof raw === 'string' && !isUuid(raw)) return assetRef(raw, ctx)
-  const checked = ctx.source.list ? fromString(field.type, String(raw)) : fromJson(field.type, raw)
+  const checked = wholeIfInteger(field, ctx.source.list ? fromString(field.type, String(raw)) : fromJson(field.type, raw))
   if (isMismatch(checked)) return failure(at, `${ctx.ref.name} ${checked.mismatch}`)
   // An empty pattern would match every non-empty value: surely not what was meant.
   if (TEXT_MATCH.includes(operator) && checked === '') return failure(at, `${operator} needs a non-empty string`)
@@ -206,11 +206,17 @@ function resolveList(field: ResolvedField, operator: Operator, raw: unknown, ctx
   if (field.kind === 'column' && field.assetRef && raw.some((item) => typeof item === 'string' && !isUuid(item))) return assetRefList(raw, ctx)
   const values: Scalar[] = []
   for (const [i, item] of raw.entries()) {
-    const checked = fromJson(field.type, item)
+    const checked = wholeIfInteger(field, fromJson(field.type, item))
     if (isMismatch(checked)) return failure(ctx.source.locate('value', i), `${ctx.ref.name} ${checked.mismatch}`)
     values.push(checked)
   }
   return Object.freeze({ kind: 'list', values: Object.freeze(values) })
+}
+
+/** A property of whole numbers (integer, score) takes whole numbers: 1.5 is a value of the wrong type (CONTRACT §4). */
+function wholeIfInteger(field: ResolvedField, checked: Checked): Checked {
+  if (field.kind !== 'property' || field.integer !== true || typeof checked !== 'number' || Number.isInteger(checked)) return checked
+  return { mismatch: `needs an integer, got ${checked}` }
 }
 
 function assetRef(raw: string, ctx: ValueContext): ResolvedValue | Failure {

@@ -72,6 +72,12 @@ for (const store of STORES) {
         expect(res.status, q).toBe(400)
         expect(res.body.errors[0].code, q).toBe('invalid_filter')
       }
+      // A fraction is no value of an integer or a score (CONTRACT §4: a value of the wrong type), as writing one is not.
+      const fraction = await list('?filter[properties.cpu_count]=1.5')
+      expect([fraction.status, fraction.body.errors]).toEqual([400, [{ status: '400', code: 'invalid_filter',
+        detail: 'properties.cpu_count needs an integer, got 1.5', source: { parameter: 'filter[properties.cpu_count]' } }]])
+      expect((await list('?filter[properties.rating]=2.5')).status).toBe(400)
+      expect((await list('?filter[properties.memory_gb]=1.5')).status).toBe(200)
       // An integer a 64-bit float cannot hold would be read as another one (…993 as …992): refused, as in a search body.
       const inexact = await list('?filter[properties.cpu_count]=9007199254740993')
       expect([inexact.status, inexact.body.errors[0].code, inexact.body.errors[0].detail]).toEqual([400, 'invalid_filter',

@@ -95,7 +95,7 @@ describe('compileFilter: properties', () => {
     ['properties.cpu_count', 'greater_than_or_equals', 16, `${N('cpu_count')} >= $1`, [16]],
     ['properties.memory_gb', 'less_than', 7.5, `${N('memory_gb')} < $1`, [7.5]],
     ['properties.memory_gb', 'less_than_or_equals', -1, `${N('memory_gb')} <= $1`, [-1]],
-    ['properties.cpu_count', 'in', [1, 2.5], `${N('cpu_count')} = ANY($1::numeric[])`, [[1, 2.5]]],
+    ['properties.cpu_count', 'in', [1, 2], `${N('cpu_count')} = ANY($1::numeric[])`, [[1, 2]]],
     ['properties.cpu_count', 'not_in', [4], `(${N('cpu_count')} IS NULL OR NOT (${N('cpu_count')} = ANY($1::numeric[])))`, [[4]]],
     ['properties.cpu_count', 'is_empty', undefined, EMPTY('cpu_count'), []],
     ['properties.cpu_count', 'is_not_empty', undefined, `NOT (${EMPTY('cpu_count')})`, []],

@@ -76,7 +76,7 @@ describe('resolveFilter: operator × type', () => {
 describe('resolveFilter: resolved nodes', () => {
   it('resolves a number property condition', () => {
     expect(resolve({ field: 'properties.cpu_count', operator: 'greater_than', value: 16 })).toEqual({
-      kind: 'condition', field: { kind: 'property', key: 'cpu_count', type: 'number' }, operator: 'greater_than',
+      kind: 'condition', field: { kind: 'property', key: 'cpu_count', type: 'number', integer: true }, operator: 'greater_than',
       value: { kind: 'scalar', value: 16 },
     })
   })
@@ -151,6 +151,13 @@ describe('resolveFilter: a key with two kinds (size: integer on rack, text on ca
     expect(resolve({ field: 'properties.size', operator: 'starts_with', value: 'x' })).toMatchObject({ field: { type: 'text' } })
   })
 
+  it('takes a fraction only where the key holds fractions: none of size\'s readings in a body, the text one in a list', () => {
+    expect(caught(() => resolve({ field: 'properties.size', operator: 'equals', value: 1.5 }))).toEqual(
+      invalid('properties.size needs an integer, got 1.5', '/filter/value'))
+    expect(resolveListFilters(parseListFilters({ 'filter[properties.size]': '1.5' }), 'assets', mm)).toMatchObject(
+      { kind: 'and', children: [{ field: { type: 'text' }, value: { value: '1.5' } }] })
+  })
+
   it('reports the value error of the first fitting reading', () => {
     expect(caught(() => resolve({ field: 'properties.size', operator: 'greater_than', value: 'x' }))).toEqual(
       invalid('properties.size needs a number, got "x"', '/filter/value'))
@@ -193,6 +200,8 @@ describe('resolveFilter: errors', () => {
   it.each([
     ['properties.cpu_count', 'equals', '16', 'properties.cpu_count needs a number, got "16"'],
     ['properties.cpu_count', 'greater_than', true, 'properties.cpu_count needs a number, got true'],
+    ['properties.cpu_count', 'equals', 1.5, 'properties.cpu_count needs an integer, got 1.5'],
+    ['properties.cpu_count', 'less_than', 2.5, 'properties.cpu_count needs an integer, got 2.5'],
     ['properties.memory_gb', 'less_than', { n: 1 }, 'properties.memory_gb needs a number, got an object'],
     ['properties.managed', 'equals', 'true', 'properties.managed needs true or false, got "true"'],
     ['properties.purchased_on', 'equals', '2026-02-30', 'properties.purchased_on needs a date YYYY-MM-DD, got "2026-02-30"'],
@@ -230,6 +239,8 @@ describe('resolveFilter: errors', () => {
     expect(caught(() => resolve(at('properties.cpu_count', 'in', [1, '2', 3])))).toEqual(
       invalid('properties.cpu_count needs a number, got "2"', '/filter/or/1/value/1'))
     expect(caught(() => resolve(at('id', 'not_in', [uuid, null])))).toEqual(invalid('id needs a UUID, got null', '/filter/or/1/value/1'))
+    expect(caught(() => resolve(at('properties.cpu_count', 'not_in', [1, 2.5])))).toEqual(
+      invalid('properties.cpu_count needs an integer, got 2.5', '/filter/or/1/value/1'))
   })
 
   it.each([
@@ -267,7 +278,7 @@ describe('resolveListFilters', () => {
       'filter[properties.purchased_on]': '2026-01-31', 'filter[id]': UUID, 'filter[name]': 'web-01',
     })
     expect(node).toEqual({ kind: 'and', children: [
-      { kind: 'condition', field: { kind: 'property', key: 'cpu_count', type: 'number' }, operator: 'equals', value: { kind: 'scalar', value: 16 } },
+      { kind: 'condition', field: { kind: 'property', key: 'cpu_count', type: 'number', integer: true }, operator: 'equals', value: { kind: 'scalar', value: 16 } },
       { kind: 'condition', field: { kind: 'property', key: 'memory_gb', type: 'number' }, operator: 'equals', value: { kind: 'scalar', value: -5 } },
       { kind: 'condition', field: { kind: 'property', key: 'managed', type: 'boolean' }, operator: 'equals', value: { kind: 'scalar', value: false } },
       { kind: 'condition', field: { kind: 'property', key: 'purchased_on', type: 'date' }, operator: 'equals', value: { kind: 'scalar', value: '2026-01-31' } },
@@ -303,6 +314,7 @@ describe('resolveListFilters', () => {
     ['filter[properties.cpu_count]', '16x', 'properties.cpu_count needs a number, got "16x"'],
     ['filter[properties.cpu_count]', '', 'properties.cpu_count needs a number, got ""'],
     ['filter[properties.cpu_count]', '1e999', 'properties.cpu_count needs a number, got "1e999"'],
+    ['filter[properties.cpu_count]', '1.5', 'properties.cpu_count needs an integer, got 1.5'],
     ['filter[properties.managed]', 'yes', 'properties.managed needs true or false, got "yes"'],
     ['filter[properties.purchased_on]', '2026-02-29', 'properties.purchased_on needs a date YYYY-MM-DD, got "2026-02-29"'],
     ['filter[properties.purchased_on]', '2026-01-01T00:00:00Z', 'properties.purchased_on needs a date YYYY-MM-DD, got "2026-01-01T00:00:00Z"'],
