@@ -163,10 +163,10 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
 /** `promise`, or a rejection when `signal` aborts first; what it resolves to after that is closed. */
 async function abortable<T extends { close(): Promise<void> }>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (!signal) return promise
-  signal.throwIfAborted()
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason)
-    signal.addEventListener('abort', onAbort, { once: true })
+    if (signal.aborted) onAbort()
+    else signal.addEventListener('abort', onAbort, { once: true })
     promise.then((value) => {
       signal.removeEventListener('abort', onAbort)
       if (signal.aborted) void value.close().catch(() => undefined)
