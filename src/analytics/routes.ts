@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { analyticsBody, analyticsResponse } from './schemas.js'
 import { commonErrorResponses, REMEMBERED_RESULTS } from '../core/schemas.js'
 import { runAnalytics } from './service.js'
+import { parseLargeFilterFirst } from '../query/filter-schema.js'
 
 /**
  * POST /analytics/assets (CONTRACT §7). Any key (Viewer and up); its roles scope the assets
@@ -10,6 +11,7 @@ import { runAnalytics } from './service.js'
 export async function analyticsRoutes(app: FastifyInstance): Promise<void> {
   app.post('/analytics/assets', {
     attachValidation: true,
+    preValidation: async (request) => parseLargeFilterFirst(request.body),
     schema: {
       tags: ['analytics'], summary: 'Aggregate assets: count, count_distinct, sum, average, grouped and broken down', description: REMEMBERED_RESULTS,
       body: analyticsBody, response: { 200: analyticsResponse, ...commonErrorResponses },

@@ -154,8 +154,9 @@ export function codedBodyError(errors: AjvError[], codes: BodyErrorCodes, body: 
     }
   }
   const def = issues[0]?.def ?? Errors.INVALID_REQUEST
-  // One failure per place (a null where an enum is expected fails both `type` and `enum`).
-  const same = issues.filter((issue, i) => issue.def === def && issues.findIndex((other) => other.pointer === issue.pointer) === i).map(({ def: _, match: __, ...issue }) => issue)
+  // One failure per place (a null where an enum is expected fails both `type` and `enum`): the first.
+  const places = new Set<string>()
+  const same = issues.filter((issue) => !places.has(issue.pointer) && places.add(issue.pointer) && issue.def === def).map(({ def: _, match: __, ...issue }) => issue)
   return new AppError(def, same.length > 0 ? same : [{ detail: 'the body is not valid', pointer: '' }])
 }
 

@@ -4,6 +4,7 @@ import { searchAssets } from './assets.js'
 import { searchRelationships } from './relationships.js'
 import { jsonDataBody } from '../core/pagination.js'
 import { REMEMBERED_RESULTS } from '../core/schemas.js'
+import { parseLargeFilterFirst } from '../query/filter-schema.js'
 
 /**
  * POST /search/assets, POST /search/relationships (CONTRACT §4). Any key may search (Viewer and up); its roles scope the rows.
@@ -15,6 +16,7 @@ export async function searchRoutes(app: FastifyInstance): Promise<void> {
   const config = { bodyErrorCodes: SEARCH_BODY_CODES }
   const preValidation = async (request: FastifyRequest) => {
     if (request.body === undefined || request.body === null) request.body = {}
+    parseLargeFilterFirst(request.body)
   }
 
   app.post('/search/assets', {
