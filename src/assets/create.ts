@@ -8,6 +8,7 @@ import type { AssetRow } from './mapper.js'
 import { checkBesideFailures, syncEmbeddedRelationships } from '../relationships/embedded.js'
 import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
 import { originOf } from '../outbox/write.js'
+import { pushAll } from '../core/arrays.js'
 
 export type BulkAssetInput = AssetInput & BulkItem
 
@@ -27,7 +28,7 @@ function prepareRows(ctx: RequestContext, items: readonly BulkAssetInput[], fail
     }
     const { row, issues } = prepareNewAsset(ctx.metamodel, items[i]!, `/${i}`)
     rows.push(row)
-    invalid.push(...issues)
+    pushAll(invalid, issues)
     if (issues.length === 0 && !hasLevel(ctx.auth, row, 'edit')) {
       forbidden.push({
         detail: `the key's roles do not allow to create ${row.asset_type_key} assets in ${describeDomain(row.access_domain_key)}`,

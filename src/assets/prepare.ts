@@ -3,6 +3,7 @@ import type { Issue } from '../core/errors.js'
 import type { LoadedMetamodel } from '../metamodel/service.js'
 import { compilePropertiesValidator, unknownPropertyIssue, type PropertiesValidator } from '../metamodel/validate.js'
 import type { NewAssetRow } from './sql.js'
+import { pushAll } from '../core/arrays.js'
 
 /** Body of POST /assets (and of each POST /bulk/assets item). */
 export interface AssetInput {
@@ -78,8 +79,8 @@ export function prepareAssetValues(metamodel: LoadedMetamodel, input: AssetInput
   const issues: Issue[] = []
   const type = metamodel.assetTypes.get(input.asset_type_key)
   if (!type) issues.push({ detail: `unknown asset type ${input.asset_type_key}`, pointer: `${base}/asset_type_key` })
-  else issues.push(...metamodel.validator(type.key)(properties, `${base}/properties`), ...unknownNulls(metamodel, type.key, input.properties ?? {}, `${base}/properties`))
-  issues.push(...checkDomain(metamodel, domain, `${base}/access_domain_key`))
+  else pushAll(pushAll(issues, metamodel.validator(type.key)(properties, `${base}/properties`)), unknownNulls(metamodel, type.key, input.properties ?? {}, `${base}/properties`))
+  pushAll(issues, checkDomain(metamodel, domain, `${base}/access_domain_key`))
   return {
     values: {
       asset_type_key: input.asset_type_key,
@@ -126,7 +127,7 @@ export function preparePropertiesPatch(metamodel: LoadedMetamodel, typeKey: stri
   const set = withoutNulls(properties)
   const clear = Object.keys(properties).filter((key) => properties[key] === null)
   const issues = patchValidator(metamodel, typeKey)(set, `${base}/properties`)
-  issues.push(...unknownNulls(metamodel, typeKey, properties, `${base}/properties`))
+  pushAll(issues, unknownNulls(metamodel, typeKey, properties, `${base}/properties`))
   for (const key of clear) {
     if (metamodel.assetType(typeKey).properties.some((p) => p.key === key && p.required)) {
       issues.push({ detail: `${key} is required for asset type ${typeKey}`, pointer: `${base}/properties/${key}` })

@@ -11,6 +11,7 @@ import { CompositeKeyMap } from '../refs/resolve.js'
 import { checkBesideFailures, syncEmbeddedRelationships, type EmbeddedSync } from '../relationships/embedded.js'
 import { duplicateClaims, ItemFailures, type BulkItem, type UniqueClaim } from '../core/items.js'
 import { originOf } from '../outbox/write.js'
+import { pushAll } from '../core/arrays.js'
 
 /** A PATCH /bulk/assets item; PATCH /assets/{id} is one such item (its body may repeat asset_type_key). */
 export type BulkAssetPatch = AssetPatch & BulkItem & { id: string }
@@ -132,7 +133,7 @@ async function writeRuns(tx: Tx, ctx: RequestContext, runs: readonly Map<string,
   for (const run of runs) {
     const changes = [...run.values()]
     const releaseUnique = changes.filter((c) => c.set_unique).map((c) => c.id)
-    written.push(...await updateAssets(tx, originOf(ctx), changes, { skipUnchanged: true, releaseUnique, answer: 'ids' }))
+    pushAll(written, await updateAssets(tx, originOf(ctx), changes, { skipUnchanged: true, releaseUnique, answer: 'ids' }))
   }
   return written
 }
@@ -154,8 +155,8 @@ function applyItems(ctx: RequestContext, items: readonly BulkAssetPatch[], plan:
     if (item.asset_type_key !== undefined && item.asset_type_key !== current.asset_type_key) {
       issues.unshift({ detail: 'asset_type_key cannot change', pointer: `/${i}/asset_type_key` })
     }
-    if (item.access_domain_key !== undefined) issues.push(...checkDomain(ctx.metamodel, item.access_domain_key, `/${i}/access_domain_key`))
-    invalid.push(...issues)
+    if (item.access_domain_key !== undefined) pushAll(issues, checkDomain(ctx.metamodel, item.access_domain_key, `/${i}/access_domain_key`))
+    pushAll(invalid, issues)
     // One entry per failing item: an invalid one is not also reported as forbidden.
     const denied = issues.length === 0 ? forbiddenIssue(ctx, current, item, i) : null
     if (denied) forbidden.push(denied)

@@ -14,6 +14,7 @@ import type { AssetRow } from './mapper.js'
 import type { Tx } from '../store/db.js'
 import { originOf } from '../outbox/write.js'
 import { TransientConflict } from '../store/retry.js'
+import { pushAll } from '../core/arrays.js'
 
 /** A PUT /bulk/assets item; PUT /assets/{composite key} is one such item (`id` from the path). */
 export interface UpsertItem extends BulkItem {
@@ -110,8 +111,8 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
     if (!current || !hasLevel(ctx.auth, current, 'view')) {
       // Created; an asset the key cannot see holding this key makes the insert clash (409).
       const prepared = prepareNewAsset(ctx.metamodel, { asset_type_key: key.asset_type_key, name: item.name, access_domain_key: item.access_domain_key ?? null, properties: withKey }, `/${i}`)
-      issues.push(...prepared.issues)
-      invalid.push(...issues)
+      pushAll(issues, prepared.issues)
+      pushAll(invalid, issues)
       if (issues.length > 0) return
       if (!hasLevel(ctx.auth, prepared.row, 'edit')) {
         forbidden.push({ detail: `the key's roles do not allow to create ${key.asset_type_key} assets in ${describeDomain(prepared.row.access_domain_key)}`, pointer: `/${i}` })
@@ -136,18 +137,18 @@ function planItems(ctx: RequestContext, items: readonly UpsertItem[], keys: (Key
     if (merge) {
       // As PATCH: properties merge key by key (null clears), an omitted access domain is kept.
       const patch = preparePropertiesPatch(ctx.metamodel, key.asset_type_key, withKey, `/${i}`)
-      issues.push(...patch.issues)
+      pushAll(issues, patch.issues)
       const domain = item.access_domain_key === undefined ? current.access_domain_key : item.access_domain_key
-      if (item.access_domain_key !== undefined) issues.push(...checkDomain(ctx.metamodel, domain, `/${i}/access_domain_key`))
+      if (item.access_domain_key !== undefined) pushAll(issues, checkDomain(ctx.metamodel, domain, `/${i}/access_domain_key`))
       change = { id: current.id, name: item.name, set_domain: true, access_domain_key: domain, replace: false, props: patch.set, cleared: patch.clear, set_unique: false, unique_value: null }
     } else {
       // Replace: what is not sent is cleared, as if the asset were created anew.
       const prepared = prepareAssetValues(ctx.metamodel, { asset_type_key: key.asset_type_key, name: item.name, access_domain_key: item.access_domain_key ?? null, properties: withKey }, `/${i}`)
-      issues.push(...prepared.issues)
+      pushAll(issues, prepared.issues)
       const { values } = prepared
       change = { id: current.id, name: values.name, set_domain: true, access_domain_key: values.access_domain_key, replace: true, props: values.properties, cleared: [], set_unique: false, unique_value: null }
     }
-    invalid.push(...issues)
+    pushAll(invalid, issues)
     if (issues.length > 0) return
     const denied = forbiddenChange(ctx, current, change.access_domain_key, i)
     if (denied) {

@@ -85,7 +85,7 @@ export class AppError extends Error {
 
 export function errorBody(err: AppError): { errors: Record<string, unknown>[] } {
   return {
-    errors: err.issues.map((issue) => {
+    errors: listed(err.issues).map((issue) => {
       const own = issue.def ?? err.def
       const entry: Record<string, unknown> = {
         status: String(own.status),
@@ -98,6 +98,61 @@ export function errorBody(err: AppError): { errors: Record<string, unknown>[] } 
       return entry
     }),
   }
+}
+
+/**
+ * The most failures an answer lists for one item of a bulk request (`meta.index`), or for a body
+ * that is not one: a body of 8 MB can hold a million unknown members, whose answer of 190 MB and
+ * some GB of memory told nothing the first hundred do not.
+ */
+export const MAX_LISTED_FAILURES = 100
+
+/**
+ * Each item's first MAX_LISTED_FAILURES issues; after them, one entry saying how many more there
+ * are, with the kind, pointer and meta of the first one left out. Every failing item is still
+ * listed (CONTRACT §1).
+ */
+function listed(issues: readonly Issue[]): readonly Issue[] {
+  if (issues.length <= MAX_LISTED_FAILURES) return issues
+  const shown = new Map<unknown, number>()
+  const left = new Map<unknown, { count: number; first: Issue; after: number }>()
+  const kept: Issue[] = []
+  for (const issue of issues) {
+    const item = issue.meta?.index
+    const count = (shown.get(item) ?? 0) + 1
+    shown.set(item, count)
+    if (count <= MAX_LISTED_FAILURES) {
+      kept.push(issue)
+      continue
+    }
+    const more = left.get(item)
+    if (more) more.count += 1
+    else left.set(item, { count: 1, first: issue, after: -1 })
+  }
+  if (left.size === 0) return kept
+  kept.forEach((issue, i) => {
+    const more = left.get(issue.meta?.index)
+    if (more) more.after = i
+  })
+  const out: Issue[] = []
+  const summaries = new Map([...left.values()].map((more) => [more.after, more]))
+  kept.forEach((issue, i) => {
+    out.push(issue)
+    const more = summaries.get(i)
+    if (!more) return
+    const index = more.first.meta?.index
+    const { first } = more
+    out.push({
+      detail: typeof index === 'number'
+        ? `${more.count.toLocaleString('en-US')} more ${more.count === 1 ? 'failure' : 'failures'} of item ${index} not listed: an answer lists the first ${MAX_LISTED_FAILURES} of each item`
+        : `${more.count.toLocaleString('en-US')} more ${more.count === 1 ? 'failure' : 'failures'} not listed: an answer lists the first ${MAX_LISTED_FAILURES}`,
+      ...(first.pointer !== undefined ? { pointer: typeof index === 'number' ? `/${index}` : '' } : {}),
+      ...(first.pointer === undefined && first.parameter !== undefined ? { parameter: first.parameter } : {}),
+      ...(first.meta !== undefined ? { meta: first.meta } : {}),
+      ...(first.def !== undefined ? { def: first.def } : {}),
+    })
+  })
+  return out
 }
 
 export function assertNever(value: never): never {

@@ -13,6 +13,7 @@ import type { RelationshipRow } from './mapper.js'
 import { escapePointer, isObject } from '../core/json.js'
 import { selectReplacedRelationships, type Direction, type KeptRelated, type PairKey } from './embedded-sql.js'
 import { originOf } from '../outbox/write.js'
+import { pushAll } from '../core/arrays.js'
 
 /** An asset named by type and unique value (null: it has none). */
 export interface AssetKeyValue {
@@ -72,7 +73,7 @@ export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, ite
   const assets = await resolveAssetRefs(ctx, tx, all.flatMap((pair) => pair.refs.map((r) => r.ref)))
   // Every submitted pair is checked; only the last one given for each (asset, direction, type) is written.
   const checked = planSync(ctx, all, assets, excused)
-  issues.push(...checked.issues)
+  pushAll(issues, checked.issues)
   // Items with invalid pairs are left out of the write, which still runs for the others so that
   // their 403s are found too: one answer lists every failing item (the caller's transaction
   // rolls back whenever this throws).
@@ -88,7 +89,7 @@ export async function syncEmbeddedRelationships(tx: Tx, ctx: RequestContext, ite
   // Relationships that exist already are kept as they are (id and created_at unchanged).
   const inserted = await insertRelationships(tx, ctx, plan.rows)
   // Only relationships that are really new need edit on their source; existing ones are kept as is.
-  forbidden.push(...inserted.flatMap((row) => plan.uneditable.get(rowKey(row)) ?? []))
+  pushAll(forbidden, inserted.flatMap((row) => plan.uneditable.get(rowKey(row)) ?? []))
   if (issues.length > 0 || forbidden.length > 0) {
     const marked = forbidden.map((issue) => ({ ...issue, def: Errors.FORBIDDEN }))
     throw new AppError(issues.length > 0 ? Errors.VALIDATION_FAILED : Errors.FORBIDDEN, [...issues, ...(issues.length > 0 ? marked : forbidden)])

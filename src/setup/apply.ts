@@ -11,6 +11,7 @@ import { loadState, lockOrganization, type OrgState } from './state.js'
 import { SetupError, withSource, type ApplyReport, type OrganizationSpec, type SetupFile } from './types.js'
 import { syncProjection } from '../projection/sync.js'
 import { INVALIDATE_CHANNEL } from '../core/channels.js'
+import { pushAll } from '../core/arrays.js'
 
 export type { ApplyReport } from './types.js'
 
@@ -39,7 +40,7 @@ async function upsertOrganization(tx: Tx, spec: OrganizationSpec, changes: strin
          ip_allowlist = $6::text[], updated_at = now() WHERE id = $1`,
       [before.id, ...values],
     )
-    changes.push(...lines)
+    pushAll(changes, lines)
   }
   return { id: before.id, created: false }
 }

@@ -1,6 +1,7 @@
 import type { Tx } from '../store/db.js'
 import { SetupError, withSource, type SetupFile } from './types.js'
 import type { OrgState } from './state.js'
+import { pushAll } from '../core/arrays.js'
 
 /** What every step of one apply shares. Steps append their change lines to `changes`. */
 export interface ApplyContext {
@@ -21,6 +22,6 @@ export function refuse(ctx: ApplyContext, message: string): never {
 }
 
 export function record(ctx: ApplyContext, lines: string[], metamodel = false): void {
-  ctx.changes.push(...lines)
+  pushAll(ctx.changes, lines)
   if (metamodel) ctx.metamodelChanges += lines.length
 }

@@ -8,6 +8,7 @@ import { newWebhookSecret } from './signing.js'
 import { webhookUrlIssue } from './ssrf.js'
 import * as sql from './sql.js'
 import { originOf } from '../outbox/write.js'
+import { pushAll } from '../core/arrays.js'
 
 /** What the webhook services need of a request (they never see `request` itself). */
 export interface WebhookContext {
@@ -108,7 +109,7 @@ async function validate(ctx: WebhookContext, input: WebhookPatch): Promise<void>
     const issue = await webhookUrlIssue(input.url, ctx.allowPrivate)
     if (issue) issues.push(issue)
   }
-  if (input.event_types !== undefined) issues.push(...eventTypeIssues(input.event_types))
+  if (input.event_types !== undefined) pushAll(issues, eventTypeIssues(input.event_types))
   if (issues.length > 0) throw new AppError(Errors.VALIDATION_FAILED, issues)
 }
 

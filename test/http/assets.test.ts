@@ -284,6 +284,13 @@ for (const store of STORES) {
       expect(res.body.errors.map((e: { source: { pointer: string } }) => e.source.pointer).sort()).toEqual(['/access_domain_key', '/asset_type_key'])
     })
 
+    it('lists the first 100 failures of a body, then how many more', async () => {
+      const res = await t.request('POST', '/api/v1/assets', { body: { ...server('wide-1'), ...Object.fromEntries(Array.from({ length: 150 }, (_, i) => [`u${i}`, 1])) } })
+      expect([res.status, res.body.errors.length]).toEqual([400, 101])
+      expect(res.body.errors[99]).toEqual({ status: '400', code: 'invalid_request', detail: 'unknown field "u99"', source: { pointer: '/u99' } })
+      expect(res.body.errors[100]).toEqual({ status: '400', code: 'invalid_request', detail: '50 more failures not listed: an answer lists the first 100', source: { pointer: '' } })
+    })
+
     it('answers 400 invalid_request for unknown fields and malformed JSON, and 422 for a missing name', async () => {
       const unknown = await t.request('POST', '/api/v1/assets', { body: { ...server('u-1'), colour: 'red' } })
       expect(unknown.status).toBe(400)

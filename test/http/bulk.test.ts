@@ -44,6 +44,23 @@ for (const store of STORES) {
       }
     })
 
+    it('lists the first 100 failures of each item, then how many more; an item of 300,000 unknown properties is one of them (it answered 500)', async () => {
+      const unknown = (n: number, prefix: string) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, 1]))
+      const items = [
+        { asset_type_key: 'note', name: 'wide', properties: unknown(300_000, 'k'), client_ref: 'wide' },
+        { asset_type_key: 'note', name: 'three', properties: unknown(3, 'x') },
+      ]
+      const res = await t.request('POST', '/api/v1/bulk/assets', { body: items })
+      expect([res.status, res.body.errors.length]).toEqual([422, 104])
+      const failure = (pointer: string, index: number, ref: string | null, detail: string) =>
+        ({ status: '422', code: 'validation_failed', detail, source: { pointer }, meta: { index, client_ref: ref } })
+      expect(res.body.errors[0]).toEqual(failure('/0/properties/k0', 0, 'wide', 'k0 is not a property of asset type note'))
+      expect(res.body.errors[99]).toEqual(failure('/0/properties/k99', 0, 'wide', 'k99 is not a property of asset type note'))
+      expect(res.body.errors[100]).toEqual(failure('/0', 0, 'wide', '299,900 more failures of item 0 not listed: an answer lists the first 100 of each item'))
+      expect(res.body.errors.slice(101)).toEqual([0, 1, 2].map((i) => failure(`/1/properties/x${i}`, 1, null, `x${i} is not a property of asset type note`)))
+      expect((await t.store.db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE name IN ('wide', 'three')")).rows[0]!.n).toBe(0)
+    })
+
     it('takes client_ref: null as none, as its answers show an item without one', async () => {
       const res = await t.request('POST', '/api/v1/bulk/assets', { body: [server('null-ref-1', {}, { client_ref: null }), server('null-ref-2', {}, { client_ref: 'r2' })] })
       expect(res.status).toBe(201)

@@ -8,6 +8,7 @@ import { csvRows, ndjsonRows, type FileRow, type ReadProgress } from './rows.js'
 import { createProgress, lostNote, type Progress } from './progress.js'
 import { fsReason } from '../../store/write-whole.js'
 import { outputProblem } from './export.js'
+import { pushAll } from '../../core/arrays.js'
 
 export const CHUNK_SIZE = 10_000
 
@@ -180,7 +181,7 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
       // A cell refused here was left out of its item: the server's word on that field (required, …) would repeat it.
       const local = new Map<number, Set<string>>()
       for (const r of refusals) local.set(r.line, (local.get(r.line) ?? new Set()).add(r.field))
-      refusals.push(...refusalsOf(errors, rows, items, res.status, ctx.type).filter((r) => !local.get(r.line)?.has(r.field)))
+      pushAll(refusals, refusalsOf(errors, rows, items, res.status, ctx.type).filter((r) => !local.get(r.line)?.has(r.field)))
     } else if (!dryRun) countResults(res.body, ctx.options.upsert, items.length, results)
   }
   const failed = refusals.length > 0
