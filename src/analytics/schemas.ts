@@ -1,9 +1,10 @@
-import { INTERVALS } from './spec.js'
+import { INTERVALS, MAX_GROUP_BY, MAX_MEASURES } from './spec.js'
 import { filterSchema } from '../query/filter-schema.js'
 
 /**
  * The analytics body and answer as the OpenAPI document shows them (CONTRACT §7). The route
- * validates by hand (analytics/spec.ts): these schemas describe, they do not reject.
+ * validates by hand (analytics/spec.ts): these schemas describe, they do not reject, and are not
+ * run (analytics/routes.ts).
  */
 
 const fieldDescription = 'id, asset_type_key, access_domain_key, name, created_at, updated_at (with an interval), properties.<key>'
@@ -34,7 +35,8 @@ export const analyticsBody = {
     measures: {
       type: ['array', 'null'],
       minItems: 1,
-      description: 'Default (or null) [{"type": "count"}].',
+      maxItems: MAX_MEASURES,
+      description: `Up to ${MAX_MEASURES}; default (or null) [{"type": "count"}].`,
       items: {
         type: 'object',
         required: ['type'],
@@ -46,7 +48,7 @@ export const analyticsBody = {
         },
       },
     },
-    group_by: { type: ['array', 'null'], items: dimensionSchema, maxItems: 10, description: 'Up to 10 groupings; none (or null): one row.' },
+    group_by: { type: ['array', 'null'], items: dimensionSchema, maxItems: MAX_GROUP_BY, description: `Up to ${MAX_GROUP_BY} groupings; none (or null): one row.` },
     breakdown_by: { oneOf: [...dimensionSchema.oneOf, { type: 'null' }], description: 'A second grouping inside each row; none or null: no breakdown.' },
   },
   examples: [{

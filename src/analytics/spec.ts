@@ -45,6 +45,12 @@ const MEASURE_TYPES: readonly MeasureType[] = ['count', 'count_distinct', 'sum',
 const SYSTEM_FIELDS: readonly SystemField[] = ['id', 'asset_type_key', 'name', 'access_domain_key', 'created_at', 'updated_at']
 /** More group levels than this is surely a mistake; each one multiplies the groups. */
 export const MAX_GROUP_BY = 10
+/**
+ * Measures per request: each is a column of every group and breakdown entry (an outside probe
+ * made 85 KB of 1,600 measures answer 135 MB; PostgreSQL refuses a statement of more than 1,664
+ * columns, which answered 500).
+ */
+export const MAX_MEASURES = 20
 
 function bad(pointer: string, detail: string): never {
   return failAt(Errors.INVALID_REQUEST, pointer, detail)
@@ -74,6 +80,7 @@ export function parseAnalytics(body: unknown, metamodel: Metamodel): AnalyticsSp
 function parseMeasures(value: unknown, metamodel: Metamodel): Measure[] {
   if (value === undefined || value === null) return [{ type: 'count', name: 'count' }]
   if (!Array.isArray(value) || value.length === 0) bad('/measures', 'measures must be a non-empty array of {"type", "field", "as"}')
+  if (value.length > MAX_MEASURES) bad('/measures', `measures takes at most ${MAX_MEASURES} measures; this one has ${value.length}`)
   const names = new Set<string>()
   return value.map((entry: unknown, i) => {
     const measure = parseMeasure(entry, `/measures/${i}`, metamodel)

@@ -152,6 +152,9 @@ for (const store of STORES) {
       ['created_at without an interval', { group_by: ['created_at'] }, 'invalid_request', '/group_by/0'],
       ['an unknown member', { measures: [{ type: 'count' }], order_by: 'count' }, 'invalid_request', '/order_by'],
       ['a filter on an unknown field', { filter: { and: [{ field: 'colour', operator: 'equals', value: 'x' }] } }, 'invalid_filter', '/filter/and/0/field'],
+      ['21 measures', { measures: Array.from({ length: 21 }, (_, i) => ({ type: 'count', as: `c${i}` })) }, 'invalid_request', '/measures'],
+      // PostgreSQL takes at most 1,664 columns in a statement: this answered 500.
+      ['5,000 measures', { measures: Array.from({ length: 5000 }, (_, i) => ({ type: 'sum', field: 'properties.cost', as: `m${i}` })) }, 'invalid_request', '/measures'],
     ])('rejects %s with 400 and a pointer', async (_, body, code, pointer) => {
       const res = await t.request('POST', '/api/v1/analytics/assets', { body })
       expect(res.status).toBe(400)
