@@ -22,7 +22,7 @@ const SERVER_SCHEMA = {
     cpu_count: { type: 'integer', minimum: 1 },
     memory_gb: { type: 'number' },
     purchased_on: { type: 'string', pattern: '^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$', format: 'date' },
-    tags: { type: 'array', items: { type: 'string', enum: ['pci', 'gdpr', 'legacy'] }, uniqueItems: true },
+    tags: { type: 'array', items: { type: 'string', enum: ['pci', 'gdpr', 'legacy'] }, uniqueItems: true, maxItems: 3 },
     managed: { type: 'boolean' },
     owner: { type: 'string' },
     cost: { type: 'number', description: 'An amount in EUR', 'x-kbis-currency': 'EUR' },
