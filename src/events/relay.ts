@@ -1,5 +1,6 @@
 import type { Db, Queryable } from '../store/db.js'
 import { metrics } from '../ops/metrics.js'
+import { isPgError } from '../core/pg-errors.js'
 import { toCloudEvent, type CloudEvent } from '../outbox/cloud-event.js'
 import { onEventsWritten, stampingOf, type Stamping } from '../outbox/write.js'
 import {
@@ -68,6 +69,8 @@ export interface RelayRetry {
  */
 const RELAY_RETRY_FIRST_MS = 250
 const RELAY_RETRY_MAX_MS = 5_000
+/** A stamping transaction quicker than this lets the next one take twice as many events (up to the batch size). */
+const GROW_BELOW_MS = 1_000
 
 /**
  * How long, on PGlite, a commit's hand-over waits for later commits to join its round. Single
@@ -97,6 +100,14 @@ export class EventRelay {
   private due: NodeJS.Timeout | null = null
   private stopped = false
   private readonly batchSize: number
+  /**
+   * Events per stamping transaction now: `batchSize`, halved after a transaction ran past the
+   * statement timeout, doubled back after each one that stamped. What a batch costs grows with
+   * what its hooks do per event: one delivery per matching webhook, each with the event's JSON
+   * (an outside probe: 5,000 events of 1 kB for 70 webhooks, 350,000 rows, ran past 10 s). The
+   * same batch timing out again and again held every organization's events back.
+   */
+  private size: number
   private unlisten: (() => void) | null = null
   private unwatch: (() => void) | null = null
   /** Failed rounds in a row, the last one's message, and when rounds may run again. */
@@ -107,6 +118,7 @@ export class EventRelay {
 
   constructor(private readonly db: Db, private readonly options: RelayOptions) {
     this.batchSize = options.batchSize ?? 5000
+    this.size = this.batchSize
     this.stamping = stampingOf(db.kind)
   }
 
@@ -256,18 +268,28 @@ export class EventRelay {
 
   private async stampAll(wait: boolean): Promise<void> {
     for (;;) {
-      const stamped = await this.db.transaction((tx) => this.stampBatch(tx, wait))
+      const started = Date.now()
+      const stamped = await this.db.transaction((tx) => this.stampBatch(tx, wait)).catch((err: unknown) => {
+        // 57014: past the statement timeout. The next round takes half as many events.
+        if (isPgError(err, '57014')) this.size = Math.max(1, Math.floor(this.size / 2))
+        throw err
+      })
       if (stamped === null) return
-      if (stamped.count > 0) await this.afterCommit(stamped)
+      if (stamped.count > 0) {
+        if (Date.now() - started < GROW_BELOW_MS) this.size = Math.min(this.batchSize, this.size * 2)
+        await this.afterCommit(stamped)
+      }
       if (!stamped.more) break
     }
   }
+
 
   /** One stamping transaction: null when another process holds the lock (it stamps them). */
   private async stampBatch(tx: Queryable, wait: boolean): Promise<StampedBatch | null> {
     if (!(await takeRelayLock(tx, wait))) return null
     if (this.stamping === 'written') return this.handOver(tx)
-    const batch = await selectUnstamped(tx, this.batchSize)
+    const size = this.size
+    const batch = await selectUnstamped(tx, size)
     if (batch.length === 0) return { count: 0, events: [], orgIds: [], more: false }
     const orgIds = [...new Set(batch.map((r) => r.org_id))]
     // Each organization's events of the batch, in id order, continue its highest position: only
@@ -278,7 +300,7 @@ export class EventRelay {
       .sort((a, b) => Number(a.n) - Number(b.n))
       .map((row) => ({ orgId: row.org_id, orgKey: row.org_key, event: toCloudEvent(row, row.org_key) }))
     for (const { hook } of this.stampedHooks) await hook(tx, events, orgIds)
-    return { count: stamped.count, events, orgIds, more: batch.length === this.batchSize }
+    return { count: stamped.count, events, orgIds, more: batch.length === size }
   }
 
 
