@@ -411,6 +411,22 @@ for (const store of STORES) {
       expect((await get('server:hostname:twice-1')).properties).toEqual({ hostname: 'twice-1', environment: 'prod', cpu_count: 4, owner: 'ann' })
     })
 
+    it('PATCH takes 100 items naming one asset, each with its event, and refuses the 101st (10,000 held its lock 66–97 s)', async () => {
+      const created = await t.request('POST', '/api/v1/bulk/assets', { body: [server('often-1')] })
+      const id = created.body.data[0].id
+      const items = (n: number) => Array.from({ length: n }, (_, i) => ({ id: 'server:hostname:often-1', properties: { cpu_count: i + 1 } }))
+      const over = await t.request('PATCH', '/api/v1/bulk/assets', { body: items(101) })
+      expect([over.status, over.body.errors]).toEqual([422, [{ status: '422', code: 'validation_failed', source: { pointer: '/100/id' }, meta: { index: 100, client_ref: null },
+        detail: 'asset server:hostname:often-1 is named by more than 100 items of this request; send its changes in fewer items' }]])
+      expect((await get(id)).properties.cpu_count).toBe(8)
+      const ok = await t.request('PATCH', '/api/v1/bulk/assets', { body: items(100) })
+      expect(ok.status).toBe(200)
+      expect((await get(id)).properties.cpu_count).toBe(100)
+      await t.app.events.flush()
+      const history = await t.request('GET', `/api/v1/assets/${id}/history?page[size]=100`)
+      expect(history.body.meta.page.total_items).toBe(101)
+    })
+
     it('PATCH lists unknown assets and invalid changes in one 422 and changes nothing', async () => {
       await t.request('POST', '/api/v1/bulk/assets', { body: [server('pv-1'), server('pv-2')] })
       const res = await t.request('PATCH', '/api/v1/bulk/assets', {
