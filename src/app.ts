@@ -48,6 +48,7 @@ import { eventRoutes } from './events/routes.js'
 import { createWebhookWorker, webhookRoutes } from './webhooks/plugin.js'
 import type { WebhookWorker } from './webhooks/worker.js'
 import { consoleRoutes } from './console/plugin.js'
+import { itemsWhenShort } from './core/bounded-lists.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -108,7 +109,7 @@ function compileValidator({ schema, httpPart }: { schema: object; httpPart?: str
   const part = httpPart === 'body' ? 'body' : 'query'
   const key = `${part}\n${JSON.stringify(schema)}`
   let validate = compiledValidators.get(key)
-  if (validate === undefined) compiledValidators.set(key, (validate = validators[part].compile(schema)))
+  if (validate === undefined) compiledValidators.set(key, (validate = validators[part].compile(itemsWhenShort(schema))))
   return validate
 }
 

@@ -3,6 +3,7 @@ import addFormats from 'ajv-formats'
 import type { AssetType, PropertyDefinition } from './types.js'
 import type { Issue } from '../core/errors.js'
 import { MAX_INDEXED_TEXT } from '../core/schemas.js'
+import { itemsWhenShort } from '../core/bounded-lists.js'
 
 /**
  * White space in a unique_key value: JavaScript's `\s` (tab to carriage return, the Zs spaces, the
@@ -74,24 +75,13 @@ function valueSchema(def: PropertyDefinition): Record<string, unknown> {
 }
 
 /**
- * A list's item checks only when it is no longer than it may be: with every error gathered, Ajv
- * checks each item of a list of a million values, one error or two each, before the checks of
- * the item's other properties (an 8 MB bulk item held the event loop for 22 s on PGlite).
- */
-function checkedWhenShort(schema: Record<string, unknown>): Record<string, unknown> {
-  if (schema.type !== 'array' || typeof schema.maxItems !== 'number') return schema
-  const { items, uniqueItems, minItems, ...outer } = schema
-  return { ...outer, if: { maxItems: schema.maxItems }, then: { items, uniqueItems, ...(minItems !== undefined ? { minItems } : {}) } }
-}
-
-/**
  * The JSON Schema of an asset type's whole `properties` object; `partial` (a PATCH's values to
  * set): no key is required, but a required property's value still may not be empty.
  */
 export function propertiesSchema(type: AssetType, partial = false): Record<string, unknown> {
   return {
     type: 'object',
-    properties: Object.fromEntries(type.properties.map((p) => [p.key, checkedWhenShort(propertyValueSchema(p))])),
+    properties: Object.fromEntries(type.properties.map((p) => [p.key, itemsWhenShort(propertyValueSchema(p))])),
     required: partial ? [] : type.properties.filter((p) => p.required).map((p) => p.key),
     additionalProperties: false,
   }

@@ -26,9 +26,15 @@ export const SEARCH_BODY_CODES: BodyErrorCodes = [
   ['/relationships/page', Errors.INVALID_PAGE],
 ]
 
+/** Sort keys of a search: more is surely a mistake (and its schema check a cost in each of them). */
+export const MAX_SORT_KEYS = 20
+/** Entries of a search's `include`, repeated ones counted. */
+export const MAX_INCLUDES = 10
+
 const sortSchema = {
   type: ['array', 'null'],
-  description: 'Sort keys in order; `id` always breaks ties. Default: created_at, id.',
+  maxItems: MAX_SORT_KEYS,
+  description: `Sort keys in order, at most ${MAX_SORT_KEYS}; \`id\` always breaks ties. Default: created_at, id.`,
   items: {
     type: 'object',
     required: ['field'],
@@ -68,6 +74,7 @@ export const searchAssetsBody = {
     page: searchPageSchema,
     include: {
       type: ['array', 'null'],
+      maxItems: MAX_INCLUDES,
       items: { type: 'string', enum: ['relationships', 'relationships.related_asset', 'relationships.related_asset.properties'] },
     },
     relationships: {
@@ -95,7 +102,7 @@ export const searchRelationshipsBody = {
     },
     sort: sortSchema,
     page: searchPageSchema,
-    include: { type: ['array', 'null'], items: { type: 'string', enum: ['source_asset', 'source_asset.properties', 'target_asset', 'target_asset.properties'] } },
+    include: { type: ['array', 'null'], maxItems: MAX_INCLUDES, items: { type: 'string', enum: ['source_asset', 'source_asset.properties', 'target_asset', 'target_asset.properties'] } },
   },
 } as const
 

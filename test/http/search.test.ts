@@ -160,6 +160,8 @@ for (const store of STORES) {
       ['an include that is not an array', { include: 'relationships' }, 'invalid_include', '/include'],
       ['a filter that is not an object', { filter: [c('name', 'equals', 'x')] }, 'invalid_filter', '/filter'],
       ['a page size of 101', { page: { size: 101 } }, 'invalid_page', '/page/size'],
+      ['21 sort keys', { sort: Array.from({ length: 21 }, () => ({ field: 'name' })) }, 'invalid_sort', '/sort'],
+      ['11 includes', { include: Array(11).fill('relationships') }, 'invalid_include', '/include'],
       ['a page number of 0', { page: { number: 0 } }, 'invalid_page', '/page/number'],
       ['an unknown include', { include: ['relationships', 'owner'] }, 'invalid_include', '/include/1'],
       ['an unknown body member', { filter: {}, limit: 5 }, 'invalid_request', '/limit'],
@@ -177,7 +179,10 @@ for (const store of STORES) {
       ['40,000 filter nodes that are no nodes', () => ({ filter: { and: Array(40_000).fill(1) } }), 'invalid_filter', 1, '/filter/and/0'],
       ['20,000 conditions, each without a field', () => ({ filter: { or: Array(20_000).fill({}) } }), 'invalid_filter', 1, '/filter/or/0/field'],
       ['400 groups of 1,000 nodes that are no nodes', () => ({ filter: { and: Array(400).fill({ or: Array(1000).fill(1) }) } }), 'invalid_filter', 1, '/filter/and/0/or/0'],
-      ['120,000 unknown members', () => Object.fromEntries(Array.from({ length: 120_000 }, (_, i) => [i.toString(36), 1])), 'invalid_request', 120_000, '/0'],
+      // The first 100 listed, then how many more (core/errors.ts).
+      ['120,000 unknown members', () => Object.fromEntries(Array.from({ length: 120_000 }, (_, i) => [i.toString(36), 1])), 'invalid_request', 101, '/0'],
+      ['500,000 sort keys that are no sort keys', () => ({ sort: Array(500_000).fill(5) }), 'invalid_sort', 1, '/sort'],
+      ['500,000 includes that are no includes', () => ({ include: Array(500_000).fill(5) }), 'invalid_include', 1, '/include'],
     ])('refuses %s at once', async (_, body, code, count, first) => {
       const started = Date.now()
       const res = await search(body())
