@@ -3,8 +3,7 @@ import { filterSchema } from '../query/filter-schema.js'
 
 /**
  * The analytics body and answer as the OpenAPI document shows them (CONTRACT §7). The route
- * validates by hand (analytics/spec.ts): these schemas describe, they do not reject, and are not
- * run (analytics/routes.ts).
+ * validates by hand (analytics/spec.ts): these schemas describe, they do not reject.
  */
 
 const fieldDescription = 'id, asset_type_key, access_domain_key, name, created_at, updated_at (with an interval), properties.<key>'
