@@ -1,11 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FastifyInstance } from 'fastify'
-import { STORES, createTestStore, type TestStore } from '../helpers/stores.js'
-import { ACME } from '../helpers/fixtures.js'
+import { STORES, type TestStore } from '../helpers/stores.js'
+import { createAcmeStore } from '../helpers/app.js'
 import { eventually } from '../helpers/webhook-receiver.js'
-import { applySetup } from '../../src/setup/apply.js'
-import type { SetupFile } from '../../src/setup/schema.js'
-import { createKeyFromCli } from '../../src/keys/cli.js'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/core/config.js'
 import { openDb, type Db } from '../../src/store/db.js'
@@ -17,9 +14,9 @@ describe.runIf(STORES.includes('postgres'))('postgres: a stamping batch that run
   let app: FastifyInstance
   let key: string
   beforeAll(async () => {
-    store = await createTestStore('postgres')
-    await applySetup(store.db, ACME as unknown as SetupFile)
-    key = (await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: 'batch', type: 'Admin', roles: ['all'] })).secret
+    const acme = await createAcmeStore('postgres', 'batch')
+    store = acme.store
+    key = acme.key
     db = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL!, schema: store.schema!, poolSize: 5, statementTimeoutMs: 300 })
     app = await buildApp({ db, config: loadConfig({}, { statementTimeoutMs: 300 }) })
     // What a batch's hooks cost grows with its events (one delivery per matching webhook, each

@@ -32,6 +32,17 @@ export interface TestApp {
 }
 
 /** A running app (not listening) over a fresh store seeded with `setup` (ACME by default). */
+/**
+ * A store holding organization acme and an Admin key of it, for tests that build their own Db
+ * and app over it (a statement timeout, a proxy in front of PostgreSQL).
+ */
+export async function createAcmeStore(kind: StoreKind, keyName: string): Promise<{ store: TestStore; key: string }> {
+  const store = await createTestStore(kind)
+  await applySetup(store.db, ACME as unknown as SetupFile)
+  const key = (await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: keyName, type: 'Admin', roles: ['all'] })).secret
+  return { store, key }
+}
+
 export async function createTestApp(kind: StoreKind, setup: unknown = ACME, configOverrides = {}): Promise<TestApp> {
   const store = await createTestStore(kind)
   const report = await applySetup(store.db, setup as SetupFile)

@@ -3,13 +3,10 @@ import copyStreams from 'pg-copy-streams'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/core/config.js'
-import { createKeyFromCli } from '../../src/keys/cli.js'
 import { PRIMARY_ANSWER_MARGIN_MS, openStore } from '../../src/open-store.js'
-import { applySetup } from '../../src/setup/apply.js'
-import type { SetupFile } from '../../src/setup/schema.js'
 import { openDb, type Db } from '../../src/store/db.js'
-import { ACME } from '../helpers/fixtures.js'
-import { createTestStore, STORES, type TestStore } from '../helpers/stores.js'
+import { STORES, type TestStore } from '../helpers/stores.js'
+import { createAcmeStore } from '../helpers/app.js'
 import { tcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js'
 
 const STATEMENT_TIMEOUT_MS = 1_000
@@ -32,9 +29,9 @@ describe.runIf(STORES.includes('postgres'))('postgres: a primary that stops answ
   let key: string
 
   beforeAll(async () => {
-    store = await createTestStore('postgres')
-    await applySetup(store.db, ACME as unknown as SetupFile)
-    key = (await createKeyFromCli(store.db, { org: 'acme', user: 'owner@acme.test', name: 'silent', type: 'Admin', roles: ['all'] })).secret
+    const acme = await createAcmeStore('postgres', 'silent')
+    store = acme.store
+    key = acme.key
     proxy = await tcpProxy(process.env.TEST_DATABASE_URL!, 5432)
     const url = new URL(proxy.url)
     url.searchParams.set('options', `-c search_path=${store.schema}`)
