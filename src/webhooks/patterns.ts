@@ -23,7 +23,12 @@ export function eventTypeIssues(patterns: readonly string[]): Issue[] {
  * The sizes of a webhook's fields: the API's schemas (schemas.ts) and the service's own checks
  * (service.ts, for every caller: the console's forms have no schema) read them from here.
  */
-export const WEBHOOK_LIMITS = { url: 2048, description: 2000, eventTypes: 50 } as const
+/**
+ * `perOrganization`: each webhook gets its own delivery of every event it selects, the event's
+ * JSON in each, written in the stamping transaction (70 webhooks of one organization made a
+ * 5,000-event batch 350,000 rows: outside amplification probe).
+ */
+export const WEBHOOK_LIMITS = { url: 2048, description: 2000, eventTypes: 50, perOrganization: 25 } as const
 
 /**
  * Whether a webhook's patterns select an event type. The same rule in SQL lives in sql.ts

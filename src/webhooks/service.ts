@@ -134,7 +134,10 @@ export async function createWebhook(ctx: WebhookContext, input: WebhookInput): P
     enabled: input.enabled ?? true,
     secret,
     viewer: ctx.auth,
-  })
+  }, WEBHOOK_LIMITS.perOrganization)
+  if (!row) {
+    throw new AppError(Errors.VALIDATION_FAILED, [{ detail: `an organization has at most ${WEBHOOK_LIMITS.perOrganization} webhooks; delete one to add another`, pointer: '' }])
+  }
   // Senders idle while the store has no webhook: from now on they poll.
   ctx.wake()
   return { ...toRecord(row), secret }

@@ -50,15 +50,17 @@ export async function countUnscopedWebhooks(q: Queryable): Promise<number> {
   return (await q.query<{ n: number }>('SELECT count(*)::int AS n FROM webhooks WHERE role_keys IS NULL')).rows[0]!.n
 }
 
-export async function insertWebhook(q: Queryable, orgId: string, w: NewWebhook): Promise<WebhookRow> {
-  const params = new Params([orgId, w.id, w.url, w.description, w.event_types, w.enabled, w.secret])
+/** The new webhook, or null when the organization has `limit` webhooks already. */
+export async function insertWebhook(q: Queryable, orgId: string, w: NewWebhook, limit: number): Promise<WebhookRow | null> {
+  const params = new Params([orgId, w.id, w.url, w.description, w.event_types, w.enabled, w.secret, limit])
   const result = await q.query<WebhookRow>(
     `INSERT INTO webhooks (org_id, id, url, description, event_types, enabled, secret, role_keys, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5::text[], $6, $7, ${viewerRolesSql(params, w.viewer)}, date_trunc('second', now()), date_trunc('second', now()))
+     SELECT $1, $2, $3, $4, $5::text[], $6, $7, ${viewerRolesSql(params, w.viewer)}, date_trunc('second', now()), date_trunc('second', now())
+     WHERE (SELECT count(*) FROM webhooks WHERE org_id = $1) < $8
      RETURNING ${WEBHOOK_COLUMNS}`,
     params.values,
   )
-  return result.rows[0]!
+  return result.rows[0] ?? null
 }
 
 export async function selectWebhook(q: Queryable, orgId: string, id: string): Promise<WebhookRow | null> {

@@ -285,7 +285,7 @@ for (const store of STORES) {
         const ids: Record<string, string> = {}
         for (const [name, url] of [['named', `http://localhost:${port}/hook`], ['literal', `http://127.0.0.1:${port}/hook`]] as const) {
           ids[name] = newId()
-          await insertWebhook(t.store.db, t.orgId, { id: ids[name]!, url: url!, description: null, event_types: ['api_key.deleted'], enabled: true, secret: newWebhookSecret(), viewer: { userId: newId(), roleKeys: [] } })
+          await insertWebhook(t.store.db, t.orgId, { id: ids[name]!, url: url!, description: null, event_types: ['api_key.deleted'], enabled: true, secret: newWebhookSecret(), viewer: { userId: newId(), roleKeys: [] } }, 100)
         }
         const before = receiver.received.length
         for (const id of Object.values(ids)) expect((await t.request('POST', `/api/v1/webhooks/${id}/test`)).status).toBe(202)

@@ -368,3 +368,28 @@ for (const store of STORES) {
     })
   })
 }
+
+for (const store of STORES) {
+  describe(`${store}: webhooks per organization`, () => {
+    let t: TestApp
+    beforeAll(async () => {
+      t = await createTestApp(store)
+    })
+    afterAll(async () => t.close())
+
+    it('takes 25 webhooks, refuses a 26th with 422 and writes nothing, and takes one again after a delete', async () => {
+      const create = (n: number) => t.request('POST', '/api/v1/webhooks', { body: { url: `https://hooks.example.com/${n}`, event_types: ['*'] } })
+      const ids: string[] = []
+      for (let n = 1; n <= 25; n++) {
+        const res = await create(n)
+        expect(res.status, `webhook ${n}`).toBe(201)
+        ids.push(res.body.data.id)
+      }
+      const over = await create(26)
+      expect([over.status, over.body.errors]).toEqual([422, [{ status: '422', code: 'validation_failed', detail: 'an organization has at most 25 webhooks; delete one to add another', source: { pointer: '' } }]])
+      expect((await t.request('GET', '/api/v1/webhooks?page[size]=100')).body.meta.page.total_items).toBe(25)
+      expect((await t.request('DELETE', `/api/v1/webhooks/${ids[0]}`)).status).toBe(204)
+      expect((await create(27)).status).toBe(201)
+    })
+  })
+}
