@@ -115,44 +115,43 @@ export const MAX_LISTED_FAILURES = 100
 function listed(issues: readonly Issue[]): readonly Issue[] {
   if (issues.length <= MAX_LISTED_FAILURES) return issues
   const shown = new Map<unknown, number>()
-  const left = new Map<unknown, { count: number; first: Issue; after: number }>()
+  // Per item: how many are left out, the first of them, and where its last listed one stands.
+  const left = new Map<unknown, { count: number; first: Issue }>()
+  const lastShown = new Map<unknown, number>()
   const kept: Issue[] = []
   for (const issue of issues) {
     const item = issue.meta?.index
     const count = (shown.get(item) ?? 0) + 1
     shown.set(item, count)
     if (count <= MAX_LISTED_FAILURES) {
-      kept.push(issue)
+      lastShown.set(item, kept.push(issue) - 1)
       continue
     }
     const more = left.get(item)
     if (more) more.count += 1
-    else left.set(item, { count: 1, first: issue, after: -1 })
+    else left.set(item, { count: 1, first: issue })
   }
   if (left.size === 0) return kept
-  kept.forEach((issue, i) => {
-    const more = left.get(issue.meta?.index)
-    if (more) more.after = i
+  const summaryAfter = new Map([...left].map(([item, more]) => [lastShown.get(item)!, more]))
+  return kept.flatMap((issue, i) => {
+    const more = summaryAfter.get(i)
+    return more ? [issue, notListed(more.count, more.first)] : [issue]
   })
-  const out: Issue[] = []
-  const summaries = new Map([...left.values()].map((more) => [more.after, more]))
-  kept.forEach((issue, i) => {
-    out.push(issue)
-    const more = summaries.get(i)
-    if (!more) return
-    const index = more.first.meta?.index
-    const { first } = more
-    out.push({
-      detail: typeof index === 'number'
-        ? `${more.count.toLocaleString('en-US')} more ${more.count === 1 ? 'failure' : 'failures'} of item ${index} not listed: an answer lists the first ${MAX_LISTED_FAILURES} of each item`
-        : `${more.count.toLocaleString('en-US')} more ${more.count === 1 ? 'failure' : 'failures'} not listed: an answer lists the first ${MAX_LISTED_FAILURES}`,
-      ...(first.pointer !== undefined ? { pointer: typeof index === 'number' ? `/${index}` : '' } : {}),
-      ...(first.pointer === undefined && first.parameter !== undefined ? { parameter: first.parameter } : {}),
-      ...(first.meta !== undefined ? { meta: first.meta } : {}),
-      ...(first.def !== undefined ? { def: first.def } : {}),
-    })
-  })
-  return out
+}
+
+/** The entry that says how many failures like `first` (and after it) an answer leaves out. */
+function notListed(count: number, first: Issue): Issue {
+  const index = first.meta?.index
+  const failures = `${count.toLocaleString('en-US')} more ${count === 1 ? 'failure' : 'failures'}`
+  return {
+    detail: typeof index === 'number'
+      ? `${failures} of item ${index} not listed: an answer lists the first ${MAX_LISTED_FAILURES} of each item`
+      : `${failures} not listed: an answer lists the first ${MAX_LISTED_FAILURES}`,
+    ...(first.pointer !== undefined ? { pointer: typeof index === 'number' ? `/${index}` : '' } : {}),
+    ...(first.pointer === undefined && first.parameter !== undefined ? { parameter: first.parameter } : {}),
+    ...(first.meta !== undefined ? { meta: first.meta } : {}),
+    ...(first.def !== undefined ? { def: first.def } : {}),
+  }
 }
 
 export function assertNever(value: never): never {

@@ -81,7 +81,7 @@ function valueSchema(def: PropertyDefinition): Record<string, unknown> {
 export function propertiesSchema(type: AssetType, partial = false): Record<string, unknown> {
   return {
     type: 'object',
-    properties: Object.fromEntries(type.properties.map((p) => [p.key, itemsWhenShort(propertyValueSchema(p))])),
+    properties: Object.fromEntries(type.properties.map((p) => [p.key, propertyValueSchema(p)])),
     required: partial ? [] : type.properties.filter((p) => p.required).map((p) => p.key),
     additionalProperties: false,
   }
@@ -117,7 +117,8 @@ export type PropertiesValidator = (properties: Record<string, unknown>, pointer:
 
 /** Compiles once per asset type (and metamodel version) a validator returning CONTRACT issues. */
 export function compilePropertiesValidator(type: AssetType, partial = false): PropertiesValidator {
-  const validate: ValidateFunction = ajv.compile(propertiesSchema(type, partial))
+  // Lists checked item by item only within their length (core/bounded-lists.ts), as the routes' validators are.
+  const validate: ValidateFunction = ajv.compile(itemsWhenShort(propertiesSchema(type, partial)))
   const defs = new Map(type.properties.map((p) => [p.key, p]))
   return (properties, pointer) => {
     if (validate(properties)) return []
