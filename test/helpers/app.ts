@@ -31,7 +31,6 @@ export interface TestApp {
   close(): Promise<void>
 }
 
-/** A running app (not listening) over a fresh store seeded with `setup` (ACME by default). */
 /**
  * A store holding organization acme and an Admin key of it, for tests that build their own Db
  * and app over it (a statement timeout, a proxy in front of PostgreSQL).
@@ -43,6 +42,7 @@ export async function createAcmeStore(kind: StoreKind, keyName: string): Promise
   return { store, key }
 }
 
+/** A running app (not listening) over a fresh store seeded with `setup` (ACME by default). */
 export async function createTestApp(kind: StoreKind, setup: unknown = ACME, configOverrides = {}): Promise<TestApp> {
   const store = await createTestStore(kind)
   const report = await applySetup(store.db, setup as SetupFile)
