@@ -67,13 +67,15 @@ export interface NdjsonBatch {
 export async function selectNdjsonBatch(db: Db, query: ExportQuery, afterId: string | null, size: number, throughId: string | null = null): Promise<NdjsonBatch> {
   const batch = batchOf(query, afterId, size, throughId)
   if (db.copyLines) return linesBatch(await db.copyLines(`SELECT ${ASSET_RECORD_JSON} ${batch.from}`, batch.params.values))
-  const result = await db.query<{ text: string | null; last_id: string | null; n: number }>(
-    `SELECT string_agg(line, E'\\n' ORDER BY id) || E'\\n' AS text, (array_agg(id ORDER BY id DESC))[1] AS last_id, count(*)::int AS n
+  // One ordered aggregate: the last id is read from the text's last line, as from COPY's.
+  const result = await db.query<{ text: string | null; n: number }>(
+    `SELECT string_agg(line, E'\\n' ORDER BY id) || E'\\n' AS text, count(*)::int AS n
      FROM (SELECT a.id, ${ASSET_RECORD_JSON} AS line ${batch.from}) b`,
     batch.params.values,
   )
-  const row = result.rows[0]
-  return { chunks: row?.text ? [row.text] : [], lastId: row?.last_id ?? null, rows: Number(row?.n ?? 0) }
+  const text = result.rows[0]?.text
+  if (!text) return { chunks: [], lastId: null, rows: 0 }
+  return { chunks: [text], lastId: lineId(text.slice(text.lastIndexOf('\n', text.length - 2) + 1)), rows: Number(result.rows[0]!.n) }
 }
 
 /** Every line starts `{"id":"<uuid>"`: the keyset's next bound is read from the last one. */
@@ -85,10 +87,14 @@ function linesBatch(chunks: Buffer[]): NdjsonBatch {
   let rows = 0
   for (const chunk of chunks) for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) rows++
   if (rows === 0) return { chunks: [], lastId: null, rows }
-  const last = lastLine(chunks)
-  const lastId = last.toString('latin1', ID_START, ID_END)
-  if (!UUID.test(lastId)) throw new Error(`export: a line does not start with its id: ${JSON.stringify(last.toString('utf8', 0, ID_END))}`)
-  return { chunks, lastId, rows }
+  return { chunks, lastId: lineId(lastLine(chunks).toString('utf8', 0, ID_END)), rows }
+}
+
+/** The id a line starts with. */
+function lineId(line: string): string {
+  const id = line.slice(ID_START, ID_END)
+  if (!UUID.test(id)) throw new Error(`export: a line does not start with its id: ${JSON.stringify(line.slice(0, ID_END))}`)
+  return id
 }
 
 /** The bytes of the last line of chunks that end with `\n` (a line may span chunks). */
