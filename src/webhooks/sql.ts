@@ -51,17 +51,23 @@ export async function countUnscopedWebhooks(q: Queryable): Promise<number> {
 }
 
 /** The new webhook, or null when the organization has `limit` webhooks already. */
-export async function insertWebhook(q: Queryable, orgId: string, w: NewWebhook, limit: number): Promise<WebhookRow | null> {
+export async function insertWebhook(db: Db, orgId: string, w: NewWebhook, limit: number): Promise<WebhookRow | null> {
   const params = new Params([orgId, w.id, w.url, w.description, w.event_types, w.enabled, w.secret, limit])
-  const result = await q.query<WebhookRow>(
-    `INSERT INTO webhooks (org_id, id, url, description, event_types, enabled, secret, role_keys, created_at, updated_at)
-     SELECT $1, $2, $3, $4, $5::text[], $6, $7, ${viewerRolesSql(params, w.viewer)}, date_trunc('second', now()), date_trunc('second', now())
-     WHERE (SELECT count(*) FROM webhooks WHERE org_id = $1) < $8
-     RETURNING ${WEBHOOK_COLUMNS}`,
-    params.values,
-  )
-  return result.rows[0] ?? null
+  // Creates of one organization take turns: two at limit - 1 would otherwise both count below it.
+  return db.transaction(async (tx) => {
+    await tx.query(HOLD_ORG_WEBHOOKS, [orgId])
+    const result = await tx.query<WebhookRow>(
+      `INSERT INTO webhooks (org_id, id, url, description, event_types, enabled, secret, role_keys, created_at, updated_at)
+       SELECT $1, $2, $3, $4, $5::text[], $6, $7, ${viewerRolesSql(params, w.viewer)}, date_trunc('second', now()), date_trunc('second', now())
+       WHERE (SELECT count(*) FROM webhooks WHERE org_id = $1) < $8
+       RETURNING ${WEBHOOK_COLUMNS}`,
+      params.values,
+    )
+    return result.rows[0] ?? null
+  })
 }
+
+const HOLD_ORG_WEBHOOKS = "SELECT pg_advisory_xact_lock(hashtext('kbis_webhooks'), hashtext($1::text))"
 
 export async function selectWebhook(q: Queryable, orgId: string, id: string): Promise<WebhookRow | null> {
   const result = await q.query<WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE org_id = $1 AND id = $2`, [orgId, id])

@@ -391,5 +391,16 @@ for (const store of STORES) {
       expect((await t.request('DELETE', `/api/v1/webhooks/${ids[0]}`)).status).toBe(204)
       expect((await create(27)).status).toBe(201)
     })
+
+    it('counts creates that arrive at once against the same 25: ten at 20 make 5 webhooks and 5 refusals', async () => {
+      const create = (n: number) => t.request('POST', '/api/v1/webhooks', { body: { url: `https://hooks.example.com/at-once/${n}`, event_types: ['*'] } })
+      const list = (await t.request('GET', '/api/v1/webhooks?page[size]=100')).body.data as { id: string }[]
+      for (const { id } of list.slice(20)) expect((await t.request('DELETE', `/api/v1/webhooks/${id}`)).status).toBe(204)
+      for (let n = list.length; n < 20; n++) expect((await create(100 + n)).status).toBe(201)
+      expect((await t.request('GET', '/api/v1/webhooks?page[size]=100')).body.meta.page.total_items).toBe(20)
+      const statuses = (await Promise.all(Array.from({ length: 10 }, (_, n) => create(n)))).map((res) => res.status)
+      expect(statuses.sort()).toEqual([201, 201, 201, 201, 201, 422, 422, 422, 422, 422])
+      expect((await t.request('GET', '/api/v1/webhooks?page[size]=100')).body.meta.page.total_items).toBe(25)
+    })
   })
 }
