@@ -47,7 +47,7 @@ import { exportRoutes } from './export/routes.js'
 import { eventRoutes } from './events/routes.js'
 import { createWebhookWorker, webhookRoutes } from './webhooks/plugin.js'
 import type { WebhookWorker } from './webhooks/worker.js'
-import { consoleRoutes } from './console/plugin.js'
+import { answerConsoleRouterError, consoleRoutes } from './console/plugin.js'
 import { itemsWhenShort } from './core/bounded-lists.js'
 
 declare module 'fastify' {
@@ -180,7 +180,9 @@ function fastifyOptions({ config, logger }: AppOptions): FastifyHttpOptions<Serv
     // came up to 30 s late and headers finished in that time were served (outside audit): every second.
     http: { requireHostHeader: false, connectionsCheckingInterval: 1_000 },
     // Errors the router raises before any route runs, in the same envelope as every other error.
-    frameworkErrors: (error, _request, reply) => {
+    frameworkErrors: (error, request, reply) => {
+      // The console's pages are HTML, its errors too.
+      if (/^\/console(?:[/?]|$)/.test(request.url)) return answerConsoleRouterError(error, request, reply as FastifyReply)
       if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new AppError(Errors.NOT_FOUND, 'a path segment is longer than any id or composite key can be'))
       if (error.code === 'FST_ERR_BAD_URL') return sendError(reply, new AppError(Errors.INVALID_REQUEST, `the URL is malformed: ${ESCAPE_RULE}`))
       return sendError(reply, new AppError(Errors.INVALID_REQUEST, error.message))

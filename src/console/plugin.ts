@@ -5,11 +5,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import cookie from '@fastify/cookie'
 import formbody from '@fastify/formbody'
 import csrf from '@fastify/csrf-protection'
-import helmet from '@fastify/helmet'
+import fastifyHelmet from '@fastify/helmet'
+import helmet, { type HelmetOptions } from 'helmet'
 import view from '@fastify/view'
 import { Eta } from 'eta'
 import { AppError, Errors, type ErrorDef } from '../core/errors.js'
-import { refuseBrokenUrl } from '../core/http-input.js'
+import { ESCAPE_RULE, refuseBrokenUrl } from '../core/http-input.js'
 import type { RequestContext } from '../request/context.js'
 import { userAuthContext } from '../core/auth/user.js'
 import { loadSession, parseSessionCookie, signIn, signOut } from './auth.js'
@@ -52,6 +53,46 @@ const eta = new Eta({ views: VIEWS, autoEscape: true, cache: true })
 
 export function renderPartial(page: string, data: Record<string, unknown>): string {
   return eta.render(page, data)
+}
+
+/**
+ * Browser hardening for the console's pages only (the API answers JSON to programs): no framing
+ * (clickjacking), scripts, styles and form targets from the console itself, no sniffing, no
+ * referrer beyond this origin. HSTS is left to whoever terminates TLS (it binds the whole host
+ * for a year), and so is upgrading requests to https (a console on plain http must still load).
+ */
+const HARDENING = {
+  contentSecurityPolicy: {
+    useDefaults: false,
+    directives: {
+      defaultSrc: ["'self'"],
+      baseUri: ["'none'"],
+      formAction: ["'self'"],
+      frameAncestors: ["'none'"],
+      objectSrc: ["'none'"],
+      imgSrc: ["'self'", 'data:'],
+      scriptSrc: ["'self'"],
+      styleSrc: ["'self'"],
+    },
+  },
+  frameguard: { action: 'deny' },
+  referrerPolicy: { policy: 'same-origin' },
+  strictTransportSecurity: false,
+} satisfies HelmetOptions
+const hardenAnswer = helmet(HARDENING)
+
+/**
+ * What the router refuses in a console URL before any of the console's routes or hooks run (an
+ * escape in the path that is not UTF-8, a segment past the longest id): the console's error page,
+ * with its hardening, no session and no form token.
+ */
+export function answerConsoleRouterError(error: { code?: string }, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const [status, title, message]: [number, string, string] = error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+    ? [404, 'Not found', 'There is no such page.']
+    : [400, 'Error', error.code === 'FST_ERR_BAD_URL' ? `This address is malformed: ${ESCAPE_RULE}.` : 'This request is malformed.']
+  hardenAnswer(request.raw, reply.raw, () => undefined)
+  const page = eta.render('layout.eta', { title, body: eta.render('error.eta', { title, message }), user: null, orgKey: null, flash: null, csrfToken: '', path: '', url: '' })
+  return reply.code(status).header('cache-control', 'no-store').header('x-request-id', request.id).type('text/html; charset=utf-8').send(page)
 }
 
 /** The few files the pages load, read once: no build step, htmx straight from node_modules. */
@@ -246,28 +287,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
 
 /** The plugins the console's pages need: browser hardening, cookies, forms, CSRF, templates. */
 async function registerBrowserPlugins(app: FastifyInstance): Promise<void> {
-  // Browser hardening for the console's pages only (the API answers JSON to programs): no framing
-  // (clickjacking), scripts, styles and form targets from the console itself, no sniffing, no
-  // referrer beyond this origin. HSTS is left to whoever terminates TLS (it binds the whole host
-  // for a year), and so is upgrading requests to https (a console on plain http must still load).
-  await app.register(helmet, {
-    contentSecurityPolicy: {
-      useDefaults: false,
-      directives: {
-        defaultSrc: ["'self'"],
-        baseUri: ["'none'"],
-        formAction: ["'self'"],
-        frameAncestors: ["'none'"],
-        objectSrc: ["'none'"],
-        imgSrc: ["'self'", 'data:'],
-        scriptSrc: ["'self'"],
-        styleSrc: ["'self'"],
-      },
-    },
-    frameguard: { action: 'deny' },
-    referrerPolicy: { policy: 'same-origin' },
-    strictTransportSecurity: false,
-  })
+  await app.register(fastifyHelmet, HARDENING)
   // The app's check of broken URLs (a NUL, an escape that is not UTF-8), here so that its error
   // page has the headers above (core/http-input.ts leaves console URLs to this hook).
   app.addHook('onRequest', async (request) => refuseBrokenUrl(request.url))

@@ -343,7 +343,7 @@ for (const kind of STORES) {
     })
 
     it('answers a URL with a NUL or an escape that is not UTF-8 with a 400 page, not a 500', async () => {
-      for (const url of ['/console/sign-in?x=%00', '/console/archived?name=%00', '/console/sign-in?x=%ff', '/console/assets/%00']) {
+      for (const url of ['/console/sign-in?x=%00', '/console/archived?name=%00', '/console/sign-in?x=%ff', '/console/assets/%00', '/console/archived/%ff/delete', '/console/assets/%e2%82']) {
         const res = await t.app.inject({ method: 'GET', url })
         expect(res.statusCode, url).toBe(400)
         expect(res.headers['content-type'], url).toBe('text/html; charset=utf-8')
@@ -352,6 +352,13 @@ for (const kind of STORES) {
         expect(res.headers['content-security-policy'], url).toContain("frame-ancestors 'none'")
         expect(res.headers['x-frame-options'], url).toBe('DENY')
       }
+    })
+
+    it('answers a path segment longer than any id with the console\'s 404 page, as any unknown console path', async () => {
+      const res = await t.app.inject({ method: 'GET', url: `/console/archived/${'x'.repeat(9000)}/delete` })
+      expect([res.statusCode, res.headers['content-type'], res.headers['x-frame-options']]).toEqual([404, 'text/html; charset=utf-8', 'DENY'])
+      expect(res.body).toContain('<h1>Not found</h1>')
+      expect(res.body).toContain('There is no such page.')
     })
 
     it('redirects to sign-in without a session, and keeps /api/v1 free of console routes', async () => {
