@@ -45,21 +45,54 @@ export function compileFilter(node: ResolvedNode, params: Params, alias: string,
 function compileGroup(node: ResolvedGroup, params: Params, alias: string, storage: PropertyStorage): string {
   // Empty groups follow logic (and kysely): an empty AND matches all, an empty OR matches none.
   if (node.children.length === 0) return node.kind === 'and' ? 'TRUE' : 'FALSE'
-  const parts = node.children.map((child) => compileFilter(child, params, alias, storage))
-  return parts.length === 1 ? (parts[0] as string) : `(${parts.join(node.kind === 'and' ? ' AND ' : ' OR ')})`
+  const join = node.kind === 'and' ? ' AND ' : ' OR '
+  const parts = byRelatedEnd(node.children).map((child) =>
+    Array.isArray(child) ? compileRelatedAll(child, join, params, alias, storage) : compileFilter(child, params, alias, storage))
+  return parts.length === 1 ? (parts[0] as string) : `(${parts.join(join)})`
+}
+
+/**
+ * A group's children, those on one related end gathered where the first of them stands: each end
+ * is one asset (a primary key), so `EXISTS (… c1) AND EXISTS (… c2)` is `EXISTS (… c1 AND c2)`,
+ * and so with OR, one probe of the asset instead of one per condition.
+ */
+function byRelatedEnd(children: readonly ResolvedNode[]): (ResolvedNode | RelatedCondition[])[] {
+  const out: (ResolvedNode | RelatedCondition[])[] = []
+  const ends = new Map<RelatedEnd, RelatedCondition[]>()
+  for (const child of children) {
+    if (child.kind !== 'related') {
+      out.push(child)
+      continue
+    }
+    const same = ends.get(child.end)
+    if (same) same.push(child)
+    else {
+      const first = [child]
+      ends.set(child.end, first)
+      out.push(first)
+    }
+  }
+  return out
 }
 
 const RELATED_ALIAS: Readonly<Record<RelatedEnd, string>> = { source: 'sa', target: 'ta' }
 
-/**
- * `source_asset.*` / `target_asset.*` → a correlated EXISTS on the asset's primary key, never a
- * join: a join could duplicate or drop relationship rows, EXISTS only filters them.
- */
 function compileRelated(node: RelatedCondition, params: Params, alias: string, storage: PropertyStorage): string {
-  const inner = RELATED_ALIAS[node.end]
-  if (inner === alias) throw new Error(`alias ${alias} is reserved for ${node.end} assets`)
-  const column = node.end === 'source' ? 'source_asset_id' : 'target_asset_id'
-  const condition = compileCondition(node.condition, params, inner, storage)
+  return compileRelatedAll([node], ' AND ', params, alias, storage)
+}
+
+/**
+ * `source_asset.*` / `target_asset.*` conditions on one end, joined by `join` → a correlated
+ * EXISTS on the asset's primary key, never a join: a join could duplicate or drop relationship
+ * rows, EXISTS only filters them.
+ */
+function compileRelatedAll(nodes: readonly RelatedCondition[], join: string, params: Params, alias: string, storage: PropertyStorage): string {
+  const end = nodes[0]!.end
+  const inner = RELATED_ALIAS[end]
+  if (inner === alias) throw new Error(`alias ${alias} is reserved for ${end} assets`)
+  const column = end === 'source' ? 'source_asset_id' : 'target_asset_id'
+  const conditions = nodes.map((node) => compileCondition(node.condition, params, inner, storage))
+  const condition = conditions.length === 1 ? conditions[0]! : `(${conditions.join(join)})`
   return `EXISTS (SELECT 1 FROM ${storage.assetRow(inner, alias, column)} AND ${condition})`
 }
 

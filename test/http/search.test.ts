@@ -300,6 +300,10 @@ for (const store of STORES) {
         ['on composite keys not in a list', c('target_asset_id', 'not_in', ['server:hostname:db-01']), ['crm>web-01', 'erp>db-02']],
         ['on both ends', { and: [c('target_asset.name', 'starts_with', 'DB'), c('source_asset.asset_type_key', 'equals', 'application')] }, ['crm>db-01', 'erp>db-02']],
         ['on a multi-select of the target', c('target_asset.properties.tags', 'includes', 'gdpr'), ['erp>db-02']],
+        // Conditions on one end are asked of that asset in one EXISTS (compile.ts byRelatedEnd).
+        ['on two conditions of the target, both', { and: [c('target_asset.name', 'starts_with', 'db'), c('target_asset.properties.environment', 'not_equals', 'prod')] }, ['erp>db-02']],
+        ['on two conditions of the target, either', { or: [c('target_asset.name', 'equals', 'web-01'), c('target_asset.properties.tags', 'includes', 'gdpr')] }, ['crm>web-01', 'erp>db-02']],
+        ['on two conditions of the source and one of the target', { and: [c('source_asset.properties.tier', 'equals', 'gold'), c('target_asset.name', 'starts_with', 'db'), c('source_asset.name', 'not_equals', 'nothing')] }, ['crm>db-01']],
       ])('filters %s', async (_, filter, expected) => {
         expect(await relIds(filter)).toEqual(expected.map((k) => rels[k]))
       })

@@ -168,6 +168,22 @@ describe('compileFilter: relationships', () => {
     })
   })
 
+  it('gathers the conditions of a group on one end into one EXISTS where the first stands: one probe of that asset', () => {
+    const and = { and: [c('source_asset.name', 'starts_with', 'app'), c('relationship_type_key', 'equals', 'runs_on'), c('source_asset.properties.environment', 'equals', 'prod')] }
+    expect(sql(and, 'relationships')).toEqual({
+      text: `(EXISTS (SELECT 1 FROM assets sa WHERE sa.org_id = r.org_id AND sa.id = r.source_asset_id AND (sa."name" COLLATE "default" ILIKE $1 ESCAPE '\\' AND sa.properties @> $2::jsonb))`
+        + ' AND r."relationship_type_key" = $3)',
+      values: ['app%', '{"environment":"prod"}', 'runs_on'],
+    })
+    const or = { or: [c('target_asset.name', 'equals', 'a'), c('source_asset.name', 'equals', 'b'), c('target_asset.name', 'equals', 'c'), { and: [c('target_asset.name', 'equals', 'd')] }] }
+    expect(sql(or, 'relationships')).toEqual({
+      text: '(EXISTS (SELECT 1 FROM assets ta WHERE ta.org_id = r.org_id AND ta.id = r.target_asset_id AND (ta."name" = $1 OR ta."name" = $2))'
+        + ' OR EXISTS (SELECT 1 FROM assets sa WHERE sa.org_id = r.org_id AND sa.id = r.source_asset_id AND sa."name" = $3)'
+        + ' OR EXISTS (SELECT 1 FROM assets ta WHERE ta.org_id = r.org_id AND ta.id = r.target_asset_id AND ta."name" = $4))',
+      values: ['a', 'c', 'b', 'd'],
+    })
+  })
+
   it('uses the inner alias for property expressions', () => {
     expect(sql(c('target_asset.properties.cpu_count', 'less_than', 4), 'relationships')).toEqual({
       text: 'EXISTS (SELECT 1 FROM assets ta WHERE ta.org_id = r.org_id AND ta.id = r.target_asset_id AND '
