@@ -17,13 +17,12 @@ export type ExportFormat = 'ndjson' | 'csv'
 export const EXPORT_BATCH_SIZE = 1000
 export const COPY_BATCH_SIZE = 10_000
 /**
- * NDJSON on PGlite, one aggregated text a batch: each statement costs PGlite a few ms of its own
- * (200,000 servers in one process: 1,000 a batch 1.84 s, 4,000 1.59 s, 8,000 1.50 s), and a large
- * batch's text is garbage the size of the batch, twice (the worker's and this thread's copy):
- * 4,000 servers (1.7 MB) grew the process by 14 MB over an export of 200,000 notes, 8,000 (4 MB)
- * by 105 MB.
+ * NDJSON on PGlite, one aggregated text a batch: each statement costs PGlite a few ms of its own,
+ * and each batch's text is garbage of its size, twice (the worker's copy and this thread's). 200,000
+ * servers in one process: 1,000 a batch 1.72–1.74 s, 2,000 1.66–1.67 s, 4,000 1.57–1.61 s; but with
+ * both cores busy the large-export test (≤ 60 MB) grew by 44 MB at 4,000, by 9–19 MB at 2,000.
  */
-export const PGLITE_NDJSON_BATCH_SIZE = 4000
+export const PGLITE_NDJSON_BATCH_SIZE = 2000
 /**
  * Where this process holds a whole batch (CSV, and NDJSON on PGlite, whose memory also grows for
  * good to the largest result it held), a batch's text stays about this size: rows of large
