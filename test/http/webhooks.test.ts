@@ -376,29 +376,28 @@ for (const store of STORES) {
       t = await createTestApp(store)
     })
     afterAll(async () => t.close())
+    const create = (path: string) => t.request('POST', '/api/v1/webhooks', { body: { url: `https://hooks.example.com/${path}`, event_types: ['*'] } })
 
     it('takes 25 webhooks, refuses a 26th with 422 and writes nothing, and takes one again after a delete', async () => {
-      const create = (n: number) => t.request('POST', '/api/v1/webhooks', { body: { url: `https://hooks.example.com/${n}`, event_types: ['*'] } })
       const ids: string[] = []
       for (let n = 1; n <= 25; n++) {
-        const res = await create(n)
+        const res = await create(String(n))
         expect(res.status, `webhook ${n}`).toBe(201)
         ids.push(res.body.data.id)
       }
-      const over = await create(26)
+      const over = await create('26')
       expect([over.status, over.body.errors]).toEqual([422, [{ status: '422', code: 'validation_failed', detail: 'an organization has at most 25 webhooks; delete one to add another', source: { pointer: '' } }]])
       expect((await t.request('GET', '/api/v1/webhooks?page[size]=100')).body.meta.page.total_items).toBe(25)
       expect((await t.request('DELETE', `/api/v1/webhooks/${ids[0]}`)).status).toBe(204)
-      expect((await create(27)).status).toBe(201)
+      expect((await create('27')).status).toBe(201)
     })
 
     it('counts creates that arrive at once against the same 25: ten at 20 make 5 webhooks and 5 refusals', async () => {
-      const create = (n: number) => t.request('POST', '/api/v1/webhooks', { body: { url: `https://hooks.example.com/at-once/${n}`, event_types: ['*'] } })
       const list = (await t.request('GET', '/api/v1/webhooks?page[size]=100')).body.data as { id: string }[]
       for (const { id } of list.slice(20)) expect((await t.request('DELETE', `/api/v1/webhooks/${id}`)).status).toBe(204)
-      for (let n = list.length; n < 20; n++) expect((await create(100 + n)).status).toBe(201)
+      for (let n = list.length; n < 20; n++) expect((await create(`at-once/${100 + n}`)).status).toBe(201)
       expect((await t.request('GET', '/api/v1/webhooks?page[size]=100')).body.meta.page.total_items).toBe(20)
-      const statuses = (await Promise.all(Array.from({ length: 10 }, (_, n) => create(n)))).map((res) => res.status)
+      const statuses = (await Promise.all(Array.from({ length: 10 }, (_, n) => create(`at-once/${n}`)))).map((res) => res.status)
       expect(statuses.sort()).toEqual([201, 201, 201, 201, 201, 422, 422, 422, 422, 422])
       expect((await t.request('GET', '/api/v1/webhooks?page[size]=100')).body.meta.page.total_items).toBe(25)
     })
