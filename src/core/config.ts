@@ -4,7 +4,7 @@
  */
 import { isIP } from 'node:net'
 import { isAddressOrRange } from './ip-ranges.js'
-import { DEFAULT_PG_PARALLEL_SETUP_COST, DEFAULT_PGLITE_SHARED_BUFFERS_MB } from '../store/db.js'
+import { DEFAULT_PG_PARALLEL_SETUP_COST, DEFAULT_PGLITE_SHARED_BUFFERS_MB } from '../store/tuning.js'
 
 export interface Config {
   host: string

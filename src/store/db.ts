@@ -8,8 +8,8 @@ import { openPostgres } from './postgres-db.js'
 import { openPglite } from './pglite-db.js'
 
 export * from './db-api.js'
-export { DEFAULT_PG_PARALLEL_SETUP_COST, PREPARED_PER_CONNECTION, reachPostgres } from './postgres-db.js'
-export { DEFAULT_PGLITE_SHARED_BUFFERS_MB, PGLITE_MAINTENANCE_WORK_MEM_MB } from './pglite-db.js'
+export { PREPARED_PER_CONNECTION, reachPostgres } from './postgres-db.js'
+export { DEFAULT_PG_PARALLEL_SETUP_COST, DEFAULT_PGLITE_SHARED_BUFFERS_MB, PGLITE_MAINTENANCE_WORK_MEM_MB } from './tuning.js'
 
 export async function openDb(options: StoreOptions): Promise<Db> {
   return options.databaseUrl ? openPostgres({ ...options, databaseUrl: options.databaseUrl }) : openPglite(options)

@@ -10,6 +10,7 @@ import { lockDataDir, type DataDirLock } from './pglite-lock.js'
 import { PgliteThread } from './pglite-thread.js'
 import type { PgliteRows } from './pglite-worker.js'
 import { parseJsonTimestamptz, parseTimestamptz } from './timestamps.js'
+import { DEFAULT_PGLITE_SHARED_BUFFERS_MB, PGLITE_MAINTENANCE_WORK_MEM_MB } from './tuning.js'
 import { BACKGROUND_SQL, runCommitted, type Db, type QueryHook, type QueryOptions, type QueryResult, type StoreOptions, type Tx } from './db-api.js'
 
 /** Runs one statement in the embedded store's thread, in transaction `tx` (0: none). */
@@ -178,26 +179,6 @@ class PgliteDb implements Db {
     }
   }
 }
-
-
-/**
- * PGlite's buffer pool, in MB (PostgreSQL's and PGlite's own default is 128). Half of it keeps
- * 64 MB less resident in every embedded process; pages beyond it are read from the operating
- * system's file cache. Measured at 200,000 assets: list, search, deep pages and analytics within
- * the run-to-run noise of 128 MB; 32 MB was too small (a raw OFFSET scan over 200,000 rows went
- * from ≈ 50 ms to seconds). Decision 0015.
- */
-export const DEFAULT_PGLITE_SHARED_BUFFERS_MB = 64
-
-/**
- * PGlite's `maintenance_work_mem`, in MB (PostgreSQL's default is 64): the memory one index build
- * or VACUUM may take before it works on disk. WebAssembly memory never shrinks, so an index built
- * over 1,000,000 rows with 64 MB left PGlite 56 MB larger for good (128 → 184 MB; 300,000 rows:
- * +26 MB); with 16 MB it stayed at 128 MB and took no longer (2.9 against 3.4 s). The service
- * builds indexes when `kbis apply` gives a property `unique_key` on a filled type, and the
- * statistics keeper vacuums after large writes. Decision 0015, addendum.
- */
-export const PGLITE_MAINTENANCE_WORK_MEM_MB = 16
 
 /** A store on embedded PGlite: on `options.dataDir` (default ./data, created when missing) or in memory (`memory://`). */
 export async function openPglite(options: StoreOptions): Promise<Db> {

@@ -282,16 +282,6 @@ class PostgresDb implements Db {
   }
 }
 
-
-/**
- * What the PostgreSQL planner is told a parallel plan costs to start (its own default is 1000),
- * on the service's connections. Launching a worker took ≈ 23 ms on the 2-core virtual machines
- * kbis is measured on, so with the default a scan of a 200,000-asset projection went parallel
- * and took twice as long as alone (≈ 90 against ≈ 48 ms); with this cost plans go parallel from
- * about 550,000 rows, where the workers measured faster. Decision 0019.
- */
-export const DEFAULT_PG_PARALLEL_SETUP_COST = 6500
-
 /**
  * Opens and closes one connection to PostgreSQL within `timeoutMs`, so that a server that takes
  * the connection and never answers (a firewall, a stopped VM, a wrong port) is told at once

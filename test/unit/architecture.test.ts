@@ -69,3 +69,31 @@ describe('the folders of src/', () => {
     expect([...(folderImports().get('store')?.keys() ?? [])]).toEqual([])
   })
 })
+
+/**
+ * The packages a module of src/ loads when it is imported: the bare specifiers of its static
+ * imports (not `import type`, not `await import(…)`), followed through the relative ones.
+ */
+function packagesLoadedBy(entry: string): Set<string> {
+  const packages = new Set<string>()
+  const seen = new Set<string>()
+  const visit = (file: string): void => {
+    if (seen.has(file)) return
+    seen.add(file)
+    const text = readFileSync(file, 'utf8')
+    for (const [, spec] of text.matchAll(/^(?:import|export)\s+(?!type\b)[^'";]*?from\s+['"]([^'"]+)['"]/gm)) {
+      if (spec!.startsWith('.')) visit(path.resolve(path.dirname(file), spec!.replace(/\.js$/, '.ts')))
+      else if (!spec!.startsWith('node:')) packages.add(spec!.startsWith('@') ? spec!.split('/').slice(0, 2).join('/') : spec!.split('/')[0]!)
+    }
+  }
+  visit(path.join(SRC, entry))
+  return packages
+}
+
+describe('the CLI', () => {
+  it('loads no store driver, PGlite, web framework or Redis client until a command needs it (kbis import, export and --help use none)', () => {
+    const packages = packagesLoadedBy('cli/main.ts')
+    expect(packages).toContain('commander')
+    for (const heavy of ['pg', '@electric-sql/pglite', 'fastify', 'ioredis']) expect(packages).not.toContain(heavy)
+  })
+})
