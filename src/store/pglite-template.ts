@@ -75,12 +75,16 @@ export const VERSION_FILE = 'PG_VERSION'
 /** How long unpacking may take (a second on an idle machine). */
 const UNPACK_TIMEOUT_MS = 120_000
 
-// Run by `node -e` with the tar package's path, the archive and the directory: every entry but PG_VERSION.
+// Run by `node -e` with the tar package's path, the archive and the directory: every entry but
+// PG_VERSION. Synchronously: the child does nothing else, and tar's synchronous extraction took
+// half the time and CPU of its streaming one (0.8–1.4 s against 2.0–2.6 s for the 1,114 files).
 const UNPACK_SCRIPT = `const [tar, file, cwd, skip] = process.argv.slice(1)
-require(tar).x({ file, cwd, filter: (entry) => entry.replace(/^(?:\\.?\\/)+/, '') !== skip }).catch((err) => {
+try {
+  require(tar).x({ sync: true, file, cwd, filter: (entry) => entry.replace(/^(?:\\.?\\/)+/, '') !== skip })
+} catch (err) {
   process.stderr.write(String((err && err.message) || err))
   process.exitCode = 1
-})`
+}`
 
 /**
  * Unpacks the template into the new data directory `dir` (locked, without PG_VERSION) and says
