@@ -20,7 +20,7 @@ export const COPY_BATCH_SIZE = 10_000
  * NDJSON on PGlite, one aggregated text a batch: each statement costs PGlite a few ms of its own,
  * and each batch's text is garbage of its size, twice (the worker's copy and this thread's). 200,000
  * servers in one process: 1,000 a batch 1.72–1.74 s, 2,000 1.66–1.67 s, 4,000 1.57–1.61 s; but with
- * both cores busy the large-export test (≤ 60 MB) grew by 44 MB at 4,000, by 9–19 MB at 2,000.
+ * both cores busy the large-export test (≤ 60 MB) grew by 44 MB at 4,000, by 9–38 MB at 2,000.
  */
 export const PGLITE_NDJSON_BATCH_SIZE = 2000
 /**

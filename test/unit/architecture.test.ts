@@ -72,7 +72,8 @@ describe('the folders of src/', () => {
 
 /**
  * The packages a module of src/ loads when it is imported: the bare specifiers of its static
- * imports (not `import type`, not `await import(…)`), followed through the relative ones.
+ * imports, side-effect ones included (not `import type`, not `await import(…)`), followed through
+ * the relative ones.
  */
 function packagesLoadedBy(entry: string): Set<string> {
   const packages = new Set<string>()
@@ -81,7 +82,7 @@ function packagesLoadedBy(entry: string): Set<string> {
     if (seen.has(file)) return
     seen.add(file)
     const text = readFileSync(file, 'utf8')
-    for (const [, spec] of text.matchAll(/^(?:import|export)\s+(?!type\b)[^'";]*?from\s+['"]([^'"]+)['"]/gm)) {
+    for (const [, spec] of text.matchAll(/^(?:import|export)\s+(?!type\b)(?:[^'";]*?from\s+)?['"]([^'"]+)['"]/gm)) {
       if (spec!.startsWith('.')) visit(path.resolve(path.dirname(file), spec!.replace(/\.js$/, '.ts')))
       else if (!spec!.startsWith('node:')) packages.add(spec!.startsWith('@') ? spec!.split('/').slice(0, 2).join('/') : spec!.split('/')[0]!)
     }
