@@ -135,8 +135,19 @@ export async function getKey(ctx: KeysContext, id: string): Promise<ApiKeyRecord
   return toApiKeyRecord(assertVisible(ctx.auth, id, row))
 }
 
+/**
+ * A name of blanks alone names nothing: refused as an empty one is (the schema's minLength), as
+ * the CLI (`--name`) and the console's form refuse it.
+ */
+function checkName(name: string | undefined): void {
+  if (name !== undefined && name.trim() === '') {
+    throw new AppError(Errors.VALIDATION_FAILED, [{ detail: 'name must not be empty (blanks alone are no name)', pointer: '/name' }])
+  }
+}
+
 /** Creates a key; the returned record carries the secret, which is never shown again. */
 export async function createKey(ctx: KeysContext, input: KeyInput): Promise<ApiKeyRecord & { secret: string }> {
+  checkName(input.name)
   return asCallerIsNow(ctx, (ctx) => createKeyAs(ctx, input))
 }
 
@@ -173,6 +184,7 @@ async function holdCaller(tx: Queryable, auth: AuthContext, target?: string): Pr
  * (new) owner. Every server drops its cached copy of the key afterwards.
  */
 export async function updateKey(ctx: KeysContext, id: string, patch: KeyPatch): Promise<ApiKeyRecord> {
+  checkName(patch.name)
   return asCallerIsNow(ctx, (ctx) => updateKeyAs(ctx, id, patch))
 }
 

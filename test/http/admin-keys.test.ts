@@ -136,6 +136,16 @@ for (const store of STORES) {
       }
       const twice = await create({ name: 'x', permission_type: 'Viewer', role_keys: ['all', 'all'] })
       expect(twice.body).toEqual({ errors: [{ status: '422', code: 'validation_failed', detail: 'role_keys must not list the same value twice (entries 0 and 1 are equal)', source: { pointer: '/role_keys/1' } }] })
+      // A name of blanks alone is no name, on create and on PATCH (as the CLI and the console say).
+      const blank = { errors: [{ status: '422', code: 'validation_failed', detail: 'name must not be empty (blanks alone are no name)', source: { pointer: '/name' } }] }
+      const before = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.meta.page.total_items
+      expect(await create({ name: ' \t\n ', permission_type: 'Viewer', role_keys: ['all'] })).toMatchObject({ status: 422, body: blank })
+      const named = await create({ name: ' kept ', permission_type: 'Viewer', role_keys: ['all'] })
+      expect(named.status).toBe(201)
+      const renamed = await t.request('PATCH', `/api/v1/api-keys/${named.body.data.id}`, { body: { name: '   ' } })
+      expect(renamed).toMatchObject({ status: 422, body: blank })
+      expect((await t.request('GET', `/api/v1/api-keys/${named.body.data.id}`)).body.data.name).toBe(' kept ')
+      expect((await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.meta.page.total_items).toBe(before + 1)
       const unknown = await create({ name: 'x', permission_type: 'Viewer', role_keys: ['all'], secret: 'mine' })
       expect(unknown.status).toBe(400)
       expect(unknown.body.errors[0].code).toBe('invalid_request')
