@@ -97,8 +97,8 @@ export const feedQuery = {
   additionalProperties: false,
   properties: {
     after: { type: 'string', maxLength: 100, description: 'The `meta.next_cursor` of the previous page; without it, from the oldest event kept.' },
-    'filter[type]': { type: 'string', maxLength: 1000, description: 'Comma-separated event types, e.g. `asset.created,asset.updated`; a type that does not exist is 400 `invalid_filter`.' },
-    'filter[subject]': { type: 'string', maxLength: 200, description: 'One subject: `assets/<id>`, `relationships/<id>` or `api-keys/<id>`, the id a UUID; an asset also by its composite key (`assets/server:hostname:web-01`: the live asset it names now). 400 `invalid_filter` otherwise.' },
+    'filter[type]': { type: 'string', maxLength: 1000, description: 'Comma-separated event types, e.g. `asset.created,asset.updated`; a type that does not exist, or an empty list or entry, is 400 `invalid_filter`.' },
+    'filter[subject]': { type: 'string', maxLength: 200, description: 'One subject: `assets/<id>`, `relationships/<id>` or `api-keys/<id>`, the id a UUID; an asset also by its composite key (`assets/server:hostname:web-01`: the live asset it names now). 400 `invalid_filter` otherwise, also for a composite key of an unknown type or of a property that is not the type\'s unique key.' },
     'page[size]': { type: 'integer', minimum: 1, maximum: MAX_FEED_SIZE, description: `Events per page, 1..${MAX_FEED_SIZE} (default ${DEFAULT_FEED_SIZE}).` },
   },
 } as const

@@ -77,8 +77,15 @@ export async function readFeed(ctx: RequestContext, req: FeedRequest): Promise<F
 }
 
 /** `filter[type]`: comma-separated types of CONTRACT §13; a type that does not exist is a typo, not an empty feed. */
-function eventTypes(list: string): string[] | null {
-  const types = list.split(',').map((t) => t.trim()).filter((t) => t !== '')
+function eventTypes(list: string): string[] {
+  const types = list.split(',').map((t) => t.trim())
+  // An empty list or entry is a mistake of the client's (a list built from nothing): not "every type".
+  if (types.includes('')) {
+    throw new AppError(Errors.INVALID_FILTER, [{
+      detail: `filter[type] ${list.trim() === '' ? 'is empty' : 'has an empty entry'}: give one or more event types, comma-separated, e.g. asset.created,asset.updated (leave filter[type] out for every type)`,
+      parameter: 'filter[type]',
+    }])
+  }
   const unknown = types.filter((t) => !(EVENT_TYPES as readonly string[]).includes(t))
   if (unknown.length > 0) {
     throw new AppError(Errors.INVALID_FILTER, [{
@@ -86,7 +93,7 @@ function eventTypes(list: string): string[] | null {
       parameter: 'filter[type]',
     }])
   }
-  return types.length > 0 ? types : null
+  return types
 }
 
 /** A subject no event has (the nil UUID): what a composite key that names no live asset the key sees filters for. */
@@ -109,10 +116,25 @@ async function eventSubject(ctx: RequestContext, subject: string): Promise<strin
     })
     return asset ? `assets/${asset.id}` : NO_SUBJECT
   }
+  const keyProblem = known && kind === 'assets' ? compositeKeyProblem(ctx, id) : null
+  if (keyProblem !== null) throw new AppError(Errors.INVALID_FILTER, [{ detail: `filter[subject]: ${keyProblem}`, parameter: 'filter[subject]' }])
   throw new AppError(Errors.INVALID_FILTER, [{
     detail: 'filter[subject] must be assets/<id>, relationships/<id> or api-keys/<id>, the id a UUID (an asset also by its composite key, e.g. assets/server:hostname:web-01)',
     parameter: 'filter[subject]',
   }])
+}
+
+/**
+ * Why `ref`, written as a composite key `type:property:value`, can name no asset ever (its type
+ * does not exist, or has no unique key of that name); null when it is not written as one.
+ */
+function compositeKeyProblem(ctx: RequestContext, ref: string): string | null {
+  const parts = ref.split(':')
+  if (parts.length !== 3 || parts.some((part) => part === '')) return null
+  const [typeKey, propertyKey] = parts as [string, string, string]
+  const type = ctx.metamodel.assetTypes.get(typeKey)
+  if (type === undefined) return `${ref} is no composite key: there is no asset type ${typeKey}`
+  return `${ref} is no composite key: ${typeKey} ${type.unique_property_key === null ? 'has no unique key' : `has the unique key ${type.unique_property_key}, not ${propertyKey}`}`
 }
 
 /**

@@ -197,6 +197,14 @@ for (const store of STORES) {
       expect(typo.body.errors).toEqual([expect.objectContaining({
         code: 'invalid_filter', source: { parameter: 'filter[type]' }, detail: expect.stringContaining('"asset.craeted" is not an event type'),
       })])
+      // An empty list or entry is no filter of every type.
+      for (const [list, detail] of [['', 'is empty'], ['asset.created,,asset.updated', 'has an empty entry'], ['asset.created,', 'has an empty entry'], [' ', 'is empty']] as const) {
+        const res = await t.request('GET', `/api/v1/events?filter[type]=${encodeURIComponent(list)}`)
+        expect({ list, status: res.status, body: res.body }).toEqual({ list, status: 400, body: { errors: [{
+          status: '400', code: 'invalid_filter', source: { parameter: 'filter[type]' },
+          detail: `filter[type] ${detail}: give one or more event types, comma-separated, e.g. asset.created,asset.updated (leave filter[type] out for every type)`,
+        }] } })
+      }
       for (const subject of ['assets/web-01', 'asset/0190b3b0-0000-7000-8000-000000000001', 'assets/0190b3b0-0000-7000-8000-000000000001/x', 'assets']) {
         const res = await t.request('GET', `/api/v1/events?filter[subject]=${subject}`)
         expect(res.status, subject).toBe(400)
@@ -226,8 +234,15 @@ for (const store of STORES) {
       expect(hidden.status).toBe(200)
       expect(hidden.body.data).toEqual([])
       // No composite key: the type is unknown, or has no unique key.
-      for (const subject of ['assets/printer:serial:x', 'assets/note:body:x']) {
-        expect((await t.request('GET', `/api/v1/events?filter[subject]=${subject}`)).status, subject).toBe(400)
+      for (const [subject, detail] of [
+        ['assets/printer:serial:x', 'printer:serial:x is no composite key: there is no asset type printer'],
+        ['assets/note:body:x', 'note:body:x is no composite key: note has no unique key'],
+        ['assets/server:environment:dev', 'server:environment:dev is no composite key: server has the unique key hostname, not environment'],
+      ] as const) {
+        const res = await t.request('GET', `/api/v1/events?filter[subject]=${subject}`)
+        expect({ subject, status: res.status, body: res.body }).toEqual({ subject, status: 400, body: { errors: [{
+          status: '400', code: 'invalid_filter', source: { parameter: 'filter[subject]' }, detail: `filter[subject]: ${detail}`,
+        }] } })
       }
     })
 
