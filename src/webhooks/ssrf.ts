@@ -102,6 +102,8 @@ export async function webhookUrlIssue(raw: string, allowPrivate: boolean): Promi
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return issue(`url must use http or https, not ${url.protocol.slice(0, -1)}`)
   if (!WRITTEN_IN_FULL.test(raw)) return issue('url must be written in full, http://host/… or https://host/…, without blanks')
   if (url.username !== '' || url.password !== '') return issue('url must not contain credentials (user:password@)')
+  const repaired = repairedPart(raw, url)
+  if (repaired !== null) return issue(repaired)
   if (allowPrivate) return null
   const host = hostOf(url)
   const literal = literalAddressProblem(host)
@@ -125,6 +127,22 @@ const LOCALHOST_NAME = /^(?:.+\.)?localhost\.?$/i
  * and shown back is the one sent.
  */
 const WRITTEN_IN_FULL = /^https?:\/\/[^/\\?#\s]\S*$/i
+
+/**
+ * What the URL parser would read otherwise than it is written, so that deliveries would go to
+ * another URL than the one stored and shown back; null when nothing. A backslash before the query
+ * is read as `/` (`http://host\x` is sent to `/x`), a percent-encoded host is decoded
+ * (`ex%41mple.com` is example.com); a host name with an empty label, or port 0, reaches no one.
+ */
+function repairedPart(raw: string, url: URL): string | null {
+  const beforeQuery = raw.split(/[?#]/, 1)[0]!
+  if (beforeQuery.includes('\\')) return 'url must not hold a backslash before its query: a URL parser reads it as / (write / if that is meant)'
+  const authority = beforeQuery.slice(beforeQuery.indexOf('//') + 2).split('/', 1)[0]!
+  if (authority.includes('%')) return 'the host of url must be written without percent-encoding'
+  if (url.port === '0') return 'url must not name port 0: give a port from 1 to 65535, or none for the scheme\'s own'
+  if (!url.hostname.startsWith('[') && (url.hostname.startsWith('.') || url.hostname.includes('..'))) return `the host of url, ${url.hostname}, has an empty label`
+  return null
+}
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void
 

@@ -113,11 +113,20 @@ for (const store of STORES) {
         // What the URL parser would repair into some host's URL, stored as sent.
         ...['http:///hooks.example.com/x', 'https:hooks.example.com/x', 'https:\\\\hooks.example.com\\x', ' https://hooks.example.com/x', 'https://hooks.example.com/a b']
           .map((written) => [written, 'url must be written in full, http://host/… or https://host/…, without blanks'] as const),
+        // Read otherwise than written, so deliveries would go elsewhere than the URL shown back.
+        ['https://hooks.example.com/a\\b', 'url must not hold a backslash before its query: a URL parser reads it as / (write / if that is meant)'],
+        ['https://hooks.example.com:8443\\..\\x', 'url must not hold a backslash before its query: a URL parser reads it as / (write / if that is meant)'],
+        ['https://hooks.ex%61mple.com/x', 'the host of url must be written without percent-encoding'],
+        ['https://hooks.example.com:0/x', 'url must not name port 0: give a port from 1 to 65535, or none for the scheme\'s own'],
+        ['https://.hooks.example.com/x', 'the host of url, .hooks.example.com, has an empty label'],
+        ['https://hooks..example.com/x', 'the host of url, hooks..example.com, has an empty label'],
       ] as const) {
         const res = await create({ url, event_types: ['*'] })
         expect({ url, status: res.status, body: res.body }).toEqual({ url, status: 422, body: { errors: [invalid(detail, '/url')] } })
       }
       expect((await create({ url: 'HTTPS://hooks.example.com/x?a=1#f', event_types: ['*'] })).status).toBe(201)
+      // A backslash or a % in the query or the path's own percent-encoding is sent as written.
+      expect((await create({ url: 'https://hooks.example.com/a%20b?q=c\\d&p=%41', event_types: ['*'] })).status).toBe(201)
     })
 
     it('refuses loopback, private, link-local and unique-local addresses, literal or resolved (SSRF)', async () => {
