@@ -75,22 +75,23 @@ export async function startServer(config: Config, print: (line: string) => void,
   // Not ready (/readyz 503) until the first start's organization and key exist and the CLI's
   // control socket is up: a load balancer or script waiting for it finds the server whole.
   app.lifecycle.starting = true
-  await app.listen({ port: config.port, host: config.host }).catch(async (err: Error) => {
-    // A data directory this start created for nothing (a port in use, a typo) is not left behind.
-    if (created) {
-      await app.close().catch(() => undefined)
-      await db.close().catch(() => undefined)
-      rmSync(config.dataDir, { recursive: true, force: true })
-    }
-    throw new Error(`cannot listen on ${config.host}:${config.port} (HOST or --host, PORT or --port): ${err.message}${created ? `; the new data directory ${config.dataDir} was removed` : ''}`)
-  })
+  // A start that cannot listen (a port in use, a typo) stops here, before the first start's
+  // organization and key, and does not leave behind the data directory it created for nothing.
+  const giveUp = async (err: Error): Promise<never> => {
+    await app.close().catch(() => undefined)
+    await db.close().catch(() => undefined)
+    if (created) rmSync(config.dataDir, { recursive: true, force: true })
+    throw new Error(`${err.message}${created ? `; the new data directory ${config.dataDir} was removed` : ''}`)
+  }
+  await app.listen({ port: config.port, host: config.host })
+    .catch((err: Error) => giveUp(new Error(`cannot listen on ${config.host}:${config.port} (HOST or --host, PORT or --port): ${err.message}`)))
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.port
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`
   const metricsServer = options.metrics !== false && config.metricsPort !== undefined
     ? await startMetricsServer(config.metricsPort, config.host, {
       onError: (err, requestId) => app.log.error({ err, request_id: requestId }, 'metrics could not be collected'),
-    })
+    }).catch(giveUp)
     : null
   // Once the server listens: a start that fails before (a port in use) must not create the
   // Admin key, which is shown only once and would be lost with it.

@@ -74,6 +74,20 @@ for (const store of STORES) {
             await drop()
           }
         })
+
+        it(`${label}: removes the data directory it created when it cannot serve its metrics`, async () => {
+          const { dir, drop } = await cliStore(store)
+          const fresh = path.join(dir, 'fresh')
+          try {
+            const failed = runCli(['serve', '--port', String(await freePort()), '--metrics-port', String(port), '--data-dir', fresh], {})
+            expect(await failed.exited).toBe(1)
+            expect(failed.lines.join('\n')).toMatch(new RegExp(`cannot serve metrics on 127\\.0\\.0\\.1:${port} .*EADDRINUSE.*; the new data directory ${fresh} was removed`))
+            expect(failed.lines.some((line) => line.startsWith('Admin API key'))).toBe(false)
+            expect(existsSync(fresh)).toBe(false)
+          } finally {
+            await drop()
+          }
+        })
       }
 
       it(`${label}: a SIGTERM while it starts lets the start finish (the Admin key made and printed), then drains and exits 0`, async () => {
