@@ -26,8 +26,11 @@ export async function openStore(config: Config, { onInitialize, onMigrated, exis
   const answerTimeoutMs = config.databaseUrl && config.statementTimeoutMs > 0 ? config.statementTimeoutMs + PRIMARY_ANSWER_MARGIN_MS : undefined
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
     statementTimeoutMs: config.statementTimeoutMs, answerTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize })
+  // Whatever keeps the first connection from opening (an address, a login, SSL) is PostgreSQL's to name.
+  let reached = false
   try {
     if (config.databaseUrl) await reachPostgres(config.databaseUrl, config.connectTimeoutMs)
+    reached = true
     if (existingOnly && config.databaseUrl && !(await holdsKbis(db))) {
       throw new NotSetUpError(`PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL) holds no kbis store (kbis serve or kbis apply sets one up); nothing was written`)
     }
@@ -37,7 +40,10 @@ export async function openStore(config: Config, { onInitialize, onMigrated, exis
     await db.close().catch(() => undefined)
     // The first statement is where an unreachable or refusing PostgreSQL shows: say which one.
     if (err instanceof NotSetUpError) throw err
-    if (config.databaseUrl && (isConnectionError(err) || isStoreUnreachable(err))) throw new Error(`cannot use PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL): ${(err as Error).message}`)
+    if (config.databaseUrl && (!reached || isConnectionError(err) || isStoreUnreachable(err) || isMissingSchema(err))) {
+      const hint = isMissingSchema(err) ? ' (the search_path of DATABASE_URL names no schema that exists: create it first, or leave search_path out)' : ''
+      throw new Error(`cannot use PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL): ${(err as Error).message}${hint}`)
+    }
     throw err
   }
   return db
@@ -81,6 +87,11 @@ function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code
   if (typeof code !== 'string') return false
   return code.startsWith('E') || code.startsWith('08') || code.startsWith('28') || code === '3D000'
+}
+
+/** SQLSTATE 3F000: the search path names no schema that exists ("no schema has been selected to create in"). */
+function isMissingSchema(err: unknown): boolean {
+  return (err as { code?: unknown }).code === '3F000'
 }
 
 /**

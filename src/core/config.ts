@@ -289,8 +289,16 @@ function postgresUrlFrom(name: string, raw: string | undefined): string | undefi
   if (!['postgres:', 'postgresql:', 'socket:'].includes(protocol)) {
     throw new ConfigError(`${name}: must be a PostgreSQL URL such as postgres://user:password@host:5432/database, not a ${protocol}// URL`)
   }
+  // pg reads an sslmode it does not know as "SSL on": a typo would look like a server without SSL.
+  const sslmode = urlOf(raw)?.searchParams.get('sslmode')
+  if (sslmode != null && !SSL_MODES.includes(sslmode)) {
+    throw new ConfigError(`${name}: sslmode must be one of ${SSL_MODES.join(', ')}, got "${sslmode}"`)
+  }
   return raw
 }
+
+/** The `sslmode` values of a PostgreSQL URL that pg (pg-connection-string) knows. */
+const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify']
 
 /** Where a PostgreSQL URL points, for messages: host, port and database, never the credentials. */
 export function postgresTarget(raw: string): string {

@@ -255,8 +255,33 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
       for (const socket of held) socket.destroy()
       silent.close()
     }
+    // A listener that answers PostgreSQL's SSL request with "no SSL" ('N'): pg's error has no code.
+    const plain = createServer((socket) => socket.once('data', () => socket.write('N')))
+    await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve))
+    try {
+      const noSsl = (plain.address() as AddressInfo).port
+      const refused = await kbis(['keys', 'list', '--org', 'acme'], { DATABASE_URL: `postgres://kbis:hunter2@127.0.0.1:${noSsl}/inventory?sslmode=verify-full` })
+      expect(refused).toEqual({ code: 1, stdout: '', stderr: `kbis: cannot use PostgreSQL at 127.0.0.1:${noSsl}/inventory (DATABASE_URL): The server does not support SSL connections\n` })
+    } finally {
+      plain.close()
+    }
+    // pg reads an sslmode it does not know as "SSL on": a typo is refused before any connection.
+    const mode = await kbis(['serve', '--port', '0', '--data-dir', path.join(dir, 'never-created')], { DATABASE_URL: 'postgres://kbis:hunter2@127.0.0.1:1/inventory?sslmode=requre' })
+    expect(mode).toEqual({ code: 1, stdout: '', stderr: 'kbis: DATABASE_URL: sslmode must be one of disable, prefer, require, verify-ca, verify-full, no-verify, got "requre"\n' })
+    expect(existsSync(path.join(dir, 'never-created'))).toBe(false)
     const typo = await kbis(['serve', '--port', '0'], { DATABASE_URL: 'postgress//kbis:hunter2@db/inventory' })
     expect(typo).toEqual({ code: 1, stdout: '', stderr: 'kbis: DATABASE_URL: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)\n' })
+  })
+
+  it.runIf(STORES.includes('postgres'))('says that the search_path of DATABASE_URL names no schema that exists', async () => {
+    const url = new URL(process.env.TEST_DATABASE_URL!)
+    url.searchParams.set('options', '-csearch_path=kbis_no_such_schema')
+    const target = `${url.host}${url.pathname}`
+    const yaml = path.join(dir, 'no-schema.yaml')
+    writeFileSync(yaml, ACME_YAML.replace('RATE', '100'))
+    const run = await kbis(['apply', yaml], { DATABASE_URL: url.toString() })
+    expect(run).toEqual({ code: 1, stdout: '', stderr: `kbis: cannot use PostgreSQL at ${target} (DATABASE_URL): no schema has been selected to create in `
+      + '(the search_path of DATABASE_URL names no schema that exists: create it first, or leave search_path out)\n' })
   })
 
   it('refuses a port that is not plain decimal digits 0..65535, a host that is no address nor host name, and a Redis URL that is not one, with one line and before anything is created', async () => {

@@ -23,6 +23,16 @@ describe('DATABASE_URL and DATABASE_READ_URL', () => {
     }
   })
 
+  it('refuse an sslmode node-postgres does not know (it would read it as SSL on), in either URL', () => {
+    for (const mode of ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify']) {
+      expect(loadConfig({ DATABASE_URL: `postgres://u@db/kb?sslmode=${mode}` }).databaseUrl, mode).toBe(`postgres://u@db/kb?sslmode=${mode}`)
+    }
+    expect(() => loadConfig({ DATABASE_URL: 'postgres://u:hunter2@db/kb?sslmode=bogus' }))
+      .toThrow(new ConfigError('DATABASE_URL: sslmode must be one of disable, prefer, require, verify-ca, verify-full, no-verify, got "bogus"'))
+    expect(() => loadConfig({ DATABASE_URL: 'postgres://u@db/kb', DATABASE_READ_URL: 'postgres://u@replica/kb?sslmode=Require' }))
+      .toThrow('DATABASE_READ_URL: sslmode must be one of disable, prefer, require, verify-ca, verify-full, no-verify, got "Require"')
+  })
+
   it('refuses DATABASE_READ_URL without DATABASE_URL with the other settings, before any store is opened', () => {
     expect(() => loadConfig({ DATABASE_READ_URL: 'postgres://127.0.0.1/replica' })).toThrow(ConfigError)
     expect(() => loadConfig({ DATABASE_READ_URL: 'postgres://127.0.0.1/replica' })).toThrow('DATABASE_READ_URL: names a replica of the PostgreSQL primary; set DATABASE_URL too')
