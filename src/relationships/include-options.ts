@@ -2,9 +2,10 @@ import { AppError, Errors, type ErrorDef, type Issue } from '../core/errors.js'
 import { DEFAULT_PAGE_SIZE, pageFromQuery, type Page } from '../core/pagination.js'
 import { escapePointer, isObject } from '../core/json.js'
 import { parseSortParam } from '../query/sort.js'
-import { MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH } from '../query/limits.js'
+import { parseFilter } from '../query/parse.js'
+import type { FilterNode } from '../query/ast.js'
 import type { Direction } from './embedded-sql.js'
-import type { IncludeFilter, IncludeSort, IncludeSortField } from './include-sql.js'
+import type { IncludeFilter, IncludeFilterField, IncludeFilterNode, IncludeOperator, IncludeSort, IncludeSortField } from './include-sql.js'
 
 /** How much of each related asset an asset include carries. */
 export type RelatedExpansion = 'ids' | 'asset' | 'properties'
@@ -56,8 +57,16 @@ export function splitInclude(value: unknown): string[] {
 }
 
 const SORT_FIELDS: readonly IncludeSortField[] = ['created_at', 'relationship_type_key', 'related_asset.name']
-const FILTER_FIELDS: readonly (keyof IncludeFilter)[] = ['relationship_type_key', 'direction', 'related_asset.asset_type_key']
+const FILTER_FIELDS: readonly IncludeFilterField[] = ['relationship_type_key', 'direction', 'related_asset.asset_type_key', 'related_asset.name']
 const DIRECTIONS: readonly Direction[] = ['outgoing', 'incoming']
+/** The operators of each field: equality on every one, text matches (case-insensitive) on a name too. */
+const EQUALITY: readonly IncludeOperator[] = ['equals', 'not_equals', 'in', 'not_in']
+const OPERATORS_OF: Readonly<Record<IncludeFilterField, readonly IncludeOperator[]>> = {
+  relationship_type_key: EQUALITY,
+  direction: EQUALITY,
+  'related_asset.asset_type_key': EQUALITY,
+  'related_asset.name': [...EQUALITY, 'contains', 'not_contains', 'starts_with'],
+}
 
 function sortField(field: string, at: At): IncludeSortField {
   if (!(SORT_FIELDS as readonly string[]).includes(field)) {
@@ -73,8 +82,18 @@ function filterValue(field: string, value: unknown, at: At, fieldAt: At = at): s
   }
   const values = Array.isArray(value) ? value : [value]
   if (values.length === 0 || values.some((v) => typeof v !== 'string')) fail(Errors.INVALID_FILTER, at, `${field} takes a string or an array of strings`)
+  return checkDirections(field, values as string[], at)
+}
+
+function checkDirections(field: string, values: string[], at: At): string[] {
   if (field === 'direction' && values.some((v) => !DIRECTIONS.includes(v as Direction))) fail(Errors.INVALID_FILTER, at, 'direction must be outgoing or incoming')
-  return values as string[]
+  return values
+}
+
+/** Each field any of its values (the query string's form, and the body's short one): an `and` of `in`s; null for none. */
+function anyOf(fields: [string, string[]][]): IncludeFilter {
+  if (fields.length === 0) return null
+  return { kind: 'and', children: fields.map(([field, values]) => ({ kind: 'condition', field: field as IncludeFilterField, operator: 'in', values })) }
 }
 
 const QUERY_FILTER = /^relationships_filter\[(.*)\]$/s
@@ -88,15 +107,15 @@ const QUERY_FILTER = /^relationships_filter\[(.*)\]$/s
  */
 export function includeOptionsFromQuery(query: Record<string, unknown>): RelationshipIncludeOptions | null {
   const expand = parseAssetIncludes(splitInclude(query.include), () => ({ parameter: 'include' }))
-  const filter: Record<string, string[]> = {}
+  const fields: [string, string[]][] = []
   for (const [key, value] of Object.entries(query)) {
     const field = QUERY_FILTER.exec(key)?.[1]
-    if (field !== undefined) filter[field] = filterValue(field, value, { parameter: key })
+    if (field !== undefined) fields.push([field, filterValue(field, value, { parameter: key })])
   }
   const specs = typeof query.relationships_sort === 'string' ? parseSortParam(query.relationships_sort, 'relationships_sort') : []
   const sort = specs.map((s): IncludeSort => ({ field: sortField(s.field, { parameter: 'relationships_sort' }), order: s.order }))
   const page = pageFromQuery(query, 'relationships_page')
-  return expand === null ? null : { expand, page, filter: filter as IncludeFilter, sort }
+  return expand === null ? null : { expand, page, filter: anyOf(fields), sort }
 }
 
 /** The search-body form (CONTRACT §4): `include` array and the `relationships` block. */
@@ -107,10 +126,10 @@ export interface IncludeBody {
 
 /**
  * Reads `{"include": [...], "relationships": {"page": {number, size}, "filter": {...}, "sort": [{field, order}]}}`
- * of a search body, whose shape the route's schema has checked (search/schemas.ts). `filter` is
- * either a flat object (`{"relationship_type_key": "runs_on", "direction": ["outgoing"]}`) or
- * search conditions on those fields with `equals`/`in`, possibly in `and` groups: read here, as
- * its fields and their values are this folder's. Errors point into the body.
+ * of a search body, whose shape the route's schema has checked (search/schemas.ts). `filter` is a
+ * search filter (CONTRACT §4: conditions in nested `and`/`or` groups, within the same limits) on
+ * the fields of included relationships, or the short form `{"relationship_type_key": "runs_on",
+ * "direction": ["outgoing"]}` (each field any of its values). Errors point into the body.
  */
 export function includeOptionsFromBody(body: IncludeBody): RelationshipIncludeOptions | null {
   const expand = body.include === undefined || body.include === null ? null : parseAssetIncludes(body.include as string[], (i) => ({ pointer: `/include/${i}` }))
@@ -123,36 +142,30 @@ export function includeOptionsFromBody(body: IncludeBody): RelationshipIncludeOp
 }
 
 function bodyFilter(value: unknown, pointer: string): IncludeFilter {
-  if (value === undefined || value === null) return {}
+  if (value === undefined || value === null) return null
   if (!isObject(value)) fail(Errors.INVALID_FILTER, { pointer }, 'filter must be an object')
-  const out: Record<string, string[]> = {}
-  // Several conditions on one field in an `and` must all hold: keep the values common to them.
-  const add = (field: string, values: string[]): void => {
-    out[field] = out[field] === undefined ? values : out[field].filter((v) => values.includes(v))
+  if (!['and', 'or', 'field', 'operator', 'value'].some((member) => member in value)) {
+    return anyOf(Object.entries(value).map(([field, v]) => [field, filterValue(field, v, { pointer: `${pointer}/${escapePointer(field)}` })]))
   }
-  collectConditions(value, pointer, add, 0, { conditions: 0 })
-  return out as IncludeFilter
+  const node = parseFilter(value, pointer)
+  return node === null ? null : resolveNode(node)
 }
 
-/** The limits of the search filter (CONTRACT §4: 10 group levels, 500 conditions) hold here too. */
-function collectConditions(node: Record<string, unknown>, pointer: string, add: (field: string, values: string[]) => void, depth: number, seen: { conditions: number }): void {
-  if (Array.isArray(node.and)) {
-    if (depth + 1 > MAX_FILTER_DEPTH) fail(Errors.INVALID_FILTER, { pointer }, `filter groups nest at most ${MAX_FILTER_DEPTH} levels deep`)
-    node.and.forEach((child: unknown, i) => {
-      if (!isObject(child)) fail(Errors.INVALID_FILTER, { pointer: `${pointer}/and/${i}` }, 'a filter node must be an object')
-      collectConditions(child, `${pointer}/and/${i}`, add, depth + 1, seen)
-    })
-  } else if ('field' in node || 'operator' in node) {
-    if (++seen.conditions > MAX_FILTER_CONDITIONS) fail(Errors.INVALID_FILTER, { pointer }, `a filter has at most ${MAX_FILTER_CONDITIONS} conditions`)
-    const { field, operator } = node
-    if (typeof field !== 'string') fail(Errors.INVALID_FILTER, { pointer: `${pointer}/field` }, 'field must be a string')
-    if (operator !== 'equals' && operator !== 'in') {
-      fail(Errors.INVALID_FILTER, { pointer: `${pointer}/operator` }, 'included relationships are filtered with equals or in, combined by and')
-    }
-    add(field, filterValue(field, node.value, { pointer: `${pointer}/value` }, { pointer: `${pointer}/field` }))
-  } else if ('or' in node) {
-    fail(Errors.INVALID_FILTER, { pointer: `${pointer}/or` }, 'included relationships are filtered with equals or in, combined by and (no or)')
-  } else {
-    for (const [field, v] of Object.entries(node)) add(field, filterValue(field, v, { pointer: `${pointer}/${escapePointer(field)}` }))
+/** A parsed condition or group, checked against the fields of included relationships and their operators. */
+function resolveNode(node: FilterNode): IncludeFilterNode {
+  if (node.kind !== 'condition') return { kind: node.kind, children: node.children.map(resolveNode) }
+  const field = node.field as IncludeFilterField
+  if (!FILTER_FIELDS.includes(field)) {
+    fail(Errors.INVALID_FILTER, { pointer: `${node.pointer}/field` }, `unknown relationships filter field ${JSON.stringify(node.field)}; it takes ${FILTER_FIELDS.join(', ')}`)
   }
+  const operator = node.operator as IncludeOperator
+  if (!OPERATORS_OF[field].includes(operator)) {
+    fail(Errors.INVALID_FILTER, { pointer: `${node.pointer}/operator` }, `${field} of included relationships takes the operators ${OPERATORS_OF[field].join(', ')}, not ${node.operator}`)
+  }
+  const at = { pointer: `${node.pointer}/value` }
+  const list = operator === 'in' || operator === 'not_in'
+  const { value } = node
+  if (list && (!Array.isArray(value) || value.length === 0 || value.some((v) => typeof v !== 'string'))) fail(Errors.INVALID_FILTER, at, `${operator} takes a non-empty array of strings`)
+  if (!list && typeof value !== 'string') fail(Errors.INVALID_FILTER, at, `${operator} takes a string`)
+  return { kind: 'condition', field, operator, values: checkDirections(field, list ? (value as string[]) : [value as string], at) }
 }

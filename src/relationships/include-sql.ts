@@ -1,6 +1,7 @@
 import type { AuthContext } from '../core/auth/context.js'
 import type { Queryable } from '../store/db.js'
-import { Params } from '../store/sql.js'
+import { escapeLike, Params } from '../store/sql.js'
+import { ILIKE } from '../query/compile.js'
 import { scopeCondition } from '../access/scope.js'
 import { offsetOf, type Page } from '../core/pagination.js'
 import type { Direction } from './embedded-sql.js'
@@ -12,12 +13,29 @@ export interface IncludeSort {
   order: 'asc' | 'desc'
 }
 
-/** Equality filters of the included relationships; a list means "any of". */
-export interface IncludeFilter {
-  relationship_type_key?: string | readonly string[]
-  direction?: Direction | readonly Direction[]
-  'related_asset.asset_type_key'?: string | readonly string[]
+/** The fields included relationships are filtered on (CONTRACT §3's, and the related asset's name). */
+export type IncludeFilterField = 'relationship_type_key' | 'direction' | 'related_asset.asset_type_key' | 'related_asset.name'
+
+/** The operators of those fields: equality on all, text matches on the related asset's name. */
+export type IncludeOperator = 'equals' | 'not_equals' | 'in' | 'not_in' | 'contains' | 'not_contains' | 'starts_with'
+
+/** One condition, checked: `values` holds one value, or the list of `in`/`not_in`. */
+export interface IncludeCondition {
+  readonly kind: 'condition'
+  readonly field: IncludeFilterField
+  readonly operator: IncludeOperator
+  readonly values: readonly string[]
 }
+
+export interface IncludeGroup {
+  readonly kind: 'and' | 'or'
+  readonly children: readonly IncludeFilterNode[]
+}
+
+export type IncludeFilterNode = IncludeCondition | IncludeGroup
+
+/** What the included relationships are filtered by (a search body's tree, or the query string's `and` of `in`s); null: none. */
+export type IncludeFilter = IncludeFilterNode | null
 
 export interface IncludeQuery {
   page: Page
@@ -49,11 +67,12 @@ const SORT_COLUMN: Readonly<Record<IncludeSortField, string>> = {
   'related_asset.name': 'related_name',
 }
 
-// Over `base b` (the relationship seen from the asset) and `assets o` (the related asset).
-const FILTER_EXPR: Readonly<Record<keyof IncludeFilter, string>> = {
+// Over `base b` (the relationship seen from the asset) and `assets o` (the related asset); the
+// direction's expression is the caller's (see selfLoopOnce).
+const FILTER_EXPR: Readonly<Record<Exclude<IncludeFilterField, 'direction'>, string>> = {
   relationship_type_key: 'b.relationship_type_key',
-  direction: 'b.direction',
   'related_asset.asset_type_key': 'o.asset_type_key',
+  'related_asset.name': 'o.name',
 }
 
 /**
@@ -79,14 +98,18 @@ export async function selectIncludedRelationships(db: Queryable, auth: AuthConte
   if (assetIds.length === 0) return []
   const params = new Params([auth.orgId, [...new Set(assetIds)]])
   const scope = scopeCondition(auth, 'o', 'view', params)
-  const filters = compileIncludeFilter(q.filter, params)
+  const filters = compileIncludeFilter(q.filter, params, 'b.direction')
+  // One entry per relationship (CONTRACT §2): a self-loop is its asset's outgoing one, and its
+  // incoming one only where the filter leaves out the outgoing one (it asks for incoming ones).
+  // A filter that does not name the direction takes both or neither: the incoming copy is not read.
+  const namesDirection = usesDirection(q.filter)
+  const selfOnce = namesDirection ? '' : ' AND r.source_asset_id <> r.target_asset_id'
+  const selfLoopOnce = namesDirection
+    ? ` AND (b.direction = 'outgoing' OR b.related_id <> ids.asset_id OR NOT ${compileIncludeFilter(q.filter, params, "'outgoing'::text")})`
+    : ''
   const from = params.add(offsetOf(q.page))
   const to = params.add(offsetOf(q.page) + q.page.size)
   const props = q.withProperties ? ', o.properties AS related_properties' : ''
-  // One entry per relationship (CONTRACT §2): a self-loop is its asset's outgoing one, and incoming
-  // only when the filter asks for incoming relationships alone.
-  const directions = q.filter.direction === undefined ? ['outgoing'] : [q.filter.direction].flat()
-  const selfOnce = directions.includes('outgoing') ? ' AND r.source_asset_id <> r.target_asset_id' : ''
   const result = await db.query<IncludedRow>(
     `SELECT p.asset_id, p.total::int AS total, p.rn::int AS rn, p.id, p.relationship_type_key, p.direction, p.related_id, p.related_asset_type_key, p.related_name,
             p.related_created_at, p.related_updated_at${q.withProperties ? ', p.related_properties' : ''}
@@ -107,7 +130,7 @@ export async function selectIncludedRelationships(db: Queryable, auth: AuthConte
            OFFSET 0
          ) b
          CROSS JOIN LATERAL (SELECT o.* FROM assets o WHERE o.org_id = $1 AND o.id = b.related_id OFFSET 0) o
-         WHERE o.archived_at IS NULL AND ${scope} AND ${filters}
+         WHERE o.archived_at IS NULL AND ${scope} AND ${filters}${selfLoopOnce}
        ) v
      ) p
      WHERE p.rn = 1 OR (p.rn > ${from}::bigint AND p.rn <= ${to}::bigint)
@@ -118,15 +141,34 @@ export async function selectIncludedRelationships(db: Queryable, auth: AuthConte
   return result.rows
 }
 
-function compileIncludeFilter(filter: IncludeFilter, params: Params): string {
-  const conds: string[] = []
-  for (const field of Object.keys(FILTER_EXPR) as (keyof IncludeFilter)[]) {
-    const value = filter[field]
-    if (value === undefined) continue
-    // One array parameter whatever the number of values (= ANY), so the statement text is stable.
-    conds.push(`${FILTER_EXPR[field]} = ANY(${params.add(typeof value === 'string' ? [value] : [...value])}::text[])`)
+/**
+ * The filter as SQL over `b` and `o`, the direction read from `direction` (an expression: the
+ * relationship's, or a fixed one). Values are parameters; fields come from FILTER_EXPR. No column
+ * here is ever null, so a negation needs no care for nulls.
+ */
+export function compileIncludeFilter(node: IncludeFilter, params: Params, direction: string): string {
+  if (node === null) return 'TRUE'
+  if (node.kind !== 'condition') {
+    if (node.children.length === 0) return node.kind === 'and' ? 'TRUE' : 'FALSE'
+    return `(${node.children.map((child) => compileIncludeFilter(child, params, direction)).join(node.kind === 'and' ? ' AND ' : ' OR ')})`
   }
-  return conds.length === 0 ? 'TRUE' : conds.join(' AND ')
+  const expr = node.field === 'direction' ? direction : FILTER_EXPR[node.field]
+  const [value] = node.values as [string]
+  switch (node.operator) {
+    case 'equals': return `${expr} = ${params.add(value)}::text`
+    case 'not_equals': return `${expr} <> ${params.add(value)}::text`
+    // One array parameter whatever the number of values (= ANY), so the statement text is stable.
+    case 'in': return `${expr} = ANY(${params.add([...node.values])}::text[])`
+    case 'not_in': return `NOT (${expr} = ANY(${params.add([...node.values])}::text[]))`
+    case 'contains': return ILIKE(expr, params.add(`%${escapeLike(value)}%`))
+    case 'not_contains': return `NOT (${ILIKE(expr, params.add(`%${escapeLike(value)}%`))})`
+    case 'starts_with': return ILIKE(expr, params.add(`${escapeLike(value)}%`))
+  }
+}
+
+function usesDirection(node: IncludeFilter): boolean {
+  if (node === null) return false
+  return node.kind === 'condition' ? node.field === 'direction' : node.children.some(usesDirection)
 }
 
 /** Default created_at; the relationship id then the direction break ties. */

@@ -80,8 +80,9 @@ export const searchAssetsBody = {
     relationships: {
       type: ['object', 'null'],
       additionalProperties: false,
-      description: 'Page, filter (relationship_type_key, direction, related_asset.asset_type_key with equals/in) and sort '
-        + '(created_at, relationship_type_key, related_asset.name) of the included relationships.',
+      description: 'Page, filter and sort of the included relationships. filter: a search filter (conditions in nested and/or groups) on '
+        + 'relationship_type_key, direction and related_asset.asset_type_key (equals, not_equals, in, not_in) and related_asset.name '
+        + '(those and contains, not_contains, starts_with), or {"<field>": value or [values]}; sort: created_at, relationship_type_key, related_asset.name.',
       properties: { page: pageSchema, filter: { type: ['object', 'null'], additionalProperties: true }, sort: sortSchema },
     },
   },

@@ -118,6 +118,61 @@ for (const store of STORES) {
       expect(runsOn.body.data.relationships_meta.page.total_items).toBe(3)
       const servers = await get('include=relationships&relationships_filter[related_asset.asset_type_key]=server&relationships_filter[direction]=incoming')
       expect(servers.body.data.relationships).toEqual([])
+      const named = await get('include=relationships&relationships_filter[related_asset.name]=web-b')
+      expect(related(named.body.data.relationships)).toEqual(['outgoing runs_on web-b'])
+      const listed = await t.request('GET', '/api/v1/assets?filter[name]=crm&include=relationships&relationships_filter[related_asset.name]=erp')
+      expect(related(listed.body.data[0].relationships)).toEqual(['outgoing depends_on erp'])
+    })
+
+    it('filters them in a search body with the conditions of a search: operators, and/or groups nested, the related asset\'s name', async () => {
+      const of = async (filter: unknown) => {
+        const res = await t.request('POST', '/api/v1/search/assets', {
+          body: { filter: { field: 'name', operator: 'equals', value: 'crm' }, include: ['relationships'], relationships: { filter, sort: [{ field: 'related_asset.name' }] } },
+        })
+        expect(res.status, JSON.stringify(filter)).toBe(200)
+        const [crm] = res.body.data
+        expect(crm.relationships_meta.page.total_items, JSON.stringify(filter)).toBe(crm.relationships.length)
+        return related(crm.relationships)
+      }
+      const c = (field: string, operator: string, value: unknown) => ({ field, operator, value })
+      expect(await of({ or: [c('direction', 'equals', 'incoming'), c('related_asset.name', 'equals', 'web-b')] }))
+        .toEqual(['incoming depends_on billing', 'incoming depends_on secret', 'outgoing runs_on web-b'])
+      expect(await of(c('relationship_type_key', 'not_equals', 'runs_on'))).toEqual(['incoming depends_on billing', 'outgoing depends_on erp', 'incoming depends_on secret'])
+      expect(await of(c('related_asset.asset_type_key', 'not_in', ['server']))).toEqual(['incoming depends_on billing', 'outgoing depends_on erp', 'incoming depends_on secret'])
+      expect(await of({ and: [c('relationship_type_key', 'in', ['runs_on', 'depends_on']), { or: [c('related_asset.name', 'starts_with', 'WEB-'), c('related_asset.name', 'contains', 'RP')] }, c('related_asset.name', 'not_contains', '-c')] }))
+        .toEqual(['outgoing depends_on erp', 'outgoing runs_on web-a', 'outgoing runs_on web-b'])
+      // % and _ are the user's characters, not patterns.
+      expect(await of(c('related_asset.name', 'contains', '%'))).toEqual([])
+      expect(await of({ or: [] })).toEqual([])
+      expect(await of({ and: [] })).toHaveLength(6)
+      // Wrong operators and values point at themselves.
+      const refused = async (filter: unknown) => (await t.request('POST', '/api/v1/search/assets', { body: { include: ['relationships'], relationships: { filter } } })).body.errors
+      expect(await refused(c('direction', 'contains', 'out'))).toEqual([{ status: '400', code: 'invalid_filter', source: { pointer: '/relationships/filter/operator' },
+        detail: 'direction of included relationships takes the operators equals, not_equals, in, not_in, not contains' }])
+      expect(await refused({ or: [c('relationship_type_key', 'in', 'runs_on')] })).toEqual([{ status: '400', code: 'invalid_filter', source: { pointer: '/relationships/filter/or/0/value' },
+        detail: 'in takes a non-empty array of strings' }])
+      expect(await refused(c('related_asset.name', 'equals', ['erp']))).toEqual([{ status: '400', code: 'invalid_filter', source: { pointer: '/relationships/filter/value' },
+        detail: 'equals takes a string' }])
+      expect(await refused({ and: [c('direction', 'not_in', ['sideways'])] })).toEqual([{ status: '400', code: 'invalid_filter', source: { pointer: '/relationships/filter/and/0/value' },
+        detail: 'direction must be outgoing or incoming' }])
+    })
+
+    it('includes a relationship to itself once whatever the filter: incoming only where the filter leaves out its outgoing side', async () => {
+      await createAsset('loop2', 'application', 'it', { code: 'loop2' })
+      await relate('depends_on', 'loop2', 'loop2')
+      const c = (field: string, operator: string, value: unknown) => ({ field, operator, value })
+      const of = async (filter: unknown) => {
+        const res = await t.request('POST', '/api/v1/search/assets', { body: { filter: c('name', 'equals', 'loop2'), include: ['relationships'], relationships: { filter } } })
+        expect(res.status, JSON.stringify(filter)).toBe(200)
+        return { directions: res.body.data[0].relationships.map((r: Included) => r.direction), total: res.body.data[0].relationships_meta.page.total_items }
+      }
+      expect(await of({ or: [c('direction', 'equals', 'incoming'), c('relationship_type_key', 'equals', 'depends_on')] })).toEqual({ directions: ['outgoing'], total: 1 })
+      expect(await of(c('direction', 'not_equals', 'outgoing'))).toEqual({ directions: ['incoming'], total: 1 })
+      expect(await of({ and: [c('direction', 'in', ['incoming', 'outgoing']), c('related_asset.name', 'equals', 'loop2')] })).toEqual({ directions: ['outgoing'], total: 1 })
+      expect(await of(c('related_asset.name', 'equals', 'loop2'))).toEqual({ directions: ['outgoing'], total: 1 })
+      expect(await of(c('relationship_type_key', 'equals', 'runs_on'))).toEqual({ directions: [], total: 0 })
+      expect((await t.request('DELETE', `/api/v1/relationships/${rels['loop2>loop2']}`)).status).toBe(204)
+      expect((await t.request('DELETE', `/api/v1/assets/${ids.loop2}`)).status).toBe(204)
     })
 
     it('sorts with relationships_sort, - for descending, ties broken by id', async () => {
