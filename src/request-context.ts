@@ -8,6 +8,8 @@ import { ResultCache, DATA_CHANGED_CHANNEL } from './counts/cache.js'
 import { dataVersionSql, selectDataVersion } from './events/sql.js'
 import { metrics } from './ops/metrics.js'
 import type { AggregateRows, RequestContext } from './request/context.js'
+import { fencedStore } from './metamodel/fence.js'
+import { writes } from './core/writes.js'
 
 /** What a request's context is read through, and what a change elsewhere empties. */
 export interface ContextSources {
@@ -41,10 +43,13 @@ export async function registerRequestContext(app: FastifyInstance, db: Db, confi
     const source = store === db ? 'primary' : 'replica'
     // `Cache-Control: no-cache`: counts and aggregates are taken afresh (and remembered).
     const fresh = /\bno-cache\b/i.test(String(request.headers['cache-control'] ?? ''))
+    const { orgId } = request.auth
+    const metamodel = await metamodels.get(orgId)
     return {
-      db: store,
+      // A write's transactions check that the metamodel it was validated against still holds.
+      db: writes(request) ? fencedStore(store, orgId, metamodel.version, () => metamodels.invalidate(orgId)) : store,
       auth: request.auth,
-      metamodel: await metamodels.get(request.auth.orgId),
+      metamodel,
       ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),
       requestId: request.id,
       ...(results ? {

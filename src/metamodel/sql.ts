@@ -6,6 +6,16 @@ export async function selectMetamodelVersion(db: Queryable, orgId: string): Prom
   return row?.v ?? 0
 }
 
+/**
+ * The organization's metamodel version, its row held with a key share until the transaction ends:
+ * an apply that locks the row (FOR UPDATE) to change the metamodel waits for this transaction, and
+ * one that holds it already is waited for, its new version read once it commits (metamodel/fence.ts).
+ */
+export async function lockMetamodelVersion(tx: Queryable, orgId: string): Promise<number | null> {
+  const row = (await tx.query<{ v: number }>('SELECT metamodel_version AS v FROM organizations WHERE id = $1 FOR KEY SHARE', [orgId])).rows[0]
+  return row === undefined ? null : Number(row.v)
+}
+
 export async function selectAssetTypes(db: Queryable, orgId: string): Promise<Omit<AssetType, 'properties' | 'unique_property_key'>[]> {
   return (
     await db.query<Omit<AssetType, 'properties' | 'unique_property_key'>>(
