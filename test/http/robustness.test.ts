@@ -178,7 +178,7 @@ for (const store of STORES) {
       expect(res.status).toBe(400)
       expect(res.body.errors[0]).toMatchObject({ code: 'invalid_request', source: { pointer: '/relationships/limit' } })
       // An unknown filter field is pointed at where it is named; a bad value at the value.
-      const unknown = 'unknown relationships filter field "name"; it takes relationship_type_key, direction, related_asset.asset_type_key'
+      const unknown = 'unknown relationships filter field "name"; it takes relationship_type_key, direction, related_asset.asset_type_key, related_asset.name'
       for (const [filter, pointer, detail] of [
         [{ field: 'name', operator: 'equals', value: 'x' }, '/relationships/filter/field', unknown],
         [{ and: [{ field: 'direction', operator: 'equals', value: 'in' }, { field: 'name', operator: 'in', value: ['x'] }] }, '/relationships/filter/and/0/value', 'direction must be outgoing or incoming'],
