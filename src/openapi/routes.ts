@@ -39,7 +39,8 @@ export async function openapiRoutes(app: FastifyInstance): Promise<void> {
     tags: ['openapi'],
     summary: `Generic OpenAPI 3.1 description (${format}); no authentication`,
     security: [],
-    response: { 200: document },
+    // A query parameter it does not take is 400; a server shutting down answers 503, as everywhere.
+    response: { 200: document, 400: commonErrorResponses[400], 503: commonErrorResponses[503] },
   })
   app.get('/openapi/base.json', { schema: schema('JSON', OPENAPI_JSON) }, async (_request, reply) =>
     reply.type('application/json; charset=utf-8').send(baseDocument(app)),
