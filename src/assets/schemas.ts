@@ -117,7 +117,8 @@ export const includeQuerySchema = {
 } as const
 
 const relationshipsFilterPattern = {
-  '^relationships_filter\\[(relationship_type_key|direction|related_asset\\.asset_type_key|related_asset\\.name)\\]$': { type: 'string' },
+  '^relationships_filter\\[(relationship_type_key|related_asset\\.asset_type_key|related_asset\\.name)\\]$': { type: 'string' },
+  '^relationships_filter\\[direction\\]$': { type: 'string', enum: ['outgoing', 'incoming'] },
 } as const
 
 export const assetGetQuery = {

@@ -26,11 +26,14 @@ export function operationIdOf(method: string, url: string): string {
   return [method.toLowerCase(), ...words.map((w) => w[0]!.toUpperCase() + w.slice(1))].join('')
 }
 
-/** The literal names a pattern such as `^relationships_filter\[(a|b\.c)\]$` stands for, or null when open-ended. */
+/**
+ * The literal names a pattern such as `^relationships_filter\[(a|b\.c)\]$` (or one name,
+ * `^relationships_filter\[direction\]$`) stands for, or null when open-ended.
+ */
 export function namesOfPattern(pattern: string): string[] | null {
-  const match = /^\^(\w+)\\\[\(([\w|.\\]+)\)\\\]\$$/.exec(pattern)
+  const match = /^\^(\w+)\\\[(?:\(([\w|.\\]+)\)|([\w.\\]+))\\\]\$$/.exec(pattern)
   if (!match) return null
-  return match[2]!.split('|').map((name) => `${match[1]}[${name.replaceAll('\\.', '.')}]`)
+  return (match[2] ?? match[3]!).split('|').map((name) => `${match[1]}[${name.replaceAll('\\.', '.')}]`)
 }
 
 type Json = Record<string, any>
@@ -40,7 +43,9 @@ function documentedQuery(query: Json, explicit: Record<string, readonly string[]
   const properties: Json = { ...(query.properties ?? {}) }
   for (const [pattern, schema] of Object.entries<Json>(query.patternProperties ?? {})) {
     const names = namesOfPattern(pattern) ?? (pattern.startsWith('^filter') ? (explicit.filter ?? []).map((field) => `filter[${field}]`) : [])
-    for (const name of names) properties[name] ??= { type: schema.type ?? 'string', description: `Equality filter on ${name.slice(name.indexOf('[') + 1, -1)}.` }
+    for (const name of names) {
+      properties[name] ??= { type: schema.type ?? 'string', ...(schema.enum ? { enum: schema.enum } : {}), description: `Equality filter on ${name.slice(name.indexOf('[') + 1, -1)}.` }
+    }
   }
   const { patternProperties: _, ...rest } = query
   return { ...rest, properties }

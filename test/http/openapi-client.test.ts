@@ -108,8 +108,13 @@ for (const store of STORES) {
         'filter[id]', 'filter[asset_type_key]', 'filter[name]', 'filter[access_domain_key]', 'filter',
         'page[number]', 'page[size]', 'page[count]', 'sort', 'include',
         'relationships_filter[relationship_type_key]', 'relationships_filter[direction]', 'relationships_filter[related_asset.asset_type_key]',
-        'relationships_page[number]', 'relationships_page[size]', 'relationships_sort',
+        'relationships_filter[related_asset.name]', 'relationships_page[number]', 'relationships_page[size]', 'relationships_sort',
       ]))
+      // The direction takes its two values only, as the route checks (outside OpenAPI audit: a plain string before).
+      for (const path of ['/api/v1/assets', '/api/v1/assets/{id}']) {
+        const direction = base.paths[path].get.parameters.find((p: any) => p.name === 'relationships_filter[direction]')
+        expect(direction.schema, path).toMatchObject({ type: 'string', enum: ['outgoing', 'incoming'] })
+      }
       expect(names('/api/v1/assets/{id}')).toEqual(expect.arrayContaining(['relationships_filter[direction]', 'relationships_page[size]']))
       expect(names('/api/v1/relationships')).toEqual(expect.arrayContaining(['filter[relationship_type_key]', 'filter[source_asset_id]', 'filter[target_asset_id]']))
       expect(names('/api/v1/relationships')).not.toContain('filter')
