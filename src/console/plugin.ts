@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { fencedStore } from '../metamodel/fence.js'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
@@ -342,9 +343,13 @@ function sessionGate(app: FastifyInstance, idleMinutes: number) {
     const user = (await app.db.query<{ id: string; email: string; name: string; permission_type: string }>(
       'SELECT id, email, name, permission_type FROM users WHERE org_id = $1 AND id = $2', [auth.orgId, auth.userId],
     )).rows[0]!
+    const metamodel = await app.metamodels.get(auth.orgId)
+    // A form that writes checks in its transactions that the metamodel it was validated against
+    // still holds, as an API write does (metamodel/fence.ts): a restore is checked against it.
+    const db = request.method === 'GET' ? app.db : fencedStore(app.db, auth.orgId, metamodel.version, () => app.metamodels.invalidate(auth.orgId))
     request.console = {
       sessionId: session.id, orgId: session.org_id, user, flash: openFlash(request, session.flash),
-      ctx: { db: app.db, auth, metamodel: await app.metamodels.get(auth.orgId), requestId: request.id },
+      ctx: { db, auth, metamodel, requestId: request.id },
     }
   }
 }

@@ -98,6 +98,33 @@ for (const kind of STORES) {
       expect((await t.request('GET', `/api/v1/assets/${id}`)).body.data).toMatchObject({ name: 'old-staging', access_domain_key: 'finance', properties: { environment: 'staging' } })
     })
 
+    it('restores nothing when the metamodel changed between the page\'s check and the restore\'s transaction (an apply meanwhile): 503, still archived', async () => {
+      const id = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'fenced', properties: { hostname: 'fenced', environment: 'staging' } } })).body.data.id as string
+      expect((await t.request('DELETE', `/api/v1/assets/${id}`)).status).toBe(204)
+      const token = await owner.csrf('/console/archived')
+      // An apply removing staging, not yet heard of by the server (its cache keeps the metamodel that allows it).
+      await t.store.db.transaction(async (tx) => {
+        await tx.query("UPDATE property_definitions SET options = ARRAY['dev', 'prod'] WHERE org_id = $1 AND asset_type_key = 'server' AND key = 'environment'", [t.orgId])
+        await tx.query('UPDATE organizations SET metamodel_version = metamodel_version + 1 WHERE id = $1', [t.orgId])
+      })
+      try {
+        const fenced = await owner.send('POST', `/console/archived/${id}/restore`, { _csrf: token })
+        expect(fenced.statusCode).toBe(503)
+        // The console's page of a 5xx: try again.
+        expect(fenced.body).toContain('Try again in a moment.')
+        expect((await t.request('GET', `/api/v1/assets/${id}`)).status).toBe(404)
+        // Sent again: checked against the metamodel without staging, and refused by name.
+        const refused = await owner.send('POST', `/console/archived/${id}/restore`, { _csrf: token })
+        expect(refused.statusCode).toBe(303)
+        const page = (await owner.send('GET', refused.headers.location as string)).body
+        expect(/class="error" role="alert">([^<]*)</.exec(page)?.[1]).toMatch(/^fenced cannot be restored: the metamodel no longer allows what it holds \(environment must be one of dev, prod\)/)
+        expect((await t.request('GET', `/api/v1/assets/${id}`)).status).toBe(404)
+      } finally {
+        await applySetup(t.store.db, ACME as unknown as SetupFile)
+        t.app.metamodels.invalidate()
+      }
+    })
+
     it('refuses what the user may not (403 page); hidden or unknown assets are 404 pages', async () => {
       const id = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'n-1' } })).body.data.id
       expect((await t.request('DELETE', `/api/v1/assets/${id}`)).status).toBe(204)
