@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { fencedStore } from '../metamodel/fence.js'
+import { WRITE_METHODS } from '../core/writes.js'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
@@ -346,7 +347,7 @@ function sessionGate(app: FastifyInstance, idleMinutes: number) {
     const metamodel = await app.metamodels.get(auth.orgId)
     // A form that writes checks in its transactions that the metamodel it was validated against
     // still holds, as an API write does (metamodel/fence.ts): a restore is checked against it.
-    const db = request.method === 'GET' ? app.db : fencedStore(app.db, auth.orgId, metamodel.version, () => app.metamodels.invalidate(auth.orgId))
+    const db = !WRITE_METHODS.has(request.method) ? app.db : fencedStore(app.db, auth.orgId, metamodel.version, () => app.metamodels.invalidate(auth.orgId))
     request.console = {
       sessionId: session.id, orgId: session.org_id, user, flash: openFlash(request, session.flash),
       ctx: { db, auth, metamodel, requestId: request.id },

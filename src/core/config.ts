@@ -284,13 +284,14 @@ function booleanFrom(name: string, raw: string | undefined): boolean {
 function postgresUrlFrom(name: string, raw: string | undefined): string | undefined {
   if (raw === undefined || raw === '') return undefined
   if (raw.startsWith('/')) return raw
-  const protocol = urlOf(raw)?.protocol
+  const url = urlOf(raw)
+  const protocol = url?.protocol
   if (protocol === undefined) throw new ConfigError(`${name}: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)`)
   if (!['postgres:', 'postgresql:', 'socket:'].includes(protocol)) {
     throw new ConfigError(`${name}: must be a PostgreSQL URL such as postgres://user:password@host:5432/database, not a ${protocol}// URL`)
   }
   // pg reads an sslmode it does not know as "SSL on": a typo would look like a server without SSL.
-  const sslmode = urlOf(raw)?.searchParams.get('sslmode')
+  const sslmode = url?.searchParams.get('sslmode')
   if (sslmode != null && !SSL_MODES.includes(sslmode)) {
     throw new ConfigError(`${name}: sslmode must be one of ${SSL_MODES.join(', ')}, got "${sslmode}"`)
   }

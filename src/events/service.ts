@@ -3,7 +3,7 @@ import type { RequestContext } from '../request/context.js'
 import { isUuid } from '../core/time.js'
 import { offsetOf, pageMeta, type JsonPage, type Page } from '../core/pagination.js'
 import { findAsset } from '../assets/service.js'
-import { parseAssetRef } from '../metamodel/refs.js'
+import { compositeKeyProblem, parseAssetRef } from '../metamodel/refs.js'
 import { EVENT_TYPES } from '../outbox/cloud-event.js'
 import { selectFeed, selectFeedBounds, selectHistoryPage } from './sql.js'
 
@@ -116,25 +116,12 @@ async function eventSubject(ctx: RequestContext, subject: string): Promise<strin
     })
     return asset ? `assets/${asset.id}` : NO_SUBJECT
   }
-  const keyProblem = known && kind === 'assets' ? compositeKeyProblem(ctx, id) : null
+  const keyProblem = known && kind === 'assets' ? compositeKeyProblem(id, ctx.metamodel) : null
   if (keyProblem !== null) throw new AppError(Errors.INVALID_FILTER, [{ detail: `filter[subject]: ${keyProblem}`, parameter: 'filter[subject]' }])
   throw new AppError(Errors.INVALID_FILTER, [{
     detail: 'filter[subject] must be assets/<id>, relationships/<id> or api-keys/<id>, the id a UUID (an asset also by its composite key, e.g. assets/server:hostname:web-01)',
     parameter: 'filter[subject]',
   }])
-}
-
-/**
- * Why `ref`, written as a composite key `type:property:value`, can name no asset ever (its type
- * does not exist, or has no unique key of that name); null when it is not written as one.
- */
-function compositeKeyProblem(ctx: RequestContext, ref: string): string | null {
-  const parts = ref.split(':')
-  if (parts.length !== 3 || parts.some((part) => part === '')) return null
-  const [typeKey, propertyKey] = parts as [string, string, string]
-  const type = ctx.metamodel.assetTypes.get(typeKey)
-  if (type === undefined) return `${ref} is no composite key: there is no asset type ${typeKey}`
-  return `${ref} is no composite key: ${typeKey} ${type.unique_property_key === null ? 'has no unique key' : `has the unique key ${type.unique_property_key}, not ${propertyKey}`}`
 }
 
 /**

@@ -19,7 +19,7 @@ import { lockMetamodelVersion } from './sql.js'
 export function fencedStore(store: Db, orgId: string, version: number, onChanged: () => void): Db {
   const transaction = <T>(fn: (tx: Tx) => Promise<T>): Promise<T> =>
     store.transaction(async (tx) => {
-      if ((await lockMetamodelVersion(tx, orgId)) !== Number(version)) {
+      if ((await lockMetamodelVersion(tx, orgId)) !== version) {
         onChanged()
         throw new AppError(Errors.SERVICE_UNAVAILABLE, 'the organization\'s metamodel changed while this request ran (kbis apply); nothing was written: send it again', { 'Retry-After': '1' })
       }

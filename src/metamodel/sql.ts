@@ -12,8 +12,7 @@ export async function selectMetamodelVersion(db: Queryable, orgId: string): Prom
  * one that holds it already is waited for, its new version read once it commits (metamodel/fence.ts).
  */
 export async function lockMetamodelVersion(tx: Queryable, orgId: string): Promise<number | null> {
-  const row = (await tx.query<{ v: number }>('SELECT metamodel_version AS v FROM organizations WHERE id = $1 FOR KEY SHARE', [orgId])).rows[0]
-  return row === undefined ? null : Number(row.v)
+  return (await tx.query<{ v: number }>('SELECT metamodel_version AS v FROM organizations WHERE id = $1 FOR KEY SHARE', [orgId])).rows[0]?.v ?? null
 }
 
 export async function selectAssetTypes(db: Queryable, orgId: string): Promise<Omit<AssetType, 'properties' | 'unique_property_key'>[]> {
