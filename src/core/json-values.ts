@@ -198,3 +198,12 @@ export function unstorableValues(text: string, value: unknown, all = false): Iss
   const inexact = hasLongDigitRun(text, INEXACT_RUN) ? inexactIntegers(text) : []
   return suspect || inexact.length > 0 || nestedDeeperThan(value, MAX_BODY_DEPTH) ? findUnstorable(value, suspect, inexact, all) : []
 }
+
+/**
+ * The same check of a value parsed from another text than JSON (a YAML set-up file): every value,
+ * `inexact` naming the integer literals the parser read that lost digits as floats. The first
+ * issue only.
+ */
+export function unstorableParsed(value: unknown, inexact: readonly string[] = []): Issue[] {
+  return findUnstorable(value, true, inexact)
+}

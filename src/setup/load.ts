@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
 import { parseDocument } from 'yaml'
+import type { Issue } from '../core/errors.js'
+import { losesDigits, unstorableParsed, unstorableValues } from '../core/json-values.js'
 import { checkRules } from './checks.js'
 import { fillScoreBounds, normalizeSetup } from './normalize.js'
 import { checkReferences } from './references.js'
@@ -25,7 +27,9 @@ function firstLine(message: string): string {
 
 function parseYaml(text: string, source: string): unknown {
   // `uniqueKeys` (on by default) makes a repeated mapping key an error rather than a silent overwrite.
-  const doc = parseDocument(text)
+  // Integers are read as BigInt, so that one a float cannot hold (a bound of 9007199254740993) is
+  // refused as the API refuses it in a body, not rounded.
+  const doc = parseDocument(text, { intAsBigInt: true })
   const error = doc.errors[0]
   // The library's own words name its API ("please use YAML.parseAllDocuments()").
   if (error?.code === 'MULTIPLE_DOCS') {
@@ -38,12 +42,43 @@ function parseYaml(text: string, source: string): unknown {
     // The message repeats the position and quotes the source on further lines: keep the reason.
     throw new SetupError(`${source}: ${where}${firstLine(error.message).replace(/ at line \d+, column \d+:?$/, '')}`)
   }
-  return doc.toJS()
+  const inexact: string[] = []
+  const data: unknown = doc.toJS({
+    reviver: (_key, value) => {
+      if (typeof value !== 'bigint') return value
+      if (losesDigits(String(value))) inexact.push(String(value))
+      return Number(value)
+    },
+  })
+  refuseUnstorable(unstorableParsed(data, inexact), source)
+  return data
+}
+
+/** `metamodel.asset_types[0].properties[1].max`, the set-up errors' way of naming a field, for a JSON pointer. */
+function fieldOf(pointer: string): string {
+  let field = ''
+  for (const token of pointer.split('/').slice(1)) {
+    const key = token.replace(/~1/g, '/').replace(/~0/g, '~')
+    field += /^\d+$/.test(key) ? `[${key}]` : `${field === '' ? '' : '.'}${key}`
+  }
+  return field
+}
+
+/**
+ * A value the store cannot keep as written (NUL or a lone surrogate in text, a number past a
+ * float's range, an integer that loses digits) is refused as in an API body (core/json-values.ts),
+ * never stored as something else.
+ */
+function refuseUnstorable(issues: Issue[], source: string): void {
+  const issue = issues[0]
+  // "send it as text" is for API bodies: a bound in a set-up file has no text form.
+  if (issue) throw new SetupError(`${source}: ${issue.pointer ? `${fieldOf(issue.pointer)}: ` : ''}${issue.detail.replace(/; send it as text$/, '')}`)
 }
 
 function parseJson(text: string, source: string): unknown {
+  let data: unknown
   try {
-    return JSON.parse(text) as unknown
+    data = JSON.parse(text) as unknown
   } catch (err) {
     // Node names a character offset ("… in JSON at position 30"), or quotes the text around the
     // fault ("Unexpected token '}', "{ "a": }" is not valid JSON"): the line and column, as for YAML.
@@ -60,6 +95,8 @@ function parseJson(text: string, source: string): unknown {
     }
     throw new SetupError(`${source}: invalid JSON: ${where}${reason}`)
   }
+  refuseUnstorable(unstorableValues(text, data), source)
+  return data
 }
 
 /**

@@ -114,6 +114,25 @@ describe('loadSetupFile', () => {
     expect(await failure(loadSetupFile(r))).toBe(`SetupError: ${r}: invalid JSON: line 2, column 1: Unexpected non-whitespace character after the JSON value`)
   })
 
+  it('refuses what the store cannot keep as written, as an API body would be refused, rather than rounding it', async () => {
+    const bounds = (max: string): string => YAML.replace('min: 0}', `min: 0, max: ${max}}`)
+    const lost = await file('lost.yaml', bounds('9007199254740993'))
+    expect(await failure(loadSetupFile(lost))).toBe(`SetupError: ${lost}: metamodel.asset_types[0].properties[2].max: the number 9007199254740993 cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float`)
+    const long = await file('long.yaml', bounds('12345678901234567890123'))
+    expect(await failure(loadSetupFile(long))).toMatch(/properties\[2\]\.max: the number 12345678901234567890123 cannot be kept exactly/)
+    const huge = await file('huge.yaml', bounds('1e400'))
+    expect(await failure(loadSetupFile(huge))).toBe(`SetupError: ${huge}: metamodel.asset_types[0].properties[2].max: number out of range: it does not fit a 64-bit float`)
+    const nul = await file('nul.yaml', YAML.replace('name: Owner', 'name: "Own\\0er"'))
+    expect(await failure(loadSetupFile(nul))).toBe(`SetupError: ${nul}: users[0].name: text must not contain NUL (U+0000) characters`)
+    const json = await file('lost.json', JSON.stringify(LOADED).replace('"min":0,"max":null', '"min":0,"max":9007199254740993'))
+    expect(await failure(loadSetupFile(json))).toMatch(/lost\.json: metamodel\.asset_types\[0\]\.properties\[2\]\.max: the number 9007199254740993 cannot be kept exactly/)
+    // Integers a float holds exactly, in any notation YAML has, load as numbers.
+    const exact = await loadSetupFile(await file('exact.yaml', bounds('9007199254740991')))
+    expect(exact.metamodel.asset_types[0]!.properties[2]!.max).toBe(9007199254740991)
+    const hex = await loadSetupFile(await file('hex.yaml', bounds('0x10')))
+    expect(hex.metamodel.asset_types[0]!.properties[2]!.max).toBe(16)
+  })
+
   it('names an empty file, and a YAML file of several documents, in words of its own', async () => {
     for (const [name, text] of [['empty.yaml', ''], ['blank.json', ' \n\n'], ['comments.yaml', '# nothing yet\n']] as const) {
       const p = await file(name, text)
