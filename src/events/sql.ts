@@ -2,13 +2,27 @@ import type { Queryable } from '../store/db.js'
 import type { AuthContext } from '../core/auth/context.js'
 import { scopeCondition } from '../access/scope.js'
 import { Params, selectPage, type DocRow, type PageRows } from '../store/sql.js'
-import { cloudEventJsonSql, eventSource } from '../outbox/cloud-event.js'
+import { cloudEventJsonSql, eventSource, withoutFromSql } from '../outbox/cloud-event.js'
 
 /**
- * The FROM clause of every event read: `events e`, and `t`, the relationship target's scoping
- * columns under the names `scopeCondition` expects (a lateral row, no join).
+ * The FROM clause of every event read: `events e`; `t`, the relationship target's scoping
+ * columns under the names `scopeCondition` expects; `f`, the asset's before a move to another
+ * access domain (its domain then: the `from` of the event's `access_domain_key` change). Lateral
+ * rows, no join.
  */
-export const EVENTS_FROM = `events e CROSS JOIN LATERAL (SELECT e.related_asset_type_key AS asset_type_key, e.related_access_domain_key AS access_domain_key) t`
+export const EVENTS_FROM = `events e CROSS JOIN LATERAL (SELECT e.related_asset_type_key AS asset_type_key, e.related_access_domain_key AS access_domain_key) t
+  CROSS JOIN LATERAL (SELECT e.asset_type_key, e.data #>> '{changes,access_domain_key,from}' AS access_domain_key) f`
+
+/**
+ * The `data` of an event as this key may read it: as stored, but for the move of an asset out of
+ * an access domain the key cannot see, whose changes it gets without their `from` values
+ * (withoutFromSql). `e.data` itself when the key sees every domain.
+ */
+function visibleDataSql(auth: AuthContext, params: Params): string {
+  const before = scopeCondition(auth, 'f', 'view', params)
+  if (before === 'TRUE') return 'e.data'
+  return `CASE WHEN e.data #> '{changes,access_domain_key}' IS NOT NULL AND NOT (${before}) THEN ${withoutFromSql('e.data', '{changes}')} ELSE e.data END`
+}
 
 /**
  * The events this key may see, ANDed into the statement (CONTRACT §13): asset events when the
@@ -47,7 +61,7 @@ export async function selectFeed(db: Queryable, auth: AuthContext, q: FeedQuery)
   if (q.subject?.startsWith('assets/') && q.subjectAssetId !== null) where.push(`e.asset_id = ${params.add(q.subjectAssetId)}::uuid`)
   const source = params.add(JSON.stringify(eventSource(auth.orgKey)))
   const result = await db.query<FeedRow>(
-    `SELECT ${cloudEventJsonSql(source)} AS doc, e.sequence FROM ${EVENTS_FROM} WHERE ${where.join(' AND ')} ORDER BY e.sequence LIMIT ${params.add(q.limit + 1)}`,
+    `SELECT ${cloudEventJsonSql(source, visibleDataSql(auth, params))} AS doc, e.sequence FROM ${EVENTS_FROM} WHERE ${where.join(' AND ')} ORDER BY e.sequence LIMIT ${params.add(q.limit + 1)}`,
     params.values,
   )
   return result.rows
@@ -102,7 +116,7 @@ export async function selectHistoryPage(db: Queryable, auth: AuthContext, assetI
   const where = `e.org_id = $1 AND (e.asset_id = $2 OR e.related_asset_id = $2) AND ${visibleEvents(auth, params)}`
   // The event's source is bound for the page's columns only: the count of a full page binds the
   // conditions' values alone (with it too, every full page answered 500).
-  const select = (page: Params) => `${cloudEventJsonSql(page.add(JSON.stringify(eventSource(auth.orgKey))))} AS doc`
+  const select = (page: Params) => `${cloudEventJsonSql(page.add(JSON.stringify(eventSource(auth.orgKey))), visibleDataSql(auth, page))} AS doc`
   return selectPage<DocRow>(db, { select, from: EVENTS_FROM, docRows: true }, {
     where,
     orderBy: 'e.sequence DESC',

@@ -66,15 +66,27 @@ export function eventSource(orgKey: string): string {
  * members of {@link toCloudEvent} in its order, strings escaped by `to_json` as JSON.stringify
  * escapes them, `data` as jsonb writes it, `time` to the second. `source` is the placeholder of a
  * parameter holding the organization's source as JSON text (`JSON.stringify(eventSource(key))`).
- * Feed pages pass the text on (decision 0017).
+ * Feed pages pass the text on (decision 0017). `data` is the SQL of the `data` member (the stored
+ * one, or {@link withoutFromSql} of it for a reader who may not see the values before a move).
  */
-export function cloudEventJsonSql(source: string): string {
+export function cloudEventJsonSql(source: string, data = 'e.data'): string {
   return `'{"specversion":"1.0","id":"' || e.id || '","type":' || to_json(e.type)::text
     || ',"source":' || ${source}::text || ',"subject":' || to_json(e.subject)::text
     || ',"time":"' || ${isoSecondSql('e.time')} || '","datacontenttype":"application/json","sequence":"' || e.sequence
     || '","requestid":' || coalesce(to_json(e.request_id)::text, 'null')
     || CASE WHEN e.idempotency_key IS NULL THEN '' ELSE ',"idempotencykey":' || to_json(e.idempotency_key)::text END
-    || ',"data":' || e.data::text || '}'`
+    || ',"data":' || (${data})::text || '}'`
+}
+
+/**
+ * The jsonb document `doc` with the changes at `path` (`{changes}` in an event's data,
+ * `{data,changes}` in a whole CloudEvent) kept without their `from` values. An asset moved out of
+ * an access domain a reader cannot see into one it can is seen from its move on (CONTRACT §13),
+ * but the values it held before the move belong to where it was hidden (§9): that reader gets the
+ * fields that changed and their new values only.
+ */
+export function withoutFromSql(doc: string, path: '{changes}' | '{data,changes}'): string {
+  return `jsonb_set(${doc}, '${path}', (SELECT jsonb_object_agg(c.key, c.value - 'from') FROM jsonb_each(${doc} #> '${path}') AS c))`
 }
 
 export function toCloudEvent(row: StampedEventRow, orgKey: string): CloudEvent {

@@ -1,6 +1,7 @@
 import { BACKGROUND_SQL, type Db, type Queryable } from '../store/db.js'
 import { Params, selectPage, type PageRows } from '../store/sql.js'
 import { TEST_EVENT_TYPE } from './patterns.js'
+import { withoutFromSql } from '../outbox/cloud-event.js'
 
 export interface WebhookRow {
   id: string
@@ -323,7 +324,13 @@ export async function claimDeliveries(q: Queryable, limit: number, leaseSeconds:
        SELECT w.*, ${SEES_ALL} AS sees_all FROM webhooks w
        WHERE (w.org_id, w.id) IN (SELECT org_id, webhook_id FROM claimed)
      )
-     SELECT c.org_id, c.id, c.lease_token, c.webhook_id, c.event_id, c.payload, c.attempts, w.url, w.enabled, w.secret,
+     SELECT c.org_id, c.id, c.lease_token, c.webhook_id, c.event_id, c.attempts, w.url, w.enabled, w.secret,
+            -- A move out of a domain the roles do not see: the changes without their values before it (events/sql.ts).
+            CASE WHEN NOT w.sees_all AND c.event_type = 'asset.updated'
+                  AND EXISTS (SELECT 1 FROM events s WHERE s.org_id = c.org_id AND s.id = c.event_id
+                                AND s.data #> '{changes,access_domain_key}' IS NOT NULL
+                                AND NOT ${webhookSees('s.asset_type_key', "(s.data #>> '{changes,access_domain_key,from}')")})
+                 THEN (${withoutFromSql('c.payload::jsonb', '{data,changes}')})::text ELSE c.payload END AS payload,
             c.event_type = '${TEST_EVENT_TYPE}' AS is_test,
             CASE WHEN w.previous_secret_until > now() THEN w.previous_secret END AS previous_secret,
             (w.sees_all OR c.event_type = '${TEST_EVENT_TYPE}'

@@ -191,6 +191,32 @@ for (const store of STORES) {
       expect((await feed(cursor)).events.map((e) => e.type)).toEqual(['asset.created'])
     })
 
+    it('gives a key that could not see an asset before its move the move\'s changes without their values from before', async () => {
+      // it_editor sees applications in it only: in finance, this one does not exist for it (CONTRACT §9).
+      const itOnly = await t.givenKey({ type: 'Editor', user: 'editor@acme.test', roles: ['it_editor'] })
+      const a = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'application', name: 'fin-secret-name', access_domain_key: 'finance', properties: { code: 'move-1', owner: 'fin-secret-owner' } } })).body.data
+      await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { access_domain_key: 'it', name: 'now-in-it', properties: { owner: 'public' } } })
+      await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'still-in-it' } })
+      const full = { access_domain_key: { from: 'finance', to: 'it' }, name: { from: 'fin-secret-name', to: 'now-in-it' }, 'properties.owner': { from: 'fin-secret-owner', to: 'public' } }
+      const seen = { access_domain_key: { to: 'it' }, name: { to: 'now-in-it' }, 'properties.owner': { to: 'public' } }
+      const later = { name: { from: 'now-in-it', to: 'still-in-it' } }
+      const changes = (events: { type: string; data: { changes?: unknown } }[]) => events.map((e) => [e.type, e.data.changes ?? null])
+      expect(changes((await feed(null, `&filter[subject]=assets/${a.id}`)).events)).toEqual([['asset.created', null], ['asset.updated', full], ['asset.updated', later]])
+      expect(changes((await feed(null, `&filter[subject]=assets/${a.id}`, itOnly)).events)).toEqual([['asset.updated', seen], ['asset.updated', later]])
+      const history = await t.request('GET', `/api/v1/assets/${a.id}/history`, { key: itOnly })
+      expect(changes(history.body.data)).toEqual([['asset.updated', later], ['asset.updated', seen]])
+      expect(JSON.stringify(history.body)).not.toMatch(/fin-secret/)
+      // Back into finance and out again: each move out of finance is seen without its past.
+      await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { access_domain_key: 'finance', name: 'fin-secret-2' } })
+      await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { access_domain_key: 'it' } })
+      expect(changes((await feed(null, `&filter[subject]=assets/${a.id}`, itOnly)).events)).toEqual([
+        ['asset.updated', seen], ['asset.updated', later], ['asset.updated', { access_domain_key: { to: 'it' } }],
+      ])
+      // A key that sees both domains gets every value.
+      const both = await t.givenKey({ type: 'Viewer', user: 'viewer@acme.test', roles: ['all'] })
+      expect(changes((await feed(null, `&filter[subject]=assets/${a.id}`, both)).events).at(-1)).toEqual(['asset.updated', { access_domain_key: { from: 'finance', to: 'it' } }])
+    })
+
     it('refuses an event type or a subject that cannot exist with 400 invalid_filter', async () => {
       const typo = await t.request('GET', '/api/v1/events?filter[type]=asset.created,asset.craeted')
       expect(typo.status).toBe(400)

@@ -334,6 +334,25 @@ for (const store of STORES) {
       await eventually(async () => (await received(hook.id, 'narrow', [`assets/${later}`])).length === 1)
     })
 
+    it('sends a move out of a domain its roles do not see without the values from before it, signed as sent', async () => {
+      const narrow = await t.givenKey({ user: 'owner@acme.test', type: 'Admin', roles: ['it_editor'] })
+      const hook = (await create({ url: `${receiver.url}?moves`, event_types: ['asset.updated'] }, narrow)).body.data
+      const a = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'wh-fin-secret', access_domain_key: 'finance', properties: { body: 'wh-fin-body' } } })).body.data
+      await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { access_domain_key: 'it', name: 'wh-now-it' } })
+      await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'wh-later' } })
+      const got = await eventually(async () => {
+        const hits = receiver.received.filter((r) => r.url === '/hook?moves')
+        return hits.length >= 2 ? hits : null
+      })
+      const events = (got.map((r) => verify(hook.secret, r)) as { sequence: string; subject: string; data: { changes: unknown; object: { name: string } } }[])
+        .sort((x, y) => Number(x.sequence) - Number(y.sequence))
+      expect(events.map((e) => [e.subject, e.data.changes, e.data.object.name])).toEqual([
+        [`assets/${a.id}`, { access_domain_key: { to: 'it' }, name: { to: 'wh-now-it' } }, 'wh-now-it'],
+        [`assets/${a.id}`, { name: { from: 'wh-now-it', to: 'wh-later' } }, 'wh-later'],
+      ])
+      expect(got.map((r) => r.body).join('')).not.toMatch(/wh-fin-secret/)
+    })
+
     it('never sends a delivery queued under an earlier URL to a new one whose roles do not see its event', async () => {
       const narrow = await t.givenKey({ user: 'owner@acme.test', type: 'Admin', roles: ['it_editor'] })
       const hook = (await create({ url: `${receiver.url}?before`, event_types: ['asset.created'] })).body.data
