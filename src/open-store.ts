@@ -14,7 +14,7 @@ export interface OpenStoreOptions {
   onInitialize?: (dir: string) => void
   /** Called with the migrations the opening applied, when it applied any. */
   onMigrated?: (applied: string[]) => void
-  /** Refuse a PostgreSQL database that holds no kbis store, rather than set one up (keys, users). */
+  /** Refuse a PostgreSQL database or a PGlite directory that holds no kbis store, rather than set one up (keys, users). */
   existingOnly?: boolean
 }
 
@@ -25,7 +25,7 @@ export interface OpenStoreOptions {
 export async function openStore(config: Config, { onInitialize, onMigrated, existingOnly = false }: OpenStoreOptions = {}): Promise<Db> {
   const answerTimeoutMs = config.databaseUrl && config.statementTimeoutMs > 0 ? config.statementTimeoutMs + PRIMARY_ANSWER_MARGIN_MS : undefined
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
-    statementTimeoutMs: config.statementTimeoutMs, answerTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize })
+    statementTimeoutMs: config.statementTimeoutMs, answerTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize, existingOnly })
   // Whatever keeps the first connection from opening (an address, a login, SSL) is PostgreSQL's to name.
   let reached = false
   try {

@@ -134,6 +134,8 @@ export interface StoreOptions {
   onInitialize?: ((dir: string) => void) | undefined
   /** PGlite data directory; `memory://` for an in-memory store. */
   dataDir?: string | undefined
+  /** PGlite: refuse a data directory that holds no store, rather than create one there (store/pglite-init.ts checkDataDir). */
+  existingOnly?: boolean | undefined
   /** PostgreSQL schema to use (tests isolate each file in its own schema). */
   schema?: string | undefined
   poolSize?: number | undefined

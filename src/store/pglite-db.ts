@@ -4,7 +4,7 @@
  */
 import { accessSync, constants, readdirSync, type Dirent } from 'node:fs'
 import path from 'node:path'
-import { createDataDir, initPgliteDataDir } from './pglite-init.js'
+import { checkDataDir, createDataDir, initPgliteDataDir } from './pglite-init.js'
 import { writeDataDirArchive, type BackupReport } from './backup.js'
 import { lockDataDir, type DataDirLock } from './pglite-lock.js'
 import { PgliteThread } from './pglite-thread.js'
@@ -194,6 +194,7 @@ export async function openPglite(options: StoreOptions): Promise<Db> {
   createDataDir(dir)
   const lock = lockDataDir(dir)
   try {
+    checkDataDir(dir, options.existingOnly === true)
     await initPgliteDataDir(dir, options.onInitialize)
     const thread = await PgliteThread.start({ ...settings, dataDir: dir }).catch((err: unknown) => {
       throw new Error(cannotOpen(dir, err))

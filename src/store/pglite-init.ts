@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import { runNodeScript } from './node-child.js'
+import { LOCK_FILE } from './pglite-lock.js'
 import { unpackTemplate } from './pglite-template.js'
 
 const require = createRequire(import.meta.url)
@@ -16,6 +17,27 @@ export function createDataDir(dir: string): void {
     makeDirectory(dir)
   } catch (err) {
     throw new Error(`could not initialize the PGlite data directory ${dir}: ${(err as Error).message}`)
+  }
+}
+
+// What a PostgreSQL cluster's directory holds at its top, kbis's lock beside it: all a data
+// directory may hold before its PG_VERSION is written (an initialization that was interrupted).
+const CLUSTER_ENTRY = new RegExp(`^(?:PG_VERSION|base|global|pg_[a-z_]+|pg_hba\\.conf|pg_ident\\.conf|postgresql(?:\\.auto)?\\.conf|postmaster\\.(?:pid|opts)|${LOCK_FILE.replace('.', '\\.')})$`)
+
+/**
+ * Refuses a data directory kbis must not set a store up in, called holding its lock (so that a
+ * process initializing it is waited for): with `existingOnly` (`keys`, `users`: they name an
+ * organization, which a new store does not hold) any directory without a store; otherwise one that
+ * holds files of its own and no store (initdb refuses a directory that is not empty too), rather
+ * than unpack a cluster among them.
+ */
+export function checkDataDir(dir: string, existingOnly: boolean): void {
+  if (existsSync(path.join(dir, 'PG_VERSION'))) return
+  if (existingOnly) throw new Error(`${dir} holds no kbis store (no PG_VERSION; kbis serve or kbis apply creates one, --data-dir or KBIS_DATA_DIR names another); nothing was written`)
+  const foreign = readdirSync(dir).filter((entry) => !CLUSTER_ENTRY.test(entry))
+  if (foreign.length > 0) {
+    const named = foreign.slice(0, 3).join(', ') + (foreign.length > 3 ? ', …' : '')
+    throw new Error(`the PGlite data directory ${dir} holds files of its own (${named}) and no kbis store (no PG_VERSION): name a new or empty directory; nothing was written`)
   }
 }
 

@@ -1,6 +1,6 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -16,9 +16,10 @@ interface Run {
   stderr: string
 }
 
-function kbis(args: string[], env: Record<string, string> = {}): Promise<Run> {
+function kbis(args: string[], env: Record<string, string> = {}, input?: string): Promise<Run> {
   return new Promise((resolve) => {
     const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', ...TEST_ALLOCATOR, ...env } })
+    if (input !== undefined) child.stdin.end(input)
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
@@ -191,6 +192,27 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect(await kbis(['keys', 'create', '--org', 'acme', '--user', 'x@y', '--name', 'n', '--type', 'Admin', '--roles', 'all', '--data-dir', missing])).toEqual(none(missing))
     expect(await kbis(['keys', 'revoke', 'kbis_0123456789ab', '--org', 'acme'], { KBIS_DATA_DIR: missing })).toEqual(none(missing))
     expect(existsSync(missing)).toBe(false)
+  })
+
+  it('sets no store up in a directory that holds none: keys and users refuse one, and nothing unpacks a store among files of its own', async () => {
+    const empty = path.join(dir, 'empty-dir')
+    const foreign = path.join(dir, 'foreign-dir')
+    mkdirSync(empty)
+    mkdirSync(path.join(foreign, 'base'), { recursive: true })
+    writeFileSync(path.join(foreign, 'notes.txt'), 'mine')
+    writeFileSync(path.join(foreign, 'base', 'mine.txt'), 'mine too')
+    const noStore = (d: string) => ({ code: 1, stdout: '', stderr: `kbis: ${d} holds no kbis store (no PG_VERSION; kbis serve or kbis apply creates one, --data-dir or KBIS_DATA_DIR names another); nothing was written\n` })
+    for (const d of [empty, foreign]) {
+      expect(await kbis(['keys', 'list', '--org', 'acme', '--data-dir', d])).toEqual(noStore(d))
+      expect(await kbis(['users', 'set-password', '--org', 'acme', '--email', 'x@y', '--data-dir', d], {}, 'a long passphrase')).toEqual(noStore(d))
+    }
+    const refused = { code: 1, stdout: '', stderr: `kbis: the PGlite data directory ${foreign} holds files of its own (notes.txt) and no kbis store (no PG_VERSION): name a new or empty directory; nothing was written\n` }
+    expect(await kbis(['apply', path.resolve('examples/acme.yaml'), '--data-dir', foreign])).toEqual(refused)
+    expect(await kbis(['serve', '--port', String(await freePort()), '--data-dir', foreign])).toEqual(refused)
+    expect([readdirSync(empty), readdirSync(foreign).sort(), readdirSync(path.join(foreign, 'base'))]).toEqual([[], ['base', 'notes.txt'], ['mine.txt']])
+    // An empty directory is a new store's, as initdb takes one.
+    const set = await kbis(['apply', path.resolve('examples/acme.yaml'), '--data-dir', empty])
+    expect([set.code, existsSync(path.join(empty, 'PG_VERSION'))]).toEqual([0, true])
   })
 
   it.runIf(STORES.includes('postgres'))('gives a PostgreSQL database without a kbis store no tables for a command that only reads or changes keys and users', async () => {
