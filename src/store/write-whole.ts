@@ -1,4 +1,4 @@
-import { lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs'
+import { lstatSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs'
 import { readdir, rename, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { running } from './pglite-lock.js'
@@ -47,6 +47,10 @@ export async function writeWhole<T>(file: string, write: (partial: string) => Pr
  * to in place, rather than a plain file or none yet, replaced whole.
  */
 export function landingOf(file: string): { path: string; special: boolean } {
+  // A pipe or socket whose links end in no path (/dev/stdout → /proc/self/fd/1 → "pipe:[…]" when
+  // the command is piped into another): realpath cannot follow them, open by the name given can.
+  const direct = statOrNothing(file)
+  if (direct !== undefined && !direct.isFile() && !direct.isDirectory()) return { path: file, special: true }
   let target = file
   try {
     target = realpathSync(file)
@@ -60,6 +64,15 @@ export function landingOf(file: string): { path: string; special: boolean } {
   }
   const found = statSync(target, { throwIfNoEntry: false })
   return { path: target, special: found !== undefined && !found.isFile() && !found.isDirectory() }
+}
+
+/** The file `file` names, links followed; undefined when there is none or it cannot be looked at (the write will say why). */
+function statOrNothing(file: string): Stats | undefined {
+  try {
+    return statSync(file, { throwIfNoEntry: false })
+  } catch {
+    return undefined
+  }
 }
 
 /**

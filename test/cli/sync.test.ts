@@ -278,6 +278,8 @@ for (const store of STORES) {
       const ndjson = await kbis(['export', '--type', 'application', '--format', 'ndjson'], env)
       const apiNd = await t.app.inject({ method: 'GET', url: '/api/v1/export/assets?format=ndjson&filter[asset_type_key]=application', headers: { authorization: `Bearer ${t.adminKey}` } })
       expect(ndjson).toEqual({ code: 0, stdout: apiNd.body, stderr: '' })
+      // --output /dev/stdout is standard output, here a socket to this process, which no open() reaches.
+      expect(await kbis(['export', '--type', 'application', '--format', 'ndjson', '--output', '/dev/stdout'], env)).toEqual({ code: 0, stdout: apiNd.body, stderr: '' })
     })
 
     it('leaves --output as it was when the answer is cut short, and says so', async () => {

@@ -16,6 +16,8 @@ export interface ExportOptions {
 /** What GET /export/assets answers for each format (CONTRACT §16). */
 const EXPORT_TYPES: Record<ExportOptions['format'], string> = { csv: 'text/csv', ndjson: 'application/x-ndjson' }
 
+const STDOUT_NAMES = new Set(['/dev/stdout', '/dev/fd/1', '/proc/self/fd/1'])
+
 /**
  * `kbis export`: writes what GET /export/assets returns, streaming, to a file or stdout. A file is
  * written under a temporary name beside it and renamed once the answer is complete: an export
@@ -52,7 +54,9 @@ export async function runExport(client: ServerClient, options: ExportOptions): P
     throw new Error(`export failed: ${client.base} answered ${type ?? 'no content type'}, not ${EXPORT_TYPES[options.format]}: is it the kbis server's address?`)
   }
   const answer = res.body as ReadableStream<Uint8Array>
-  if (!options.output) {
+  // `--output /dev/stdout` is standard output, whatever it is: a socket (a command started by a
+  // Node.js process) cannot be opened by that name at all.
+  if (!options.output || STDOUT_NAMES.has(options.output)) {
     await copy(answer, process.stdout, 'what was written to stdout is incomplete')
     return
   }

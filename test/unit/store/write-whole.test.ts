@@ -58,4 +58,13 @@ describe('writeWhole', () => {
       reader.destroy()
     }
   })
+
+  it('writes to a pipe reached through links that name no file (/dev/stdout of a command piped into another)', () => {
+    // /dev/stdout → /proc/self/fd/1 → "pipe:[…]", which realpath cannot follow: as in
+    // `kbis export --output /dev/stdout | wc -l`, a process whose standard output is a shell's pipe.
+    const module = path.resolve('src/store/write-whole.ts')
+    const script = `import(${JSON.stringify(module)}).then((m) => m.writeWhole('/dev/stdout', (t) => require('node:fs/promises').writeFile(t, 'through the pipe')))`
+    const out = execFileSync('sh', ['-c', `node --import tsx -e "$SCRIPT" | tr a-z A-Z`], { env: { ...process.env, SCRIPT: script }, encoding: 'utf8' })
+    expect(out).toBe('THROUGH THE PIPE')
+  })
 })
