@@ -534,10 +534,12 @@ describe.concurrent('kbis import / kbis export against an address that is no kbi
     const csv = file('reach.csv', 'name,hostname\ncli-reach,cli-reach\n')
     const both = async (extra: string[], environment: Record<string, string>) =>
       Promise.all([kbis(['import', csv, '--type', 'server', ...extra], environment), kbis(['export', '--type', 'server', ...extra], environment)])
-    const notUrl = 'kbis: --url must be the server\'s http:// or https:// address, e.g. http://127.0.0.1:8080\n'
+    const notUrl = 'kbis: --url must be the server\'s http:// or https:// address, without a user, password, query or fragment, e.g. http://127.0.0.1:8080\n'
     expect(await both(['--url', 'localhost:8080'], env)).toEqual([{ code: 1, stdout: '', stderr: notUrl }, { code: 1, stdout: '', stderr: notUrl }])
+    // A user and password are refused without repeating them (fetch's own message did, twice).
+    expect(await both(['--url', 'http://user:s3cretpw@127.0.0.1:9'], env)).toEqual([{ code: 1, stdout: '', stderr: notUrl }, { code: 1, stdout: '', stderr: notUrl }])
     expect((await kbis(['export', '--type', 'server'], { ...env, KBIS_URL: 'ftp://user:secret@example.test' })).stderr)
-      .toBe('kbis: KBIS_URL must be the server\'s http:// or https:// address, e.g. http://127.0.0.1:8080\n')
+      .toBe('kbis: KBIS_URL must be the server\'s http:// or https:// address, without a user, password, query or fragment, e.g. http://127.0.0.1:8080\n')
     // A port nothing listens on: said at once with the cause, not "fetch failed".
     const closed = createServer()
     closed.listen(0, '127.0.0.1')

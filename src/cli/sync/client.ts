@@ -33,7 +33,7 @@ export class ServerClient {
     if (!key) throw new Error('no API key: pass --key or set KBIS_API_KEY')
     if (!isHttpUrl(url)) {
       // Not echoed: a URL may carry a user and password.
-      throw new Error(`${flags.url !== undefined ? '--url' : 'KBIS_URL'} must be the server's http:// or https:// address, e.g. http://127.0.0.1:8080`)
+      throw new Error(`${flags.url !== undefined ? '--url' : 'KBIS_URL'} must be the server's http:// or https:// address, without a user, password, query or fragment, e.g. http://127.0.0.1:8080`)
     }
     this.base = url.replace(/\/+$/, '')
     // The key as it is, or pasted with the scheme of its header (`Bearer kbis_…`).
@@ -113,7 +113,8 @@ export class ServerClient {
 function isHttpUrl(text: string): boolean {
   try {
     const url = new URL(text)
-    return (url.protocol === 'http:' || url.protocol === 'https:') && url.search === '' && url.hash === ''
+    // No user or password: the API key authenticates, and fetch refuses such a URL (whose message repeats it).
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.search === '' && url.hash === '' && url.username === '' && url.password === ''
   } catch {
     return false
   }
