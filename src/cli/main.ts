@@ -240,15 +240,16 @@ function registerUserCommands(program: Command): void {
   const users = program.command('users').description('Manage users of the console')
   users
     .command('set-password')
-    .description("Set a user's console password, read from standard input (e.g. printf '%s' \"$PW\" | kbis users set-password …)")
+    .description("Set a user's console password, read from standard input (e.g. printf '%s' \"$PW\" | kbis users set-password …), or asked for twice, hidden, on a terminal")
     .requiredOption('--org <key>', 'organization key')
     .requiredOption('--email <email>', "the user's email")
     .option('--data-dir <dir>', 'PGlite data directory (env KBIS_DATA_DIR, default ./data)')
     .action(async (flags: { org: string; email: string; dataDir?: string }) => {
-      const { readPasswordFromStdin, setPasswordFromCli } = await import('../console/cli.js')
+      const { readPasswordFromStdin, readPasswordFromTerminal, setPasswordFromCli } = await import('../console/cli.js')
       const { hashPassword, passwordProblem } = await import('../console/passwords.js')
       const { CommandError } = await import('../keys/cli.js')
-      const password = await readPasswordFromStdin()
+      // Typed on a terminal: asked for, hidden, twice; piped: all of standard input.
+      const password = process.stdin.isTTY ? await readPasswordFromTerminal(flags.email) : await readPasswordFromStdin()
       const problem = passwordProblem(password)
       if (problem) throw new CommandError(problem)
       const request = { org: flags.org, email: flags.email, hash: await hashPassword(password) }

@@ -29,3 +29,47 @@ export async function readPasswordFromStdin(stdin: NodeJS.ReadableStream = proce
   for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer))
   return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '')
 }
+
+/**
+ * On a terminal, as passwd does: asks on stderr, reads one line with echo off (raw mode: nothing
+ * typed is shown), then asks again to confirm. Backspace takes a character back; Ctrl-C ends the
+ * command (exit 130) having changed nothing.
+ */
+export async function readPasswordFromTerminal(email: string, input: NodeJS.ReadStream = process.stdin, output: NodeJS.WritableStream = process.stderr): Promise<string> {
+  const first = await readHidden(`New console password for ${email}: `, input, output)
+  const again = await readHidden('Repeat it: ', input, output)
+  if (first !== again) throw new CommandError('the two passwords differ; nothing was changed')
+  return first
+}
+
+function readHidden(prompt: string, input: NodeJS.ReadStream, output: NodeJS.WritableStream): Promise<string> {
+  output.write(prompt)
+  input.setRawMode(true)
+  input.resume()
+  return new Promise((resolve) => {
+    let text = ''
+    const end = (): void => {
+      input.off('data', onData)
+      input.setRawMode(false)
+      input.pause()
+      output.write('\n')
+    }
+    const onData = (chunk: Buffer): void => {
+      for (const ch of chunk.toString('utf8')) {
+        if (ch === '\r' || ch === '\n' || ch === '\u0004') {
+          end()
+          resolve(text)
+          return
+        }
+        if (ch === '\u0003') {
+          end()
+          process.exit(130)
+        }
+        if (ch === '\u007f' || ch === '\b') text = Array.from(text).slice(0, -1).join('')
+        else if (ch >= ' ') text += ch
+      }
+    }
+    input.on('data', onData)
+  })
+}
+

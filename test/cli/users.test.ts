@@ -66,6 +66,48 @@ describe('kbis users set-password on PGlite', { timeout: 600_000 }, () => {
     }
   })
 
+  it('asks for the password on a terminal, twice, without showing what is typed', async () => {
+    const data = await templateDataDir(path.join(dir, 'data-tty'))
+    expect((await kbis(['apply', path.join(dir, 'acme.yaml'), '--data-dir', data], '')).code).toBe(0)
+    // `script` gives the command a terminal; each answer is typed once its question shows (typed
+    // before, the terminal would echo it itself).
+    const typed = (first: string, second: string) => new Promise<{ code: number | null; out: string }>((resolve) => {
+      const command = `${KBIS_BIN} users set-password --org acme --email owner@acme.test --data-dir ${data}`
+      const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_ALLOCATOR } })
+      let out = ''
+      const answered = new Set<string>()
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString()
+        for (const [question, answer] of [['owner@acme.test: ', first], ['Repeat it: ', second]] as const) {
+          if (out.includes(question) && !answered.has(question)) {
+            answered.add(question)
+            child.stdin.write(`${answer}\r`)
+          }
+        }
+      })
+      // Without its questions (a command that waits for the end of its input) it would never end.
+      const stop = setTimeout(() => child.kill(), 60_000)
+      child.on('close', (code) => {
+        clearTimeout(stop)
+        resolve({ code, out: out.replace(/\r/g, '') })
+      })
+    })
+    expect(await typed('typed password 1', 'typed password 2')).toEqual({
+      code: 1, out: 'New console password for owner@acme.test: \nRepeat it: \nkbis: the two passwords differ; nothing was changed\n',
+    })
+    expect(await typed('typed password 1', 'typed password 1')).toEqual({
+      code: 0, out: 'New console password for owner@acme.test: \nRepeat it: \npassword set for owner@acme.test in organization acme\n',
+    })
+    const server = runCli(['serve', '--port', '0', '--data-dir', data])
+    try {
+      const url = (await server.waitFor(/kbis listening on (\S+)/, 400_000))[1]!
+      expect(await signIn(url, 'owner@acme.test', 'typed password 1')).toBe(303)
+    } finally {
+      server.child.kill('SIGTERM')
+      await server.exited
+    }
+  })
+
   it('sets the password of the one user whose email is exactly --email, case included', async () => {
     const data = await templateDataDir(path.join(dir, 'data-case'))
     const yaml = path.join(dir, 'case.yaml')
