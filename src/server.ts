@@ -155,7 +155,13 @@ async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlS
   const { app, db } = parts
   app.lifecycle.startDraining()
   const timer = setTimeout(() => {
-    app.log.warn(`requests still in flight after ${parts.timeoutSeconds} s; cancelling their statements and closing their connections`)
+    // Past the requests, the shutdown work (the last batched writes, the event relay's last
+    // publication, the store's close) may wait on a connection to a store that stalled.
+    const requests = app.lifecycle.inFlight
+    app.lifecycle.cuttingOff = true
+    app.log.warn(requests > 0
+      ? `${requests} request${requests === 1 ? '' : 's'} still in flight after ${parts.timeoutSeconds} s; cancelling their statements and closing their connections`
+      : `shutdown work still running after ${parts.timeoutSeconds} s, no request in flight (the last batched writes and event publication, the store's connections); cancelling its statements`)
     db.interrupt?.().catch((err: unknown) => app.log.warn({ err }, 'could not cancel the statements in flight'))
     app.server.closeAllConnections()
   }, parts.timeoutSeconds * 1000)
@@ -168,9 +174,11 @@ async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlS
       await parts.control?.close()
       await app.close()
     } finally {
-      clearTimeout(timer)
       await new Promise<void>((resolve) => (parts.metricsServer ? parts.metricsServer.close(() => resolve()) : resolve()))
+      // Under the timer too: the store's close waits for its statements (a batched write stuck
+      // behind a lock), which the timer cancels.
       await db.close()
+      clearTimeout(timer)
     }
   })()
   try {

@@ -224,9 +224,24 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   return reply.code(err.status).type('application/json; charset=utf-8').send(body)
 }
 
+/**
+ * Whether the store's error is the shutdown's doing: past KBIS_SHUTDOWN_TIMEOUT the server
+ * cancels the statements still running and closes their connections (server.ts), which the
+ * request sees as a store gone away (PostgreSQL: a closed connection or a cancelled statement;
+ * PGlite: 57P01), not as a fault of the store, of the request or of the code.
+ */
+function cutOffByShutdown(err: FastifyError, request: FastifyRequest): boolean {
+  return request.server.lifecycle?.cuttingOff === true && (isStoreUnreachable(err) || isPgError(err, '57014'))
+}
+
 /** The one error handler: AppError as is, schema errors with pointers, anything else 500. */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(async (err: FastifyError, request, reply) => {
+    if (cutOffByShutdown(err, request)) {
+      request.log.warn({ cause: err.message }, 'request cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT); its transaction was rolled back')
+      // The connection is closed already, mostly: this answer goes where it still can.
+      return sendError(reply, new AppError(Errors.SERVICE_UNAVAILABLE, 'the server shut down before this request was done, and wrote nothing of it; retry it', { 'Retry-After': '5' }))
+    }
     const appError = toAppError(err, request)
     if (appError.def === Errors.INTERNAL_ERROR) request.log.error({ err }, 'unhandled error')
     else if (appError.def === Errors.SERVICE_UNAVAILABLE && isStoreUnreachable(err)) request.log.error({ err }, 'the database cannot be reached')

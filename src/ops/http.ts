@@ -32,17 +32,21 @@ const accounted = new WeakSet<FastifyRequest>()
  * client gone mid-answer, a stream that broke off after its headers: Fastify then runs no
  * onResponse, and the request had no line at all).
  */
-function accountFor(request: FastifyRequest, reply: FastifyReply, completed: boolean): void {
+function accountFor(lifecycle: Lifecycle, request: FastifyRequest, reply: FastifyReply, completed: boolean): void {
   if (accounted.has(request)) return
   accounted.add(request)
-  metrics.httpDuration.observe({ method: request.method, route: routeOf(request), status_code: String(reply.statusCode) }, reply.elapsedTime / 1000)
+  lifecycle.inFlight--
+  // A connection that closed before the handler gave any answer (a client that gave up on a slow
+  // search, a shutdown past its timeout) has no status: not the 200 a reply starts with.
+  const status = completed || reply.sent ? reply.statusCode : null
+  metrics.httpDuration.observe({ method: request.method, route: routeOf(request), status_code: status === null ? 'none' : String(status) }, reply.elapsedTime / 1000)
   if (reply.statusCode === 429) metrics.rateLimited.inc()
   // An API key's, or a console user's session (whose organization the line names too).
   const auth = (request.auth as FastifyRequest['auth'] | null) ?? request.console?.ctx.auth ?? null
   const line = {
     method: request.method,
     route: routeOf(request),
-    status_code: reply.statusCode,
+    status_code: status,
     duration_ms: Math.round(reply.elapsedTime * 100) / 100,
     org_key: auth?.orgKey ?? null,
     api_key_id: auth ? callerKeyId(auth) : null,
@@ -96,8 +100,9 @@ export function registerOps(app: FastifyInstance, db: Db): void {
     reply.header('Cache-Control', 'no-store')
     // An answer that finished has its line from onResponse; one that did not gets it here, after
     // any onResponse of the same moment (an injected response never reads as finished).
+    lifecycle.inFlight++
     reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) setImmediate(() => accountFor(request, reply, false))
+      if (!reply.raw.writableFinished) setImmediate(() => accountFor(lifecycle, request, reply, false))
     })
     if (lifecycle.draining) return rejectWhileDraining(request, reply)
     return undefined
@@ -108,7 +113,7 @@ export function registerOps(app: FastifyInstance, db: Db): void {
   })
   app.addHook('onResponse', async (request, reply) => {
     if (lifecycle.draining) closeOnceIdle(request.raw.socket)
-    return accountFor(request, reply, true)
+    return accountFor(lifecycle, request, reply, true)
   })
   // And every connection that has no answer in progress while the server drains, checked four
   // times a second: one the server's close leaves open (a request begun and never finished; the

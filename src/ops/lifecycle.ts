@@ -7,6 +7,10 @@ export class Lifecycle {
   /** Listening but not done starting (kbis serve: the first start's organization and key, the control socket): /readyz says 503. */
   starting = false
   draining = false
+  /** Requests begun and not yet answered (nor cut off): what a shutdown past its timeout says it cancels. */
+  inFlight = 0
+  /** The shutdown timeout passed: the statements still running are being cancelled, their connections closed. */
+  cuttingOff = false
   private readonly hooks: (() => Promise<void> | void)[] = []
   private readonly drainHooks: (() => void)[] = []
 

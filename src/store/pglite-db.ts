@@ -121,7 +121,9 @@ class PgliteDb implements Db {
     const serial = ++this.transactions
     // Cut off by a shutdown past its timeout (interrupt): no further statement, no commit.
     const goOn = (): void => {
-      if (serial <= this.interruptedThrough) throw new Error('the transaction was cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT) and rolled back')
+      // 57P01 (admin_shutdown), as PostgreSQL ends a backend at shutdown: the store went away
+      // under the request (503), not a fault of the request or of the code (500).
+      if (serial <= this.interruptedThrough) throw Object.assign(new Error('the transaction was cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT) and rolled back'), { code: '57P01' })
     }
     const id = this.thread.begin()
     const run = pgliteRunner(this.thread, id)

@@ -174,7 +174,15 @@ if (STORES.includes('pglite')) {
       })
       const statuses = await Promise.all(answers)
       expect(await server.exited).toBe(0)
-      expect(server.lines.some((l) => l.includes('requests still in flight after 1 s'))).toBe(true)
+      expect(server.lines.some((l) => /\d+ requests? still in flight after 1 s/.test(l))).toBe(true)
+      // A request cut off before its answer has a line with the 503 it was refused with, or no
+      // status when its connection closed first (never the 200 a reply starts with), and its
+      // transaction's end is the shutdown's doing, not an error of the store or of the code.
+      const cut = server.lines.filter((l) => l.includes('request ended before its answer was complete')).map((l) => JSON.parse(l) as { status_code: unknown })
+      expect(cut.length).toBeGreaterThan(0)
+      for (const line of cut) expect([null, 503]).toContain(line.status_code)
+      expect(server.lines.filter((l) => l.startsWith('{') && (JSON.parse(l) as { level: number }).level >= 50)).toEqual([])
+      expect(server.lines.some((l) => l.includes('request cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT); its transaction was rolled back'))).toBe(true)
       // Committed exactly when answered 201; at least one was cut off.
       const db = await openDb({ dataDir: env.KBIS_DATA_DIR! })
       try {
@@ -230,10 +238,46 @@ if (STORES.includes('postgres')) {
       expect(tookMs).toBeLessThan(4_000)
       expect(await bulk).toBeInstanceOf(Error)
       expect(await single).toBeInstanceOf(Error)
-      expect(server.lines.some((l) => l.includes('requests still in flight after 1 s; cancelling their statements and closing their connections'))).toBe(true)
+      expect(server.lines.some((l) => l.includes('2 requests still in flight after 1 s; cancelling their statements and closing their connections'))).toBe(true)
+      // Each is told as cut off by the shutdown, not as a database out of reach (level 50).
+      expect(server.lines.filter((l) => l.startsWith('{') && (JSON.parse(l) as { level: number }).level >= 50)).toEqual([])
+      expect(server.lines.filter((l) => l.includes('request cut off by the shutdown timeout')).length).toBe(2)
       await new Promise((r) => setTimeout(r, 1_000))
       expect((await db.query<{ n: number }>('SELECT count(*) AS n FROM assets')).rows[0]!.n).toBe(0)
       expect(await waiting()).toBe(0)
+    })
+
+    it('says so when what outlasts the timeout is its own work, no request in flight, and still exits 0 within it plus 2 s', async () => {
+      const { env, key, server, url } = await serverWithTimeout('postgres')
+      const db = await openDb({ databaseUrl: env.DATABASE_URL!, poolSize: 2 })
+      onTestFinished(() => db.close())
+      const read = () => fetch(`${url}/api/v1/metamodel/asset-types`, { headers: { authorization: `Bearer ${key}` } }).then((res) => res.status)
+      expect(await read()).toBe(200)
+      await new Promise((r) => setTimeout(r, 1_500))
+      // The keys' table held by another session: the next batched write of last_used_at waits on it.
+      let release = () => undefined as void
+      const released = new Promise<void>((resolve) => (release = resolve))
+      let locked = () => undefined as void
+      const lockTaken = new Promise<void>((resolve) => (locked = resolve))
+      const holder = db.transaction(async (tx) => {
+        await tx.query('LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE')
+        locked()
+        await released
+      })
+      onTestFinished(() => { release(); return holder })
+      await lockTaken
+      expect(await read()).toBe(200)
+      const waiting = async () => (await db.query<{ n: number }>(`SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND relation = 'api_keys'::regclass`)).rows[0]!.n
+      while (await waiting() < 1) await new Promise((r) => setTimeout(r, 50))
+
+      const signalledAt = Date.now()
+      server.child.kill('SIGTERM')
+      expect(await server.exited).toBe(0)
+      expect(Date.now() - signalledAt).toBeLessThan(4_000)
+      release()
+      await holder
+      expect(server.lines.filter((l) => l.includes('still in flight'))).toEqual([])
+      expect(server.lines.some((l) => l.includes("shutdown work still running after 1 s, no request in flight (the last batched writes and event publication, the store's connections); cancelling its statements"))).toBe(true)
     })
   })
 }
