@@ -5,13 +5,18 @@ import type { CloudEvent } from '../outbox/cloud-event.js'
 import type { PageMeta } from '../core/pagination.js'
 import { TOKEN_PREFIX } from '../core/auth/tokens.js'
 import { selectActorNames, type ActorNames } from './sql.js'
+import { selectArchivedAssets } from '../assets/sql.js'
+import { hasLevel } from '../access/scope.js'
 
 export interface HistoryEntry {
   time: string
   type: string
   summary: string
-  /** The other end of a relationship event: a link to it, named when the user can see it live. */
-  related?: { id: string; label: string }
+  /**
+   * The other end of a relationship event, named when the user can see it: a link to its page, or,
+   * archived, to it in the archived assets; by its id otherwise (hidden, or deleted).
+   */
+  related?: { href: string; label: string }
   actor: string
 }
 
@@ -27,18 +32,28 @@ function otherEnd(event: CloudEvent, assetId: string): string | null {
 function summary(event: CloudEvent, assetId: string): string {
   const o = event.data.object
   if (event.type.startsWith('relationship.')) return `${String(o.relationship_type_key)} ${o.source_asset_id === assetId ? '→' : '←'}`
-  if (event.data.changes) return Object.entries(event.data.changes).map(([field, c]) => `${field}: ${show(c.from)} → ${show(c.to)}`).join('; ')
+  // A move seen without what it moved from (events/sql.ts: the user could not see it there): the new values alone.
+  if (event.data.changes) return Object.entries(event.data.changes).map(([field, c]) => ('from' in c ? `${field}: ${show(c.from)} → ${show(c.to)}` : `${field}: → ${show(c.to)}`)).join('; ')
   return ''
 }
 
 /**
- * Names of the live assets among `ids` that the user may see: one search with the user's own
- * scope (an asset they may not see, or an archived one, stays an id).
+ * Where the console shows the assets among `ids` that the user may see: a live one's page (one
+ * search with the user's own scope), an archived one in the archived assets, by its name and
+ * type; one they may not see, or deleted, is left out (it stays an id).
  */
-async function assetNames(ctx: RequestContext, ids: readonly string[]): Promise<Map<string, string>> {
+async function assetLinks(ctx: RequestContext, ids: readonly string[]): Promise<Map<string, { href: string; label: string }>> {
   if (ids.length === 0) return new Map()
   const found = await searchAssets(ctx, { filter: { field: 'id', operator: 'in', value: ids }, page: { number: 1, size: ids.length } })
-  return new Map(found.data.map((a) => [a.id, a.name]))
+  const links = new Map(found.data.map((a) => [a.id, { href: `/console/assets/${a.id}`, label: a.name }]))
+  const rest = ids.filter((id) => !links.has(id))
+  if (rest.length > 0) {
+    for (const a of await selectArchivedAssets(ctx.db, ctx.auth.orgId, rest)) {
+      if (!hasLevel(ctx.auth, a, 'view')) continue
+      links.set(a.id, { href: `/console/archived?${new URLSearchParams({ name: a.name, type: a.asset_type_key }).toString()}`, label: `${a.name} (archived)` })
+    }
+  }
+  return links
 }
 
 /** The last 12 hex digits of a UUID: its random part (a UUIDv7 begins with its creation time, which keys made together share). */
@@ -73,7 +88,7 @@ export async function assetHistory(ctx: RequestContext, id: string, number = 1):
   const page = await readHistory(ctx, id, { number, size: HISTORY_PAGE_SIZE })
   const events = page.json.map((text) => JSON.parse(text) as CloudEvent)
   const [names, actors] = await Promise.all([
-    assetNames(ctx, [...new Set(events.flatMap((e) => otherEnd(e, id) ?? []))]),
+    assetLinks(ctx, [...new Set(events.flatMap((e) => otherEnd(e, id) ?? []))]),
     selectActorNames(ctx.db, ctx.auth.orgId,
       [...new Set(events.flatMap((e) => e.data.actor.api_key_id ?? []))],
       [...new Set(events.flatMap((e) => e.data.actor.user_id ?? []))]),
@@ -84,7 +99,7 @@ export async function assetHistory(ctx: RequestContext, id: string, number = 1):
       time: e.time,
       type: e.type,
       summary: summary(e, id),
-      ...(other !== null ? { related: { id: other, label: names.get(other) ?? other } } : {}),
+      ...(other !== null ? { related: names.get(other) ?? { href: `/console/assets/${other}`, label: other } } : {}),
       actor: actorLabel(ctx, e, actors),
     }
   })

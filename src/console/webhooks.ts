@@ -47,7 +47,7 @@ export async function webhookPages(app: FastifyInstance): Promise<void> {
         secrets: [{ of: `the webhook ${hook.url}`, value: hook.secret, section: 'webhooks' }],
       })
     } catch (err) {
-      return fail(request, reply, err, `${SETTINGS}?new=webhook#webhooks-h`, typedForm(request, 'webhook:new', { one: ['url', 'event_types', 'description'] }))
+      return fail(request, reply, err, `${SETTINGS}?new=webhook`, typedForm(request, 'webhook:new', { one: ['url', 'event_types', 'description'] }))
     }
   })
 

@@ -17,7 +17,8 @@ export interface EventActor {
 /** `data` of every event: the record as GET returns it, the changed fields (`*.updated`), the actor. */
 export interface EventData {
   object: Record<string, unknown>
-  changes?: Record<string, { from: unknown; to: unknown }>
+  /** `from` is left out for a reader who could not see the asset before its move (events/sql.ts). */
+  changes?: Record<string, { from?: unknown; to: unknown }>
   actor: EventActor
 }
 

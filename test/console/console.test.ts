@@ -337,6 +337,9 @@ for (const [index, kind] of STORES.entries()) {
         const page = await signIn('owner@acme.test')
         await page.goto(`${base}/console/developer-settings`)
         await page.getByRole('button', { name: 'Add webhook' }).click()
+        // The form's first field has the focus (a URL with a fragment would keep autofocus from taking it).
+        await page.waitForURL((u) => u.search.includes('new=webhook'))
+        await expect(page.evaluate(() => document.activeElement?.id)).resolves.toBe('webhook-url')
         await page.getByLabel('URL').fill(url)
         await page.getByLabel('Events').fill('asset.*')
         await page.getByLabel('Description').fill('CMDB mirror')
@@ -365,6 +368,7 @@ for (const [index, kind] of STORES.entries()) {
         await page.getByRole('button', { name: 'Delete webhook' }).click()
         const confirm = page.getByRole('form', { name: `Delete webhook ${url}` })
         await expect(confirm.textContent()).resolves.toContain(`Delete this webhook? No event is sent to ${url} from then on`)
+        await expect(page.evaluate(() => document.activeElement?.textContent)).resolves.toBe('Delete the webhook')
         await expectAccessible(page)
         await shot(page, 'delete-webhook')
         await confirm.getByRole('link', { name: 'Cancel' }).click()

@@ -191,7 +191,40 @@ for (const kind of STORES) {
       expect(other).not.toContain('href="javascript:')
     })
 
+    it('names the other end of a relationship in the history: a live one links to its page, an archived one to it in the archived assets, a hidden one stays an id', async () => {
+      const asset = async (body: object) => (await t.request('POST', '/api/v1/assets', { body })).body.data.id as string
+      const app = await asset({ asset_type_key: 'application', name: 'hist-shop', access_domain_key: 'it', properties: { code: 'hist-shop' } })
+      const live = await asset({ asset_type_key: 'server', name: 'hist-live', access_domain_key: 'it', properties: { hostname: 'hist-live' } })
+      const gone = await asset({ asset_type_key: 'server', name: 'hist-gone', access_domain_key: 'it', properties: { hostname: 'hist-gone' } })
+      const hidden = await asset({ asset_type_key: 'note', name: 'hist-hidden', access_domain_key: 'finance' })
+      for (const [type, target] of [['runs_on', live], ['runs_on', gone], ['depends_on', hidden]] as const) {
+        expect((await t.request('POST', '/api/v1/relationships', { body: { relationship_type_key: type, source_asset_id: app, target_asset_id: target } })).status).toBe(201)
+      }
+      expect((await t.request('DELETE', `/api/v1/assets/${gone}`)).status).toBe(204)
+      // Moved into it from finance, where the editor (it_editor) could not see it.
+      const moved = await asset({ asset_type_key: 'application', name: 'hist-secret', access_domain_key: 'finance', properties: { code: 'hist-moved' } })
+      expect((await t.request('PATCH', `/api/v1/assets/${moved}`, { body: { access_domain_key: 'it', name: 'hist-public' } })).status).toBe(200)
+      await t.settled()
+      const links = async (b: Browser, id: string) => {
+        const page = (await b.send('GET', `/console/assets/${id}`)).body
+        return [...page.slice(page.indexOf('id="history-h"')).matchAll(/<td>([^<]*)(?: <a href="([^"]*)">([^<]*)<\/a>)?<\/td><td>[^<]*<\/td><\/tr>/g)].map((m) => [m[1], m[2] ?? null, m[3] ?? null])
+      }
+      const shown = await links(owner, app)
+      expect(shown).toContainEqual(['runs_on →', `/console/assets/${live}`, 'hist-live'])
+      expect(shown).toContainEqual(['runs_on →', '/console/archived?name=hist-gone&amp;type=server', 'hist-gone (archived)'])
+      expect(shown).toContainEqual(['depends_on →', `/console/assets/${hidden}`, 'hist-hidden'])
+      await givenPasswords(t, ['editor@acme.test'])
+      const editor = new Browser(t)
+      expect((await editor.signIn('editor@acme.test')).statusCode).toBe(303)
+      const seen = await links(editor, app)
+      expect(seen).toContainEqual(['runs_on →', '/console/archived?name=hist-gone&amp;type=server', 'hist-gone (archived)'])
+      expect(seen.filter((row) => row[0] === 'depends_on →')).toEqual([])
+      const move = await links(editor, moved)
+      expect(move).toEqual([['name: → hist-public; access_domain_key: → it', null, null]])
+    })
+
     it('pages an asset\'s history and names who acted, as far as the signed-in user may know them', async () => {
+
       const editorKey = await t.givenKey({ type: 'Editor', user: 'editor@acme.test', roles: ['it_editor'] })
       const keys = (await t.request('GET', '/api/v1/api-keys?page[size]=100')).body.data as { id: string; name: string; secret_prefix: string; owner_user_id: string }[]
       const mine = keys.find((k) => editorKey.startsWith(`${k.secret_prefix}_`))!
