@@ -38,7 +38,7 @@ function accountFor(lifecycle: Lifecycle, request: FastifyRequest, reply: Fastif
   lifecycle.inFlight--
   // A connection that closed before the handler gave any answer (a client that gave up on a slow
   // search, a shutdown past its timeout) has no status: not the 200 a reply starts with.
-  const status = completed || reply.sent ? reply.statusCode : null
+  const status = completed || reply.sent || reply.raw.headersSent ? reply.statusCode : null
   metrics.httpDuration.observe({ method: request.method, route: routeOf(request), status_code: status === null ? 'none' : String(status) }, reply.elapsedTime / 1000)
   if (reply.statusCode === 429) metrics.rateLimited.inc()
   // An API key's, or a console user's session (whose organization the line names too).

@@ -254,20 +254,25 @@ if (STORES.includes('postgres')) {
       const read = () => fetch(`${url}/api/v1/metamodel/asset-types`, { headers: { authorization: `Bearer ${key}` } }).then((res) => res.status)
       expect(await read()).toBe(200)
       await new Promise((r) => setTimeout(r, 1_500))
-      // The keys' table held by another session: the next batched write of last_used_at waits on it.
+      // The keys' rows held by another session (reads go on): the next batched write of
+      // last_used_at, which the next request makes, waits on them.
       let release = () => undefined as void
       const released = new Promise<void>((resolve) => (release = resolve))
       let locked = () => undefined as void
       const lockTaken = new Promise<void>((resolve) => (locked = resolve))
       const holder = db.transaction(async (tx) => {
-        await tx.query('LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE')
+        await tx.query('SELECT 1 FROM api_keys FOR UPDATE')
         locked()
         await released
       })
       onTestFinished(() => { release(); return holder })
       await lockTaken
       expect(await read()).toBe(200)
-      const waiting = async () => (await db.query<{ n: number }>(`SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND relation = 'api_keys'::regclass`)).rows[0]!.n
+      const schema = new URL(env.DATABASE_URL!).searchParams.get('options')?.match(/search_path=(\w+)/)?.[1]
+      expect(schema).toBeTruthy()
+      const waiting = async () => (await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE api_keys k SET last_used_at%' AND pid IN (SELECT pid FROM pg_locks WHERE relation = $1::regclass)`,
+        [`${schema}.api_keys`])).rows[0]!.n
       while (await waiting() < 1) await new Promise((r) => setTimeout(r, 50))
 
       const signalledAt = Date.now()
