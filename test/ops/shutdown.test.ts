@@ -2,7 +2,7 @@ import http from 'node:http'
 import net from 'node:net'
 import { once } from 'node:events'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
-import { openDb, type StoreKind } from '../../src/store/db.js'
+import { openDb, type Db, type StoreKind } from '../../src/store/db.js'
 import { STORES } from '../helpers/stores.js'
 import { cli, cliStore, runCli, type CliProcess } from '../helpers/cli-server.js'
 
@@ -198,6 +198,28 @@ if (STORES.includes('pglite')) {
   })
 }
 
+/**
+ * A transaction of `db` that has run `sql` (a lock to hold) and stays open until the function
+ * returned is called, or the test ends.
+ */
+async function holdOpen(db: Db, sql: string): Promise<() => Promise<void>> {
+  let release = () => undefined as void
+  const released = new Promise<void>((resolve) => (release = resolve))
+  let locked = () => undefined as void
+  const lockTaken = new Promise<void>((resolve) => (locked = resolve))
+  const holder = db.transaction(async (tx) => {
+    await tx.query(sql)
+    locked()
+    await released
+  })
+  onTestFinished(() => { release(); return holder })
+  await lockTaken
+  return async () => {
+    release()
+    await holder
+  }
+}
+
 if (STORES.includes('postgres')) {
   describe('postgres: KBIS_SHUTDOWN_TIMEOUT bounds the shutdown', { timeout: 120_000 }, () => {
     it('cancels the statements still waiting on a lock at the timeout, commits none of them, and exits 0 within the timeout plus 2 s', async () => {
@@ -205,17 +227,7 @@ if (STORES.includes('postgres')) {
       const { env, key, server, url } = await serverWithTimeout('postgres')
       const db = await openDb({ databaseUrl: env.DATABASE_URL!, poolSize: 2 })
       onTestFinished(() => db.close())
-      let release = () => undefined as void
-      const released = new Promise<void>((resolve) => (release = resolve))
-      let locked = () => undefined as void
-      const lockTaken = new Promise<void>((resolve) => (locked = resolve))
-      const holder = db.transaction(async (tx) => {
-        await tx.query('LOCK TABLE assets IN ACCESS EXCLUSIVE MODE')
-        locked()
-        await released
-      })
-      onTestFinished(() => { release(); return holder })
-      await lockTaken
+      const release = await holdOpen(db, 'LOCK TABLE assets IN ACCESS EXCLUSIVE MODE')
       const items = Array.from({ length: 2000 }, (_, i) => ({ asset_type_key: 'server', name: `srv-${i}`, properties: { hostname: `srv-${i}.acme.test` } }))
       const bulk = send(`${url}/api/v1/bulk/assets`, key, items)
       const single = send(`${url}/api/v1/assets`, key, { asset_type_key: 'server', name: 'one', properties: { hostname: 'one.acme.test' } })
@@ -224,13 +236,12 @@ if (STORES.includes('postgres')) {
 
       // Action: SIGTERM while both wait for the lock, which is held 9 s more.
       const signalledAt = Date.now()
-      const held = setTimeout(release, 9_000)
+      const held = setTimeout(() => void release(), 9_000)
       server.child.kill('SIGTERM')
       const code = await server.exited
       const tookMs = Date.now() - signalledAt
       clearTimeout(held)
-      release()
-      await holder
+      await release()
 
       // Assert: out within 1 s + the 2 s margin (and some start-up slack), both clients cut off,
       // and nothing of theirs committed once the lock is gone.
@@ -256,17 +267,7 @@ if (STORES.includes('postgres')) {
       await new Promise((r) => setTimeout(r, 1_500))
       // The keys' rows held by another session (reads go on): the next batched write of
       // last_used_at, which the next request makes, waits on them.
-      let release = () => undefined as void
-      const released = new Promise<void>((resolve) => (release = resolve))
-      let locked = () => undefined as void
-      const lockTaken = new Promise<void>((resolve) => (locked = resolve))
-      const holder = db.transaction(async (tx) => {
-        await tx.query('SELECT 1 FROM api_keys FOR UPDATE')
-        locked()
-        await released
-      })
-      onTestFinished(() => { release(); return holder })
-      await lockTaken
+      const release = await holdOpen(db, 'SELECT 1 FROM api_keys FOR UPDATE')
       expect(await read()).toBe(200)
       const schema = new URL(env.DATABASE_URL!).searchParams.get('options')?.match(/search_path=(\w+)/)?.[1]
       expect(schema).toBeTruthy()
@@ -279,8 +280,7 @@ if (STORES.includes('postgres')) {
       server.child.kill('SIGTERM')
       expect(await server.exited).toBe(0)
       expect(Date.now() - signalledAt).toBeLessThan(4_000)
-      release()
-      await holder
+      await release()
       expect(server.lines.filter((l) => l.includes('still in flight'))).toEqual([])
       expect(server.lines.some((l) => l.includes("shutdown work still running after 1 s, no request in flight (the last batched writes and event publication, the store's connections); cancelling its statements"))).toBe(true)
     })
