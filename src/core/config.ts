@@ -93,11 +93,11 @@ export function decimalInteger(raw: string): number | null {
   return /^[0-9]+$/.test(raw) ? Number(raw) : null
 }
 
-function intFrom(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
+function intFrom(name: string, raw: string | undefined, fallback: number, min: number, max: number, orWord?: string): number {
   if (raw === undefined || raw === '') return fallback
   const value = decimalInteger(raw)
   if (value === null || value < min || value > max) {
-    throw new ConfigError(`${name}: must be an integer from ${min} to ${max}, got "${raw}"`)
+    throw new ConfigError(`${name}: must be an integer from ${min} to ${max}${orWord ? ` or ${orWord}` : ''}, got "${raw}"`)
   }
   return value
 }
@@ -146,7 +146,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     statementTimeoutMs: intFrom('KBIS_STATEMENT_TIMEOUT_MS', env.KBIS_STATEMENT_TIMEOUT_MS, 10_000, 0, 3_600_000),
     pgParallelSetupCost: env.KBIS_PG_PARALLEL_SETUP_COST === 'server'
       ? undefined
-      : intFrom('KBIS_PG_PARALLEL_SETUP_COST', env.KBIS_PG_PARALLEL_SETUP_COST, DEFAULT_PG_PARALLEL_SETUP_COST, 0, 1_000_000_000),
+      : intFrom('KBIS_PG_PARALLEL_SETUP_COST', env.KBIS_PG_PARALLEL_SETUP_COST, DEFAULT_PG_PARALLEL_SETUP_COST, 0, 1_000_000_000, '"server" (the server\'s own setting)'),
     orgConcurrency: intFrom('KBIS_ORG_CONCURRENCY', env.KBIS_ORG_CONCURRENCY, 0, 0, 10_000),
     countCacheSize: intFrom('KBIS_COUNT_CACHE_SIZE', env.KBIS_COUNT_CACHE_SIZE, 1000, 0, 1_000_000),
     consoleIdleMinutes: intFrom('KBIS_CONSOLE_IDLE_MINUTES', env.KBIS_CONSOLE_IDLE_MINUTES, 30, 1, 7 * 24 * 60),

@@ -21,6 +21,8 @@ describe('KBIS_PG_PARALLEL_SETUP_COST', () => {
       expect(() => loadConfig({ KBIS_PG_PARALLEL_SETUP_COST: bad }), bad).toThrow(ConfigError)
       expect(() => loadConfig({ KBIS_PG_PARALLEL_SETUP_COST: bad }), bad).toThrow(/KBIS_PG_PARALLEL_SETUP_COST/)
     }
+    // The refusal names every value the setting takes, `server` included.
+    expect(() => loadConfig({ KBIS_PG_PARALLEL_SETUP_COST: 'cheap' })).toThrow(new ConfigError('KBIS_PG_PARALLEL_SETUP_COST: must be an integer from 0 to 1000000000 or "server" (the server\'s own setting), got "cheap"'))
   })
 })
 
