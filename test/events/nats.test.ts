@@ -6,7 +6,7 @@ import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { eventually } from '../helpers/webhook-receiver.js'
 import { tcpProxy } from '../helpers/tcp-proxy.js'
-import { attachNats, CLOSE_TIMEOUT_MS, CONNECT_TIMEOUT_MS, NatsStreamError } from '../../src/events/nats.js'
+import { attachNats, CLOSE_TIMEOUT_MS, CONNECT_TIMEOUT_MS, NATS_MAX_PINGS_OUT, NATS_PING_INTERVAL_MS, NatsStreamError } from '../../src/events/nats.js'
 
 const NATS_URL = process.env.TEST_NATS_URL
 
@@ -182,6 +182,43 @@ describe.runIf(NATS_URL)('pglite: a closed app leaves NATS alone', () => {
       await t.close()
       await jsm.streams.delete(stream).catch(() => undefined)
       await jsm.streams.delete(blocker).catch(() => undefined)
+      await nc.close()
+    }
+  })
+})
+
+describe.runIf(NATS_URL)('pglite: a NATS connection that goes silent while NATS is fine', () => {
+  it('is taken for dead once its PINGs go unanswered, made again, and what waited is published', { timeout: 60_000 }, async () => {
+    const nc = await connect({ servers: NATS_URL })
+    const jsm = await jetstreamManager(nc)
+    const stream = `KBIS_TEST_STALE_${randomBytes(5).toString('hex').toUpperCase()}`
+    const proxy = await tcpProxy(NATS_URL!, 4222)
+    const t = await createTestApp('pglite', undefined, { natsUrl: proxy.url, natsStream: stream })
+    try {
+      const write = async (name: string) => {
+        expect((await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name } })).status).toBe(201)
+        await t.settled()
+      }
+      await write('before-silence')
+      await eventually(async () => (await pendingPublish(t)) === 0, 30_000, 50)
+      const before = (await jsm.streams.info(stream)).state.messages
+
+      // The connection stays open and carries nothing back; NATS and new connections are fine.
+      proxy.freezeOpen()
+      await write('during-silence')
+      // Aged, so that a sweep (every 5 s) takes it rather than leave it to the relay for 10 s.
+      await t.store.db.query(`UPDATE events SET time = now() - interval '1 minute' WHERE pending_publish`)
+      // Two PINGs unanswered (NATS_PING_INTERVAL_MS apart), a new connection, then a sweep: well
+      // within a minute, where nats.js's default (2 minutes, twice) took 4 to 6.
+      const silentAt = Date.now()
+      await eventually(async () => (await pendingPublish(t)) === 0, 45_000, 100)
+      expect(Date.now() - silentAt).toBeLessThan(NATS_PING_INTERVAL_MS * (NATS_MAX_PINGS_OUT + 1) + 10_000)
+      expect((await jsm.streams.info(stream)).state.messages).toBe(before + 1)
+    } finally {
+      await t.app.close()
+      await t.close()
+      await proxy.close()
+      await jsm.streams.delete(stream).catch(() => undefined)
       await nc.close()
     }
   })

@@ -3,7 +3,8 @@ import { createServer, connect, type Server, type Socket } from 'node:net'
 /**
  * A TCP proxy on 127.0.0.1 to a server of the machine (NATS, Redis, a replica), to play its
  * outages: `stop()` cuts every connection and refuses new ones until `start()`; `freeze()` keeps
- * the connections open and forwards nothing until `thaw()` (a server that stopped answering).
+ * the connections open and forwards nothing until `thaw()` (a server that stopped answering);
+ * `freezeOpen()` does so to the connections open now only.
  */
 export interface TcpProxy {
   port: number
@@ -12,6 +13,8 @@ export interface TcpProxy {
   stop(): Promise<void>
   start(): Promise<void>
   freeze(): void
+  /** Holds the connections open now (nothing forwarded either way), new ones forwarded: one connection gone silent while the server is fine. */
+  freezeOpen(): void
   thaw(): void
   close(): Promise<void>
 }
@@ -68,6 +71,9 @@ export async function tcpProxy(targetUrl: string, defaultPort: number): Promise<
     start: listen,
     freeze() {
       frozen = true
+      for (const pair of pairs) hold(pair)
+    },
+    freezeOpen() {
       for (const pair of pairs) hold(pair)
     },
     thaw() {
