@@ -43,9 +43,10 @@ export async function readPasswordFromTerminal(email: string, input: NodeJS.Read
 }
 
 function readHidden(prompt: string, input: NodeJS.ReadStream, output: NodeJS.WritableStream): Promise<string> {
-  output.write(prompt)
+  // Echo off before the question shows: an answer typed as soon as it does is not echoed.
   input.setRawMode(true)
   input.resume()
+  output.write(prompt)
   return new Promise((resolve) => {
     let text = ''
     const end = (): void => {
