@@ -159,6 +159,8 @@ export class RefusedBody {
 }
 
 const CONSOLE_URL = /^\/console(\/|\?|$)/
+// The probes ignore a query string, which some load balancers and orchestrators add (docs/errors.md).
+const PROBE_URL = /^\/(healthz|readyz)(\?|$)/
 
 /** 400 invalid_request for a URL with an escaped NUL or a percent-escape that is not UTF-8. */
 export function refuseBrokenUrl(url: string): void {
@@ -190,7 +192,7 @@ export function registerInputGuards(app: FastifyInstance): void {
   // The console's pages check their URLs in the console's own scope, after its browser hardening
   // (console/plugin.ts): a refusal here would skip those headers on its error page.
   app.addHook('onRequest', async (request) => {
-    if (!CONSOLE_URL.test(request.url)) refuseBrokenUrl(request.url)
+    if (!CONSOLE_URL.test(request.url) && !PROBE_URL.test(request.url)) refuseBrokenUrl(request.url)
   })
   // Fastify's own JSON parser (with its prototype-poisoning protection), plus the walk above. The
   // walk checks values only when the raw text looks suspect, so ordinary bodies pay one

@@ -54,6 +54,11 @@ for (const kind of STORES) {
       const ready = await app.inject({ method: 'GET', url: '/readyz' })
       expect([health.statusCode, health.json()]).toEqual([200, { status: 'ok' }])
       expect([ready.statusCode, ready.json()]).toEqual([200, { status: 'ok' }])
+      // A query string a probe adds is ignored, one whose escapes are not UTF-8 included.
+      for (const url of ['/healthz?x=1', '/healthz?%FF', '/readyz?%ZZ&%00', '/readyz?']) {
+        const res = await app.inject({ method: 'GET', url })
+        expect([url, res.statusCode, res.json()]).toEqual([url, 200, { status: 'ok' }])
+      }
       await app.close()
     })
 
