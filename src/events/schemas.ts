@@ -15,8 +15,9 @@ const apiKeyObject = { ...apiKeySchema, description: 'The API key record (never 
 
 const changesSchema = {
   type: 'object',
-  description: 'Exactly the fields that changed (`name`, `access_domain_key`, `properties.<key>`; for keys their record fields), each {from, to}; never `updated_at`.',
-  additionalProperties: { type: 'object', required: ['from', 'to'], properties: { from: {}, to: {} } },
+  description: 'Exactly the fields that changed (`name`, `access_domain_key`, `properties.<key>`; for keys their record fields), each {from, to}; never `updated_at`. '
+    + 'A move of an asset out of an access domain the reader could not see into one it can comes with `to` alone: the values before the move belong to the hidden domain.',
+  additionalProperties: { type: 'object', required: ['to'], properties: { from: {}, to: {} } },
   examples: [{ name: { from: 'web-1', to: 'web-01' }, 'properties.environment': { from: 'dev', to: 'prod' } }],
 } as const
 
