@@ -168,12 +168,18 @@ export const PURGE_BATCH = 10_000
 /**
  * Deletes up to PURGE_BATCH stamped events older than `retentionDays`, each organization's in
  * sequence order (never one above a kept older one), and records per organization the highest
- * position purged (`event_retention`); returns how many it deleted.
+ * position purged (`event_retention`); returns how many it deleted. An event NATS has not yet
+ * acknowledged (`pending_publish`: an outage longer than the retention) is kept, and with it every
+ * later one of its organization: it is published once NATS is back (CONTRACT §13: at least once),
+ * and the feed's positions stay one unbroken run from `purged_through` on.
  */
 export async function purgeOldestEvents(tx: Queryable, retentionDays: number): Promise<number> {
-  const result = await tx.query<{ n: number }>(`${BACKGROUND_SQL}WITH cut AS (
+  const result = await tx.query<{ n: number }>(`${BACKGROUND_SQL}WITH old AS (
        SELECT org_id, max(sequence) AS upto FROM events
        WHERE sequence IS NOT NULL AND time < now() - make_interval(days => $1::int) GROUP BY org_id
+     ), cut AS (
+       SELECT old.org_id, least(old.upto, coalesce(p.first - 1, old.upto)) AS upto FROM old
+       CROSS JOIN LATERAL (SELECT min(e.sequence) AS first FROM events e WHERE e.org_id = old.org_id AND e.pending_publish) p
      ), victims AS (
        SELECT e.org_id, e.id FROM cut JOIN events e ON e.org_id = cut.org_id
        WHERE e.sequence IS NOT NULL AND e.sequence <= cut.upto

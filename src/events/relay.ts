@@ -3,6 +3,7 @@ import { metrics } from '../ops/metrics.js'
 import { isPgError } from '../core/pg-errors.js'
 import { toCloudEvent, type CloudEvent } from '../outbox/cloud-event.js'
 import { onEventsWritten, stampingOf, type Stamping } from '../outbox/write.js'
+import { FIRST_ROUND_AFTER_MS, scheduleRounds } from '../core/rounds.js'
 import {
   countEventsPending, dropSequenceDefault, eventsWaiting, markForPublication, numberUnpositioned, PURGE_BATCH, purgeOldestEvents,
   selectHandoverRanges, selectRangeEvents, selectUnstamped, setHandoverMarks, stampEvents, takeRelayLock,
@@ -93,7 +94,7 @@ export class EventRelay {
   private readonly stoppedHooks: (() => Promise<void>)[] = []
   private readonly retentionHooks: ((retentionDays: number) => Promise<void>)[] = []
   private timer: NodeJS.Timeout | null = null
-  private retentionTimer: NodeJS.Timeout | null = null
+  private stopRetention: (() => void) | null = null
   private chain: Promise<unknown> = Promise.resolve()
   private tickQueued = false
   /** The wake that this process's commits are waiting for (see wakeAfterCommit). */
@@ -167,9 +168,8 @@ export class EventRelay {
     this.unlisten = onEventsWritten(() => this.wakeAfterCommit())
     this.unwatch = metrics.watchEventsPending(() => this.pendingCount())
     if (this.options.retentionDays > 0) {
-      const every = this.options.retentionIntervalMs ?? 3_600_000
-      this.retentionTimer = setInterval(() => void this.serialize(() => this.purge()).catch((err) => this.options.onError?.(err)), every)
-      this.retentionTimer.unref()
+      const round = () => void this.serialize(() => this.purge()).catch((err) => this.options.onError?.(err))
+      this.stopRetention = scheduleRounds(round, this.options.retentionIntervalMs ?? 3_600_000, FIRST_ROUND_AFTER_MS)
     }
   }
 
@@ -181,9 +181,9 @@ export class EventRelay {
     if (this.due) clearTimeout(this.due)
     this.unlisten?.()
     this.unwatch?.()
-    if (this.retentionTimer) clearInterval(this.retentionTimer)
+    this.stopRetention?.()
     this.timer = null
-    this.retentionTimer = null
+    this.stopRetention = null
     await this.serialize(() => this.stampAll(true)).catch((err) => this.options.onError?.(err))
     for (const hook of this.stoppedHooks) await hook().catch((err) => this.options.onError?.(err))
   }

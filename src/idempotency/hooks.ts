@@ -7,6 +7,7 @@ import { openAnswer, sealAnswer } from './seal.js'
 import { bearerToken } from '../core/auth/authenticate.js'
 import { WRITE_METHODS } from '../core/writes.js'
 import { setAsideDigest } from '../core/http-input.js'
+import { FIRST_ROUND_AFTER_MS, scheduleRounds } from '../core/rounds.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -386,8 +387,7 @@ export function registerIdempotency(app: FastifyInstance, db: Db, running: Runni
       release(running, claim)
     }
   })
-  const purge = setInterval(() => void purgeExpiredKeys(db).catch(() => undefined), PURGE_EVERY_MS)
-  purge.unref()
+  const stopPurging = scheduleRounds(() => void purgeExpiredKeys(db).catch(() => undefined), PURGE_EVERY_MS, FIRST_ROUND_AFTER_MS)
   const heartbeat = setInterval(() => {
     const held = running.held()
     if (held.length > 0) void refreshClaims(db, held).catch(() => undefined)
@@ -397,7 +397,7 @@ export function registerIdempotency(app: FastifyInstance, db: Db, running: Runni
   // run's, which ended (a crash) before answering.
   if (db.kind === 'pglite') app.addHook('onReady', async () => void (await dropUnfinishedClaims(db)))
   app.addHook('onClose', async () => {
-    clearInterval(purge)
+    stopPurging()
     clearInterval(heartbeat)
   })
 }

@@ -65,4 +65,25 @@ describe('event relay: rounds that fail back off', () => {
     ])
     await relay.stop()
   })
+
+  it('runs its first retention round a minute after the start, not an interval later, then every interval', async () => {
+    // A process restarted more often than hourly (deploys, a crash loop) would otherwise never purge.
+    vi.useFakeTimers()
+    const store = flakyStore()
+    store.down = false
+    let rounds = 0
+    store.transaction = (() => {
+      rounds++
+      return Promise.reject(new Error('counted'))
+    }) as Db['transaction']
+    const relay = new EventRelay(store, { intervalMs: 100, retentionDays: 90, publishes: false, onError: () => undefined })
+    relay.start()
+    await vi.advanceTimersByTimeAsync(59_000)
+    expect(rounds).toBe(0)
+    await vi.advanceTimersByTimeAsync(2_000)
+    expect(rounds).toBe(1)
+    await vi.advanceTimersByTimeAsync(3_600_000 - 61_000)
+    expect(rounds).toBe(2)
+    await relay.stop()
+  })
 })

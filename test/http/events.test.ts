@@ -362,6 +362,26 @@ for (const store of STORES) {
       expect(next.map((e) => [e.subject, Number(e.sequence)])).toEqual([[`assets/${created.body.data.id}`, purgedThrough + 1]])
     })
 
+    it('keeps what NATS has not acknowledged, and every later event, however old: published once NATS is back', async () => {
+      const names = ['nats-1', 'nats-2', 'nats-3', 'nats-4']
+      for (const name of names) await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name } })
+      await t.app.events.flush()
+      const ours = async () => (await t.store.db.query<{ name: string; sequence: string }>(
+        `SELECT data->'object'->>'name' AS name, sequence FROM events WHERE org_id = $1 AND data->'object'->>'name' LIKE 'nats-%' ORDER BY sequence`, [t.orgId])).rows
+      const [, second] = await ours()
+      // An outage longer than the retention: nats-2 and nats-4 were never acknowledged.
+      await t.store.db.query(`UPDATE events SET pending_publish = data->'object'->>'name' IN ('nats-2', 'nats-4') WHERE org_id = $1`, [t.orgId])
+      await t.store.db.query(`UPDATE events SET time = now() - interval '400 days'`)
+      await t.app.events.purgeNow()
+      expect((await ours()).map((e) => e.name)).toEqual(['nats-2', 'nats-3', 'nats-4'])
+      const purgedThrough = async () => Number((await t.store.db.query<{ p: string }>('SELECT purged_through AS p FROM event_retention WHERE org_id = $1', [t.orgId])).rows[0]!.p)
+      expect(await purgedThrough()).toBe(Number(second!.sequence) - 1)
+      // Published at last: the next round purges them.
+      await t.store.db.query('UPDATE events SET pending_publish = false WHERE org_id = $1', [t.orgId])
+      await t.app.events.purgeNow()
+      expect(await ours()).toEqual([])
+    })
+
     if (store === 'postgres') {
       it('purges when asked even while another process holds the relay lock a moment (it waits, as a flush does)', async () => {
         await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'held-1' } })
