@@ -6,7 +6,7 @@ import { losesDigits, unstorableParsed, unstorableValues } from '../core/json-va
 import { checkRules } from './checks.js'
 import { fillScoreBounds, normalizeSetup } from './normalize.js'
 import { checkReferences } from './references.js'
-import { firstShapeError } from './schema.js'
+import { fieldPath, firstShapeError } from './schema.js'
 import { SetupError, type SetupFile } from './types.js'
 
 export { SetupError } from './types.js'
@@ -54,16 +54,6 @@ function parseYaml(text: string, source: string): unknown {
   return data
 }
 
-/** `metamodel.asset_types[0].properties[1].max`, the set-up errors' way of naming a field, for a JSON pointer. */
-function fieldOf(pointer: string): string {
-  let field = ''
-  for (const token of pointer.split('/').slice(1)) {
-    const key = token.replace(/~1/g, '/').replace(/~0/g, '~')
-    field += /^\d+$/.test(key) ? `[${key}]` : `${field === '' ? '' : '.'}${key}`
-  }
-  return field
-}
-
 /**
  * A value the store cannot keep as written (NUL or a lone surrogate in text, a number past a
  * float's range, an integer that loses digits) is refused as in an API body (core/json-values.ts),
@@ -72,7 +62,7 @@ function fieldOf(pointer: string): string {
 function refuseUnstorable(issues: Issue[], source: string): void {
   const issue = issues[0]
   // "send it as text" is for API bodies: a bound in a set-up file has no text form.
-  if (issue) throw new SetupError(`${source}: ${issue.pointer ? `${fieldOf(issue.pointer)}: ` : ''}${issue.detail.replace(/; send it as text$/, '')}`)
+  if (issue) throw new SetupError(`${source}: ${issue.pointer ? `${fieldPath(issue.pointer)}: ` : ''}${issue.detail.replace(/; send it as text$/, '')}`)
 }
 
 function parseJson(text: string, source: string): unknown {

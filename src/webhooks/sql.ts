@@ -326,18 +326,19 @@ export async function claimDeliveries(q: Queryable, limit: number, leaseSeconds:
      )
      SELECT c.org_id, c.id, c.lease_token, c.webhook_id, c.event_id, c.attempts, w.url, w.enabled, w.secret,
             -- A move out of a domain the roles do not see: the changes without their values before it (events/sql.ts).
-            CASE WHEN NOT w.sees_all AND c.event_type = 'asset.updated'
-                  AND EXISTS (SELECT 1 FROM events s WHERE s.org_id = c.org_id AND s.id = c.event_id
-                                AND s.data #> '{changes,access_domain_key}' IS NOT NULL
-                                AND NOT ${webhookSees('s.asset_type_key', "(s.data #>> '{changes,access_domain_key,from}')")})
-                 THEN (${withoutFromSql('c.payload::jsonb', '{data,changes}')})::text ELSE c.payload END AS payload,
+            CASE WHEN s.moved_unseen THEN (${withoutFromSql('c.payload::jsonb', '{data,changes}')})::text ELSE c.payload END AS payload,
             c.event_type = '${TEST_EVENT_TYPE}' AS is_test,
             CASE WHEN w.previous_secret_until > now() THEN w.previous_secret END AS previous_secret,
-            (w.sees_all OR c.event_type = '${TEST_EVENT_TYPE}'
-             OR EXISTS (SELECT 1 FROM events s WHERE s.org_id = c.org_id AND s.id = c.event_id
-                          AND (s.asset_id IS NULL OR (${webhookSees('s.asset_type_key', 's.access_domain_key')}
-                               AND (s.related_asset_id IS NULL OR ${webhookSees('s.related_asset_type_key', 's.related_access_domain_key')}))))) AS visible
-     FROM claimed c JOIN hooks w ON w.org_id = c.org_id AND w.id = c.webhook_id`,
+            (w.sees_all OR c.event_type = '${TEST_EVENT_TYPE}' OR coalesce(s.visible, false)) AS visible
+     FROM claimed c JOIN hooks w ON w.org_id = c.org_id AND w.id = c.webhook_id
+     -- The event's scoping columns, read once, only for a webhook whose roles see less than everything.
+     LEFT JOIN LATERAL (
+       SELECT (s.asset_id IS NULL OR (${webhookSees('s.asset_type_key', 's.access_domain_key')}
+                 AND (s.related_asset_id IS NULL OR ${webhookSees('s.related_asset_type_key', 's.related_access_domain_key')}))) AS visible,
+              (s.type = 'asset.updated' AND s.data #> '{changes,access_domain_key}' IS NOT NULL
+                 AND NOT ${webhookSees('s.asset_type_key', "(s.data #>> '{changes,access_domain_key,from}')")}) AS moved_unseen
+       FROM events s WHERE s.org_id = c.org_id AND s.id = c.event_id
+     ) s ON NOT w.sees_all AND c.event_type <> '${TEST_EVENT_TYPE}'`,
     [limit, leaseSeconds, leaseToken],
   )
   return result.rows
