@@ -120,9 +120,10 @@ function aggregate(measure: Measure, projection: Projection, inputs: MeasureInpu
       const value = inputs.distinct.get(valueExpr(measure.field, projection))!
       return `count(DISTINCT ${value.counted(value.grouped)})`
     }
-    // The sum of no values is 0; their average has no value (null).
+    // The sum of no values is 0, and so is their average: CONTRACT §7 makes every measure a JSON
+    // number (docs/analytics.md says what a 0 average of a group without values means).
     case 'sum': return `COALESCE(${once(`sum(${numberExpr(measure.field, projection)})`, inputs)}, 0)`
-    case 'average': return once(`avg(${numberExpr(measure.field, projection)})`, inputs)
+    case 'average': return `COALESCE(${once(`avg(${numberExpr(measure.field, projection)})`, inputs)}, 0)`
     default: return assertNever(measure)
   }
 }
@@ -198,7 +199,7 @@ function twoLevel(spec: AnalyticsSpec, dims: readonly DimensionSql[], source: st
       case 'count': return `COALESCE(sum(s.n), 0) AS m${j}`
       case 'count_distinct': return `count(${distinct!.counted('s.x')}) AS m${j}`
       case 'sum': return `COALESCE(sum(s.s${j}), 0) AS m${j}`
-      case 'average': return `sum(s.s${j}) / NULLIF(sum(s.c${j}), 0) AS m${j}`
+      case 'average': return `COALESCE(sum(s.s${j}) / NULLIF(sum(s.c${j}), 0), 0) AS m${j}`
       default: return assertNever(m)
     }
   })

@@ -58,7 +58,7 @@ export const analyticsBody = {
 } as const
 
 const groupValue = { type: ['string', 'number', 'boolean', 'null'] } as const
-const measuresSchema = { type: 'object', additionalProperties: { type: ['number', 'null'] } } as const
+const measuresSchema = { type: 'object', additionalProperties: { type: 'number' } } as const
 
 export const analyticsResponse = {
   type: 'object',

@@ -58,7 +58,7 @@ for (const store of STORES) {
         data: [
           { group: { 'properties.environment': 'dev' }, measures: { count: 1, 'count_distinct:properties.owner': 1, 'sum:properties.cost': 50.25, avg_memory: 8 } },
           { group: { 'properties.environment': 'prod' }, measures: { count: 2, 'count_distinct:properties.owner': 2, 'sum:properties.cost': 300.5, avg_memory: 24 } },
-          { group: { 'properties.environment': null }, measures: { count: 1, 'count_distinct:properties.owner': 0, 'sum:properties.cost': 0, avg_memory: null } },
+          { group: { 'properties.environment': null }, measures: { count: 1, 'count_distinct:properties.owner': 0, 'sum:properties.cost': 0, avg_memory: 0 } },
         ],
         meta: { total_groups: 3 },
       })
@@ -125,11 +125,11 @@ for (const store of STORES) {
       expect(body.data).toEqual([{ group: {}, measures: { owners: 1 }, breakdown: [{ value: 'gold', measures: { owners: 1 } }, { value: 'silver', measures: { owners: 0 } }] }])
     })
 
-    it('answers no groups for no match, and zero measures without group_by', async () => {
+    it('answers no groups for no match, and zero measures (an average of nothing too) without group_by', async () => {
       const none = { field: 'name', operator: 'equals', value: 'nothing' }
       expect(await analytics({ filter: none, group_by: ['asset_type_key'] })).toEqual({ data: [], meta: { total_groups: 0 } })
       expect(await analytics({ filter: none, measures: [{ type: 'count' }, { type: 'sum', field: 'properties.cost' }, { type: 'average', field: 'properties.cost' }] })).toEqual({
-        data: [{ group: {}, measures: { count: 0, 'sum:properties.cost': 0, 'average:properties.cost': null } }], meta: { total_groups: 1 },
+        data: [{ group: {}, measures: { count: 0, 'sum:properties.cost': 0, 'average:properties.cost': 0 } }], meta: { total_groups: 1 },
       })
     })
 

@@ -37,7 +37,7 @@ describe('compileAnalytics', () => {
   it('groups by a text property as stored, then folds "" into the NULL group: benchmark (b)', () => {
     const c = compile({ measures: [count, { type: 'average', field: 'properties.memory_gb' }], group_by: ['properties.environment'] })
     expect(c.groups).toEqual({
-      text: `SELECT NULLIF(s.d0, '') AS g0, COALESCE(sum(s.n), 0) AS m0, sum(s.s1) / NULLIF(sum(s.c1), 0) AS m1`
+      text: `SELECT NULLIF(s.d0, '') AS g0, COALESCE(sum(s.n), 0) AS m0, COALESCE(sum(s.s1) / NULLIF(sum(s.c1), 0), 0) AS m1`
         + ` FROM (SELECT a."t_environment" AS d0, count(*) AS n, sum(a."n_memory_gb") AS s1, count(a."n_memory_gb") AS c1 FROM ${T} a GROUP BY a."t_environment") s`
         + ` GROUP BY NULLIF(s.d0, '') ORDER BY NULLIF(s.d0, '') ASC NULLS LAST LIMIT 10001`,
       values: [],
@@ -58,7 +58,7 @@ describe('compileAnalytics', () => {
       group_by: ['access_domain_key'],
     }
     expect(compile(body).groups.text).toBe(
-      'SELECT s.d0 AS g0, COALESCE(sum(s.n), 0) AS m0, count(s.x) AS m1, COALESCE(sum(s.s2), 0) AS m2, sum(s.s3) / NULLIF(sum(s.c3), 0) AS m3'
+      'SELECT s.d0 AS g0, COALESCE(sum(s.n), 0) AS m0, count(s.x) AS m1, COALESCE(sum(s.s2), 0) AS m2, COALESCE(sum(s.s3) / NULLIF(sum(s.c3), 0), 0) AS m3'
       + ' FROM (SELECT a."access_domain_key" AS d0, a."asset_type_key" AS x, count(*) AS n, sum(a."n_cpu_count") AS s2, sum(a."n_memory_gb") AS s3, count(a."n_memory_gb") AS c3'
       + ` FROM ${T} a GROUP BY a."access_domain_key", a."asset_type_key") s`
       + ' GROUP BY s.d0 ORDER BY s.d0 ASC NULLS LAST LIMIT 10001')
@@ -94,7 +94,7 @@ describe('compileAnalytics', () => {
     expect(compile({ measures: [tags] }).groups.text).toBe(
       `SELECT count(s.x) AS m0 FROM (SELECT x0.v AS x FROM ${T} a ${x} GROUP BY x0.v) s`)
     expect(compile({ measures: [count, tags, { type: 'average', field: 'properties.memory_gb' }], group_by: ['properties.environment'] }).groups.text).toBe(
-      'SELECT s.d0 AS g0, COALESCE(sum(s.n), 0) AS m0, count(s.x) AS m1, sum(s.s2) / NULLIF(sum(s.c2), 0) AS m2'
+      'SELECT s.d0 AS g0, COALESCE(sum(s.n), 0) AS m0, count(s.x) AS m1, COALESCE(sum(s.s2) / NULLIF(sum(s.c2), 0), 0) AS m2'
       + ' FROM (SELECT NULLIF(a."t_environment", \'\') AS d0, x0.v AS x, count(*) FILTER (WHERE COALESCE(x0.o, 1) = 1) AS n,'
       + ' sum(a."n_memory_gb") FILTER (WHERE COALESCE(x0.o, 1) = 1) AS s2, count(a."n_memory_gb") FILTER (WHERE COALESCE(x0.o, 1) = 1) AS c2'
       + ` FROM ${T} a ${x} GROUP BY NULLIF(a."t_environment", ''), x0.v) s`
