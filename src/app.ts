@@ -149,6 +149,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   registerEventSchemas(app)
   app.addSchema(filterNodeSchema)
   await app.register(apiRoutes({ db, config, authenticator, rateLimiter, webhooks: createWebhookWorker(app) }), { prefix: '/api/v1' })
+  // The interactive API reference (Swagger UI, its assets served from node_modules): a page for a
+  // browser, which cannot send an API key to open it, so outside /api/v1, where every request but
+  // the base OpenAPI description needs one (spec, Authentication 1). It shows the base document.
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: true, persistAuthorization: false } })
   // The console (CONTRACT §15): HTML, its own session auth, never under /api/v1.
   await app.register(consoleRoutes, { prefix: '/console' })
   return app
@@ -282,8 +286,6 @@ function apiRoutes({ db, config, authenticator, rateLimiter, webhooks }: ApiPart
       return sendError(reply, new AppError(Errors.NOT_FOUND, `no route ${request.method} ${path}: it takes ${allowed.join(', ')}`))
     })
     await api.register(openapiRoutes)
-    // The interactive API reference (Swagger UI, its assets served from node_modules), no key needed.
-    await api.register(swaggerUi, { routePrefix: '/docs', indexPrefix: '/api/v1', uiConfig: { deepLinking: true, persistAuthorization: false } })
     await api.register(async (authed) => {
       authed.addHook('onRequest', admit)
       // One organization cannot hold every pooled connection (docs/configuration.md, KBIS_ORG_CONCURRENCY).

@@ -14,22 +14,28 @@ for (const store of STORES) {
     })
     afterAll(async () => t.close())
 
-    it('serves Swagger UI at /api/v1/docs without a key, over the served OpenAPI document', async () => {
-      const page = await t.app.inject({ method: 'GET', url: '/api/v1/docs' })
+    it('serves Swagger UI at /docs without a key, over the served OpenAPI document; /api/v1/docs needs a key as any API path', async () => {
+      const page = await t.app.inject({ method: 'GET', url: '/docs' })
       const html = page.statusCode === 302 ? await t.app.inject({ method: 'GET', url: String(page.headers.location) }) : page
       expect(html.statusCode).toBe(200)
       expect(html.headers['content-type']).toMatch(/^text\/html/)
       const script = /src="([^"]*swagger-initializer\.js)"/.exec(html.body)
       expect(script, 'the page loads swagger-initializer.js').not.toBeNull()
-      const initializer = await t.app.inject({ method: 'GET', url: new URL(script![1]!, 'http://x/api/v1/docs/').pathname })
+      const initializer = await t.app.inject({ method: 'GET', url: new URL(script![1]!, 'http://x/docs/').pathname })
       expect(initializer.statusCode).toBe(200)
       expect(initializer.body).toContain("resolveUrl('./json')")
-      const json = await t.app.inject({ method: 'GET', url: '/api/v1/docs/json' })
+      const json = await t.app.inject({ method: 'GET', url: '/docs/json' })
       const base = await t.app.inject({ method: 'GET', url: '/api/v1/openapi/base.json' })
       expect(json.statusCode).toBe(200)
       expect(Object.keys(json.json().paths)).toEqual(Object.keys(base.json().paths))
-      const bundle = await t.app.inject({ method: 'GET', url: '/api/v1/docs/static/swagger-ui-bundle.js' })
+      const bundle = await t.app.inject({ method: 'GET', url: '/docs/static/swagger-ui-bundle.js' })
       expect(bundle.statusCode).toBe(200)
+      // Under /api/v1 only the base OpenAPI description answers without a key (spec, Authentication 1).
+      for (const url of ['/api/v1/docs', '/api/v1/docs/json', '/api/v1/docs/static/swagger-ui-bundle.js']) {
+        const refused = await t.app.inject({ method: 'GET', url })
+        expect(refused.statusCode, url).toBe(401)
+        expect(refused.json().errors[0].code, url).toBe('unauthorized')
+      }
       // The reference pages are not part of the documented API.
       expect(Object.keys(base.json().paths).filter((p) => p.includes('/docs'))).toEqual([])
     })
