@@ -37,6 +37,28 @@ async function scalar(url: string, sql: string): Promise<unknown> {
   }
 }
 
+/**
+ * The primary's WAL position once everything it holds is written and flushed (so streamed). It
+ * commits asynchronously (synchronous_commit = off below): a commit answered to its client may
+ * still be only inserted, its record past pg_current_wal_lsn() (the write position), and a wait
+ * for that position returned before the standby had replayed it (seen: an asset archived just
+ * before still listed by the replica; in a loop of insert, wait, read on the standby, 97 reads of 100
+ * missed the row). A synchronous commit flushes every record inserted before it.
+ */
+async function flushedLsn(url: string): Promise<string> {
+  const db = await openDb({ databaseUrl: url, poolSize: 1 })
+  try {
+    await db.transaction(async (tx) => {
+      await tx.query('SET LOCAL synchronous_commit = on')
+      // A commit that wrote no record (an xid alone) is asynchronous all the same: write one.
+      await tx.query("SELECT pg_logical_emit_message(true, 'kbis-test', 'caught up')")
+    })
+    return String(Object.values((await db.query('SELECT pg_current_wal_flush_lsn()::text')).rows[0]!)[0])
+  } finally {
+    await db.close()
+  }
+}
+
 export async function startReplicaPair(): Promise<ReplicaPair> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kbis-replica-'))
   const { stdout } = await run('id', ['-u', 'postgres'])
@@ -70,7 +92,7 @@ export async function startReplicaPair(): Promise<ReplicaPair> {
     primaryUrl,
     replicaUrl,
     async caughtUp() {
-      const target = String(await scalar(primaryUrl, 'SELECT pg_current_wal_lsn()::text'))
+      const target = await flushedLsn(primaryUrl)
       for (let i = 0; i < 200; i++) {
         if ((await scalar(replicaUrl, `SELECT pg_last_wal_replay_lsn() >= '${target}'::pg_lsn`)) === true) return
         await new Promise((resolve) => setTimeout(resolve, 50))
