@@ -87,6 +87,25 @@ const ROLLBACK = Symbol('rollback')
 
 type Reply = (message: PgliteReply) => void
 
+/**
+ * PGlite (0.5) decodes each text value of a row with a TextDecoder made with the defaults, which
+ * drop a leading U+FEFF (byte-order mark) as the start of a file's: a name stored as "\ufeffweb"
+ * was read back "web" — in GET, CSV exports, and upserts that then called "web" unchanged — where
+ * PostgreSQL (pg reads the bytes as they are) answered it whole. This thread holds PGlite and
+ * nothing else, so its decoders all keep a BOM as any other character (`ignoreBOM`); PGlite makes
+ * them when it starts, after this module has run.
+ */
+function keepByteOrderMarks(): void {
+  const Plain = globalThis.TextDecoder
+  globalThis.TextDecoder = class extends Plain {
+    constructor(label?: string, options?: TextDecoderOptions) {
+      super(label, { ...options, ignoreBOM: true })
+    }
+  }
+}
+
+keepByteOrderMarks()
+
 async function openPglite(options: PgliteWorkerOptions): Promise<PGlite> {
   const settings = {
     // timestamptz stays text: the service's thread parses it into Dates that keep their ISO text

@@ -56,6 +56,22 @@ for (const store of STORES) {
       expect(byKey.body).toEqual({ data: created })
     })
 
+    it('keeps a value that starts with a byte-order mark (U+FEFF) as written: read back, exported and compared by an upsert', async () => {
+      const bom = '\ufeff'
+      const created = (await t.request('POST', '/api/v1/assets', { body: { ...server('bom-01', { owner: `${bom}ops` }), name: `${bom}bom-01` } })).body.data
+      expect([created.name, created.properties.owner]).toEqual([`${bom}bom-01`, `${bom}ops`])
+      expect((await t.request('GET', `/api/v1/assets/${created.id}`)).body).toEqual({ data: created })
+      expect((await t.request('GET', '/api/v1/assets/server:hostname:bom-01')).body).toEqual({ data: created })
+      expect((await t.request('GET', '/api/v1/assets?filter[name]=%EF%BB%BFbom-01')).body.data).toEqual([created])
+      const csv = await t.app.inject({ method: 'GET', url: '/api/v1/export/assets?format=csv&filter[asset_type_key]=server&filter[properties.hostname]=bom-01', headers: { authorization: `Bearer ${t.adminKey}` } })
+      expect(csv.statusCode, csv.body).toBe(200)
+      expect(csv.body.split(/\r?\n/)[1]).toContain(`,${bom}bom-01,`)
+      // The name without the mark is another name: the upsert changes it.
+      const put = await t.request('PUT', '/api/v1/bulk/assets', { body: [{ id: 'server:hostname:bom-01', name: 'bom-01', properties: created.properties }] })
+      expect(put.body.data).toEqual([{ id: created.id, client_ref: null, result: 'updated' }])
+      expect((await t.request('GET', `/api/v1/assets/${created.id}`)).body.data.name).toBe('bom-01')
+    })
+
     it('answers 404 for unknown ids, unknown composite keys and types without a unique key', async () => {
       for (const ref of ['0190b3b0-0000-7000-8000-000000000000', 'server:hostname:nope', 'server:owner:x', 'note:body:x', 'nothing', 'a:b:c:d']) {
         const res = await t.request('GET', `/api/v1/assets/${encodeURIComponent(ref)}`)
