@@ -76,7 +76,7 @@ for (const store of STORES) {
         'primary",cli-db-01,,,,,false,,,',
       ].join('\n') + '\n')
       const run = await kbis(['import', csv, '--type', 'server'], env)
-      expect(run).toEqual({ code: 0, stdout: '2 rows read; 0 refused; 2 created\n', stderr: 'lines 2-3: 2 rows, 2 created, 0 updated, 0 unchanged\n' })
+      expect(run).toEqual({ code: 0, stdout: '2 rows read; 0 refused; 2 created\n', stderr: 'lines 2-4: 2 rows, 2 created, 0 updated, 0 unchanged\n' })
       expect(await asset('server:hostname:cli-web-01')).toMatchObject({
         name: 'cli-web-01', access_domain_key: 'it',
         properties: { hostname: 'cli-web-01', environment: 'prod', cpu_count: 8, memory_gb: 15.5, tags: ['pci', 'gdpr'], managed: true, purchased_on: '2024-02-29', owner: 'Ops, "core"' },
@@ -138,17 +138,17 @@ for (const store of STORES) {
       expect(await count('cli-cell-%')).toBe(0)
     })
 
-    it('numbers the lines of a Windows file with multi-line cells, lists every failure of a row with a bad cell, and names a duplicate\'s other row by its line', async () => {
+    it('numbers the lines of a Windows file with multi-line cells (a chunk\'s range ends at its last row\'s last line), lists every failure of a row with a bad cell, and names a duplicate\'s other row by its line', async () => {
       const csv = file('windows.csv', [
         'name,hostname,environment,cpu_count,purchased_on',
         '"cli-win-1\r\nsecond line",cli-win-1,prod,4,2024-01-31',
         'cli-win-2,cli-win-2,moon,eight,2024-02-30',
         '"cli-win-3\r\n\r\nthird line",cli-win-3,dev,2,',
-        'cli-win-4,cli-win-1,dev,2,',
+        '"cli-win-4\r\nlast line",cli-win-1,dev,2,',
       ].join('\r\n') + '\r\n')
       const errors = path.join(dir, 'windows-errors.csv')
       const run = await kbis(['import', csv, '--type', 'server', '--errors', errors], env)
-      expect(run).toEqual({ code: 1, stdout: '4 rows read; 2 refused; 0 created; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-8: 4 rows, 2 refused, nothing written\n' })
+      expect(run).toEqual({ code: 1, stdout: '4 rows read; 2 refused; 0 created; 1 chunk(s) failed and wrote nothing\n', stderr: 'lines 2-9: 4 rows, 2 refused, nothing written\n' })
       expect(readFileSync(errors, 'utf8')).toBe([
         'line,field,message',
         '4,cpu_count,"cpu_count must be a number, not ""eight"""',

@@ -186,7 +186,7 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
   }
   const failed = refusals.length > 0
   const written = failed || ctx.options.dryRun ? 'nothing written' : `${results.created} created, ${results.updated} updated, ${results.unchanged} unchanged`
-  const note = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.line}: ${rowCount(rows.length)}, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}${whole}`
+  const note = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.lastLine}: ${rowCount(rows.length)}, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}${whole}`
   return { refusals, failed, results, note }
 }
 
@@ -250,7 +250,7 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   // Idempotency-Key's part, 3, then 3a and 3b, …).
   const send = async (rows: FileRow[], label: string): Promise<void> => {
     // A dry run writes nothing: an interruption then has nothing to say of the chunk in flight.
-    const lines = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.line}`
+    const lines = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.lastLine}`
     if (!options.dryRun) bar.sending(lines)
     const sent = await sendChunk(ctx, rows, label).catch((err: unknown) => {
       // The server went away for good mid-import: say what it may hold, as an interruption does.

@@ -18,6 +18,8 @@ interface Issue {
  */
 export interface FileRow {
   line: number
+  /** The line where the row ends: a CSV row with a quoted line break spans several. */
+  lastLine: number
   item: ItemFields | null
   issues: Issue[]
 }
@@ -43,13 +45,14 @@ export interface ReadProgress {
 class LineCounter {
   private next = 1
 
-  /** The line where the record of this raw text starts. */
-  start(raw: string): number {
+  /** The lines where the record of this raw text starts and ends. */
+  span(raw: string): { line: number; lastLine: number } {
     const skipped = /^[\r\n]*/.exec(raw)![0]
     const cells = raw.slice(skipped.length).replace(/(?:\r\n|\r|\n)$/, '')
-    const start = this.next + breaks(skipped)
-    this.next = start + breaks(cells) + 1
-    return start
+    const line = this.next + breaks(skipped)
+    const lastLine = line + breaks(cells)
+    this.next = lastLine + 1
+    return { line, lastLine }
   }
 }
 
@@ -99,6 +102,7 @@ const NOT_UTF8 = 'not UTF-8 text: kbis import reads UTF-8 files (convert it firs
  */
 export interface CsvRecord {
   line: number
+  lastLine: number
   record: string[]
   invalid: string | null
 }
@@ -161,12 +165,12 @@ export async function* csvRecords(input: Readable, utf8 = new Utf8Watch()): Asyn
   function* skippedBefore(count: number): Generator<CsvRecord> {
     while (skipped[0] && skipped[0].after <= count) {
       const s = skipped.shift()!
-      yield { line: lines.start(s.raw), record: [], invalid: s.problem }
+      yield { ...lines.span(s.raw), record: [], invalid: s.problem }
     }
   }
   for await (const { record, raw } of parser as AsyncIterable<{ record: string[]; raw: string }>) {
     yield* skippedBefore(given++)
-    yield { line: lines.start(raw), record, invalid: null }
+    yield { ...lines.span(raw), record, invalid: null }
   }
   yield* skippedBefore(Infinity)
 }
@@ -181,10 +185,10 @@ export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: R
   input.on('data', (chunk: Buffer) => { progress.bytes += chunk.length })
   let columns: string[] | null = null
   const utf8 = new Utf8Watch()
-  for await (const { line, record, invalid } of csvRecords(input, utf8)) {
+  for await (const { line, lastLine, record, invalid } of csvRecords(input, utf8)) {
     if (invalid !== null) {
       if (columns === null) throw new Error(`the header (line ${line}) is not valid CSV: ${invalid}`)
-      yield { line, item: null, issues: [{ field: '', message: `the row is not valid CSV: ${invalid}` }] }
+      yield { line, lastLine, item: null, issues: [{ field: '', message: `the row is not valid CSV: ${invalid}` }] }
       continue
     }
     if (columns === null) {
@@ -195,18 +199,18 @@ export async function* csvRows(input: Readable, type: AssetTypeInfo, progress: R
     }
     if (record.every((cell) => cell.trim() === '')) continue
     if (record.length !== columns.length) {
-      yield { line, item: null, issues: [{ field: '', message: `the row has ${record.length} cell${record.length === 1 ? '' : 's'}; the header has ${columns.length} columns` }] }
+      yield { line, lastLine, item: null, issues: [{ field: '', message: `the row has ${record.length} cell${record.length === 1 ? '' : 's'}; the header has ${columns.length} columns` }] }
       continue
     }
     const lost = columns.filter((_, i) => utf8.lost(record[i]!))
     if (lost.length > 0) {
-      yield { line, item: null, issues: lost.map((field) => ({ field, message: NOT_UTF8 })) }
+      yield { line, lastLine, item: null, issues: lost.map((field) => ({ field, message: NOT_UTF8 })) }
       continue
     }
     const cells: Record<string, string> = {}
     columns.forEach((c, i) => { cells[c] = record[i]! })
     const { item, issues } = csvItem(type, cells)
-    yield { line, item, issues: issues.map(({ field, message }) => ({ field, message })) }
+    yield { line, lastLine, item, issues: issues.map(({ field, message }) => ({ field, message })) }
   }
   // A file without even a header is no export of anything (one with a header and no rows is).
   if (columns === null) throw new Error('the file is empty: a CSV file starts with its header line (name and property keys)')
@@ -230,27 +234,27 @@ export async function* ndjsonRows(input: Readable, type: AssetTypeInfo, progress
     const text = line === 1 && read.startsWith('\uFEFF') ? read.slice(1) : read
     if (text.trim() === '') continue
     if (utf8.lost(text)) {
-      yield { line, item: null, issues: [{ field: '', message: `the line is ${NOT_UTF8}` }] }
+      yield { line, lastLine: line, item: null, issues: [{ field: '', message: `the line is ${NOT_UTF8}` }] }
       continue
     }
     let record: unknown
     try {
       record = JSON.parse(text)
     } catch {
-      yield { line, item: null, issues: [{ field: '', message: 'the line is not valid JSON' }] }
+      yield { line, lastLine: line, item: null, issues: [{ field: '', message: 'the line is not valid JSON' }] }
       continue
     }
     // What the server would refuse (an integer past 2^53, 1e400, NUL, a lone surrogate) is
     // refused here, the line's own text deciding, as a CSV cell is: JSON.parse rounded the number.
     const unstorable = unstorableValues(text, record, true)
     if (unstorable.length > 0) {
-      yield { line, item: null, issues: unstorable.map(({ detail, pointer }) => ({ field: fieldOf(pointer ?? ''), message: detail })) }
+      yield { line, lastLine: line, item: null, issues: unstorable.map(({ detail, pointer }) => ({ field: fieldOf(pointer ?? ''), message: detail })) }
       continue
     }
     try {
-      yield { line, item: ndjsonItem(type, record), issues: [] }
+      yield { line, lastLine: line, item: ndjsonItem(type, record), issues: [] }
     } catch (err) {
-      yield { line, item: null, issues: issuesOf(err) }
+      yield { line, lastLine: line, item: null, issues: issuesOf(err) }
     }
   }
 }

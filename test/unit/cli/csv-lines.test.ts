@@ -29,6 +29,12 @@ describe('kbis import: the line where each CSV record starts', () => {
     expect(await starts('h,v\n"a\r\nstill a",1\nb,2\n')).toEqual(['1:h', '2:a\r\nstill a', '4:b'])
   })
 
+  it('gives the line where each record ends, past the line breaks of its quoted cells', async () => {
+    const spans: string[] = []
+    for await (const { line, lastLine } of csvRecords(Readable.from([Buffer.from('h,v\r\n"a\r\nstill a",1\r\n\r\nb,2\r\n"c\r\n\r\nstill c",3')]))) spans.push(`${line}-${lastLine}`)
+    expect(spans).toEqual(['1-1', '2-3', '5-5', '6-8'])
+  })
+
   it('counts the empty lines it skips', async () => {
     expect(await starts('\n\nh,v\n\na,1\n\n\nb,2\n')).toEqual(['3:h', '5:a', '8:b'])
     expect(await starts('h,v\r\n\r\na,1\r\n\r\n\r\nb,2\r\n')).toEqual(['1:h', '3:a', '6:b'])
