@@ -16,16 +16,18 @@ export interface OpenStoreOptions {
   onMigrated?: (applied: string[]) => void
   /** Refuse a PostgreSQL database or a PGlite directory that holds no kbis store, rather than set one up (keys, users). */
   existingOnly?: boolean
+  /** PGlite: as openDb's, once the directory is locked. */
+  whenLocked?: (dir: string) => Promise<void>
 }
 
 /**
  * Opens the configured store (PGlite or PostgreSQL) and migrates it; `onInitialize` as openDb's,
  * `onMigrated` with the migrations this call applied (none when the store was current).
  */
-export async function openStore(config: Config, { onInitialize, onMigrated, existingOnly = false }: OpenStoreOptions = {}): Promise<Db> {
+export async function openStore(config: Config, { onInitialize, onMigrated, existingOnly = false, whenLocked }: OpenStoreOptions = {}): Promise<Db> {
   const answerTimeoutMs = config.databaseUrl && config.statementTimeoutMs > 0 ? config.statementTimeoutMs + PRIMARY_ANSWER_MARGIN_MS : undefined
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
-    statementTimeoutMs: config.statementTimeoutMs, answerTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize, existingOnly })
+    statementTimeoutMs: config.statementTimeoutMs, answerTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize, existingOnly, whenLocked })
   // Whatever keeps the first connection from opening (an address, a login, SSL) is PostgreSQL's to name.
   let reached = false
   try {

@@ -61,8 +61,20 @@ async function openWhenFree(config: Config, print: (line: string) => void, onCre
     onCreate()
     announceInitialize(dir)
   }
-  const open = () => openStore(config, { onInitialize: created, onMigrated: (applied) => print(migratedLine(applied)) })
+  const open = () => openStore(config, { onInitialize: created, onMigrated: (applied) => print(migratedLine(applied)), whenLocked: refuseUnlockedServer })
   return whileHeldHere(config.dataDir, 'a kbis command, or a kbis serve starting', open, () => serverAnswers(config.dataDir))
+}
+
+/**
+ * A kbis serve from before 2026-11-27 (cca5170) holds no kbis.lock but answers on the directory's
+ * control socket: with the lock taken here, a server that answers there is such a one. Opening the
+ * directory beside it would migrate the files it is writing (both then wrote apart, and the store
+ * no longer opened once both stopped).
+ */
+async function refuseUnlockedServer(dir: string): Promise<void> {
+  if (await serverAnswers(dir)) {
+    throw new Error(`${dir} is served by an older kbis serve of this host (it answers on the directory's control socket but holds no kbis.lock): stop it, then start this one`)
+  }
 }
 
 /** config → store → app → listen (and, on PGlite, the control socket the CLI talks to). */

@@ -136,6 +136,8 @@ export interface StoreOptions {
   dataDir?: string | undefined
   /** PGlite: refuse a data directory that holds no store, rather than create one there (store/pglite-init.ts checkDataDir). */
   existingOnly?: boolean | undefined
+  /** PGlite: called once the data directory is locked, before anything in it is read; throwing refuses it (unlocked again). */
+  whenLocked?: ((dir: string) => Promise<void>) | undefined
   /** PostgreSQL schema to use (tests isolate each file in its own schema). */
   schema?: string | undefined
   poolSize?: number | undefined

@@ -196,6 +196,7 @@ export async function openPglite(options: StoreOptions): Promise<Db> {
   createDataDir(dir)
   const lock = lockDataDir(dir)
   try {
+    await options.whenLocked?.(dir)
     checkDataDir(dir, options.existingOnly === true)
     await initPgliteDataDir(dir, options.onInitialize)
     const thread = await PgliteThread.start({ ...settings, dataDir: dir }).catch((err: unknown) => {

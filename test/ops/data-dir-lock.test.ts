@@ -1,11 +1,13 @@
 import { execFile, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { DataDirInUseError, LOCK_FILE, lockDataDir } from '../../src/store/pglite-lock.js'
 import { openDb } from '../../src/store/db.js'
 import { KBIS_BIN, runCli } from '../helpers/cli-server.js'
+import { controlSocketPath } from '../../src/cli/control-client.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 
 /** A process that holds the lock of `dir` until it is killed; resolves once it holds it. */
@@ -93,6 +95,21 @@ describe('one process at a time opens a PGlite data directory (kbis.lock)', { ti
     expect(existsSync(path.join(fresh('d'), 'PG_VERSION'))).toBe(true)
     await created.close()
     expect(existsSync(path.join(fresh('d'), LOCK_FILE))).toBe(false)
+  })
+
+  it('kbis serve refuses a directory that an older kbis serve (no kbis.lock, an answer on the control socket) is serving, and changes nothing in it', async () => {
+    const data = await templateDataDir(fresh('older'))
+    const files = () => readdirSync(data, { recursive: true }).map(String).sort()
+    const before = files()
+    // Such a server answers on the directory's control socket, and holds no lock.
+    const older = net.createServer((socket) => socket.end())
+    await new Promise<void>((resolve) => older.listen(controlSocketPath(data), resolve))
+    onTestFinished(() => new Promise<void>((resolve) => older.close(() => resolve())))
+    const server = runCli(['serve', '--port', '0', '--data-dir', data])
+    onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
+    expect(await server.exited).toBe(1)
+    expect(server.lines).toEqual([`kbis: ${data} is served by an older kbis serve of this host (it answers on the directory's control socket but holds no kbis.lock): stop it, then start this one`])
+    expect(files()).toEqual(before)
   })
 
   it('stops with one line naming the lock file it cannot write (a full disk), and leaves no empty lock behind', async () => {
