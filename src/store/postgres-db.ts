@@ -315,13 +315,17 @@ export function openPostgres(options: StoreOptions & { databaseUrl: string }): D
   // The pool's connections only: the LISTEN connection (built from `config`) waits without end.
   const cost = options.parallelSetupCost
   if (cost !== undefined && (!Number.isFinite(cost) || cost < 0)) throw new Error(`parallelSetupCost: a cost of 0 or more, got ${cost}`)
+  // Timestamps come back in the ISO style whatever the database or role sets (`ALTER DATABASE …
+  // SET datestyle = 'SQL, DMY'` made pg read `12/01/2026 11:53:37 UTC` as no date, and records
+  // answered `"created_at": ""`), and the planner's parallel_setup_cost when configured (decision 0019).
+  const settings = ['SET DateStyle = ISO', ...(cost !== undefined ? [`SET parallel_setup_cost = ${cost}`] : [])].join('; ')
   const poolConfig: pg.PoolConfig = {
     ...config,
     ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
     ...(options.answerTimeoutMs ? { query_timeout: options.answerTimeoutMs } : {}),
     // Set on each new connection before the pool hands it out (pg-pool awaits the hook): startup
     // `options` would be replaced by any `options` the URL carries.
-    ...(cost !== undefined ? { onConnect: async (client: pg.ClientBase) => { await client.query(`SET parallel_setup_cost = ${cost}`) } } : {}),
+    onConnect: async (client: pg.ClientBase) => { await client.query(settings) },
   }
   // The connect timeout bounds opening a connection only, in the client: pg-pool's own
   // `connectionTimeoutMillis` also bounds the wait for a free pooled connection, with the same

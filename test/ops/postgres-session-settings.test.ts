@@ -1,0 +1,58 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { FastifyInstance } from 'fastify'
+import { loadConfig } from '../../src/core/config.js'
+import type { Db } from '../../src/store/db.js'
+import { openStore } from '../../src/open-store.js'
+import { buildApp } from '../../src/app.js'
+import { applySetup } from '../../src/setup/apply.js'
+import type { SetupFile } from '../../src/setup/schema.js'
+import { createKeyFromCli } from '../../src/keys/cli.js'
+import { STORES } from '../helpers/stores.js'
+import { postgresSchema } from '../helpers/cli-server.js'
+import { ACME } from '../helpers/fixtures.js'
+
+/**
+ * A database or role may set its sessions' output styles (`ALTER DATABASE … SET datestyle = 'SQL,
+ * DMY'`, a TimeZone of its region): the service's answers do not change with them.
+ */
+describe.runIf(STORES.includes('postgres'))('postgres: session settings of the database or role', () => {
+  let pg: Awaited<ReturnType<typeof postgresSchema>>
+  let db: Db
+  let app: FastifyInstance
+  let key: string
+
+  beforeAll(async () => {
+    pg = await postgresSchema()
+    // As the database or role would set them, here through the URL's startup options.
+    const url = new URL(pg.url)
+    url.searchParams.set('options', `${url.searchParams.get('options')} -c DateStyle=SQL,DMY -c TimeZone=Pacific/Kiritimati`)
+    db = await openStore(loadConfig({ DATABASE_URL: url.href }))
+    await applySetup(db, ACME as unknown as SetupFile)
+    key = (await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: 'styles', type: 'Admin', roles: ['all'] })).secret
+    app = await buildApp({ db, config: loadConfig({}) })
+  }, 60_000)
+  afterAll(async () => {
+    await app?.close()
+    await db?.close()
+    await pg?.drop()
+  })
+
+  const call = (method: 'GET' | 'POST' | 'PATCH', url: string, payload?: object) =>
+    app.inject({ method, url, headers: { authorization: `Bearer ${key}` }, ...(payload ? { payload } : {}) })
+
+  it('answers every timestamp as UTC ISO 8601 under a DateStyle of SQL, DMY and a TimeZone other than UTC', async () => {
+    const session = (await db.query<{ style: string }>("SELECT current_setting('DateStyle') AS style")).rows[0]!
+    expect(session.style).toBe('ISO, DMY')
+    const created = await call('POST', '/api/v1/assets', { asset_type_key: 'server', name: 'styles-01', properties: { hostname: 'styles-01' } })
+    expect(created.statusCode).toBe(201)
+    const record = created.json().data
+    expect(record.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/)
+    expect(Math.abs(Date.parse(record.created_at) - Date.now())).toBeLessThan(60_000)
+    expect(record.updated_at).toBe(record.created_at)
+    // Read back one by one and in a list (whose timestamps are written in SQL): the same text.
+    expect((await call('GET', `/api/v1/assets/${record.id}`)).json().data).toEqual(record)
+    expect((await call('GET', '/api/v1/assets?filter[name]=styles-01')).json().data).toEqual([record])
+    const keys = (await call('GET', '/api/v1/api-keys')).json().data as { created_at: string }[]
+    expect(keys.map((k) => k.created_at).every((t) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/.test(t))).toBe(true)
+  })
+})
