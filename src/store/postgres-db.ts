@@ -315,10 +315,12 @@ export function openPostgres(options: StoreOptions & { databaseUrl: string }): D
   // The pool's connections only: the LISTEN connection (built from `config`) waits without end.
   const cost = options.parallelSetupCost
   if (cost !== undefined && (!Number.isFinite(cost) || cost < 0)) throw new Error(`parallelSetupCost: a cost of 0 or more, got ${cost}`)
-  // Timestamps come back in the ISO style whatever the database or role sets (`ALTER DATABASE …
-  // SET datestyle = 'SQL, DMY'` made pg read `12/01/2026 11:53:37 UTC` as no date, and records
-  // answered `"created_at": ""`), and the planner's parallel_setup_cost when configured (decision 0019).
-  const settings = ['SET DateStyle = ISO', ...(cost !== undefined ? [`SET parallel_setup_cost = ${cost}`] : [])].join('; ')
+  // Whatever the database or role sets: timestamps in the ISO style (`ALTER DATABASE … SET
+  // datestyle = 'SQL, DMY'` made pg read `12/01/2026 11:53:37 UTC` as no date, and records
+  // answered `"created_at": ""`), string literals as the SQL standard reads them (the service's
+  // `ESCAPE '\'` is a syntax error under standard_conforming_strings = off), and the planner's
+  // parallel_setup_cost when configured (decision 0019).
+  const settings = ['SET DateStyle = ISO', 'SET standard_conforming_strings = on', ...(cost !== undefined ? [`SET parallel_setup_cost = ${cost}`] : [])].join('; ')
   const poolConfig: pg.PoolConfig = {
     ...config,
     ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),

@@ -13,7 +13,8 @@ import { ACME } from '../helpers/fixtures.js'
 
 /**
  * A database or role may set its sessions' output styles (`ALTER DATABASE … SET datestyle = 'SQL,
- * DMY'`, a TimeZone of its region): the service's answers do not change with them.
+ * DMY'`, a TimeZone of its region, the pre-9.1 reading of backslashes in string literals): the
+ * service's answers do not change with them.
  */
 describe.runIf(STORES.includes('postgres'))('postgres: session settings of the database or role', () => {
   let pg: Awaited<ReturnType<typeof postgresSchema>>
@@ -25,7 +26,7 @@ describe.runIf(STORES.includes('postgres'))('postgres: session settings of the d
     pg = await postgresSchema()
     // As the database or role would set them, here through the URL's startup options.
     const url = new URL(pg.url)
-    url.searchParams.set('options', `${url.searchParams.get('options')} -c DateStyle=SQL,DMY -c TimeZone=Pacific/Kiritimati`)
+    url.searchParams.set('options', `${url.searchParams.get('options')} -c DateStyle=SQL,DMY -c TimeZone=Pacific/Kiritimati -c standard_conforming_strings=off`)
     db = await openStore(loadConfig({ DATABASE_URL: url.href }))
     await applySetup(db, ACME as unknown as SetupFile)
     key = (await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: 'styles', type: 'Admin', roles: ['all'] })).secret
@@ -54,5 +55,13 @@ describe.runIf(STORES.includes('postgres'))('postgres: session settings of the d
     expect((await call('GET', '/api/v1/assets?filter[name]=styles-01')).json().data).toEqual([record])
     const keys = (await call('GET', '/api/v1/api-keys')).json().data as { created_at: string }[]
     expect(keys.map((k) => k.created_at).every((t) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/.test(t))).toBe(true)
+  })
+
+  it('reads string literals as the SQL standard does: a search by part of a name (ILIKE … ESCAPE) answers', async () => {
+    const session = (await db.query<{ on: string }>("SELECT current_setting('standard_conforming_strings') AS on")).rows[0]!
+    expect(session.on).toBe('on')
+    const found = await call('POST', '/api/v1/search/assets', { filter: { field: 'name', operator: 'contains', value: 'STYLES-0' } })
+    expect(found.statusCode).toBe(200)
+    expect(found.json().data.map((a: { name: string }) => a.name)).toEqual(['styles-01'])
   })
 })
