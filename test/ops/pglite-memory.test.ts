@@ -83,7 +83,7 @@ describe('pglite: a new data directory', { timeout: 180_000 }, () => {
 
 /**
  * PGlite's whole buffer pool is resident from the moment it starts: every MB of `shared_buffers`
- * counts from the first request on (decision 0015). 64 MB by default, KBIS_PGLITE_SHARED_BUFFERS_MB.
+ * counts from the first request on (decision 0015). 48 MB by default, KBIS_PGLITE_SHARED_BUFFERS_MB.
  */
 describe('pglite: the buffer pool', { timeout: 180_000 }, () => {
   let root: string
@@ -97,13 +97,13 @@ describe('pglite: the buffer pool', { timeout: 180_000 }, () => {
 
   // The directories and the in-memory store start from the tests' migrated template: how a
   // directory is initialized is the first describe's.
-  it('is 64 MB unless configured, on a data directory and in memory', async () => {
-    expect(DEFAULT_PGLITE_SHARED_BUFFERS_MB).toBe(64)
-    expect(loadConfig({}).pgliteSharedBuffersMb).toBe(64)
+  it('is 48 MB unless configured, on a data directory and in memory', async () => {
+    expect(DEFAULT_PGLITE_SHARED_BUFFERS_MB).toBe(48)
+    expect(loadConfig({}).pgliteSharedBuffersMb).toBe(48)
     for (const dataDir of [await templateDataDir(path.join(root, 'default')), 'memory://']) {
       const db = await openDb({ dataDir, ...(dataDir === 'memory://' ? { loadDataDir: await loadTemplate() } : {}) })
       try {
-        expect(await sharedBuffers(db)).toBe('64MB')
+        expect(await sharedBuffers(db)).toBe('48MB')
       } finally {
         await db.close()
       }
