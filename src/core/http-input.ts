@@ -177,6 +177,18 @@ function defersRefusal(request: FastifyRequest): boolean {
   return WRITE_METHODS.has(request.method) && request.headers['idempotency-key'] !== undefined && request.url.startsWith('/api/v1/')
 }
 
+// RFC 9110 tokens, as Fastify checks a Content-Type's type and subtype (lib/content-type.js).
+const MEDIA_TYPE_NAME = /^[\w!#$%&'*+.^`|~-]+$/
+const MEDIA_SUBTYPE_NAME = /^[\w!#$%&'*+.^`|~-]+\s*$/
+
+/** Whether a Content-Type header holds a media type (`type/subtype`, then parameters) Fastify takes. */
+function isMediaType(value: string): boolean {
+  const semicolon = value.indexOf(';')
+  const media = semicolon === -1 ? value : value.slice(0, semicolon)
+  const slash = media.indexOf('/')
+  return slash !== -1 && MEDIA_TYPE_NAME.test(media.slice(0, slash).trimStart()) && MEDIA_SUBTYPE_NAME.test(media.slice(slash + 1).trimEnd())
+}
+
 /** The body's content coding when it has one (`identity`, or none, is no coding), as sent. */
 function encodingOf(request: FastifyRequest): string | null {
   const header = request.headers['content-encoding']
@@ -193,6 +205,12 @@ export function registerInputGuards(app: FastifyInstance): void {
   // (console/plugin.ts): a refusal here would skip those headers on its error page.
   app.addHook('onRequest', async (request) => {
     if (!CONSOLE_URL.test(request.url) && !PROBE_URL.test(request.url)) refuseBrokenUrl(request.url)
+    // A body is read as JSON whatever its Content-Type says (below), so a header that is no media
+    // type at all is no reason to refuse it: Fastify answered it "the body must be JSON" before any
+    // parser ran, body-less DELETEs included. `application/json, application/json` is what a
+    // fetch client sends after appending the header twice. Without it, the body is unlabelled.
+    const type = request.headers['content-type']
+    if (type !== undefined && !isMediaType(type)) delete request.headers['content-type']
   })
   // Fastify's own JSON parser (with its prototype-poisoning protection), plus the walk above. The
   // walk checks values only when the raw text looks suspect, so ordinary bodies pay one

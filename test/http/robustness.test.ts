@@ -446,6 +446,14 @@ for (const store of STORES) {
       expect(labelled.statusCode).toBe(201)
       const unlabelled = await send('{"asset_type_key":"note","name":"unlabelled"}', {})
       expect(unlabelled.statusCode).toBe(201)
+      // A header that is no media type (a fetch client that appended it twice, a bare word) is as none.
+      for (const type of ['application/json, application/json', 'json', '*', '']) {
+        const odd = await send(`{"asset_type_key":"note","name":"labelled ${JSON.stringify(type).slice(1, -1)}"}`, { 'content-type': type })
+        expect(odd.statusCode, type).toBe(201)
+      }
+      const note = (await send('{"asset_type_key":"note","name":"archived with an odd label"}', {})).json().data.id
+      const del = await t.app.inject({ method: 'DELETE', url: `/api/v1/assets/${note}`, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'json', 'content-length': '0' } })
+      expect(del.statusCode).toBe(204)
     })
 
     it('answers hostile filter and sort parameters with 400', async () => {
