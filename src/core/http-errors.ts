@@ -62,7 +62,7 @@ function describe(error: AjvError, where: string): string {
  * Ajv errors of a route schema → the CONTRACT envelope. Unknown fields are 400, bad values 422.
  * `known`: the route's query parameters, when the error is about the query string.
  */
-export function validationError(errors: AjvError[], context: string, known?: readonly string[]): AppError {
+export function validationError(errors: AjvError[], context: string, known?: readonly string[], query?: unknown): AppError {
   if (context === 'querystring' || context === 'params') {
     const first = errors[0]!
     const parameter =
@@ -75,12 +75,17 @@ export function validationError(errors: AjvError[], context: string, known?: rea
     const family = queryErrorDef(parameter)
     const takesFamily = first.keyword !== 'additionalProperties' || known === undefined || known.some((name) => queryErrorDef(name) === family)
     const def = takesFamily ? family : Errors.INVALID_REQUEST
+    // `page[size]=1&page[size]=2` reaches the schema as an array: "must be an integer" of a
+    // parameter sent as one would not tell what is wrong.
+    const repeated = first.keyword === 'type' ? (query as Record<string, unknown> | undefined)?.[parameter] : undefined
     const detail =
       first.keyword === 'additionalProperties'
         ? def === Errors.INVALID_FILTER
           ? `unknown filter field ${parameter}`
           : `unknown query parameter ${parameter}`
-        : describe(first, parameter)
+        : Array.isArray(repeated)
+          ? `${parameter} is given ${repeated.length} times; send it once`
+          : describe(first, parameter)
     return new AppError(def, [{ detail, parameter }])
   }
   const all = bodyIssues(errors)
@@ -177,7 +182,7 @@ function toAppError(err: FastifyError, request: FastifyRequest): AppError {
   const context = (err as { validationContext?: string }).validationContext ?? 'body'
   const codes = request.routeOptions.config?.bodyErrorCodes
   if (validation && context === 'body' && codes) return codedBodyError(validation, codes, request.body)
-  if (validation) return validationError(validation, context, queryNames(request))
+  if (validation) return validationError(validation, context, queryNames(request), request.query)
   // The client left while sending its body (or the server cut its connection at the end of a
   // shutdown): the request's own stream failed, nothing of the store. Its line and metrics say
   // so; the answer goes nowhere. (Node names that error ECONNRESET, as a socket to PostgreSQL

@@ -326,14 +326,14 @@ export function registerRouteGuards(app: FastifyInstance): void {
   })
   app.addHook('preHandler', async (request) => {
     const error = request.validationError as { validation?: Parameters<typeof validationError>[0]; validationContext?: string } | undefined
-    if (error?.validation && error.validationContext !== 'body') throw validationError(error.validation, error.validationContext ?? 'querystring', queryNames(request))
+    if (error?.validation && error.validationContext !== 'body') throw validationError(error.validation, error.validationContext ?? 'querystring', queryNames(request), request.query)
     // Fastify validates the body before the query string and stops at the first part that fails:
     // on a route that reports body errors itself (attachValidation: analytics, which takes no body
     // as `{}`, and bulk), the query string is validated here, so an unknown parameter is never ignored.
     if (error?.validationContext === 'body') {
       const validate = request.getValidationFunction('querystring')
       if (validate !== undefined && !validate(request.query)) {
-        throw validationError((validate.errors ?? []) as Parameters<typeof validationError>[0], 'querystring', queryNames(request))
+        throw validationError((validate.errors ?? []) as Parameters<typeof validationError>[0], 'querystring', queryNames(request), request.query)
       }
     }
   })

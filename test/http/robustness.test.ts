@@ -456,6 +456,17 @@ for (const store of STORES) {
       expect(del.statusCode).toBe(204)
     })
 
+    it('names a query parameter sent more than once as such, with the error code of its family', async () => {
+      for (const [query, code, parameter] of [['page[size]=1&page[size]=2', 'invalid_page', 'page[size]'], ['sort=name&sort=-name', 'invalid_sort', 'sort'],
+        ['filter[name]=a&filter[name]=b', 'invalid_filter', 'filter[name]']] as const) {
+        const res = await t.request('GET', `/api/v1/assets?${query}`)
+        expect(res.status, query).toBe(400)
+        expect(res.body.errors, query).toEqual([expect.objectContaining({ code, detail: `${parameter} is given 2 times; send it once`, source: { parameter } })])
+      }
+      const dry = await t.request('POST', '/api/v1/assets?dry_run=true&dry_run=false', { body: { asset_type_key: 'note', name: 'twice' } })
+      expect([dry.status, dry.body.errors[0].detail]).toEqual([400, 'dry_run is given 2 times; send it once'])
+    })
+
     it('answers hostile filter and sort parameters with 400', async () => {
       for (const q of [
         "filter[properties.x'); DROP TABLE assets;--]=1", 'filter[name][x]=1', 'sort=name;DROP', 'sort=,,', 'filter[properties.hostname]=%00',
