@@ -305,6 +305,21 @@ export async function reachPostgres(databaseUrl: string, timeoutMs: number): Pro
   await client.end().catch(() => undefined)
 }
 
+/**
+ * Triggers fire on the service's connections. Only a superuser may set session_replication_role
+ * (to any value), so it is set only when it is not `origin` already; where it cannot be, the
+ * connection fails with what to change rather than write rows its triggers never see.
+ */
+const ORIGIN_REPLICATION_ROLE = `DO $$BEGIN
+  IF current_setting('session_replication_role') <> 'origin' THEN
+    BEGIN
+      SET session_replication_role = origin;
+    EXCEPTION WHEN insufficient_privilege THEN
+      RAISE EXCEPTION 'session_replication_role is % for this role or database, and kbis needs origin: its triggers keep the typed projection and the counts (ALTER ROLE … RESET session_replication_role)', current_setting('session_replication_role');
+    END;
+  END IF;
+END$$`
+
 /** A store on the PostgreSQL server of `options.databaseUrl` (its pool not connected yet). */
 export function openPostgres(options: StoreOptions & { databaseUrl: string }): Db {
   const config: pg.PoolConfig = {
@@ -319,8 +334,10 @@ export function openPostgres(options: StoreOptions & { databaseUrl: string }): D
   // datestyle = 'SQL, DMY'` made pg read `12/01/2026 11:53:37 UTC` as no date, and records
   // answered `"created_at": ""`), string literals as the SQL standard reads them (the service's
   // `ESCAPE '\'` is a syntax error under standard_conforming_strings = off), and the planner's
-  // parallel_setup_cost when configured (decision 0019).
-  const settings = ['SET DateStyle = ISO', 'SET standard_conforming_strings = on', ...(cost !== undefined ? [`SET parallel_setup_cost = ${cost}`] : [])].join('; ')
+  // parallel_setup_cost when configured (decision 0019). And triggers that fire: a role or database
+  // with session_replication_role = replica turned them off, and with them the typed projection
+  // and the live counts (search, analytics and totals silently missed every asset written so).
+  const settings = ['SET DateStyle = ISO', 'SET standard_conforming_strings = on', ORIGIN_REPLICATION_ROLE, ...(cost !== undefined ? [`SET parallel_setup_cost = ${cost}`] : [])].join('; ')
   const poolConfig: pg.PoolConfig = {
     ...config,
     ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),

@@ -13,8 +13,8 @@ import { ACME } from '../helpers/fixtures.js'
 
 /**
  * A database or role may set its sessions' output styles (`ALTER DATABASE … SET datestyle = 'SQL,
- * DMY'`, a TimeZone of its region, the pre-9.1 reading of backslashes in string literals): the
- * service's answers do not change with them.
+ * DMY'`, a TimeZone of its region, the pre-9.1 reading of backslashes in string literals, triggers
+ * off with session_replication_role = replica): the service's answers do not change with them.
  */
 describe.runIf(STORES.includes('postgres'))('postgres: session settings of the database or role', () => {
   let pg: Awaited<ReturnType<typeof postgresSchema>>
@@ -26,7 +26,7 @@ describe.runIf(STORES.includes('postgres'))('postgres: session settings of the d
     pg = await postgresSchema()
     // As the database or role would set them, here through the URL's startup options.
     const url = new URL(pg.url)
-    url.searchParams.set('options', `${url.searchParams.get('options')} -c DateStyle=SQL,DMY -c TimeZone=Pacific/Kiritimati -c standard_conforming_strings=off`)
+    url.searchParams.set('options', `${url.searchParams.get('options')} -c DateStyle=SQL,DMY -c TimeZone=Pacific/Kiritimati -c standard_conforming_strings=off -c session_replication_role=replica`)
     db = await openStore(loadConfig({ DATABASE_URL: url.href }))
     await applySetup(db, ACME as unknown as SetupFile)
     key = (await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: 'styles', type: 'Admin', roles: ['all'] })).secret
@@ -55,6 +55,20 @@ describe.runIf(STORES.includes('postgres'))('postgres: session settings of the d
     expect((await call('GET', '/api/v1/assets?filter[name]=styles-01')).json().data).toEqual([record])
     const keys = (await call('GET', '/api/v1/api-keys')).json().data as { created_at: string }[]
     expect(keys.map((k) => k.created_at).every((t) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/.test(t))).toBe(true)
+  })
+
+  it('fires its triggers under session_replication_role = replica: a new asset is searched, counted and aggregated', async () => {
+    const session = (await db.query<{ role: string }>("SELECT current_setting('session_replication_role') AS role")).rows[0]!
+    expect(session.role).toBe('origin')
+    const created = await call('POST', '/api/v1/assets', { asset_type_key: 'server', name: 'replica-role', properties: { hostname: 'replica-role', environment: 'prod' } })
+    expect(created.statusCode).toBe(201)
+    const found = await call('POST', '/api/v1/search/assets', { filter: { field: 'properties.hostname', operator: 'equals', value: 'replica-role' } })
+    expect(found.json().data.map((a: { name: string }) => a.name)).toEqual(['replica-role'])
+    const counted = (await call('GET', '/api/v1/assets?filter[asset_type_key]=server')).json().meta.page.total_items
+    const stored = (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM assets WHERE asset_type_key = 'server' AND archived_at IS NULL")).rows[0]!.n
+    expect(counted).toBe(stored)
+    const grouped = (await call('POST', '/api/v1/analytics/assets', { filter: { field: 'name', operator: 'equals', value: 'replica-role' }, group_by: ['properties.environment'] })).json().data
+    expect(grouped).toEqual([{ group: { 'properties.environment': 'prod' }, measures: { count: 1 } }])
   })
 
   it('reads string literals as the SQL standard does: a search by part of a name (ILIKE … ESCAPE) answers', async () => {
