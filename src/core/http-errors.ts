@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { AppError, Errors, errorBody, type ErrorDef, type Issue } from './errors.js'
-import { DISK_FULL, isPgError, mapPgError } from './pg-errors.js'
+import { DISK_FULL, READ_ONLY, isPgError, mapPgError } from './pg-errors.js'
 import { isStoreUnreachable } from '../store/unreachable.js'
 import { escapePointer } from './json.js'
 import { discardBody } from './http-layer.js'
@@ -251,6 +251,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (appError.def === Errors.INTERNAL_ERROR) request.log.error({ err }, 'unhandled error')
     else if (appError.def === Errors.SERVICE_UNAVAILABLE && isStoreUnreachable(err)) request.log.error({ err }, 'the database cannot be reached')
     else if (isPgError(err, DISK_FULL)) request.log.error({ err }, 'the store is out of disk space')
+    else if (isPgError(err, READ_ONLY)) request.log.error({ err }, 'the database is read-only: DATABASE_URL must name a primary that takes writes')
     // The client receives the 413 only if it may finish sending first (core/http-layer.ts).
     if (appError.def === Errors.PAYLOAD_TOO_LARGE) await discardBody(request.raw)
     return sendError(reply, appError)

@@ -4,6 +4,12 @@ import { AppError, Errors } from './errors.js'
 export const DISK_FULL = '53100'
 
 /**
+ * SQLSTATE 25006: the database takes no writes (a standby that DATABASE_URL names after a failover,
+ * `default_transaction_read_only`, a provider's read-only mode); the log line says `the database is read-only`.
+ */
+export const READ_ONLY = '25006'
+
+/**
  * The one place that reads SQLSTATEs. Maps by constraint name, never by message text; PGlite
  * raises the same SQLSTATEs and constraint names as PostgreSQL.
  */
@@ -31,6 +37,16 @@ export function mapPgError(err: unknown): AppError | null {
   // request's fault, nor a fault of the server's code: a client may retry later.
   if (code === DISK_FULL) {
     return new AppError(Errors.SERVICE_UNAVAILABLE, "the server's store is out of disk space and wrote nothing; retry later", { 'Retry-After': '30' })
+  }
+  // 25006 read_only_sql_transaction: nothing of the request was written; the operator is told in
+  // the log. Reads write too (the rate limit's counters on PostgreSQL), so every request lands here.
+  if (code === READ_ONLY) {
+    return new AppError(Errors.SERVICE_UNAVAILABLE, "the server's database is read-only and wrote nothing; retry later", { 'Retry-After': '30' })
+  }
+  // 55P03 lock_not_available: a lock_timeout the database or role sets (kbis sets none) ran out
+  // while another transaction held a row or table this request needed. Nothing was written.
+  if (code === '55P03') {
+    return new AppError(Errors.SERVICE_UNAVAILABLE, 'a concurrent write held what this request needed for longer than the database lets it wait; retry it', { 'Retry-After': '1' })
   }
   return null
 }

@@ -279,3 +279,36 @@ describe.runIf(STORES.includes('postgres'))('postgres: a connection lost while a
     }
   })
 })
+
+describe.runIf(STORES.includes('postgres'))('postgres: a database that takes no writes', () => {
+  it('answers 503 service_unavailable with Retry-After, not 500, and /readyz says not ready, while the database is read-only', async () => {
+    const { name, admin, app, secret, close } = await ownDatabase('kbis_readonly')
+    try {
+      const call = (method: 'GET' | 'POST', url: string, payload?: object) =>
+        app.inject({ method, url, headers: { authorization: `Bearer ${secret}`, 'x-request-id': 'ro-1' }, ...(payload ? { payload } : {}) })
+      expect((await call('GET', '/api/v1/assets')).statusCode).toBe(200)
+      // What a failover that left DATABASE_URL on a standby, or a provider's read-only mode, does.
+      await admin.query(`ALTER DATABASE ${name} SET default_transaction_read_only = on`)
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
+      // The first requests may meet connections the termination is ending (503, the database cannot be reached).
+      for (let i = 0; i < 20 && !(await call('GET', '/api/v1/assets')).body.includes('read-only'); i++) await new Promise((resolve) => setTimeout(resolve, 100))
+      for (const [method, url, payload] of [['GET', '/api/v1/assets', undefined], ['POST', '/api/v1/assets', { asset_type_key: 'note', name: 'ro' }]] as const) {
+        const res = await call(method, url, payload)
+        expect(res.statusCode, `${method} ${res.body}`).toBe(503)
+        expect(res.body, res.body).toContain('read-only')
+        expect(res.headers['retry-after']).toBe('30')
+        expect(res.json()).toEqual({ errors: [{ status: '503', code: 'service_unavailable', detail: "the server's database is read-only and wrote nothing; retry later", meta: { request_id: 'ro-1' } }] })
+      }
+      const ready = await app.inject({ method: 'GET', url: '/readyz' })
+      expect(ready.statusCode).toBe(503)
+      expect(ready.json().errors[0].detail).toBe('not ready: the database is read-only (DATABASE_URL must name a primary that takes writes)')
+      await admin.query(`ALTER DATABASE ${name} RESET default_transaction_read_only`)
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
+      for (let i = 0; i < 20 && (await call('GET', '/api/v1/assets')).statusCode !== 200; i++) await new Promise((resolve) => setTimeout(resolve, 100))
+      expect((await call('POST', '/api/v1/assets', { asset_type_key: 'note', name: 'rw again' })).statusCode).toBe(201)
+      expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200)
+    } finally {
+      await close()
+    }
+  })
+})

@@ -14,7 +14,8 @@ import { ACME } from '../helpers/fixtures.js'
 /**
  * A database or role may set its sessions' output styles (`ALTER DATABASE … SET datestyle = 'SQL,
  * DMY'`, a TimeZone of its region, the pre-9.1 reading of backslashes in string literals, triggers
- * off with session_replication_role = replica): the service's answers do not change with them.
+ * off with session_replication_role = replica, a lock_timeout): the service's answers do not change
+ * with them, or are the retryable answers of the CONTRACT.
  */
 describe.runIf(STORES.includes('postgres'))('postgres: session settings of the database or role', () => {
   let pg: Awaited<ReturnType<typeof postgresSchema>>
@@ -26,7 +27,7 @@ describe.runIf(STORES.includes('postgres'))('postgres: session settings of the d
     pg = await postgresSchema()
     // As the database or role would set them, here through the URL's startup options.
     const url = new URL(pg.url)
-    url.searchParams.set('options', `${url.searchParams.get('options')} -c DateStyle=SQL,DMY -c TimeZone=Pacific/Kiritimati -c standard_conforming_strings=off -c session_replication_role=replica`)
+    url.searchParams.set('options', `${url.searchParams.get('options')} -c DateStyle=SQL,DMY -c TimeZone=Pacific/Kiritimati -c standard_conforming_strings=off -c session_replication_role=replica -c lock_timeout=200ms`)
     db = await openStore(loadConfig({ DATABASE_URL: url.href }))
     await applySetup(db, ACME as unknown as SetupFile)
     key = (await createKeyFromCli(db, { org: 'acme', user: 'owner@acme.test', name: 'styles', type: 'Admin', roles: ['all'] })).secret
@@ -69,6 +70,24 @@ describe.runIf(STORES.includes('postgres'))('postgres: session settings of the d
     expect(counted).toBe(stored)
     const grouped = (await call('POST', '/api/v1/analytics/assets', { filter: { field: 'name', operator: 'equals', value: 'replica-role' }, group_by: ['properties.environment'] })).json().data
     expect(grouped).toEqual([{ group: { 'properties.environment': 'prod' }, measures: { count: 1 } }])
+  })
+
+  it('answers 503 with Retry-After, not 500, when the database\'s lock_timeout runs out behind another writer', async () => {
+    const created = (await call('POST', '/api/v1/assets', { asset_type_key: 'server', name: 'locked-01', properties: { hostname: 'locked-01' } })).json().data
+    // Another writer holds the row (a long transaction of another client of the database).
+    const holder = await openStore(loadConfig({ DATABASE_URL: pg.url }))
+    try {
+      await holder.transaction(async (tx) => {
+        await tx.query('SELECT 1 FROM assets WHERE id = $1 FOR UPDATE', [created.id])
+        const res = await call('PATCH', `/api/v1/assets/${created.id}`, { name: 'locked-02' })
+        expect(res.statusCode, res.body).toBe(503)
+        expect(res.headers['retry-after']).toBe('1')
+        expect(res.json().errors[0]).toMatchObject({ code: 'service_unavailable', detail: 'a concurrent write held what this request needed for longer than the database lets it wait; retry it' })
+      })
+    } finally {
+      await holder.close()
+    }
+    expect((await call('PATCH', `/api/v1/assets/${created.id}`, { name: 'locked-02' })).json().data.name).toBe('locked-02')
   })
 
   it('reads string literals as the SQL standard does: a search by part of a name (ILIKE … ESCAPE) answers', async () => {
