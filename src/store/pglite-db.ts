@@ -2,7 +2,7 @@
  * The embedded backend of the store (store/db-api.ts says what a store is): PGlite in a thread
  * of its own, on a data directory it locks, or in memory.
  */
-import { accessSync, constants, readdirSync, type Dirent } from 'node:fs'
+import { accessSync, constants, readdirSync, realpathSync, type Dirent } from 'node:fs'
 import path from 'node:path'
 import { checkDataDir, createDataDir, initPgliteDataDir } from './pglite-init.js'
 import { writeDataDirArchive, type BackupReport } from './backup.js'
@@ -199,7 +199,9 @@ export async function openPglite(options: StoreOptions): Promise<Db> {
     await options.whenLocked?.(dir)
     checkDataDir(dir, options.existingOnly === true)
     await initPgliteDataDir(dir, options.onInitialize)
-    const thread = await PgliteThread.start({ ...settings, dataDir: dir }).catch((err: unknown) => {
+    // PGlite opens a directory reached through a symbolic link (a data directory linked to a
+    // mounted volume) as none it can use: it is given the directory the link names.
+    const thread = await PgliteThread.start({ ...settings, dataDir: realpathSync(dir) }).catch((err: unknown) => {
       throw new Error(cannotOpen(dir, err))
     })
     return new PgliteDb(thread, dir, lock)
@@ -216,13 +218,25 @@ export async function openPglite(options: StoreOptions): Promise<Db> {
  * by another user) or one missing (an archive unpacked in part).
  */
 function cannotOpen(dir: string, err: unknown): string {
-  const said = (err instanceof Error ? err.message : String(err)).replace(/\.?\s*Build with -sASSERTIONS for more info\.?/, '').trim()
+  const said = describeFailure(err).replace(/\.?\s*Build with -sASSERTIONS for more info\.?/, '').trim()
   const reason = /^Aborted\(/.test(said) ? 'the embedded PostgreSQL aborted' : said
   const locked = firstInaccessibleFile(dir)
   const cause = locked !== null
     ? `${locked} cannot be read and written by this user`
     : 'every file in it must be readable and writable by this user, and a directory restored from a backup unpacked whole (kbis backup)'
   return `cannot open the PGlite data directory ${dir} (${reason}): ${cause}`
+}
+
+/** What PGlite threw, in words: it throws Errors, and also plain objects (`[object Object]` as a string). */
+function describeFailure(err: unknown): string {
+  if (err instanceof Error) return err.message
+  if (typeof err === 'object' && err !== null) {
+    const { message, name, errno, code } = err as { message?: unknown; name?: unknown; errno?: unknown; code?: unknown }
+    if (typeof message === 'string' && message !== '') return message
+    const parts = [name, code, errno].filter((part) => typeof part === 'string' || typeof part === 'number')
+    return parts.length > 0 ? parts.join(' ') : JSON.stringify(err) ?? 'an unknown error'
+  }
+  return String(err)
 }
 
 function firstInaccessibleFile(dir: string): string | null {

@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -95,6 +95,19 @@ describe('one process at a time opens a PGlite data directory (kbis.lock)', { ti
     expect(existsSync(path.join(fresh('d'), 'PG_VERSION'))).toBe(true)
     await created.close()
     expect(existsSync(path.join(fresh('d'), LOCK_FILE))).toBe(false)
+  })
+
+  it('opens a directory reached through a symbolic link (a data directory linked to a mounted volume), locking the directory it names', async () => {
+    const real = await templateDataDir(fresh('linked-real'))
+    const link = fresh('linked')
+    symlinkSync(real, link)
+    const db = await openDb({ dataDir: link })
+    try {
+      expect((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM schema_migrations')).rows[0]!.n).toBeGreaterThan(0)
+      await expect(openDb({ dataDir: real })).rejects.toThrow('is open in this process already')
+    } finally {
+      await db.close()
+    }
   })
 
   it('kbis serve refuses a directory that an older kbis serve (no kbis.lock, an answer on the control socket) is serving, and changes nothing in it', async () => {
