@@ -77,6 +77,12 @@ async function refuseUnlockedServer(dir: string): Promise<void> {
   }
 }
 
+/** Whether `err` is the listening socket's own failure (an address in use or not here, a port refused), not the store's. */
+function isSocketError(err: Error): boolean {
+  const { code, syscall } = err as NodeJS.ErrnoException
+  return syscall === 'listen' || syscall === 'bind' || syscall === 'getaddrinfo' || code === 'ERR_SOCKET_BAD_PORT'
+}
+
 /** config → store → app → listen (and, on PGlite, the control socket the CLI talks to). */
 export async function startServer(config: Config, print: (line: string) => void, options: StartOptions = {}): Promise<RunningServer> {
   applyHeapPolicy(config)
@@ -95,8 +101,9 @@ export async function startServer(config: Config, print: (line: string) => void,
     if (created) rmSync(config.dataDir, { recursive: true, force: true })
     throw new Error(`${err.message}${created ? `; the new data directory ${config.dataDir} was removed` : ''}`)
   }
+  // app.listen also runs the onReady hooks, which read the store: only a socket's failure is the address's.
   await app.listen({ port: config.port, host: config.host })
-    .catch((err: Error) => giveUp(new Error(`cannot listen on ${config.host}:${config.port} (HOST or --host, PORT or --port): ${err.message}`)))
+    .catch((err: Error) => giveUp(isSocketError(err) ? new Error(`cannot listen on ${config.host}:${config.port} (HOST or --host, PORT or --port): ${err.message}`) : err))
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.port
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`
