@@ -3,6 +3,7 @@
  * listening connection for notifications, prepared statements per connection.
  */
 import { createHash } from 'node:crypto'
+import { userInfo } from 'node:os'
 import pg from 'pg'
 import { copyLines } from './copy.js'
 import { retryTransient } from './retry.js'
@@ -13,6 +14,17 @@ import { BACKGROUND_SQL, runCommitted, type Db, type ListenEvents, type QueryHoo
 /** Back-off of the listening connection's reconnection: 250 ms, doubling, at most 5 s. */
 const LISTEN_RETRY_FIRST_MS = 250
 const LISTEN_RETRY_MAX_MS = 5_000
+
+// A DATABASE_URL without a user name logs in as the operating system's user, as libpq (psql)
+// does: pg takes PGUSER or USER only, and a service started without USER (a container, cron,
+// systemd) was refused with "no PostgreSQL user name specified in startup packet".
+if (!pg.defaults.user && !process.env.PGUSER) {
+  try {
+    pg.defaults.user = userInfo().username
+  } catch {
+    // A uid without a name (a container's arbitrary uid): PostgreSQL says which name is missing.
+  }
+}
 
 // int8 (count(*), sums of integers) and numeric come back as JS numbers, not strings: the API
 // answers JSON numbers and counts never exceed 2^53 here.

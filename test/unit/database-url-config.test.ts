@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process'
+import { userInfo } from 'node:os'
 import { describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig, postgresTarget } from '../../src/core/config.js'
 
@@ -7,6 +9,14 @@ describe('DATABASE_URL and DATABASE_READ_URL', () => {
       expect(loadConfig({ DATABASE_URL: url, DATABASE_READ_URL: url }), url).toMatchObject({ databaseUrl: url, databaseReadUrl: url })
     }
     expect(loadConfig({ DATABASE_URL: '' }).databaseUrl).toBeUndefined()
+  })
+
+  it('log in as the operating system\'s user when the URL names none and neither PGUSER nor USER is set, as libpq does', () => {
+    // A process of its own: pg reads USER when it is loaded. (Started without USER, as a container or cron starts the service.)
+    const { USER: _, PGUSER: __, ...env } = process.env
+    const script = "const pg = (await import('pg')).default; await import('./src/store/postgres-db.ts'); console.log(pg.defaults.user)"
+    const user = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { env, encoding: 'utf8' }).trim()
+    expect(user).toBe(userInfo().username)
   })
 
   it('refuse anything else, without echoing the value (it may hold a password)', () => {
