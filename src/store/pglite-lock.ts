@@ -88,7 +88,17 @@ export function lockDataDir(dir: string): DataDirLock {
  * which Node's own ("ENOSPC: no space left on device, write") does not.
  */
 function createLockFile(file: string, text: string): void {
-  const fd = openSync(file, 'wx')
+  let fd: number
+  try {
+    fd = openSync(file, 'wx')
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    // A directory this user may not write (its owner another user, a read-only mount).
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+      throw new Error(`cannot write the lock file ${file} (${code}): the data directory must be writable by the user kbis runs as`, { cause: err })
+    }
+    throw err
+  }
   try {
     writeFileSync(fd, text)
   } catch (err) {

@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -123,6 +123,18 @@ describe('one process at a time opens a PGlite data directory (kbis.lock)', { ti
     expect(await server.exited).toBe(1)
     expect(server.lines).toEqual([`kbis: ${data} is served by an older kbis serve of this host (it answers on the directory's control socket but holds no kbis.lock): stop it, then start this one`])
     expect(files()).toEqual(before)
+  })
+
+  it('stops with one line saying the data directory must be writable by the user kbis runs as', async () => {
+    // A directory this user may not write: kbis run as `nobody` (root writes anywhere).
+    const data = made('not-mine')
+    chmodSync(dir, 0o755)
+    chmodSync(data, 0o555)
+    const run = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = execFile('runuser', ['-u', 'nobody', '--', KBIS_BIN, 'serve', '--port', '0', '--data-dir', data],
+        { env: { PATH: process.env.PATH, HOME: '/' } }, (_err, _stdout, stderr) => resolve({ code: child.exitCode, stderr }))
+    })
+    expect(run).toEqual({ code: 1, stderr: `kbis: cannot write the lock file ${path.join(data, LOCK_FILE)} (EACCES): the data directory must be writable by the user kbis runs as\n` })
   })
 
   it('stops with one line naming the lock file it cannot write (a full disk), and leaves no empty lock behind', async () => {
