@@ -52,7 +52,8 @@ export async function writeDataDirArchive(dir: string, file: string): Promise<Ba
   if (!ARCHIVE_NAME.test(target)) throw new BackupError(`${file}: name the archive .tar, or .tar.gz (.tgz) to compress it`)
   try {
     await writeWhole(target, (partial) => pipeline(
-      create({ cwd: source, gzip: /\.t?gz$/i.test(target), portable: true, filter: (entry) => !NOT_DATA.has(entry.replace(/^\.\//, '')) }, ['.']),
+      // From the directory itself: through a symbolic link, `.` would be archived as the link alone.
+      create({ cwd: realSource, gzip: /\.t?gz$/i.test(target), portable: true, filter: (entry) => !NOT_DATA.has(entry.replace(/^\.\//, '')) }, ['.']),
       createWriteStream(partial),
     ))
   } catch (err) {

@@ -89,6 +89,23 @@ describe('kbis backup (PGlite)', { timeout: 600_000 }, () => {
     })
   })
 
+  it('copies a data directory reached through a symbolic link, with and without a server on it: the files, not the link', async () => {
+    const link = path.join(store.dir, 'linked-data')
+    symlinkSync(dataDir, link)
+    const listing = (archive: string) => execFileSync('tar', ['-tf', archive], { encoding: 'utf8' }).split('\n')
+    const closed = path.join(store.dir, 'linked-closed.tar')
+    expect((await cliRun(['backup', closed, '--data-dir', link], {})).code).toBe(0)
+    expect(listing(closed)).toContain('./PG_VERSION')
+    const server = await serve(link)
+    const running = path.join(store.dir, 'linked-running.tar')
+    expect((await cliRun(['backup', running, '--data-dir', link], {})).code).toBe(0)
+    expect(listing(running)).toContain('./PG_VERSION')
+    expect(await server.stop()).toBe(0)
+    const copy = await serve(restore(running, path.join(store.dir, 'restored-linked')))
+    expect((await api(copy.url, 'GET', '/assets?page[size]=1&page[count]=exact')).body.meta.page.total_items).toBe(2005)
+    expect(await copy.stop()).toBe(0)
+  })
+
   it('refuses an archive inside the data directory or that is a directory, a directory that holds no store and a PostgreSQL store, with one line and exit 1, writing nothing', async () => {
     expect(await cliRun(['backup', path.join(dataDir, 'inside.tar'), '--data-dir', dataDir], {})).toEqual({
       code: 1, lines: [`kbis: ${path.join(dataDir, 'inside.tar')} is inside the data directory ${dataDir}: write the backup somewhere else`],
