@@ -2,6 +2,7 @@ import { postgresTarget, type Config } from './core/config.js'
 import { openDb, reachPostgres, type Db } from './store/db.js'
 import { migrate } from './store/migrate.js'
 import { isStoreUnreachable } from './store/unreachable.js'
+import { isPgError, READ_ONLY } from './core/pg-errors.js'
 
 /*
  * Opening the store as the commands do, in a module of its own: `kbis apply`, `keys` and `users`
@@ -42,8 +43,9 @@ export async function openStore(config: Config, { onInitialize, onMigrated, exis
     await db.close().catch(() => undefined)
     // The first statement is where an unreachable or refusing PostgreSQL shows: say which one.
     if (err instanceof NotSetUpError) throw err
-    if (config.databaseUrl && (!reached || isConnectionError(err) || isStoreUnreachable(err) || isMissingSchema(err))) {
-      const hint = isMissingSchema(err) ? ' (the search_path of DATABASE_URL names no schema that exists: create it first, or leave search_path out)' : ''
+    if (config.databaseUrl && (!reached || isConnectionError(err) || isStoreUnreachable(err) || isMissingSchema(err) || isReadOnly(err))) {
+      const hint = isMissingSchema(err) ? ' (the search_path of DATABASE_URL names no schema that exists: create it first, or leave search_path out)'
+        : isReadOnly(err) ? ' (the database is read-only: DATABASE_URL must name a primary that takes writes, not a standby, and without default_transaction_read_only)' : ''
       throw new Error(`cannot use PostgreSQL at ${postgresTarget(config.databaseUrl)} (DATABASE_URL): ${(err as Error).message}${hint}`)
     }
     throw err
@@ -94,6 +96,11 @@ function isConnectionError(err: unknown): boolean {
 /** SQLSTATE 3F000: the search path names no schema that exists ("no schema has been selected to create in"). */
 function isMissingSchema(err: unknown): boolean {
   return (err as { code?: unknown }).code === '3F000'
+}
+
+/** 25006 read_only_sql_transaction: the migrations' first statement on a standby or a read-only database. */
+function isReadOnly(err: unknown): boolean {
+  return isPgError(err, READ_ONLY)
 }
 
 /**

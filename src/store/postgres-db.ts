@@ -327,7 +327,7 @@ const ORIGIN_REPLICATION_ROLE = `DO $$BEGIN
     BEGIN
       SET session_replication_role = origin;
     EXCEPTION WHEN insufficient_privilege THEN
-      RAISE EXCEPTION 'session_replication_role is % for this role or database, and kbis needs origin: its triggers keep the typed projection and the counts (ALTER ROLE … RESET session_replication_role)', current_setting('session_replication_role');
+      RAISE EXCEPTION 'session_replication_role is % for this role or database, and kbis needs origin: its triggers keep the typed projection and the counts (ALTER ROLE … RESET session_replication_role, or ALTER DATABASE … RESET session_replication_role, as it was set)', current_setting('session_replication_role');
     END;
   END IF;
 END$$`

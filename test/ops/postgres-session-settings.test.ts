@@ -90,6 +90,13 @@ describe.runIf(STORES.includes('postgres'))('postgres: session settings of the d
     expect((await call('PATCH', `/api/v1/assets/${created.id}`, { name: 'locked-02' })).json().data.name).toBe('locked-02')
   })
 
+  it('refuses to start on a database that takes no writes, saying so and naming it', async () => {
+    const url = new URL(pg.url)
+    url.searchParams.set('options', `${url.searchParams.get('options')} -c default_transaction_read_only=on`)
+    await expect(openStore(loadConfig({ DATABASE_URL: url.href }))).rejects.toThrow(new RegExp(
+      '^cannot use PostgreSQL at \\S+ \\(DATABASE_URL\\): cannot execute .* in a read-only transaction \\(the database is read-only: DATABASE_URL must name a primary'))
+  })
+
   it('reads string literals as the SQL standard does: a search by part of a name (ILIKE … ESCAPE) answers', async () => {
     const session = (await db.query<{ on: string }>("SELECT current_setting('standard_conforming_strings') AS on")).rows[0]!
     expect(session.on).toBe('on')
