@@ -113,6 +113,9 @@ const PROPERTY_FILTER = {
   required: false,
   description: 'Equality filters on properties: `filter[properties.<key>]=value` (any other `filter[...]` field is listed as its own parameter).',
   schema: { type: 'object', additionalProperties: { type: 'string' } },
+  // Swagger UI's "Try it out" fills a parameter without an example with a made-up one
+  // (`filter[additionalProp1]=string`), which the list refuses (400): none by default.
+  example: {},
 }
 
 /**

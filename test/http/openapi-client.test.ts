@@ -119,6 +119,10 @@ for (const store of STORES) {
       expect(names('/api/v1/relationships')).toEqual(expect.arrayContaining(['filter[relationship_type_key]', 'filter[source_asset_id]', 'filter[target_asset_id]']))
       expect(names('/api/v1/relationships')).not.toContain('filter')
       expect(names('/api/v1/export/assets')).toEqual(expect.arrayContaining(['format', 'filter[asset_type_key]', 'filter']))
+      // An empty example: Swagger UI's "Try it out" otherwise sends a made-up filter[additionalProp1]=string (400).
+      for (const path of ['/api/v1/assets', '/api/v1/export/assets']) {
+        expect(base.paths[path].get.parameters.find((p: any) => p.name === 'filter'), path).toMatchObject({ style: 'deepObject', example: {} })
+      }
       // The property definitions take filter[asset_type_key] alone (any other filter is refused).
       expect(names('/api/v1/metamodel/property-definitions')).toEqual(['page[number]', 'page[size]', 'page[count]', 'filter[asset_type_key]'])
       // Every operation documents a success: the YAML document as text.
