@@ -13,9 +13,12 @@ export type ExportFormat = 'ndjson' | 'csv'
 
 // Rows per statement: large enough that the per-statement cost vanishes, small enough that one
 // batch (and its serialized text) stays a few MB. NDJSON by COPY (PostgreSQL) pays a few round
-// trips a batch and arrives as bytes: 10,000 lines (about 4 MB of servers) a batch.
+// trips a batch and arrives as bytes: 7,500 lines (about 3 MB of servers) a batch. 10,000 were no
+// faster (BENCH_ONLY=sync, 200,000 servers, two runs each: 0.59 / 0.63 s against 0.64 / 0.58 s)
+// and held more: the RSS of a process serving and reading an export of 200,000 notes grew by
+// 50–60 MB with 10,000 a batch, 36–41 MB with 7,500, 27–34 MB with 5,000 (slower: 0.71 s).
 export const EXPORT_BATCH_SIZE = 1000
-export const COPY_BATCH_SIZE = 10_000
+export const COPY_BATCH_SIZE = 7_500
 /**
  * NDJSON on PGlite, one aggregated text a batch: each statement costs PGlite a few ms of its own,
  * and each batch's text is garbage of its size, twice (the worker's copy and this thread's). 200,000
