@@ -96,16 +96,24 @@ function optionsText(def: PropertyDefinition): string {
   return `${options.slice(0, OPTIONS_NAMED).join(', ')}, … (${options.length} options: GET /api/v1/metamodel/asset-types/${def.asset_type_key} lists them)`
 }
 
+/** The range a number must fall in, as refusals write it: ` from 0 to 1000`, ` ≥ 1`, ` ≤ 64`, or nothing. */
+export function boundsText(min: number | null, max: number | null): string {
+  if (min !== null && max !== null) return ` from ${min} to ${max}`
+  if (min !== null) return ` ≥ ${min}`
+  if (max !== null) return ` ≤ ${max}`
+  return ''
+}
+
 function expectation(def: PropertyDefinition): string {
   switch (def.type) {
     case 'date': return 'a date YYYY-MM-DD'
     case 'url': return 'a URL'
     case 'unique_key': return `a non-empty value of at most ${MAX_INDEXED_TEXT} characters without white space or any of : / ? # [ ] @ ! $ & ' ( ) * + , ; = \\`
-    case 'integer': return `an integer${def.min !== null ? ` ≥ ${def.min}` : ''}${def.max !== null ? ` ≤ ${def.max}` : ''}`
+    case 'integer': return `an integer${boundsText(def.min, def.max)}`
     case 'score': return `an integer from ${def.min ?? 0} to ${def.max ?? 5}`
     case 'percentage': return 'a number from 0 to 100'
     case 'number': case 'currency':
-      return `a number${def.min !== null ? ` ≥ ${def.min}` : ''}${def.max !== null ? ` ≤ ${def.max}` : ''}`
+      return `a number${boundsText(def.min, def.max)}`
     case 'boolean': return 'true or false'
     case 'select': return `one of ${optionsText(def)}`
     case 'multi_select': return `a list of distinct values from ${optionsText(def)}`

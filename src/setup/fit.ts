@@ -1,5 +1,5 @@
 import { MAX_INDEXED_TEXT } from '../core/schemas.js'
-import { DATE_PATTERN, UNIQUE_KEY_PATTERN } from '../metamodel/validate.js'
+import { DATE_PATTERN, UNIQUE_KEY_PATTERN, boundsText } from '../metamodel/validate.js'
 import { Params } from '../store/sql.js'
 import type { PropertySpec } from './types.js'
 
@@ -77,21 +77,14 @@ export function fitsSql(v: string, p: PropertySpec, params: Params): string {
   }
 }
 
-function bounds(p: PropertySpec): string {
-  if (p.min !== null && p.max !== null) return ` from ${p.min} to ${p.max}`
-  if (p.min !== null) return ` ≥ ${p.min}`
-  if (p.max !== null) return ` ≤ ${p.max}`
-  return ''
-}
-
 /** What a valid value of `p` is, for refusal messages. */
 export function expectation(p: PropertySpec): string {
   switch (p.type) {
     case 'text': case 'long_text': case 'rich_text': return 'a string'
     case 'url': return 'a URL'
     case 'unique_key': return `a unique key (non-empty, at most ${MAX_INDEXED_TEXT} characters, without white space or any of : / ? # [ ] @ ! $ & ' ( ) * + , ; = \\)`
-    case 'number': case 'currency': return `a number${bounds(p)}`
-    case 'integer': case 'score': return `an integer${bounds(p)}`
+    case 'number': case 'currency': return `a number${boundsText(p.min, p.max)}`
+    case 'integer': case 'score': return `an integer${boundsText(p.min, p.max)}`
     case 'percentage': return 'a number from 0 to 100'
     case 'date': return 'a date YYYY-MM-DD'
     case 'boolean': return 'true or false'

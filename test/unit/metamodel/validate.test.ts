@@ -47,3 +47,14 @@ describe('the properties validator: options in a failure', () => {
     ])
   })
 })
+
+describe('the properties validator: bounds', () => {
+  it('names the range a number must fall in as kbis apply does: from min to max, or the one bound there is', () => {
+    const validate = validator(def('slots', 'integer', { min: 0, max: 1000 }), def('load', 'number', { min: 0.5 }), def('fans', 'integer', { max: 8 }))
+    expect(validate({ slots: 5000, load: 0.1, fans: 9 }, '')).toEqual([
+      { detail: 'slots must be an integer from 0 to 1000', pointer: '/slots' },
+      { detail: 'load must be a number ≥ 0.5', pointer: '/load' },
+      { detail: 'fans must be an integer ≤ 8', pointer: '/fans' },
+    ])
+  })
+})
