@@ -17,13 +17,7 @@ async function storeProblem(db: Db): Promise<string | null> {
   })
   const probe = (async () => {
     const pending = await pendingMigrations(db)
-    if (pending.length > 0) return `migrations not applied yet: ${pending.join(', ')}`
-    // A database that takes no writes (a standby after a failover, default_transaction_read_only)
-    // fails every request, reads included (they count the rate limit): not ready.
-    if (db.kind === 'postgres' && (await db.query<{ ro: string }>("SELECT current_setting('transaction_read_only') AS ro")).rows[0]?.ro === 'on') {
-      return 'the database is read-only (DATABASE_URL must name a primary that takes writes)'
-    }
-    return null
+    return pending.length > 0 ? `migrations not applied yet: ${pending.join(', ')}` : null
   })().catch(() => 'the store does not answer')
   try {
     return await Promise.race([probe, timeout])
