@@ -4,6 +4,7 @@
  */
 import { accessSync, constants, readdirSync, realpathSync, type Dirent } from 'node:fs'
 import path from 'node:path'
+import { inspect } from 'node:util'
 import { checkDataDir, createDataDir, initPgliteDataDir } from './pglite-init.js'
 import { writeDataDirArchive, type BackupReport } from './backup.js'
 import { lockDataDir, type DataDirLock } from './pglite-lock.js'
@@ -230,13 +231,8 @@ function cannotOpen(dir: string, err: unknown): string {
 /** What PGlite threw, in words: it throws Errors, and also plain objects (`[object Object]` as a string). */
 function describeFailure(err: unknown): string {
   if (err instanceof Error) return err.message
-  if (typeof err === 'object' && err !== null) {
-    const { message, name, errno, code } = err as { message?: unknown; name?: unknown; errno?: unknown; code?: unknown }
-    if (typeof message === 'string' && message !== '') return message
-    const parts = [name, code, errno].filter((part) => typeof part === 'string' || typeof part === 'number')
-    return parts.length > 0 ? parts.join(' ') : JSON.stringify(err) ?? 'an unknown error'
-  }
-  return String(err)
+  const message = (err as { message?: unknown } | null)?.message
+  return typeof message === 'string' ? message : inspect(err, { breakLength: Infinity, depth: 1 })
 }
 
 function firstInaccessibleFile(dir: string): string | null {
