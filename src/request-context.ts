@@ -10,6 +10,7 @@ import { metrics } from './ops/metrics.js'
 import type { AggregateRows, RequestContext } from './request/context.js'
 import { fencedStore } from './metamodel/fence.js'
 import { writes } from './core/writes.js'
+import { requestStore } from './ops/cut-off.js'
 
 /** What a request's context is read through, and what a change elsewhere empties. */
 export interface ContextSources {
@@ -47,7 +48,7 @@ export async function registerRequestContext(app: FastifyInstance, db: Db, confi
     const metamodel = await metamodels.get(orgId)
     return {
       // A write's transactions check that the metamodel it was validated against still holds.
-      db: writes(request) ? fencedStore(store, orgId, metamodel.version, () => metamodels.invalidate(orgId)) : store,
+      db: writes(request) ? fencedStore(requestStore(request, store), orgId, metamodel.version, () => metamodels.invalidate(orgId)) : store,
       auth: request.auth,
       metamodel,
       ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),

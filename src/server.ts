@@ -165,7 +165,8 @@ const SHUTDOWN_MARGIN_MS = 2_000
  * in flight finish, then the app's onClose work (batched last_used_at writes, `onShutdown`
  * callbacks), and the store closes last. `timeoutSeconds` bounds it: then the connections still
  * busy are closed and their transactions stopped (Db.interrupt: they roll back, nothing a
- * cut-off client sent commits later), and SHUTDOWN_MARGIN_MS after that it resolves whatever
+ * cut-off client sent commits later), but for requests whose transaction was committing, which
+ * still send their answer (ops/cut-off.ts); SHUTDOWN_MARGIN_MS after that it resolves whatever
  * still runs, for the process to exit. On PGlite a statement cannot be cancelled: it runs to its
  * end, then its transaction rolls back; exiting with one of its transactions open is a crash to
  * it, and its write-ahead log makes the next start roll that transaction back.
@@ -182,7 +183,8 @@ async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlS
       ? `${requests} request${requests === 1 ? '' : 's'} still in flight after ${parts.timeoutSeconds} s; cancelling their statements and closing their connections`
       : `shutdown work still running after ${parts.timeoutSeconds} s, no request in flight (the last batched writes and event publication, the store's connections); cancelling its statements`)
     db.interrupt?.().catch((err: unknown) => app.log.warn({ err }, 'could not cancel the statements in flight'))
-    app.server.closeAllConnections()
+    const answering = app.cutOffConnections()
+    if (answering > 0) app.log.warn(`${answering} of them ${answering === 1 ? 'was' : 'were'} committing ${answering === 1 ? 'its' : 'their'} changes: ${answering === 1 ? 'its connection is' : 'their connections are'} left to send the answer`)
   }, parts.timeoutSeconds * 1000)
   let deadline: NodeJS.Timeout | undefined
   const overdue = new Promise<'overdue'>((resolve) => {

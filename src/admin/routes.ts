@@ -5,13 +5,14 @@ import { createKey, deleteKey, getKey, listKeys, requireKeyManager, updateKey, t
 import {
   getAccessDomain, getRole, getUser, listAccessDomains, listRoles, listUsers, type AdminContext, type PageOf,
 } from './directory.js'
+import { requestStore } from '../ops/cut-off.js'
 
 const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
 const keyOf = (request: FastifyRequest): string => (request.params as { key: string }).key
 
 /** The admin services need the store and the caller only (not the metamodel). */
 const contextOf = (app: FastifyInstance, request: FastifyRequest): AdminContext => ({
-  db: app.db,
+  db: requestStore(request, app.db),
   auth: request.auth,
   requestId: request.id,
   ...(request.idempotencyKey ? { idempotencyKey: request.idempotencyKey } : {}),

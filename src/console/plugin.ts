@@ -21,6 +21,7 @@ import { deleteSession, purgeIdleSessions, setFlash, type Flash, type TypedForm 
 import { openAnswer, sealAnswer } from '../idempotency/seal.js'
 import { assetPages } from './pages.js'
 import { settingsPages } from './settings.js'
+import { requestStore } from '../ops/cut-off.js'
 
 /*
  * The console (CONTRACT §15): server-rendered pages (Eta templates through @fastify/view), plain
@@ -347,7 +348,7 @@ function sessionGate(app: FastifyInstance, idleMinutes: number) {
     const metamodel = await app.metamodels.get(auth.orgId)
     // A form that writes checks in its transactions that the metamodel it was validated against
     // still holds, as an API write does (metamodel/fence.ts): a restore is checked against it.
-    const db = !WRITE_METHODS.has(request.method) ? app.db : fencedStore(app.db, auth.orgId, metamodel.version, () => app.metamodels.invalidate(auth.orgId))
+    const db = !WRITE_METHODS.has(request.method) ? app.db : fencedStore(requestStore(request, app.db), auth.orgId, metamodel.version, () => app.metamodels.invalidate(auth.orgId))
     request.console = {
       sessionId: session.id, orgId: session.org_id, user, flash: openFlash(request, session.flash),
       ctx: { db, auth, metamodel, requestId: request.id },

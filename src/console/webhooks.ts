@@ -3,6 +3,7 @@ import * as service from '../webhooks/service.js'
 import { AppError, Errors } from '../core/errors.js'
 import { backWithRefusal, field, redirectWith, typedForm } from './plugin.js'
 import type { TypedForm } from './sql.js'
+import { requestStore } from '../ops/cut-off.js'
 
 const SETTINGS = '/console/developer-settings'
 
@@ -11,7 +12,7 @@ export function webhookContext(app: FastifyInstance, request: FastifyRequest): s
   const auth = request.console!.ctx.auth
   if (auth.permission !== 'Admin') throw new AppError(Errors.FORBIDDEN, 'Only administrators and owners manage webhooks.')
   return {
-    db: app.db,
+    db: requestStore(request, app.db),
     auth,
     allowPrivate: app.config.webhookAllowPrivate,
     wake: () => void app.webhooks.notify().catch((err) => app.log.warn({ err }, 'could not notify the webhook senders')),

@@ -1,5 +1,5 @@
 import { AppError, Errors } from '../core/errors.js'
-import type { Db, Tx } from '../store/db.js'
+import { withTransactions, type Db, type TransactionOptions, type Tx } from '../store/db.js'
 import { lockMetamodelVersion } from './sql.js'
 
 /**
@@ -17,19 +17,12 @@ import { lockMetamodelVersion } from './sql.js'
  * request's validation and its transaction.
  */
 export function fencedStore(store: Db, orgId: string, version: number, onChanged: () => void): Db {
-  const transaction = <T>(fn: (tx: Tx) => Promise<T>): Promise<T> =>
+  return withTransactions(store, <T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T> =>
     store.transaction(async (tx) => {
       if ((await lockMetamodelVersion(tx, orgId)) !== version) {
         onChanged()
         throw new AppError(Errors.SERVICE_UNAVAILABLE, 'the organization\'s metamodel changed while this request ran (kbis apply); nothing was written: send it again', { 'Retry-After': '1' })
       }
       return fn(tx)
-    })
-  return new Proxy(store, {
-    get(target, property) {
-      if (property === 'transaction') return transaction
-      const value: unknown = Reflect.get(target, property, target)
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
-    },
-  })
+    }, options))
 }

@@ -8,12 +8,18 @@ import { metrics } from './metrics.js'
 import { callerKeyId } from '../core/auth/context.js'
 import { DRAIN_RETRY_AFTER_SECONDS, Lifecycle } from './lifecycle.js'
 import { registerHealthRoutes } from './health.js'
+import { cutOff } from './cut-off.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     lifecycle: Lifecycle
     /** Runs `fn` at shutdown, after the last request in flight and before the store closes. */
     onShutdown(fn: () => Promise<void> | void): void
+    /**
+     * A shutdown past its timeout: closes every connection but those of requests whose changes are
+     * committing (ops/cut-off.ts); returns how many of those it left to finish their answers.
+     */
+    cutOffConnections(): number
   }
 }
 
@@ -124,6 +130,7 @@ export function registerOps(app: FastifyInstance, db: Db): void {
     sockets.add(socket)
     socket.once('close', () => sockets.delete(socket))
   })
+  app.decorate('cutOffConnections', () => cutOff(sockets))
   let sweep: NodeJS.Timeout | undefined
   lifecycle.onDrain(() => {
     const ending = new WeakSet<Socket>()

@@ -60,6 +60,27 @@ export interface Tx extends Queryable {
   afterCommit(fn: () => void): void
 }
 
+/** How a transaction runs. */
+export interface TransactionOptions {
+  /**
+   * Called as the store sends COMMIT, once nothing in kbis stops the commit any more (a shutdown
+   * past its timeout, {@link Db.interrupt}, no longer rolls it back): the request the transaction
+   * serves has changed the data, so its answer is owed (ops/cut-off.ts).
+   */
+  onCommit?: () => void
+}
+
+/** `store` with its transactions run by `transaction`; everything else is the store's own. */
+export function withTransactions(store: Db, transaction: Db['transaction']): Db {
+  return new Proxy(store, {
+    get(target, property) {
+      if (property === 'transaction') return transaction
+      const value: unknown = Reflect.get(target, property, target)
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+    },
+  })
+}
+
 /** Runs the hooks a committed transaction collected; one failing hook does not stop the others. */
 export function runCommitted(hooks: readonly (() => void)[]): void {
   for (const fn of hooks) {
@@ -88,7 +109,7 @@ export const BACKGROUND_SQL = '/* background */ '
  */
 export interface Db extends Queryable {
   readonly kind: StoreKind
-  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
+  transaction<T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T>
   /**
    * Subscribes to a notification channel (PostgreSQL LISTEN); a no-op store-wide on PGlite. On
    * PostgreSQL the listening connection reconnects by itself when it drops; notifications sent
@@ -103,7 +124,8 @@ export interface Db extends Queryable {
    * committing later. PostgreSQL cancels the statements running now and ends their connections
    * (one waiting for a lock would otherwise commit once the lock is released); PGlite, which runs
    * a statement in its thread to its end, lets those transactions run no further statement nor
-   * commit. The store stays open for what the shutdown still writes.
+   * commit. A transaction already committing (TransactionOptions.onCommit called) commits on
+   * either store. The store stays open for what the shutdown still writes.
    */
   interrupt?(): Promise<void>
   onQuery: QueryHook | null

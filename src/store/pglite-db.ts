@@ -12,7 +12,7 @@ import { PgliteThread } from './pglite-thread.js'
 import type { PgliteRows } from './pglite-worker.js'
 import { parseJsonTimestamptz, parseTimestamptz } from './timestamps.js'
 import { DEFAULT_PGLITE_SHARED_BUFFERS_MB, PGLITE_MAINTENANCE_WORK_MEM_MB } from './tuning.js'
-import { BACKGROUND_SQL, runCommitted, type Db, type QueryHook, type QueryOptions, type QueryResult, type StoreOptions, type Tx } from './db-api.js'
+import { BACKGROUND_SQL, runCommitted, type Db, type QueryHook, type QueryOptions, type QueryResult, type StoreOptions, type TransactionOptions, type Tx } from './db-api.js'
 
 /** Runs one statement in the embedded store's thread, in transaction `tx` (0: none). */
 type PgliteRun = (sql: string, params: readonly unknown[]) => Promise<{ rows: Record<string, unknown>[]; affectedRows: number }>
@@ -117,7 +117,7 @@ class PgliteDb implements Db {
     await this.thread.call({ op: 'query', tx: 0, sql, params: [], blob: data })
   }
 
-  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  async transaction<T>(fn: (tx: Tx) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     const committed: (() => void)[] = []
     const serial = ++this.transactions
     // Cut off by a shutdown past its timeout (interrupt): no further statement, no commit.
@@ -143,6 +143,8 @@ class PgliteDb implements Db {
       await this.thread.call({ op: 'end', tx: id, commit: false }).catch(() => undefined)
       throw err
     }
+    // From here an interrupt no longer stops it: it commits, and its request gets its answer.
+    options.onCommit?.()
     await this.thread.call({ op: 'end', tx: id, commit: true })
     runCommitted(committed)
     return result
@@ -155,8 +157,8 @@ class PgliteDb implements Db {
   /**
    * A shutdown past its timeout: every transaction begun so far rolls back instead of committing
    * (nothing a cut-off client sent commits later). PGlite cannot stop a statement it is running:
-   * that one runs to its end, then its transaction runs no further statement. Transactions begun
-   * afterwards (what the shutdown itself writes) run as usual.
+   * that one runs to its end, then its transaction runs no further statement. A transaction whose
+   * commit was sent commits. Transactions begun afterwards (what the shutdown itself writes) run as usual.
    */
   async interrupt(): Promise<void> {
     this.interruptedThrough = this.transactions

@@ -9,7 +9,7 @@ import { copyLines } from './copy.js'
 import { retryTransient } from './retry.js'
 import { isStoreUnreachable, markConnectFailure } from './unreachable.js'
 import { parseTimestamptz } from './timestamps.js'
-import { BACKGROUND_SQL, runCommitted, type Db, type ListenEvents, type QueryHook, type QueryOptions, type QueryResult, type StoreOptions, type Tx } from './db-api.js'
+import { BACKGROUND_SQL, runCommitted, type Db, type ListenEvents, type QueryHook, type QueryOptions, type QueryResult, type StoreOptions, type TransactionOptions, type Tx } from './db-api.js'
 
 /** Back-off of the listening connection's reconnection: 250 ms, doubling, at most 5 s. */
 const LISTEN_RETRY_FIRST_MS = 250
@@ -59,6 +59,8 @@ class PostgresDb implements Db {
 
   /** The pool's connections handed out now (the pool tells when, not which). */
   private readonly busy = new Set<pg.PoolClient>()
+  /** Connections whose transaction has sent its COMMIT (and not yet heard the answer). */
+  private readonly committing = new Set<pg.PoolClient>()
 
   constructor(readonly pool: pg.Pool, private readonly config: pg.PoolConfig) {
     pool.on('acquire', (client) => void this.busy.add(client))
@@ -154,11 +156,11 @@ class PostgresDb implements Db {
    * rolled back and run again from the start (a few times, see retryTransient), so `fn` must do
    * nothing outside the transaction that cannot be repeated.
    */
-  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return retryTransient(() => this.transactionOnce(fn), () => { this.transientRetries++ })
+  transaction<T>(fn: (tx: Tx) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+    return retryTransient(() => this.transactionOnce(fn, options), () => { this.transientRetries++ })
   }
 
-  private async transactionOnce<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  private async transactionOnce<T>(fn: (tx: Tx) => Promise<T>, options: TransactionOptions): Promise<T> {
     const { client, release } = await this.checkout()
     const committed: (() => void)[] = []
     const tx: Tx = {
@@ -174,6 +176,9 @@ class PostgresDb implements Db {
     try {
       await client.query('BEGIN')
       const result = await fn(tx)
+      // Sent now, the COMMIT is left to finish by a shutdown past its timeout (interrupt).
+      this.committing.add(client)
+      options.onCommit?.()
       await client.query('COMMIT')
       runCommitted(committed)
       return result
@@ -186,6 +191,7 @@ class PostgresDb implements Db {
       else await client.query('ROLLBACK').catch((rollbackFailed: unknown) => { failure = rollbackFailed as Error })
       throw err
     } finally {
+      this.committing.delete(client)
       release(failure)
     }
   }
@@ -268,9 +274,11 @@ class PostgresDb implements Db {
    * its client until the lock is released, and would then run an autocommitted statement all the
    * same. So its statement is cancelled too (`pg_cancel_backend`, from a connection of its own,
    * given 1 s to connect); once cancelled, the backend finds its client gone and rolls back.
+   * A connection whose COMMIT is under way is left to it: its request has changed the data and
+   * gets its answer.
    */
   async interrupt(): Promise<void> {
-    const clients = [...this.busy]
+    const clients = [...this.busy].filter((client) => !this.committing.has(client))
     if (clients.length === 0) return
     const pids = clients.map((c) => (c as pg.PoolClient & { processID?: number }).processID).filter((pid) => pid !== undefined)
     // With an active statement pg destroys the socket at once; else it says goodbye (the

@@ -1,7 +1,7 @@
 import { FailFastRedis } from './redis.js'
 import { Outage } from './outage.js'
 import { isStoreUnreachable } from './unreachable.js'
-import { openDb, type Db, type ListenEvents, type QueryOptions, type QueryResult, type Tx } from './db.js'
+import { openDb, type Db, type ListenEvents, type QueryOptions, type QueryResult, type TransactionOptions, type Tx } from './db.js'
 
 /**
  * Read replicas (CONTRACT §17): with `DATABASE_READ_URL`, the heavy reads (lists, search,
@@ -116,7 +116,7 @@ export class ReplicaReader implements Db {
         reader.onQuery?.(select)
         return reader.route((db) => db.copyLines!(select, params), onDown)
       },
-      transaction: (fn) => reader.transaction(fn),
+      transaction: (fn, options) => reader.transaction(fn, options),
       listen: (channel, onMessage, events) => reader.listen(channel, onMessage, events),
       notify: (channel, payload) => reader.notify(channel, payload),
       close: async () => undefined,
@@ -139,8 +139,8 @@ export class ReplicaReader implements Db {
     return run(this.primary)
   }
 
-  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.primary.transaction(fn)
+  transaction<T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T> {
+    return this.primary.transaction(fn, options)
   }
   listen(channel: string, onMessage: (payload: string) => void, events?: ListenEvents): Promise<void> {
     return this.primary.listen(channel, onMessage, events)

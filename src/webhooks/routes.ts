@@ -4,6 +4,7 @@ import { requirePermission } from '../core/auth/permissions.js'
 import { deliveryParams, idParams, listQuery, webhookCreateBody, webhookPatchBody, webhookResponses } from './schemas.js'
 import * as service from './service.js'
 import type { WebhookWorker } from './worker.js'
+import { requestStore } from '../ops/cut-off.js'
 
 const params = (request: FastifyRequest) => request.params as { id: string; delivery_id?: string }
 
@@ -17,7 +18,7 @@ export function webhookRoutes(worker: WebhookWorker) {
     const tags = ['webhooks']
     const onlyAdmin = requirePermission('Admin')
     const contextOf = (request: FastifyRequest): service.WebhookContext => ({
-      db: app.db,
+      db: requestStore(request, app.db),
       auth: request.auth,
       allowPrivate: app.config.webhookAllowPrivate,
       wake: () => void worker.notify().catch((err) => app.log.warn({ err }, 'could not notify the webhook senders')),

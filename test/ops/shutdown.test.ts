@@ -220,6 +220,50 @@ async function holdOpen(db: Db, sql: string): Promise<() => Promise<void>> {
   }
 }
 
+for (const kind of STORES) {
+  describe(`${kind}: KBIS_SHUTDOWN_TIMEOUT and a request that committed`, { timeout: 120_000 }, () => {
+    it('lets a request whose COMMIT is under way at the timeout commit and send its answer (201) on the connection it leaves open', async () => {
+      const { yaml, env, drop } = await cliStore(kind)
+      onTestFinished(drop)
+      await cli(['apply', yaml], env)
+      const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
+      // A COMMIT that takes 2 s: a deferred trigger of the test's runs as the transaction commits.
+      const setup = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1 } : { dataDir: env.KBIS_DATA_DIR! })
+      try {
+        await setup.query(`CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$`)
+        await setup.query(`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON assets DEFERRABLE INITIALLY DEFERRED
+          FOR EACH ROW WHEN (NEW.name = 'slow-commit') EXECUTE FUNCTION slow_commit()`)
+      } finally {
+        await setup.close()
+      }
+      const server = runCli(['serve', '--port', '0'], { ...env, KBIS_SHUTDOWN_TIMEOUT: '2' })
+      onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
+      const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
+
+      // In flight when the signal comes; it commits from about 0.2 s after, so its COMMIT is under
+      // way when the timeout comes (2 s), and ends before the process must exit (2 s later).
+      const items = [{ asset_type_key: 'server', name: 'slow-commit', properties: { hostname: 'slow.acme.test' } }]
+      const answer = await post(`${url}/api/v1/bulk/assets`, key, items, async () => {
+        await new Promise((r) => setTimeout(r, 300))
+        server.child.kill('SIGTERM')
+        await new Promise((r) => setTimeout(r, 200))
+      })
+      expect(await server.exited).toBe(0)
+      expect(server.lines.some((l) => l.includes('1 request still in flight after 2 s')), server.lines.join('\n')).toBe(true)
+      expect(server.lines.some((l) => l.includes('1 of them was committing its changes: its connection is left to send the answer'))).toBe(true)
+      expect(answer.status).toBe(201)
+      expect(answer.body.data).toHaveLength(1)
+      expect(answer.connection).toBe('close')
+      const db = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1 } : { dataDir: env.KBIS_DATA_DIR! })
+      try {
+        expect((await db.query<{ id: string }>(`SELECT id FROM assets WHERE name = 'slow-commit'`)).rows).toEqual([{ id: answer.body.data[0].id }])
+      } finally {
+        await db.close()
+      }
+    })
+  })
+}
+
 if (STORES.includes('postgres')) {
   describe('postgres: KBIS_SHUTDOWN_TIMEOUT bounds the shutdown', { timeout: 120_000 }, () => {
     it('cancels the statements still waiting on a lock at the timeout, commits none of them, and exits 0 within the timeout plus 2 s', async () => {
