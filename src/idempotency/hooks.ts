@@ -8,6 +8,7 @@ import { bearerToken } from '../core/auth/authenticate.js'
 import { WRITE_METHODS } from '../core/writes.js'
 import { setAsideDigest } from '../core/http-input.js'
 import { FIRST_ROUND_AFTER_MS, scheduleRounds } from '../core/rounds.js'
+import { answerOwed } from '../ops/cut-off.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -375,7 +376,15 @@ export function registerIdempotency(app: FastifyInstance, db: Db, running: Runni
   app.addHook('onSend', async (request, reply, payload) => {
     if (!WRITE_METHODS.has(request.method)) return payload
     if (!bodyRead.has(request)) return keepUnreadBodyAnswer(db, request, reply, payload)
-    await afterWrite(db, running, request, reply, payload)
+    try {
+      await afterWrite(db, running, request, reply, payload)
+    } catch (err) {
+      // The write committed (a shutdown past its timeout may have closed the store's connection
+      // since): its client is told what was written rather than an error that would make it send
+      // the write again. The key stays claimed until its claim goes stale.
+      if (!answerOwed(request)) throw err
+      request.log.warn({ err }, 'the answer of an Idempotency-Key could not be kept; the answer is sent all the same')
+    }
     return payload
   })
   // A request that never reached onSend (its connection broke first) gives its claim back.

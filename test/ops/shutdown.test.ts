@@ -28,6 +28,20 @@ function post(url: string, key: string, body: unknown, beforeLastByte: () => Pro
   })
 }
 
+/** As post(), with an Idempotency-Key. */
+function postWithKey(url: string, key: string, idempotencyKey: string, body: unknown, beforeLastByte: () => Promise<void>): Promise<{ status: number }> {
+  return new Promise((resolve, reject) => {
+    const payload = Buffer.from(JSON.stringify(body))
+    const req = http.request(url, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': payload.length, 'idempotency-key': idempotencyKey } }, (res) => {
+      res.resume()
+      res.on('end', () => resolve({ status: res.statusCode! }))
+    })
+    req.on('error', reject)
+    req.write(payload.subarray(0, -1))
+    void beforeLastByte().then(() => req.end(payload.subarray(-1)), reject)
+  })
+}
+
 for (const kind of STORES) {
   describe(`${kind}: SIGTERM drains`, { timeout: 180_000 }, () => {
     let yaml: string
@@ -220,6 +234,67 @@ async function holdOpen(db: Db, sql: string): Promise<() => Promise<void>> {
   }
 }
 
+/**
+ * A store of `kind` with ACME applied, an Admin key, and a deferred trigger of the test's that
+ * makes the COMMIT of an asset named `slow-commit` take 2 s; `kbis serve` on it with a shutdown
+ * timeout of 2 s. All removed when the test finishes.
+ */
+async function slowCommitServer(kind: StoreKind): Promise<{ env: Record<string, string>; key: string; server: CliProcess; url: string }> {
+  const { yaml, env, drop } = await cliStore(kind)
+  onTestFinished(drop)
+  await cli(['apply', yaml], env)
+  const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
+  const setup = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1 } : { dataDir: env.KBIS_DATA_DIR! })
+  try {
+    await setup.query(`CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$`)
+    await setup.query(`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON assets DEFERRABLE INITIALLY DEFERRED
+      FOR EACH ROW WHEN (NEW.name = 'slow-commit') EXECUTE FUNCTION slow_commit()`)
+  } finally {
+    await setup.close()
+  }
+  const server = runCli(['serve', '--port', '0'], { ...env, KBIS_SHUTDOWN_TIMEOUT: '2' })
+  onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
+  const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
+  return { env, key, server, url }
+}
+
+async function namesStored(env: Record<string, string>, names: string[]): Promise<string[]> {
+  const db = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1 } : { dataDir: env.KBIS_DATA_DIR! })
+  try {
+    return (await db.query<{ name: string }>('SELECT name FROM assets WHERE name = ANY($1) ORDER BY name', [names])).rows.map((r) => r.name)
+  } finally {
+    await db.close()
+  }
+}
+
+if (STORES.includes('pglite')) {
+  describe('pglite: KBIS_SHUTDOWN_TIMEOUT and a request still waiting for the store', { timeout: 120_000 }, () => {
+    it('commits nothing of a request cut off while it waited, when its turn comes after the timeout', async () => {
+      const { env, key, server, url } = await slowCommitServer('pglite')
+      // Both in flight when the signal comes, their last bytes sent after it. The first's COMMIT
+      // holds PGlite from about 0.2 s to 2.2 s after the signal; the second, sent in whole 0.5 s
+      // after it, waits behind that COMMIT for its Idempotency-Key's claim, before its transaction,
+      // when the timeout (2 s) closes its connection. Its turn comes after: it must write nothing.
+      let signal = () => undefined as void
+      const signalled = new Promise<void>((resolve) => (signal = resolve))
+      const slow = post(`${url}/api/v1/bulk/assets`, key, [{ asset_type_key: 'server', name: 'slow-commit', properties: { hostname: 'slow.acme.test' } }], async () => {
+        await new Promise((r) => setTimeout(r, 300))
+        server.child.kill('SIGTERM')
+        signal()
+        await new Promise((r) => setTimeout(r, 200))
+      })
+      const late = postWithKey(`${url}/api/v1/assets`, key, 'late-1', { asset_type_key: 'server', name: 'late', properties: { hostname: 'late.acme.test' } }, async () => {
+        await signalled
+        await new Promise((r) => setTimeout(r, 500))
+      }).then((answer) => answer.status, (err: Error) => err)
+      expect((await slow).status).toBe(201)
+      expect(await server.exited).toBe(0)
+      expect(await late).toBeInstanceOf(Error)
+      expect(await namesStored(env, ['late', 'slow-commit'])).toEqual(['slow-commit'])
+    })
+  })
+}
+
 for (const kind of STORES) {
   describe(`${kind}: KBIS_SHUTDOWN_TIMEOUT and a request that committed`, { timeout: 120_000 }, () => {
     it('lets a request whose COMMIT is under way at the timeout commit and send its answer (201) on the connection it leaves open', async () => {
@@ -265,6 +340,29 @@ for (const kind of STORES) {
 }
 
 if (STORES.includes('postgres')) {
+  describe('postgres: KBIS_SHUTDOWN_TIMEOUT and a request that committed', { timeout: 120_000 }, () => {
+    it('sends the answer of a committed write whose Idempotency-Key answer could not be stored before the timeout', async () => {
+      const { env, key, server, url } = await serverWithTimeout('postgres')
+      // Storing the key's answer (after the write committed) takes 5 s: a trigger of the test's.
+      const db = await openDb({ databaseUrl: env.DATABASE_URL!, poolSize: 1 })
+      try {
+        await db.query(`CREATE FUNCTION slow_answer() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(5); RETURN NEW; END $$`)
+        await db.query(`CREATE TRIGGER slow_answer BEFORE UPDATE OF status ON idempotency_keys FOR EACH ROW WHEN (NEW.idempotency_key = 'kept-1') EXECUTE FUNCTION slow_answer()`)
+      } finally {
+        await db.close()
+      }
+      const answer = postWithKey(`${url}/api/v1/assets`, key, 'kept-1', { asset_type_key: 'server', name: 'kept', properties: { hostname: 'kept.acme.test' } }, async () => {
+        await new Promise((r) => setTimeout(r, 300))
+        server.child.kill('SIGTERM')
+        await new Promise((r) => setTimeout(r, 200))
+      })
+      expect(await answer).toEqual({ status: 201 })
+      expect(await server.exited).toBe(0)
+      expect(server.lines.some((l) => l.includes('the answer of an Idempotency-Key could not be kept; the answer is sent all the same'))).toBe(true)
+      expect(await namesStored(env, ['kept'])).toEqual(['kept'])
+    })
+  })
+
   describe('postgres: KBIS_SHUTDOWN_TIMEOUT bounds the shutdown', { timeout: 120_000 }, () => {
     it('cancels the statements still waiting on a lock at the timeout, commits none of them, and exits 0 within the timeout plus 2 s', async () => {
       // Setup: a server with a 1 s timeout, and another session holding the assets table.
