@@ -208,5 +208,12 @@ async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlS
     }
   } finally {
     clearTimeout(deadline)
+    // The log's last lines are out before the caller prints `kbis stopped` (pino may hold them).
+    const log = app.log as typeof app.log & { flush?: (done: () => void) => void }
+    await new Promise<void>((resolve) => {
+      setTimeout(resolve, 1_000).unref()
+      if (log.flush) log.flush(() => resolve())
+      else resolve()
+    })
   }
 }

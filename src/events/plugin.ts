@@ -10,17 +10,22 @@ import { EventRelay } from './relay.js'
  * and publishing what is left) when the app closes.
  */
 export function registerEvents(app: FastifyInstance, db: Db, config: Config): void {
+  // Past KBIS_SHUTDOWN_TIMEOUT the relay's own statements are cut off like any other: expected, so
+  // a warning, not an error.
+  const failed = (err: unknown, message: string): void => app.lifecycle?.cuttingOff
+    ? app.log.warn({ err }, `${message} (cut off by the shutdown timeout)`)
+    : app.log.error({ err }, message)
   const relay = new EventRelay(db, {
     // PGlite belongs to this process: its writes wake the relay, so a slow safety-net poll is
     // enough (every poll runs on the event loop's thread there).
     intervalMs: db.kind === 'pglite' ? Math.max(config.eventRelayIntervalMs, 5000) : config.eventRelayIntervalMs,
     retentionDays: config.eventRetentionDays,
     publishes: config.natsUrl !== undefined,
-    onError: (err) => app.log.error({ err }, 'event relay failed'),
+    onError: (err) => failed(err, 'event relay failed'),
     // The first of a run of identical failures with its stack; the next ones a line each.
     onRoundFailed: (err, retry) => retry.repeated
       ? app.log.warn(`event relay still failing (${retry.failures} attempts: ${(err as Error).message}); retrying in ${retry.retryInMs} ms`)
-      : app.log.error({ err }, `event relay failed; retrying in ${retry.retryInMs} ms`),
+      : failed(err, `event relay failed; retrying in ${retry.retryInMs} ms`),
   })
   app.decorate('events', relay)
   // Every asset and relationship write emits events: the organizations of a stamped batch tell

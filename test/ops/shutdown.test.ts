@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { openDb, type Db, type StoreKind } from '../../src/store/db.js'
 import { STORES } from '../helpers/stores.js'
 import { cli, cliStore, runCli, type CliProcess } from '../helpers/cli-server.js'
+import { HOLD_RELAY_LOCK } from '../../src/events/relay.js'
 
 const ITEMS = 3000
 
@@ -197,6 +198,8 @@ if (STORES.includes('pglite')) {
       for (const line of cut) expect([null, 503]).toContain(line.status_code)
       expect(server.lines.filter((l) => l.startsWith('{') && (JSON.parse(l) as { level: number }).level >= 50)).toEqual([])
       expect(server.lines.some((l) => l.includes('request cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT); its transaction was rolled back'))).toBe(true)
+      // Last, even after a shutdown that outlasted the timeout's 2 s margin (its warning comes before).
+      expect(server.lines.at(-1)).toBe('kbis stopped')
       // Committed exactly when answered 201; at least one was cut off.
       const db = await openDb({ dataDir: env.KBIS_DATA_DIR! })
       try {
@@ -398,6 +401,24 @@ if (STORES.includes('postgres')) {
       await new Promise((r) => setTimeout(r, 1_000))
       expect((await db.query<{ n: number }>('SELECT count(*) AS n FROM assets')).rows[0]!.n).toBe(0)
       expect(await waiting()).toBe(0)
+    })
+
+    it('logs the event relay cut off by the timeout as a warning, not an error', async () => {
+      const { env, key, server, url } = await serverWithTimeout('postgres')
+      const db = await openDb({ databaseUrl: env.DATABASE_URL!, poolSize: 2 })
+      onTestFinished(() => db.close())
+      // Another session holds the relay's lock: the last publication of the shutdown waits for it.
+      const release = await holdOpen(db, HOLD_RELAY_LOCK)
+      const res = await fetch(`${url}/api/v1/assets`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ asset_type_key: 'server', name: 'relayed', properties: { hostname: 'relayed.acme.test' } }) })
+      expect(res.status).toBe(201)
+      server.child.kill('SIGTERM')
+      expect(await server.exited).toBe(0)
+      await release()
+      const relayLines = server.lines.filter((l) => l.startsWith('{') && (JSON.parse(l) as { msg: string }).msg.startsWith('event relay failed'))
+      expect(relayLines.map((l) => JSON.parse(l) as { level: number; msg: string }).map(({ level, msg }) => ({ level, msg: msg.replace(/\d+ ms/, 'N ms') })))
+        .toEqual([{ level: 40, msg: 'event relay failed (cut off by the shutdown timeout)' }])
+      expect(server.lines.filter((l) => l.startsWith('{') && (JSON.parse(l) as { level: number }).level >= 50)).toEqual([])
+      expect(server.lines.at(-1)).toBe('kbis stopped')
     })
 
     it('says so when what outlasts the timeout is its own work, no request in flight, and still exits 0 within it plus 2 s', async () => {
