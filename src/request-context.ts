@@ -10,7 +10,7 @@ import { metrics } from './ops/metrics.js'
 import type { AggregateRows, RequestContext } from './request/context.js'
 import { fencedStore } from './metamodel/fence.js'
 import { writes } from './core/writes.js'
-import { requestStore } from './ops/cut-off.js'
+import { requestStore } from './core/cut-off.js'
 
 /** What a request's context is read through, and what a change elsewhere empties. */
 export interface ContextSources {

@@ -166,7 +166,7 @@ const SHUTDOWN_MARGIN_MS = 2_000
  * callbacks), and the store closes last. `timeoutSeconds` bounds it: then the connections still
  * busy are closed and their transactions stopped (Db.interrupt: they roll back, nothing a
  * cut-off client sent commits later), but for requests whose transaction was committing, which
- * still send their answer (ops/cut-off.ts); SHUTDOWN_MARGIN_MS after that it resolves whatever
+ * still send their answer (core/cut-off.ts); SHUTDOWN_MARGIN_MS after that it resolves whatever
  * still runs, for the process to exit. On PGlite a statement cannot be cancelled: it runs to its
  * end, then its transaction rolls back; exiting with one of its transactions open is a crash to
  * it, and its write-ahead log makes the next start roll that transaction back.

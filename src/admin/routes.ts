@@ -5,7 +5,7 @@ import { createKey, deleteKey, getKey, listKeys, requireKeyManager, updateKey, t
 import {
   getAccessDomain, getRole, getUser, listAccessDomains, listRoles, listUsers, type AdminContext, type PageOf,
 } from './directory.js'
-import { requestStore } from '../ops/cut-off.js'
+import { requestStore } from '../core/cut-off.js'
 
 const idOf = (request: FastifyRequest): string => (request.params as { id: string }).id
 const keyOf = (request: FastifyRequest): string => (request.params as { key: string }).key

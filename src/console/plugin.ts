@@ -21,7 +21,7 @@ import { deleteSession, purgeIdleSessions, setFlash, type Flash, type TypedForm 
 import { openAnswer, sealAnswer } from '../idempotency/seal.js'
 import { assetPages } from './pages.js'
 import { settingsPages } from './settings.js'
-import { requestStore } from '../ops/cut-off.js'
+import { requestStore } from '../core/cut-off.js'
 
 /*
  * The console (CONTRACT §15): server-rendered pages (Eta templates through @fastify/view), plain

@@ -3,7 +3,7 @@ import * as service from '../webhooks/service.js'
 import { AppError, Errors } from '../core/errors.js'
 import { backWithRefusal, field, redirectWith, typedForm } from './plugin.js'
 import type { TypedForm } from './sql.js'
-import { requestStore } from '../ops/cut-off.js'
+import { requestStore } from '../core/cut-off.js'
 
 const SETTINGS = '/console/developer-settings'
 

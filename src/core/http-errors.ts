@@ -5,7 +5,7 @@ import { isStoreUnreachable } from '../store/unreachable.js'
 import { escapePointer } from './json.js'
 import { discardBody } from './http-layer.js'
 import { writes } from './writes.js'
-import { answerOwed } from '../ops/cut-off.js'
+import { answerOwed } from './cut-off.js'
 
 interface AjvError {
   keyword: string

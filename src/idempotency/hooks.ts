@@ -8,7 +8,7 @@ import { bearerToken } from '../core/auth/authenticate.js'
 import { WRITE_METHODS } from '../core/writes.js'
 import { setAsideDigest } from '../core/http-input.js'
 import { FIRST_ROUND_AFTER_MS, scheduleRounds } from '../core/rounds.js'
-import { answerOwed } from '../ops/cut-off.js'
+import { answerOwed } from '../core/cut-off.js'
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -8,7 +8,7 @@ import { metrics } from './metrics.js'
 import { callerKeyId } from '../core/auth/context.js'
 import { DRAIN_RETRY_AFTER_SECONDS, Lifecycle } from './lifecycle.js'
 import { registerHealthRoutes } from './health.js'
-import { cutOff } from './cut-off.js'
+import { cutOff } from '../core/cut-off.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -17,7 +17,7 @@ declare module 'fastify' {
     onShutdown(fn: () => Promise<void> | void): void
     /**
      * A shutdown past its timeout: closes every connection but those of requests whose changes are
-     * committing (ops/cut-off.ts); returns how many of those it left to finish their answers.
+     * committing (core/cut-off.ts); returns how many of those it left to finish their answers.
      */
     cutOffConnections(): number
   }

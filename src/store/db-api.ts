@@ -65,7 +65,7 @@ export interface TransactionOptions {
   /**
    * Called as the store sends COMMIT, once nothing in kbis stops the commit any more (a shutdown
    * past its timeout, {@link Db.interrupt}, no longer rolls it back): the request the transaction
-   * serves has changed the data, so its answer is owed (ops/cut-off.ts).
+   * serves has changed the data, so its answer is owed (core/cut-off.ts).
    */
   onCommit?: () => void
 }

@@ -4,7 +4,7 @@ import { requirePermission } from '../core/auth/permissions.js'
 import { deliveryParams, idParams, listQuery, webhookCreateBody, webhookPatchBody, webhookResponses } from './schemas.js'
 import * as service from './service.js'
 import type { WebhookWorker } from './worker.js'
-import { requestStore } from '../ops/cut-off.js'
+import { requestStore } from '../core/cut-off.js'
 
 const params = (request: FastifyRequest) => request.params as { id: string; delivery_id?: string }
 

@@ -301,22 +301,7 @@ if (STORES.includes('pglite')) {
 for (const kind of STORES) {
   describe(`${kind}: KBIS_SHUTDOWN_TIMEOUT and a request that committed`, { timeout: 120_000 }, () => {
     it('lets a request whose COMMIT is under way at the timeout commit and send its answer (201) on the connection it leaves open', async () => {
-      const { yaml, env, drop } = await cliStore(kind)
-      onTestFinished(drop)
-      await cli(['apply', yaml], env)
-      const key = (JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'bulk', '--type', 'Admin', '--roles', 'all', '--json'], env)).at(-1)!) as { secret: string }).secret
-      // A COMMIT that takes 2 s: a deferred trigger of the test's runs as the transaction commits.
-      const setup = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1 } : { dataDir: env.KBIS_DATA_DIR! })
-      try {
-        await setup.query(`CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$`)
-        await setup.query(`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON assets DEFERRABLE INITIALLY DEFERRED
-          FOR EACH ROW WHEN (NEW.name = 'slow-commit') EXECUTE FUNCTION slow_commit()`)
-      } finally {
-        await setup.close()
-      }
-      const server = runCli(['serve', '--port', '0'], { ...env, KBIS_SHUTDOWN_TIMEOUT: '2' })
-      onTestFinished(() => void (server.child.exitCode === null && server.child.kill('SIGKILL')))
-      const url = (await server.waitFor(/kbis listening on (\S+)/))[1]!
+      const { env, key, server, url } = await slowCommitServer(kind)
 
       // In flight when the signal comes; it commits from about 0.2 s after, so its COMMIT is under
       // way when the timeout comes (2 s), and ends before the process must exit (2 s later).
