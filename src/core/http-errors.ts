@@ -243,13 +243,13 @@ function cutOffByShutdown(err: FastifyError, request: FastifyRequest): boolean {
 /** The one error handler: AppError as is, schema errors with pointers, anything else 500. */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(async (err: FastifyError, request, reply) => {
-    if (cutOffByShutdown(err, request) && answerOwed(request)) {
-      request.log.warn({ cause: err.message }, 'request cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT) after its changes were committed')
-      return sendError(reply, new AppError(Errors.SERVICE_UNAVAILABLE, 'the server shut down after this request\'s changes were committed, before its answer was complete: they are written; read them before sending it again', { 'Retry-After': '5' }))
-    }
     if (cutOffByShutdown(err, request)) {
-      request.log.warn({ cause: err.message }, 'request cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT); its transaction was rolled back')
       // The connection is closed already, mostly: this answer goes where it still can.
+      if (answerOwed(request)) {
+        request.log.warn({ cause: err.message }, 'request cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT) after its changes were committed')
+        return sendError(reply, new AppError(Errors.SERVICE_UNAVAILABLE, 'the server shut down after this request\'s changes were committed, before its answer was complete: they are written; read them before sending it again', { 'Retry-After': '5' }))
+      }
+      request.log.warn({ cause: err.message }, 'request cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT); its transaction was rolled back')
       return sendError(reply, new AppError(Errors.SERVICE_UNAVAILABLE, 'the server shut down before this request was done, and wrote nothing of it; retry it', { 'Retry-After': '5' }))
     }
     const appError = toAppError(err, request)
