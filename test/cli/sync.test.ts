@@ -200,6 +200,52 @@ for (const store of STORES) {
       })
     })
 
+    it('--dry-run refuses a row whose unique value a row of an earlier chunk creates, as the import itself does, and not when that chunk fails', async () => {
+      // Line 10002 takes the hostname line 9 creates, 10,000 rows (one chunk) earlier.
+      const rows = Array.from({ length: 10_000 }, (_, i) => `cli-cross-${i},cli-cross-${i},dev`)
+      const csv = file('cross.csv', `name,hostname,environment\n${rows.join('\n')}\ncli-cross-again,cli-cross-7,dev\n`)
+      const errors = path.join(dir, 'cross-errors.csv')
+      const dry = await kbis(['import', csv, '--type', 'server', '--dry-run', '--errors', errors], env)
+      expect(dry).toEqual({
+        code: 1,
+        stdout: '10001 rows read; 1 refused; dry run, nothing written; 1 chunk(s) failed and wrote nothing\n',
+        stderr: 'lines 2-10001: 10000 rows, all valid, nothing written\nlines 10002-10002: 1 row, 1 refused, nothing written\n',
+      })
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n10002,hostname,server cli-cross-7: the unique value is already taken by another asset of this type (the one line 9 of this file creates)\n')
+      expect(await count('cli-cross-%')).toBe(0)
+      // A first chunk that fails writes nothing: the later row then takes a free value.
+      const failing = file('cross-failing.csv', `name,hostname,environment\n${rows.join('\n').replace('cli-cross-3,cli-cross-3,dev', 'cli-cross-3,cli-cross-3,nope')}\ncli-cross-again,cli-cross-7,dev\n`)
+      const dryFailing = await kbis(['import', failing, '--type', 'server', '--dry-run'], env)
+      expect(dryFailing.code).toBe(1)
+      expect(dryFailing.stderr).toBe('lines 2-10001: 10000 rows, 1 refused, nothing written\nlines 10002-10002: 1 row, all valid, nothing written\n')
+      // The import itself gives the dry run's verdict.
+      const real = await kbis(['import', csv, '--type', 'server', '--errors', errors], env)
+      expect(real).toEqual({
+        code: 1,
+        stdout: '10001 rows read; 1 refused; 10000 created; 1 chunk(s) failed and wrote nothing\n',
+        stderr: 'lines 2-10001: 10000 rows, 10000 created, 0 updated, 0 unchanged\nlines 10002-10002: 1 row, 1 refused, nothing written\n',
+      })
+      expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n10002,hostname,server cli-cross-7: the unique value is already taken by another asset of this type\n')
+      expect(await count('cli-cross-%')).toBe(10_000)
+    }, 120_000)
+
+    it('empties --errors when the import stops before its rows (no file, an unknown type, a key refused): no refusal of an earlier run stays there', async () => {
+      const csv = file('stale.csv', 'name,hostname\ncli-stale,cli-stale\n')
+      const errors = path.join(dir, 'stale-errors.csv')
+      const runs: [string[], Record<string, string>, string][] = [
+        [[path.join(dir, 'none.csv'), '--type', 'server'], env, `kbis: no file ${path.join(dir, 'none.csv')}\n`],
+        [[csv, '--type', 'printer'], env, 'kbis: unknown asset type printer\n'],
+        [[csv, '--type', 'server'], { ...env, KBIS_API_KEY: 'kbis_000000000000_nope' }, 'kbis: cannot read asset type server: the API key is not valid\n'],
+      ]
+      for (const [args, runEnv, stderr] of runs) {
+        writeFileSync(errors, 'line,field,message\n2,hostname,an earlier run\'s refusal\n')
+        const run = await kbis(['import', ...args, '--errors', errors], runEnv)
+        expect(run, args.join(' ')).toEqual({ code: 1, stdout: '', stderr })
+        expect(readFileSync(errors, 'utf8'), args.join(' ')).toBe('line,field,message\n')
+      }
+      expect(await count('cli-stale')).toBe(0)
+    })
+
     it('stops a key without the right with the server\'s reason, dry run or not: a server with dry runs is never called one without', async () => {
       const csv = file('viewer.csv', 'name,hostname\ncli-viewer-1,cli-viewer-1\n')
       // A bad cell: the chunk is not written and goes to the server as a dry run.

@@ -93,12 +93,16 @@ class ErrorReport {
     this.check()
   }
 
+  private closing: Promise<void> | null = null
+
+  /** Ends the file (once, whoever asks first: the run's end or an interruption's exit). */
   async close(): Promise<void> {
-    if (!this.out) return
-    if (!this.out.destroyed) {
-      this.out.end()
-      await Promise.race([once(this.out, 'finish'), once(this.out, 'close')]).catch(() => undefined)
-    }
+    const out = this.out
+    if (!out) return
+    this.closing ??= out.destroyed
+      ? Promise.resolve()
+      : (out.end(), Promise.race([once(out, 'finish'), once(out, 'close')]).then(() => undefined, () => undefined))
+    await this.closing
     this.check()
   }
 }
@@ -117,6 +121,19 @@ interface ChunkContext {
   runId: string
   /** Whether the server answers `?dry_run=true` on the bulk endpoint (asked once, when first needed). */
   dryRun: () => Promise<boolean>
+  /**
+   * A dry run creating (no --upsert): the unique-key values of the rows that earlier chunks would
+   * have created, with their lines. The server checks each chunk alone, writing nothing, so it
+   * cannot see that a later chunk's row takes a value an earlier one would have created by then:
+   * the real import refuses that row (409), and the dry run must too.
+   */
+  created: Map<string, number> | null
+}
+
+/** The row's unique-key value when it is one (a string), else null. */
+function uniqueValueOf(type: AssetTypeInfo, row: FileRow): string | null {
+  const value = type.unique_property_key ? row.item?.properties[type.unique_property_key] : undefined
+  return typeof value === 'string' ? value : null
 }
 
 /**
@@ -157,6 +174,12 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
       }
     } else item.asset_type_key = ctx.type.key
     items.push(item)
+    const value = ctx.created ? uniqueValueOf(ctx.type, row) : null
+    const line = value === null ? undefined : ctx.created!.get(value)
+    if (line !== undefined) {
+      refusals.push({ line: row.line, field: ctx.type.unique_property_key!,
+        message: `${ctx.type.key} ${value}: the unique value is already taken by another asset of this type (the one line ${line} of this file creates)` })
+    }
   }
   // A chunk with rows refused here is not written; the server checks the rest as a dry run when it can.
   const dryRun = ctx.options.dryRun || refusals.length > 0
@@ -185,6 +208,12 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
     } else if (!dryRun) countResults(res.body, ctx.options.upsert, items.length, results)
   }
   const failed = refusals.length > 0
+  if (ctx.created && !failed) {
+    for (const row of rows) {
+      const value = uniqueValueOf(ctx.type, row)
+      if (value !== null) ctx.created.set(value, row.line)
+    }
+  }
   const written = failed || ctx.options.dryRun ? 'nothing written' : `${results.created} created, ${results.updated} updated, ${results.unchanged} unchanged`
   const note = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.lastLine}: ${rowCount(rows.length)}, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}${whole}`
   return { refusals, failed, results, note }
@@ -223,12 +252,26 @@ function isReadError(err: unknown): err is NodeJS.ErrnoException {
 /** `kbis import` (CONTRACT §16): streams the file, sends chunks of up to 10,000 rows, reports refusals. */
 export async function runImport(client: ServerClient, options: ImportOptions, progress?: Progress): Promise<ImportSummary> {
   const stdin = options.file === '-'
-  if (!stdin && !existsSync(options.file)) throw new Error(`no file ${options.file}`)
-  if (!stdin && statSync(options.file).isDirectory()) throw new Error(`${options.file} is a directory, not a file`)
   const errorsProblem = options.errors ? outputProblem('--errors', options.errors) : null
   if (errorsProblem) throw new Error(errorsProblem)
   // Opening the report empties it: naming the file being imported would destroy it before it is read.
-  if (options.errors && !stdin && sameFile(options.file, options.errors)) throw new Error(`--errors ${options.errors} is the file being imported; name another file for the refused rows`)
+  if (options.errors && !stdin && existsSync(options.file) && sameFile(options.file, options.errors)) {
+    throw new Error(`--errors ${options.errors} is the file being imported; name another file for the refused rows`)
+  }
+  // Emptied first: a run that stops before its rows (no such file, an unknown type, a key refused,
+  // a server out of reach) leaves no refusals of an earlier run there, only the header.
+  const report = await ErrorReport.open(options.errors)
+  try {
+    return await importRows(client, options, report, progress)
+  } finally {
+    await report.close()
+  }
+}
+
+async function importRows(client: ServerClient, options: ImportOptions, report: ErrorReport, progress?: Progress): Promise<ImportSummary> {
+  const stdin = options.file === '-'
+  if (!stdin && !existsSync(options.file)) throw new Error(`no file ${options.file}`)
+  if (!stdin && statSync(options.file).isDirectory()) throw new Error(`${options.file} is a directory, not a file`)
   const type = await loadType(client, options.type)
   if (options.upsert && !type.unique_property_key) throw new Error(`asset type ${type.key} has no unique_key property: --upsert needs one to name each asset`)
   const method = options.upsert ? 'PUT' : 'POST'
@@ -239,10 +282,9 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
   }
   const ndjson = (options.format ?? (/\.(nd)?jsonl?$/i.test(options.file) ? 'ndjson' : 'csv')) === 'ndjson'
   const read: ReadProgress = { bytes: 0 }
-  const report = await ErrorReport.open(options.errors)
   // Standard input has no size: the bar shows items and their rate, without a share or an ETA.
   const bar = progress ?? createProgress(stdin ? null : statSync(options.file).size, { beforeExit: () => report.close() })
-  const ctx: ChunkContext = { client, type, options, runId: randomUUID(), dryRun }
+  const ctx: ChunkContext = { client, type, options, runId: randomUUID(), dryRun, created: options.dryRun && !options.upsert && type.unique_property_key ? new Map() : null }
   const summary: ImportSummary = { rows: 0, refused: 0, failedChunks: 0, results: { created: 0, updated: 0, unchanged: 0 } }
   let chunk: FileRow[] = []
   let index = 0
@@ -288,7 +330,6 @@ export async function runImport(client: ServerClient, options: ImportOptions, pr
     throw err
   } finally {
     bar.stop()
-    await report.close()
   }
   return summary
 }
