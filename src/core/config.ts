@@ -281,10 +281,19 @@ function booleanFrom(name: string, raw: string | undefined): boolean {
  * passed on and failed far from its cause (`not a url` → "getaddrinfo ENOTFOUND base"). The
  * value is never echoed: it may hold a password.
  */
+/**
+ * `raw` as a URL. libpq's URL for a Unix socket names the socket's directory in its `host`
+ * parameter and may name credentials without a host (`postgres://kbis@/kbis?host=/var/run/postgresql`),
+ * which is no WHATWG URL; pg reads it, so it is read here with a stand-in host.
+ */
+function postgresUrlOf(raw: string): URL | null {
+  return urlOf(raw) ?? urlOf(raw.replace(/^(postgres(?:ql)?:\/\/[^/?#]*@)(?=[/?#]|$)/i, '$1localhost'))
+}
+
 function postgresUrlFrom(name: string, raw: string | undefined): string | undefined {
   if (raw === undefined || raw === '') return undefined
   if (raw.startsWith('/')) return raw
-  const url = urlOf(raw)
+  const url = postgresUrlOf(raw)
   const protocol = url?.protocol
   if (protocol === undefined) throw new ConfigError(`${name}: must be a PostgreSQL URL such as postgres://user:password@host:5432/database (the value set is not a URL)`)
   if (!['postgres:', 'postgresql:', 'socket:'].includes(protocol)) {
@@ -303,13 +312,14 @@ const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', '
 
 /** Where a PostgreSQL URL points, for messages: host, port and database, never the credentials. */
 export function postgresTarget(raw: string): string {
-  try {
-    const url = new URL(raw)
-    if (url.protocol === 'socket:') return `the socket ${url.pathname}`
-    return `${url.hostname || 'localhost'}:${url.port || '5432'}${url.pathname.length > 1 ? url.pathname : ''}`
-  } catch {
-    return `the socket ${raw.split(' ')[0]}`
-  }
+  const url = raw.startsWith('/') ? null : postgresUrlOf(raw)
+  if (url === null) return `the socket ${raw.split(' ')[0]}`
+  if (url.protocol === 'socket:') return `the socket ${url.pathname}`
+  // A `host` parameter stands for the URL's host (pg reads it so): a socket's directory, or a name.
+  const host = url.searchParams.get('host')
+  const database = url.pathname.length > 1 ? url.pathname : ''
+  if (host?.startsWith('/')) return `the socket ${host}`
+  return `${host || url.hostname || 'localhost'}:${url.port || '5432'}${database}`
 }
 
 function publicUrlFrom(raw: string | undefined): string | undefined {

@@ -5,7 +5,9 @@ import { ConfigError, loadConfig, postgresTarget } from '../../src/core/config.j
 
 describe('DATABASE_URL and DATABASE_READ_URL', () => {
   it('take the connection strings node-postgres reads', () => {
-    for (const url of ['postgres://u:p@db.example:5433/kb', 'postgresql://u@localhost/kb?sslmode=require', 'socket:/var/run/postgresql?db=kb', '/var/run/postgresql kb']) {
+    for (const url of ['postgres://u:p@db.example:5433/kb', 'postgresql://u@localhost/kb?sslmode=require', 'socket:/var/run/postgresql?db=kb', '/var/run/postgresql kb',
+      // libpq's URLs for a Unix socket: its directory in the host parameter, with or without credentials.
+      'postgres://kbis@/kb?host=/var/run/postgresql', 'postgresql://kbis:secret@/kb?host=%2Fvar%2Frun%2Fpostgresql', 'postgres:///kb?host=/var/run/postgresql']) {
       expect(loadConfig({ DATABASE_URL: url, DATABASE_READ_URL: url }), url).toMatchObject({ databaseUrl: url, databaseReadUrl: url })
     }
     expect(loadConfig({ DATABASE_URL: '' }).databaseUrl).toBeUndefined()
@@ -54,5 +56,8 @@ describe('DATABASE_URL and DATABASE_READ_URL', () => {
     expect(postgresTarget('postgresql://u@localhost')).toBe('localhost:5432')
     expect(postgresTarget('socket:/var/run/postgresql?db=kb')).toBe('the socket /var/run/postgresql')
     expect(postgresTarget('/var/run/postgresql kb')).toBe('the socket /var/run/postgresql')
+    expect(postgresTarget('postgres://kbis:secret@/kb?host=/var/run/postgresql')).toBe('the socket /var/run/postgresql')
+    expect(postgresTarget('postgres:///kb?host=%2Ftmp')).toBe('the socket /tmp')
+    expect(postgresTarget('postgres://u:secret@db/kb?host=db2')).toBe('db2:5432/kb')
   })
 })
