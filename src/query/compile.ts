@@ -152,9 +152,17 @@ function orEmpty(o: Operand, negated: string): string {
   return o.type === 'text' ? `(${o.expr} IS NULL OR ${o.expr} = '' OR ${negated})` : `(${o.expr} IS NULL OR ${negated})`
 }
 
+/**
+ * `""` is an empty value (CONTRACT §4), not a value to match: `equals ""` matches no asset and
+ * `in` matches none by its `""`, as `is_empty` is the operator for empties. (A stored `""` used to
+ * match both `equals ""` and, being empty, `not_equals ""`.)
+ */
+const NO_ROW = 'FALSE'
+
 function anyOf(o: Operand, value: ResolvedValue, params: Params): string {
   if (o.arrayCast === undefined || value.kind !== 'list') throw new Error(`cannot compile in/not_in on a ${o.type} field`)
-  return `${o.expr} = ANY(${params.add([...value.values])}::${o.arrayCast})`
+  const values = value.values.filter((v) => v !== '')
+  return values.length === 0 ? NO_ROW : `${o.expr} = ANY(${params.add(values)}::${o.arrayCast})`
 }
 
 /** Membership in a multi-select: containment of a one-element array. */
@@ -171,7 +179,7 @@ type OperatorSql = (o: Operand, value: ResolvedValue, params: Params) => string
  * Text matches are case-insensitive ({@link ILIKE}) with the user's %, _ and \ matched literally.
  */
 export const OPERATOR_SQL: Readonly<Record<Operator, OperatorSql>> = {
-  equals: (o, v, p) => (o.containment ? o.containment(scalar(v), p) : `${o.expr} = ${p.add(scalar(v))}`),
+  equals: (o, v, p) => (scalar(v) === '' ? NO_ROW : o.containment ? o.containment(scalar(v), p) : `${o.expr} = ${p.add(scalar(v))}`),
   // NOT (containment) is true for a missing key, null and [] as well, and for "" unless the value is "".
   not_equals: (o, v, p) => (o.containment
     ? (scalar(v) === '' ? orEmpty(o, `NOT (${o.containment(scalar(v), p)})`) : `NOT (${o.containment(scalar(v), p)})`)

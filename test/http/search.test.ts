@@ -41,7 +41,7 @@ for (const store of STORES) {
       return res.body.data.map((a: { name: string }) => a.name)
     }
 
-    it('matches "" as empty in negative operators: not_equals "" and not_in [""] match every asset, not_contains and not_includes the empty ones', async () => {
+    it('matches "" as empty: not_equals "" and not_in [""] match every asset, not_contains and not_includes the empty ones, and equals "" and in [""] none', async () => {
       const made = await seedAssets(t, [['server', [
         { name: 'zz-blank', properties: { hostname: 'zz-blank', owner: '', tags: [] } },
         { name: 'zz-none', properties: { hostname: 'zz-none' } },
@@ -56,6 +56,15 @@ for (const store of STORES) {
         expect(await zz(c('properties.owner', 'not_contains', 'o'))).toEqual(['zz-blank', 'zz-none'])
         expect(await zz(c('properties.tags', 'not_includes', 'pci'))).toEqual(['zz-blank', 'zz-none'])
         expect(await zz(c('properties.owner', 'is_empty'))).toEqual(['zz-blank', 'zz-none'])
+        // "" is no value to match: no asset matches both a condition and its negation.
+        expect(await zz(c('properties.owner', 'equals', ''))).toEqual([])
+        expect(await zz(c('properties.owner', 'in', ['']))).toEqual([])
+        expect(await zz(c('properties.owner', 'in', ['', 'bob']))).toEqual(['zz-bob'])
+        const listed = await t.request('GET', '/api/v1/assets?filter[properties.owner]=&filter[asset_type_key]=server')
+        expect(listed.status).toBe(200)
+        expect(listed.body.data.filter((a: { name: string }) => a.name.startsWith('zz-'))).toEqual([])
+        const counted = await t.request('POST', '/api/v1/analytics/assets', { body: { filter: { and: [c('name', 'starts_with', 'zz-'), c('properties.owner', 'equals', '')] } } })
+        expect(counted.body).toEqual({ data: [{ group: {}, measures: { count: 0 } }], meta: { total_groups: 1 } })
       } finally {
         for (const id of Object.values(made)) expect((await t.request('DELETE', `/api/v1/assets/${id}`)).status).toBe(204)
       }
