@@ -36,9 +36,10 @@ interface StoreFlags {
   dataDir?: string
 }
 
-function configFrom(flags: StoreFlags & { port?: number; host?: string }): Config {
+function configFrom(flags: StoreFlags & { port?: number; host?: string; metricsPort?: number }): Config {
   return loadConfig(process.env, {
     ...(flags.port !== undefined ? { port: flags.port } : {}),
+    ...(flags.metricsPort !== undefined ? { metricsPort: flags.metricsPort } : {}),
     ...(flags.host !== undefined ? { host: flags.host } : {}),
     ...(flags.dataDir !== undefined ? { dataDir: flags.dataDir } : {}),
   })
@@ -115,7 +116,7 @@ function registerServe(program: Command, entry: EntryPoint): void {
     .option('--metrics-port <port>', 'serve Prometheus metrics at http://<host>:<port>/metrics (env KBIS_METRICS_PORT)', port)
     .option('--workers <n|auto>', 'n server processes on one port (auto: one per CPU); PostgreSQL only', workersArg)
     .action(async (flags: { port?: number; host?: string; dataDir?: string; metricsPort?: number; workers?: number }) => {
-      const config = { ...configFrom(flags), ...(flags.metricsPort !== undefined ? { metricsPort: flags.metricsPort } : {}) }
+      const config = configFrom(flags)
       // The first signal drains; repeated ones (a terminal's Ctrl-C reaches the whole process group)
       // change nothing. One that comes while the server starts (it listens, and /readyz may be
       // asked, before the first start's key exists) lets the start finish, then drains: killed

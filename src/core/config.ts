@@ -164,6 +164,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     ...overrides,
   }
   // Refused with the other settings, before any store is opened or a data directory created.
+  if (config.metricsPort !== undefined && config.metricsPort !== 0 && config.metricsPort === config.port) {
+    throw new ConfigError(`KBIS_METRICS_PORT (or --metrics-port): ${config.port} is the API's port (PORT or --port); metrics need a port of their own`)
+  }
   if (env.DATABASE_READ_URL && config.databaseReadUrl !== undefined && config.databaseUrl === undefined) {
     throw new ConfigError('DATABASE_READ_URL: names a replica of the PostgreSQL primary; set DATABASE_URL too')
   }

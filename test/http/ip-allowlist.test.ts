@@ -81,6 +81,12 @@ for (const store of STORES) {
       expect(res.body).toEqual(notAllowed('203.0.113.5'))
     })
 
+    it('does not repeat what a trusted proxy gave as the client address when it is no IP address', async () => {
+      expect((await from(proxied, '192.0.2.1', { 'x-forwarded-for': 'garbage<script>' })).body).toEqual({
+        errors: [{ status: '403', code: 'ip_not_allowed', detail: 'the client address a trusted proxy gave (not an IP address) is not in the organization\'s IP allowlist' }],
+      })
+    })
+
     it('ignores the header from a peer that is not a trusted proxy', async () => {
       expect((await from(proxied, '203.0.113.9', { 'x-forwarded-for': '10.1.1.1' })).body).toEqual(notAllowed('203.0.113.9'))
     })

@@ -171,6 +171,18 @@ process.on = function (event, listener) {
           await drop()
         }
       })
+
+      it(`${label}: refuses the API's own port as the metrics port in one line, before anything listens`, async () => {
+        const { env, drop } = await cliStore(store)
+        try {
+          const api = String(await freePort())
+          const failed = runCli(['serve', '--port', api, '--metrics-port', api, ...extra], { ...env, LOG_LEVEL: 'info' })
+          expect(await failed.exited).toBe(1)
+          expect(failed.lines).toEqual([`kbis: KBIS_METRICS_PORT (or --metrics-port): ${api} is the API's port (PORT or --port); metrics need a port of their own`])
+        } finally {
+          await drop()
+        }
+      })
     }
   })
 }

@@ -74,6 +74,9 @@ describe('REDIS_URL, KBIS_NATS_STREAM and integer settings', () => {
       expect(() => loadConfig({ PORT: bad }), bad).toThrow(new ConfigError(`PORT: must be an integer from 0 to 65535, got "${bad}"`))
       expect(() => loadConfig({ KBIS_METRICS_PORT: bad }), bad).toThrow(new ConfigError(`KBIS_METRICS_PORT: must be an integer from 0 to 65535, got "${bad}"`))
     }
+    expect(() => loadConfig({ PORT: '9000', KBIS_METRICS_PORT: '9000' })).toThrow(new ConfigError('KBIS_METRICS_PORT (or --metrics-port): 9000 is the API\'s port (PORT or --port); metrics need a port of their own'))
+    expect(() => loadConfig({ KBIS_METRICS_PORT: '9000' }, { port: 9000 })).toThrow(ConfigError)
+    expect(loadConfig({ PORT: '0', KBIS_METRICS_PORT: '0' })).toMatchObject({ port: 0, metricsPort: 0 })
     expect(() => loadConfig({ KBIS_POOL_SIZE: '1e1' })).toThrow(new ConfigError('KBIS_POOL_SIZE: must be an integer from 1 to 1000, got "1e1"'))
     for (const bad of ['0x14', '1e3', '5.5', '+5', '5,,10', '-1', '604801', 'abc']) {
       expect(() => loadConfig({ KBIS_WEBHOOK_RETRY_SCHEDULE: bad }), bad).toThrow(new ConfigError(`KBIS_WEBHOOK_RETRY_SCHEDULE: a comma-separated list of seconds (0 to 604800), got "${bad}"`))

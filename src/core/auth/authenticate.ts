@@ -206,7 +206,9 @@ export class Authenticator {
     if (entry.inactive) throw inactive()
     if (!entry.apiAccess) return { context: entry.context, refusal: noApiAccess() }
     if (!addressAllowed(request.ip, entry.allowlist)) {
-      return { context: entry.context, refusal: new AppError(Errors.IP_NOT_ALLOWED, `the address ${request.ip} is not in the organization's IP allowlist`) }
+      // A trusted proxy's header may name no address at all: its words are not repeated.
+      const address = ipaddr.isValid(request.ip) ? `the address ${request.ip}` : 'the client address a trusted proxy gave (not an IP address)'
+      return { context: entry.context, refusal: new AppError(Errors.IP_NOT_ALLOWED, `${address} is not in the organization's IP allowlist`) }
     }
     this.lastUsed.set(entry.context.keyId, { orgId: entry.orgId, at: new Date() })
     return { context: entry.context, refusal: null }
