@@ -52,7 +52,9 @@ export async function signIn(db: Db, input: { email: string; password: string; o
   if (chosen.length === 0) return fail()
   if (chosen.length > 1) return { ok: false, chooseOrganization: chosen.map((c) => ({ key: c.org_key, name: c.org_name })) }
   const user = chosen[0]!
-  await clearFailures(db, user.org_id, emailSubject(email))
+  // The email's failures were counted in every organization that holds it (the lock reads them
+  // all): a success clears them all, or one typo after it would lock the email again.
+  await clearFailures(db, orgsOfEmail, emailSubject(email))
   const token = randomBytes(32).toString('base64url')
   await insertSession(db, user.org_id, sessionId(token), user.user_id)
   return { ok: true, orgId: user.org_id, userId: user.user_id, token: `${user.org_id}.${token}` }

@@ -16,7 +16,8 @@ export interface HistoryEntry {
    * The other end of a relationship event, named when the user can see it: a link to its page, or,
    * archived, to it in the archived assets; by its id otherwise (hidden, or deleted).
    */
-  related?: { href: string; label: string }
+  /** The relationship's other end: a link to its page, or its id alone (deleted since, or not visible to the user). */
+  related?: { href: string | null; label: string }
   actor: string
 }
 
@@ -99,7 +100,7 @@ export async function assetHistory(ctx: RequestContext, id: string, number = 1):
       time: e.time,
       type: e.type,
       summary: summary(e, id),
-      ...(other !== null ? { related: names.get(other) ?? { href: `/console/assets/${other}`, label: other } } : {}),
+      ...(other !== null ? { related: names.get(other) ?? { href: null, label: other } } : {}),
       actor: actorLabel(ctx, e, actors),
     }
   })

@@ -11,6 +11,7 @@ import { isUuid } from '../core/time.js'
 import type { PageMeta } from '../core/pagination.js'
 import { backWithRefusal, field, query, redirectWith, render, renderPartial } from './plugin.js'
 import { assetHistory } from './history.js'
+import { pageOf } from './return-to.js'
 
 const PAGE_SIZE = 25
 
@@ -113,8 +114,9 @@ export async function assetPages(app: FastifyInstance): Promise<void> {
     const ctx = request.console!.ctx
     const id = (request.params as { id: string }).id
     // Back to the page of the list the restore was made from: a path of it in visible ASCII (a value
-    // with a line break would be no header; another path is no page of this list).
-    const back = /^\/console\/archived(?:[/?][\x21-\x7e]*)?$/.test(field(request, 'back')) ? field(request, 'back') : '/console/archived'
+    // with a line break would be no header; another path, `..` segments resolved, is no page of this list).
+    const given = field(request, 'back')
+    const back = /^[\x21-\x7e]*$/.test(given) ? pageOf(given, '/console/archived', '/console/archived') : '/console/archived'
     try {
       const { asset, relationships: n } = await restoreArchivedAsset(ctx, id)
       return redirectWith(app, request, reply, back, { notice: `Restored ${asset.name}${n > 0 ? ` with ${n} relationship${n === 1 ? '' : 's'}` : ''}.` })

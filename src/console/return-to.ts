@@ -27,6 +27,22 @@ export function returnTo(next: unknown): string {
   return url.pathname + url.search
 }
 
+/**
+ * `value` as a path and query when it names the page `path` or a page under it once its dot
+ * segments are resolved (`/console/archived/../../api` names the API), else `fallback`.
+ */
+export function pageOf(value: unknown, path: string, fallback: string): string {
+  if (typeof value !== 'string' || value.length > MAX_LENGTH || !value.startsWith(path) || /[\\\s]/.test(value)) return fallback
+  let url: URL
+  try {
+    url = new URL(value, BASE)
+  } catch {
+    return fallback
+  }
+  if (url.origin !== BASE || (url.pathname !== path && !url.pathname.startsWith(`${path}/`))) return fallback
+  return url.pathname + url.search
+}
+
 /** The sign-in page's address that leads back to `page` (a path and query), when that is a console page. */
 export function signInFor(page: string | undefined): string {
   const next = returnTo(page)

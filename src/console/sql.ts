@@ -85,8 +85,9 @@ export async function recordFailures(
   }
 }
 
-export async function clearFailures(db: Queryable, orgId: string, subject: string): Promise<void> {
-  await db.query('DELETE FROM console_sign_in_failures WHERE org_id = $1 AND subject = $2', [orgId, subject])
+/** Clears the counts of `subject` in each of `orgIds` (an email's failures are counted in every organization that holds it). */
+export async function clearFailures(db: Queryable, orgIds: readonly string[], subject: string): Promise<void> {
+  await db.query('DELETE FROM console_sign_in_failures WHERE org_id = ANY($1::uuid[]) AND subject = $2', [orgIds, subject])
 }
 
 export interface SessionRow {

@@ -55,6 +55,10 @@ for (const kind of STORES) {
         ['/console/archived\r\nX-Injected: 1', '/console/archived'],
         ['/console/archivedevil', '/console/archived'],
         ['https://example.com/console/archived', '/console/archived'],
+        // Dot segments resolved: these name the API, not the list.
+        ['/console/archived/../../api/v1/assets', '/console/archived'],
+        ['/console/archived/%2e%2e/%2e%2e/api/v1/assets', '/console/archived'],
+        ['/console/archived/./?page=3', '/console/archived/?page=3'],
       ]
       const ids = (await t.request('POST', '/api/v1/bulk/assets', { body: cases.map((_, i) => ({ asset_type_key: 'server', name: `back-${i}`, properties: { hostname: `back-${i}` } })) })).body.data.map((d: { id: string }) => d.id) as string[]
       for (const id of ids) expect((await t.request('DELETE', `/api/v1/assets/${id}`)).status).toBe(204)
@@ -221,6 +225,11 @@ for (const kind of STORES) {
       expect(seen.filter((row) => row[0] === 'depends_on →')).toEqual([])
       const move = await links(editor, moved)
       expect(move).toEqual([['name: → hist-public; access_domain_key: → it', null, null]])
+      // Deleted for good since: its id, as text, not a link to a page that is gone.
+      expect((await post(`/console/archived/${gone}/delete`, { confirm_name: 'hist-gone' })).statusCode).toBe(303)
+      await t.settled()
+      const after = (await links(owner, app)).filter((row) => row[0]!.includes(gone))
+      expect(after).toEqual([[`runs_on → ${gone}`, null, null], [`runs_on → ${gone}`, null, null]])
     })
 
     it('pages an asset\'s history and names who acted, as far as the signed-in user may know them', async () => {

@@ -238,6 +238,16 @@ for (const kind of STORES) {
       const res = await b.send('POST', '/console/sign-in', { _csrf: await b.csrf(), email: 'owner@acme.test', password: PASSWORD, organization: 'beta' })
       expect(res.statusCode).toBe(303)
       expect((await b.send('GET', '/console/assets')).body).toContain('owner@acme.test (Viewer)')
+      // Failures of this email count in both organizations; a sign-in clears both counts, so one
+      // typo right after it does not lock the email again.
+      const other = new Browser(t, '10.0.0.10')
+      for (let i = 0; i < 3; i++) expect((await other.signIn('owner@acme.test', `wrong ${i}`)).statusCode).toBe(401)
+      const counts = async () => (await t.store.db.query<{ failures: number }>(
+        "SELECT failures FROM console_sign_in_failures WHERE subject = 'email:owner@acme.test' ORDER BY org_id")).rows.map((r) => r.failures)
+      expect(await counts()).toEqual([3, 3])
+      expect((await other.send('POST', '/console/sign-in', { _csrf: await other.csrf(), email: 'owner@acme.test', password: PASSWORD, organization: 'acme' })).statusCode).toBe(303)
+      expect(await counts()).toEqual([])
+      await t.store.db.query('DELETE FROM console_sign_in_failures')
     })
 
     it('signs in the user with exactly the email typed when two users of one organization differ only by case', async () => {

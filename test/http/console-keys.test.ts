@@ -29,6 +29,15 @@ for (const kind of STORES) {
     }
     const notice = async () => /role="(?:status|alert)"[^>]*>([^<]*)</.exec((await owner.send('GET', SETTINGS)).body)?.[1]
 
+    it('says a page past the last holds no keys, and leads back to the last, rather than "No API keys yet."', async () => {
+      const total = (await t.request('GET', '/api/v1/api-keys?page[size]=1')).body.meta.page.total_items as number
+      expect(total).toBeGreaterThan(0)
+      const past = (await owner.send('GET', `${SETTINGS}?page=9999`)).body
+      expect(past).not.toContain('No API keys yet.')
+      expect(past).toContain(`<a href="/console/developer-settings?page=1">Previous page</a>`)
+      expect(past).toContain(`<span>No items on page 9999: the last page is 1 · ${total} ${total === 1 ? 'item' : 'items'}</span>`)
+    })
+
     it('edits another user\'s key: its owner\'s roles are offered, the key\'s own chosen, and a rename saves', async () => {
       const id = await editorKey('annk')
       const form = (await owner.send('GET', `${SETTINGS}?edit=${id}`)).body
