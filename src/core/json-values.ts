@@ -54,7 +54,7 @@ function findUnstorable(root: unknown, values: boolean, inexact: readonly string
     } else if (typeof value === 'number') {
       const sent = rounded.get(value)
       if (values && !Number.isFinite(value)) detail = 'number out of range: it does not fit a 64-bit float'
-      else if (sent !== undefined) detail = `the number ${sent} cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text`
+      else if (sent !== undefined) detail = `the number ${sent} cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; no number property can hold it (a text property takes it sent as a string)`
     } else if (value !== null && typeof value === 'object' && node.depth >= MAX_BODY_DEPTH) {
       detail = TOO_DEEP
     }

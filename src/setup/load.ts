@@ -61,8 +61,8 @@ function parseYaml(text: string, source: string): unknown {
  */
 function refuseUnstorable(issues: Issue[], source: string): void {
   const issue = issues[0]
-  // "send it as text" is for API bodies: a bound in a set-up file has no text form.
-  if (issue) throw new SetupError(`${source}: ${issue.pointer ? `${fieldPath(issue.pointer)}: ` : ''}${issue.detail.replace(/; send it as text$/, '')}`)
+  // The advice on a text property is for API bodies: a bound in a set-up file has no text form.
+  if (issue) throw new SetupError(`${source}: ${issue.pointer ? `${fieldPath(issue.pointer)}: ` : ''}${issue.detail.replace(/; no number property can hold it \(a text property takes it sent as a string\)$/, '')}`)
 }
 
 function parseJson(text: string, source: string): unknown {

@@ -387,7 +387,7 @@ for (const store of STORES) {
       const run = await kbis(['import', nd, '--type', 'server', '--errors', path.join(dir, 'numbers-errors.csv')], env)
       expect(run.code).toBe(1)
       expect(readFileSync(path.join(dir, 'numbers-errors.csv'), 'utf8')).toBe('line,field,message\n'
-        + '1,memory_gb,the number 9007199254740993 cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text\n'
+        + '1,memory_gb,the number 9007199254740993 cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; no number property can hold it (a text property takes it sent as a string)\n'
         + '2,memory_gb,number out of range: it does not fit a 64-bit float\n')
       expect(await count('nd-big-%')).toBe(0)
       const ok = await kbis(['import', file('bom.ndjson', '\uFEFF{"name":"nd-bom","properties":{"hostname":"nd-bom"}}\n'), '--type', 'server'], env)

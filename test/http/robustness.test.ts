@@ -117,7 +117,7 @@ for (const store of STORES) {
 
     it('refuses an integer a 64-bit float would round (past 2^53) with 400 and its pointer, instead of storing another number', async () => {
       const send = (url: string, raw: string) => t.app.inject({ method: 'POST', url, payload: raw, headers: { authorization: `Bearer ${t.adminKey}`, 'content-type': 'application/json' } })
-      const detail = (n: string) => `the number ${n} cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text`
+      const detail = (n: string) => `the number ${n} cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; no number property can hold it (a text property takes it sent as a string)`
       for (const [url, raw, n, pointer] of [
         ['/api/v1/assets', '{"asset_type_key":"server","name":"big","properties":{"hostname":"big-1","memory_gb":9007199254740993}}', '9007199254740993', '/properties/memory_gb'],
         ['/api/v1/bulk/assets', '[{"asset_type_key":"note","name":"ok"},{"asset_type_key":"server","name":"b","properties":{"hostname":"big-2","cost":12345678901234567891}}]', '12345678901234567891', '/1/properties/cost'],
@@ -230,7 +230,7 @@ for (const store of STORES) {
       })
       const nul = 'text must not contain NUL (U+0000) characters'
       const range = 'number out of range: it does not fit a 64-bit float'
-      const inexact = 'the number 9007199254740993 cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; send it as text'
+      const inexact = 'the number 9007199254740993 cannot be kept exactly: integers beyond ±9007199254740991 (2^53 − 1) lose digits in a 64-bit float; no number property can hold it (a text property takes it sent as a string)'
       const poison = 'keys named "__proto__" (or "constructor" holding "prototype") are not accepted'
       const entry = (detail: string, pointer: string, index: number, ref: string | null) => ({ status: '400', code: 'invalid_request', detail, source: { pointer }, meta: { index, client_ref: ref } })
       const created = await send('POST', '/api/v1/bulk/assets',
