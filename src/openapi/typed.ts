@@ -28,7 +28,7 @@ export function typedDocument(base: Record<string, unknown>, metamodel: Metamode
   schemas.AssetTypeKey = keyEnum('An asset type key of this organization.', types.map((t) => t.key))
   schemas.RelationshipTypeKey = keyEnum('A relationship type key of this organization.', [...metamodel.relationshipTypes.keys()])
   const canonical = canonicalSchemas(doc)
-  const typer = new SchemaTyper(types, names, canonical)
+  const typer = new SchemaTyper(types, names, canonical, [...metamodel.relationshipTypes.keys()])
   for (const type of types) Object.assign(schemas, typer.componentsOf(type))
   if (types.length > 0) Object.assign(schemas, typer.unions())
   doc.paths = typer.rewrite(doc.paths) as Record<string, unknown>
@@ -115,6 +115,7 @@ class SchemaTyper {
     private readonly types: AssetType[],
     private readonly names: Names,
     private readonly canonical: { record?: string; create?: string; update?: string },
+    private readonly relationshipTypeKeys: readonly string[],
   ) {}
 
   /** The five components of one asset type. */
@@ -122,15 +123,17 @@ class SchemaTyper {
     const n = this.names.get(type.key)!
     // The record's properties; `input`: a create body's (null is no value, as a property left
     // out); `patch`: a PATCH body's (null clears, nothing required).
-    // `replace`: a PUT body's, as `input` but for the unique key, which the path (or the bulk
-    // item's id) gives. With ?merge=true an existing asset keeps what is left out, as on PATCH.
-    const required = (shape: 'record' | 'input' | 'replace' | 'patch'): string[] => shape === 'patch' ? []
-      : type.properties.filter((p) => p.required && !(shape === 'replace' && p.key === type.unique_property_key)).map((p) => p.key)
+    // `replace`: a PUT body's, as `input` but nothing required: with ?merge=true an existing asset
+    // keeps what is left out, as on PATCH, and a schema cannot depend on the query (the server
+    // checks the required properties of a replacement; its description says which).
+    const required = (shape: 'record' | 'input' | 'replace' | 'patch'): string[] => shape === 'patch' || shape === 'replace' ? []
+      : type.properties.filter((p) => p.required).map((p) => p.key)
+    const requiredOfReplace = type.properties.filter((p) => p.required && p.key !== type.unique_property_key).map((p) => p.key)
     const properties = (shape: 'record' | 'input' | 'replace' | 'patch'): Json => ({
       type: 'object',
       title: `${type.name} properties${shape === 'patch' ? ' (PATCH)' : shape === 'input' ? ' (create)' : shape === 'replace' ? ' (PUT)' : ''}`,
       ...(shape === 'replace'
-        ? { description: `${type.description ? `${type.description} ` : ''}A replacement: properties left out are cleared (with ?merge=true, an existing asset keeps them, as on PATCH, and none is required).` }
+        ? { description: `${type.description ? `${type.description} ` : ''}A replacement: properties left out are cleared${requiredOfReplace.length > 0 ? `, and ${requiredOfReplace.join(', ')} must be given (422 otherwise)` : ''}; with ?merge=true an existing asset keeps them, as on PATCH, and none is required.` }
         : type.description ? { description: type.description } : {}),
       'x-kbis-asset-type-key': type.key,
       properties: Object.fromEntries(type.properties.map((p) => {
@@ -180,7 +183,6 @@ class SchemaTyper {
     const required = Array.isArray(schema.required) ? [...(schema.required as string[])] : []
     // A type with required properties cannot be created without a `properties` object.
     if (shape === 'create' && type.properties.some((p) => p.required) && !required.includes('properties')) required.push('properties')
-    if (shape === 'replace' && type.properties.some((p) => p.required && p.key !== type.unique_property_key) && !required.includes('properties')) required.push('properties')
     return { ...this.rewriteMembers(schema), properties: this.rewriteMembers(props), ...(required.length > 0 ? { required } : {}) }
   }
 
@@ -204,8 +206,12 @@ class SchemaTyper {
       }
     }
     if (node.in === 'query' && typeof node.name === 'string' && isObject(node.schema)) {
+      // A list filter takes any value (another key matches nothing): the keys are examples, not an enum.
       const member = /^filter\[(asset_type_key|relationship_type_key)\]$/.exec(node.name)?.[1]
-      if (member && this.isPlainString(node.schema)) out.schema = this.keyRef(member, node.schema)
+      if (member && this.isPlainString(node.schema)) {
+        const keys = member === 'asset_type_key' ? this.types.map((t) => t.key) : this.relationshipTypeKeys
+        if (keys.length > 0) out.schema = { ...node.schema, examples: keys.slice(0, 20) }
+      }
     }
     return out
   }

@@ -172,5 +172,35 @@ export const kind: S['RelationshipTypeKey'] = 'runs_on'
         await rm(dir, { recursive: true, force: true })
       }
     })
+
+    // Last: it adds an asset type with assets, which the ACME set-up cannot remove again.
+    it('forbids nothing the server accepts: list filters by type take any key (another matches nothing); a PUT body requires no property (?merge=true keeps them)', async () => {
+      const param = (path: string, name: string) => doc.paths[path].get.parameters.find((p: { name: string }) => p.name === name).schema
+      expect(param('/api/v1/assets', 'filter[asset_type_key]')).toMatchObject({ type: 'string', examples: ['server', 'application', 'note'] })
+      expect(param('/api/v1/assets', 'filter[asset_type_key]').enum).toBeUndefined()
+      expect(param('/api/v1/relationships', 'filter[relationship_type_key]')).toMatchObject({ type: 'string', examples: ['runs_on', 'depends_on'] })
+      const unknown = await t.request('GET', '/api/v1/assets?filter[asset_type_key]=nope')
+      expect([unknown.status, unknown.body.data]).toEqual([200, []])
+      // A type with a required property besides its unique key.
+      const setup = structuredClone(ACME)
+      setup.metamodel.asset_types.push({ key: 'printer', name: 'Printer', properties: [
+        { key: 'serial', name: 'Serial', type: 'unique_key', required: true }, { key: 'model', name: 'Model', type: 'text', required: true }] } as never)
+      await applySetup(t.store.db, setup as unknown as SetupFile)
+      let next = doc
+      for (let i = 0; i < 100 && !next.components.schemas.PrinterReplace; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        next = (await t.request('GET', '/api/v1/openapi/typed.json')).body
+      }
+      const replace = next.components.schemas.PrinterReplace
+      expect(replace.required).toBeUndefined()
+      expect(replace.description).toBe('A replacement: properties left out are cleared, and model must be given (422 otherwise); with ?merge=true an existing asset keeps them, as on PATCH, and none is required.')
+      const put = next.paths['/api/v1/assets/{id}'].put.requestBody.content['application/json'].schema
+      const printer = put.anyOf.find((b: { properties: { asset_type_key: { const: string } } }) => b.properties.asset_type_key.const === 'printer')
+      expect(printer.required).toEqual(['name'])
+      // What the schema allows, the server takes with ?merge=true, and refuses without it.
+      expect((await t.request('PUT', '/api/v1/assets/printer:serial:p-1', { body: { name: 'p-1', properties: { model: 'X' } } })).status).toBe(201)
+      expect((await t.request('PUT', '/api/v1/assets/printer:serial:p-1?merge=true', { body: { name: 'p-1b' } })).status).toBe(200)
+      expect((await t.request('PUT', '/api/v1/assets/printer:serial:p-1', { body: { name: 'p-1c' } })).status).toBe(422)
+    })
   })
 }
