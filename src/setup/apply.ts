@@ -12,6 +12,7 @@ import { SetupError, withSource, type ApplyReport, type OrganizationSpec, type S
 import { syncProjection } from '../projection/sync.js'
 import { INVALIDATE_CHANNEL } from '../core/channels.js'
 import { pushAll } from '../core/arrays.js'
+import { TransientConflict } from '../store/retry.js'
 
 export type { ApplyReport } from './types.js'
 
@@ -25,11 +26,15 @@ async function upsertOrganization(tx: Tx, spec: OrganizationSpec, changes: strin
   const before = await lockOrganization(tx, spec.key)
   if (!before) {
     const id = uuidv7()
-    await tx.query(
+    // Two applies creating one new organization at once (PostgreSQL): the second's insert waits
+    // for the first and then finds the key taken; its transaction runs again and finds the
+    // organization to lock and update, as it would have a moment later.
+    const inserted = await tx.query(
       `INSERT INTO organizations (id, key, name, api_access, rate_limit_requests, rate_limit_window_seconds, ip_allowlist)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::text[])`,
+       VALUES ($1, $2, $3, $4, $5, $6, $7::text[]) ON CONFLICT (key) DO NOTHING`,
       [id, spec.key, ...values],
     )
+    if (inserted.rowCount === 0) throw new TransientConflict(`organization ${spec.key} was created by another kbis apply meanwhile`)
     changes.push(`organization ${spec.key}: created`)
     return { id, created: true }
   }
