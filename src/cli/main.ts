@@ -287,10 +287,19 @@ function registerBackup(program: Command): void {
     })
 }
 
+/**
+ * Control characters written as JSON escapes (`\u001b`): a key's name is anyone's text (an Editor
+ * names their keys through the API), and the raw ESC of a name would drive the operator's
+ * terminal (clear it, retitle it, blank its own line in the listing).
+ */
+function printable(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
+
 /** `kbis keys list` without --json: one aligned line a key under a header. */
 function keyTable(keys: readonly CliKeyRecord[]): string[] {
   const rows = [['ID', 'PREFIX', 'TYPE', 'OWNER', 'ROLES', 'LAST USED', 'NAME'],
-    ...keys.map((k) => [k.id, k.secret_prefix, k.permission_type, k.owner_email, k.role_keys.join(','), k.last_used_at ?? 'never', k.name])]
+    ...keys.map((k) => [k.id, k.secret_prefix, k.permission_type, printable(k.owner_email), k.role_keys.join(','), k.last_used_at ?? 'never', printable(k.name)])]
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '))
 }

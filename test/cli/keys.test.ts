@@ -51,6 +51,19 @@ for (const kind of STORES) {
       expect(await cliRun(['keys', 'list', '--org', 'nope'], env)).toEqual({ code: 1, lines: ['kbis: --org: no organization nope'] })
     })
 
+    it('writes the control characters of a key\'s name as escapes in the table (a name is anyone\'s text; an ESC would drive the terminal)', async () => {
+      const name = 'evil\u001b[2J\u001b]0;pwned\u0007x'
+      const key = await createKey(name, env)
+      onTestFinished(async () => void (await cli(['keys', 'revoke', key.id, '--org', 'acme'], env)))
+      const table = await cli(['keys', 'list', '--org', 'acme'], env)
+      const row = table.find((line) => line.startsWith(key.id))!
+      expect(row.endsWith('  evil\\u001b[2J\\u001b]0;pwned\\u0007x')).toBe(true)
+      expect(table.join('\n')).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/)
+      // --json keeps the name as it is (JSON escapes it).
+      const listed = JSON.parse((await cli(['keys', 'list', '--org', 'acme', '--json'], env)).at(-1)!) as { id: string; name: string }[]
+      expect(listed.find((k) => k.id === key.id)!.name).toBe(name)
+    })
+
     it('refuses a name or a description longer than POST /api-keys takes, and takes them at the limit', async () => {
       const create = (name: string, description: string) =>
         cliRun(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', name, '--description', description, '--type', 'Editor', '--roles', 'all', '--json'], env)
