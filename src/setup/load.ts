@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises'
+import { isUtf8 } from 'node:buffer'
 import path from 'node:path'
 import { parseDocument } from 'yaml'
 import type { Issue } from '../core/errors.js'
@@ -43,13 +44,21 @@ function parseYaml(text: string, source: string): unknown {
     throw new SetupError(`${source}: ${where}${firstLine(error.message).replace(/ at line \d+, column \d+:?$/, '')}`)
   }
   const inexact: string[] = []
-  const data: unknown = doc.toJS({
-    reviver: (_key, value) => {
-      if (typeof value !== 'bigint') return value
-      if (losesDigits(String(value))) inexact.push(String(value))
-      return Number(value)
-    },
-  })
+  let data: unknown
+  try {
+    data = doc.toJS({
+      reviver: (_key, value) => {
+        if (typeof value !== 'bigint') return value
+        if (losesDigits(String(value))) inexact.push(String(value))
+        return Number(value)
+      },
+    })
+  } catch (err) {
+    // Aliases: one inside its own anchor (endless), one before its anchor, or so many that they
+    // multiply the file (the library's guard against an "alias bomb").
+    const reason = err instanceof RangeError ? 'an alias refers to a node that holds it (*a inside &a), which has no end' : firstLine((err as Error).message)
+    throw new SetupError(`${source}: ${reason}`)
+  }
   refuseUnstorable(unstorableParsed(data, inexact), source)
   return data
 }
@@ -86,7 +95,25 @@ function parseJson(text: string, source: string): unknown {
     throw new SetupError(`${source}: invalid JSON: ${where}${reason}`)
   }
   refuseUnstorable(unstorableValues(text, data), source)
+  refuseDuplicateMembers(text, source)
   return data
+}
+
+/**
+ * JSON.parse keeps the last of two members with one name, silently (`"organization"` twice: the
+ * first is lost); YAML refuses a repeated key, and so does a JSON file. The YAML parser, which
+ * reads JSON too, finds it with its line.
+ */
+function refuseDuplicateMembers(text: string, source: string): void {
+  let error
+  try {
+    error = parseDocument(text).errors.find((e) => e.code === 'DUPLICATE_KEY')
+  } catch {
+    return // nested past the YAML parser's stack: JSON.parse read it, and other checks bound it
+  }
+  if (!error) return
+  const pos = error.linePos?.[0]
+  throw new SetupError(`${source}: invalid JSON: ${pos ? `line ${pos.line}, column ${pos.col}: ` : ''}a member is named twice in one object (the first would be lost)`)
 }
 
 /**
@@ -125,12 +152,14 @@ export function parseSetup(text: string, source: string, format: SetupFormat): S
  */
 export async function loadSetupFile(file: string): Promise<SetupFile> {
   const format = formatOf(file)
-  let text: string
+  let bytes: Buffer
   try {
-    text = await readFile(file, 'utf8')
+    bytes = await readFile(file)
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? 'error'
     throw new SetupError(`${file}: cannot read the file (${code})`)
   }
-  return parseSetup(text, file, format)
+  // Read as UTF-8 regardless, a Latin-1 "é" would become U+FFFD and be applied as such.
+  if (!isUtf8(bytes)) throw new SetupError(`${file}: is not UTF-8 text (saved in another encoding, such as Windows-1252?): save it as UTF-8`)
+  return parseSetup(bytes.toString('utf8'), file, format)
 }

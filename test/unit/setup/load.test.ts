@@ -114,6 +114,20 @@ describe('loadSetupFile', () => {
     expect(await failure(loadSetupFile(r))).toBe(`SetupError: ${r}: invalid JSON: line 2, column 1: Unexpected non-whitespace character after the JSON value`)
   })
 
+  it('refuses a JSON member named twice, YAML aliases without an end or an anchor, and a file that is not UTF-8, in one line naming the file', async () => {
+    const dup = await file('dup.json', '{"organization": {"key": "acme", "name": "A"},\n "organization": {"key": "typo"}}')
+    expect(await failure(loadSetupFile(dup))).toBe(`SetupError: ${dup}: invalid JSON: line 2, column 2: a member is named twice in one object (the first would be lost)`)
+    const loop = await file('loop.yaml', 'organization: &a {key: acme, x: *a}\n')
+    expect(await failure(loadSetupFile(loop))).toBe(`SetupError: ${loop}: an alias refers to a node that holds it (*a inside &a), which has no end`)
+    const unresolved = await file('unresolved.yaml', 'organization: {key: acme, name: *nope}\n')
+    expect(await failure(loadSetupFile(unresolved))).toMatch(new RegExp(`^SetupError: ${unresolved.replaceAll('.', '\\.')}: .*nope`))
+    const bomb = await file('bomb.yaml', ['a: &a [x, x, x, x, x, x, x, x, x]', ...'bcdefghi'.split('').map((c, i) => `${c}: &${c} [${Array(9).fill(`*${'abcdefghi'[i]}`).join(', ')}]`), 'organization: {key: acme}'].join('\n'))
+    expect(await failure(loadSetupFile(bomb))).toMatch(new RegExp(`^SetupError: ${bomb.replaceAll('.', '\\.')}: `))
+    const latin1 = path.join(dir, 'latin1.yaml')
+    await writeFile(latin1, Buffer.from('organization: {key: acme, name: Caf\xe9}\n', 'latin1'))
+    expect(await failure(loadSetupFile(latin1))).toBe(`SetupError: ${latin1}: is not UTF-8 text (saved in another encoding, such as Windows-1252?): save it as UTF-8`)
+  })
+
   it('refuses what the store cannot keep as written, as an API body would be refused, rather than rounding it', async () => {
     const bounds = (max: string): string => YAML.replace('min: 0}', `min: 0, max: ${max}}`)
     const lost = await file('lost.yaml', bounds('9007199254740993'))
