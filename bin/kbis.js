@@ -10,6 +10,13 @@ const earlySignal = () => {
   return signalled.length > 0
 }
 
+// Node prints a process warning over several lines (a library's notice, then how to trace it): one
+// line of the CLI's own instead, its first line (node-postgres's notice on sslmode=require was ten).
+process.removeAllListeners('warning')
+process.on('warning', (warning) => {
+  process.stderr.write(`kbis: warning: ${String(warning.message).split('\n')[0].trim()}\n`)
+})
+
 // `kbis keys` and `kbis users` run a few statements on the store and exit: V8 compiling PGlite's
 // busiest WebAssembly functions again, optimized, would not pay off before the exit. Baseline code
 // only: `kbis keys list` on the embedded store took 1.0 s of CPU instead of 1.7, and 0.95 s instead

@@ -284,6 +284,10 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
       const noSsl = (plain.address() as AddressInfo).port
       const refused = await kbis(['keys', 'list', '--org', 'acme'], { DATABASE_URL: `postgres://kbis:hunter2@127.0.0.1:${noSsl}/inventory?sslmode=verify-full` })
       expect(refused).toEqual({ code: 1, stdout: '', stderr: `kbis: cannot use PostgreSQL at 127.0.0.1:${noSsl}/inventory (DATABASE_URL): The server does not support SSL connections\n` })
+      // sslmode=require: node-postgres's notice that it verifies the certificate, as one line (it was ten).
+      const required = await kbis(['keys', 'list', '--org', 'acme'], { DATABASE_URL: `postgres://kbis:hunter2@127.0.0.1:${noSsl}/inventory?sslmode=require` })
+      expect(required).toEqual({ code: 1, stdout: '', stderr: 'kbis: warning: SECURITY WARNING: The SSL modes \'prefer\', \'require\', and \'verify-ca\' are treated as aliases for \'verify-full\'.\n'
+        + `kbis: cannot use PostgreSQL at 127.0.0.1:${noSsl}/inventory (DATABASE_URL): The server does not support SSL connections\n` })
     } finally {
       plain.close()
     }
