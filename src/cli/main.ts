@@ -201,11 +201,15 @@ function registerKeyCommands(program: Command): void {
       const { checkKeyRequest, createKeyFromCli } = await import('../keys/cli.js')
       checkKeyRequest(request)
       const key = await withStore(configFrom(flags), 'keys', request, (db) => createKeyFromCli(db, request))
-      if (flags.json) out(JSON.stringify({ id: key.id, secret: key.secret }))
-      else {
-        out(`API key ${key.id} created. Secret (shown only this once):`)
-        out(key.secret)
-      }
+      const text = flags.json ? `${JSON.stringify({ id: key.id, secret: key.secret })}\n` : `API key ${key.id} created. Secret (shown only this once):\n${key.secret}\n`
+      // The secret's only copy: standard output that cannot take it (a full disk, a closed pipe) is
+      // said, with the key that now exists without anyone holding its secret.
+      await new Promise<void>((resolve) => process.stdout.write(text, (err) => {
+        if (!err) return resolve()
+        process.stderr.write(`kbis: API key ${key.id} was created, but standard output could not take its secret (${(err as NodeJS.ErrnoException).code ?? err.message}): `
+          + `revoke it (kbis keys revoke ${key.id} --org ${flags.org}) and create another\n`)
+        process.exit(1)
+      }))
     })
 
   keys

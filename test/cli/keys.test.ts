@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { STORES } from '../helpers/stores.js'
-import { cli, cliRun, cliStore, runCli } from '../helpers/cli-server.js'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { closeSync, openSync } from 'node:fs'
+import { KBIS_BIN, cli, cliRun, cliStore, runCli } from '../helpers/cli-server.js'
 
 const createKey = async (name: string, env: Record<string, string>): Promise<{ id: string; secret: string }> =>
   JSON.parse((await cli(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', name, '--type', 'Editor', '--roles', 'all', '--json'], env)).at(-1)!) as { id: string; secret: string }
@@ -62,6 +65,20 @@ for (const kind of STORES) {
       // --json keeps the name as it is (JSON escapes it).
       const listed = JSON.parse((await cli(['keys', 'list', '--org', 'acme', '--json'], env)).at(-1)!) as { id: string; name: string }[]
       expect(listed.find((k) => k.id === key.id)!.name).toBe(name)
+    })
+
+    it('says so when standard output cannot take the new key\'s secret (a full disk): the key exists, and how to revoke it', async () => {
+      const out = openSync('/dev/full', 'w')
+      const child = spawn(KBIS_BIN, ['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', 'lost secret', '--type', 'Viewer', '--roles', 'all'],
+        { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', out, 'pipe'] })
+      closeSync(out)
+      let stderr = ''
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()))
+      const [code] = await once(child, 'close') as [number]
+      const listed = JSON.parse((await cli(['keys', 'list', '--org', 'acme', '--json'], env)).at(-1)!) as { id: string; name: string }[]
+      const key = listed.find((k) => k.name === 'lost secret')!
+      expect({ code, stderr }).toEqual({ code: 1, stderr: `kbis: API key ${key.id} was created, but standard output could not take its secret (ENOSPC): revoke it (kbis keys revoke ${key.id} --org acme) and create another\n` })
+      await cli(['keys', 'revoke', key.id, '--org', 'acme'], env)
     })
 
     it('refuses a name or a description longer than POST /api-keys takes, and takes them at the limit', async () => {
