@@ -71,6 +71,14 @@ describe('pglite: a data directory from a template', { timeout: 180_000 }, () =>
     const dir = newDir('broken')
     await expect(unpackTemplate(dir, { file: broken, keyFile: template.keyFile })).rejects.toThrow(/^could not unpack the PGlite data directory template into .*broken: .+/)
     expect(existsSync(path.join(dir, 'PG_VERSION'))).toBe(false)
+    // A file that cannot be written (here a directory stands where it goes; on a full disk, ENOSPC):
+    // tar only warned, the directory got its PG_VERSION, and every later start failed to open it.
+    writeKey(templateKey().pglite)
+    const blocked = newDir('blocked')
+    mkdirSync(path.join(blocked, 'global', 'pg_control'), { recursive: true })
+    writeFileSync(path.join(blocked, 'global', 'pg_control', 'in-the-way'), '')
+    await expect(unpackTemplate(blocked, template)).rejects.toThrow(/^could not unpack the PGlite data directory template into .*blocked: .+/)
+    expect(existsSync(path.join(blocked, 'PG_VERSION'))).toBe(false)
   })
 
   /**
