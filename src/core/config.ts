@@ -207,13 +207,17 @@ function trustedProxiesFrom(raw: string | undefined): string[] {
 /** NATS servers, comma-separated: `nats://host:4222`, `tls://…`, `ws(s)://…` or `host[:port]`. */
 function natsUrlFrom(raw: string | undefined): string | undefined {
   if (raw === undefined || raw === '') return undefined
-  for (const server of listFrom(raw)) {
+  const servers = listFrom(raw)
+  // Blanks and empty entries are left out here, not handed to the client, which took " " or a
+  // trailing comma for a server and failed every attempt to connect ("Invalid URL").
+  if (servers.length === 0) throw new ConfigError(`NATS_URL: names no server; a comma-separated list of NATS servers such as nats://127.0.0.1:4222, got "${raw}"`)
+  for (const server of servers) {
     const url = urlOf(server.includes('://') ? server : `nats://${server}`)
     if (url === null || url.hostname === '' || !['nats:', 'tls:', 'ws:', 'wss:'].includes(url.protocol)) {
       throw new ConfigError(`NATS_URL: a comma-separated list of NATS servers such as nats://127.0.0.1:4222, got "${server}"`)
     }
   }
-  return raw
+  return servers.join(',')
 }
 
 /**

@@ -13,6 +13,8 @@ export interface NatsOptions {
   onError?: (err: unknown, repeated: boolean) => void
   /** Events were published again after failures. */
   onResumed?: () => void
+  /** An event too large for the server's max_payload was published without its data. */
+  onOversized?: (eventId: string, bytes: number, maxPayload: number) => void
   /** Gives the attempt up: a connection still being made is closed whenever it is made. */
   signal?: AbortSignal
 }
@@ -95,13 +97,31 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
   const js = jetstream(nc)
   const encoder = new TextEncoder()
 
+  // An event larger than the server's max_payload (a PATCH of a megabyte text, from and to) cannot
+  // be published: in its place goes the event without `data`, `dataomitted: true`, under its id, so
+  // that a consumer learns of it and reads it whole from GET /events. It used to fail its batch
+  // again and again, holding every later event pending (and re-sending those, stored again once
+  // the stream's duplicate window had passed).
+  const payloadOf = (event: StampedEvent['event']): Uint8Array => {
+    const whole = encoder.encode(JSON.stringify(event))
+    const max = nc.info?.max_payload
+    if (max === undefined || whole.length <= max) return whole
+    options.onOversized?.(event.id, whole.length, max)
+    return encoder.encode(JSON.stringify({ ...event, data: null, dataomitted: true }))
+  }
   const publish = async (events: StampedEvent[]): Promise<void> => {
     if (events.length === 0) return
-    await Promise.all(events.map(({ orgKey, event }) =>
-      js.publish(natsSubject(orgKey, event.type), encoder.encode(JSON.stringify(event)), { msgID: event.id })))
-    await db.query(BACKGROUND_SQL + 'UPDATE events SET pending_publish = false FROM unnest($1::uuid[], $2::uuid[]) AS u(org_id, id) WHERE events.org_id = u.org_id AND events.id = u.id',
-      [events.map((e) => e.orgId), events.map((e) => e.event.id)],
-    )
+    const results = await Promise.allSettled(events.map(({ orgKey, event }) =>
+      js.publish(natsSubject(orgKey, event.type), payloadOf(event), { msgID: event.id })))
+    // What was published is done, whatever became of the rest: not sent again by the next sweep.
+    const done = events.filter((_, i) => results[i]!.status === 'fulfilled')
+    if (done.length > 0) {
+      await db.query(BACKGROUND_SQL + 'UPDATE events SET pending_publish = false FROM unnest($1::uuid[], $2::uuid[]) AS u(org_id, id) WHERE events.org_id = u.org_id AND events.id = u.id',
+        [done.map((e) => e.orgId), done.map((e) => e.event.id)],
+      )
+    }
+    const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+    if (failure) throw failure.reason
   }
 
   // While publications fail, the relay's batches are left pending for the sweeps; the first
@@ -121,6 +141,9 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
     if (sweeping) return
     sweeping = true
     try {
+      // While publications fail, the relay hands nothing over: the sweep that ends the outage takes
+      // every pending event, the last seconds' too, so that they go out in stamping order.
+      if (down) minAgeSeconds = 0
       let published = 0
       for (;;) {
         const rows = await db.query<StampedEventRow & { org_key: string }>(`${BACKGROUND_SQL}SELECT ${EVENT_COLUMNS}, o.key AS org_key FROM events e JOIN organizations o ON o.id = e.org_id
@@ -131,7 +154,8 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
         published += rows.rows.length
         if (rows.rows.length < 1000) break
       }
-      if (down && published > 0) {
+      // Nothing left to publish (another process did): NATS answering is the outage's end here too.
+      if (down && (published > 0 || (await nc.rtt().then(() => true, () => false)))) {
         down = false
         options.onResumed?.()
       }

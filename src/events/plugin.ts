@@ -51,17 +51,26 @@ export function registerEvents(app: FastifyInstance, db: Db, config: Config): vo
           ? app.log.warn(`NATS publication still failing (${(err as Error | undefined)?.message ?? String(err)}); events stay pending, next attempt in 5 s`)
           : app.log.error({ err }, 'NATS publication failed; events stay pending and are published again by a sweep every 5 s'),
         onResumed: () => app.log.info('NATS publication resumed'),
+        onOversized: (eventId: string, bytes: number, max: number) =>
+          app.log.warn({ event_id: eventId, bytes, max_payload: max }, 'event larger than the NATS server\'s max_payload: published without its data (dataomitted: true); GET /events has it whole'),
       }
       // NATS down at start does not stop the API: events stay pending (stamped, not published)
       // until a connection succeeds, here or in another process. No attempt starts once the app
       // is closing, and one under way is given up (its connection closed, whenever it is made):
       // an attempt that went on after the close created the stream again and left its connection
       // open, and waiting for one kept the close waiting for a silent NATS's time-out.
+      let attempts = 0
       const attach = (): void => {
         if (closed) return
-        nats.attaching = attachNats(relay, db, { ...options, signal: giveUp.signal }).then((sink) => { nats.sink = sink }, (err: unknown) => {
+        nats.attaching = attachNats(relay, db, { ...options, signal: giveUp.signal }).then((sink) => {
+          nats.sink = sink
+          if (attempts > 0) app.log.info(`NATS reached after ${attempts} failed attempt${attempts === 1 ? '' : 's'}; pending events are being published`)
+        }, (err: unknown) => {
           if (giveUp.signal.aborted) return
-          app.log.error({ err }, err instanceof Error && err.name === 'NatsStreamError' ? `${err.message}; retrying in 5 s` : 'NATS unreachable; retrying in 5 s')
+          const what = err instanceof Error && err.name === 'NatsStreamError' ? err.message : 'NATS unreachable'
+          // The first failure whole, the next ones of the same outage as one line each.
+          if (attempts++ === 0) app.log.error({ err }, `${what}; retrying in 5 s`)
+          else app.log.warn(`${what} (${attempts} attempts: ${(err as Error | undefined)?.message ?? String(err)}); retrying in 5 s`)
           setTimeout(attach, 5000).unref()
         })
       }

@@ -64,6 +64,27 @@ for (const store of STORES) {
       expect(ours).toEqual(feed.map((e: any) => ({ subject: `kbis.acme.${e.type}`, msgId: e.id, event: e })))
     })
 
+    it('publishes an event larger than the server\'s max_payload without its data (dataomitted), and the events after it as usual', async () => {
+      const max = (nc.info as { max_payload: number }).max_payload
+      const text = (c: string) => c.repeat(Math.ceil(max * 0.7))
+      const created = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'nats-big', properties: { body: text('a') } } })
+      expect(created.status).toBe(201)
+      // From and to: the update's event is about 1.4 times the server's limit.
+      expect((await t.request('PATCH', `/api/v1/assets/${created.body.data.id}`, { body: { properties: { body: text('b') } } })).status).toBe(200)
+      const after = await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'nats-after-big' } })
+      await t.settled()
+      await until(async () => (await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE pending_publish')).rows[0]!.n === 0)
+      const feed = (await t.request('GET', '/api/v1/events?filter[type]=asset.updated,asset.created&page[size]=1000')).body.data as any[]
+      const updated = feed.find((e) => e.type === 'asset.updated' && e.subject === `assets/${created.body.data.id}`)
+      const next = feed.find((e) => e.subject === `assets/${after.body.data.id}`)
+      const all = await messages((await jsm.streams.info(stream)).state.messages)
+      const byId = new Map(all.map((m) => [m.msgId, m.event]))
+      expect(JSON.stringify(updated).length).toBeGreaterThan(max)
+      expect(byId.get(updated.id)).toEqual({ ...updated, data: null, dataomitted: true })
+      expect(byId.get(next.id)).toEqual(next)
+      expect(all.filter((m) => m.msgId === next.id)).toHaveLength(1)
+    })
+
     it('republishes events a crash left unpublished; the stream drops the duplicates', async () => {
       const before = (await jsm.streams.info(stream)).state.messages
       await t.store.db.query(`UPDATE events SET pending_publish = true, time = now() - interval '1 minute'`)

@@ -37,12 +37,18 @@ describe('LOG_LEVEL, KBIS_TRUSTED_PROXIES and NATS_URL', () => {
     expect(loadConfig({ LOG_LEVEL: 'warn' }).logLevel).toBe('warn')
     expect(loadConfig({ KBIS_TRUSTED_PROXIES: '10.0.0.1, 10.0.0.0/8,2001:db8::/32,::1,loopback' }).trustedProxies).toEqual(['10.0.0.1', '10.0.0.0/8', '2001:db8::/32', '::1', 'loopback'])
     expect(loadConfig({ NATS_URL: 'nats://127.0.0.1:4222,tls://nats.example.com:4443,10.0.0.2:4222' }).natsUrl).toBe('nats://127.0.0.1:4222,tls://nats.example.com:4443,10.0.0.2:4222')
+    // Blanks and empty entries are not servers: the client took them for ones and never connected.
+    expect(loadConfig({ NATS_URL: 'nats://127.0.0.1:4222, ' }).natsUrl).toBe('nats://127.0.0.1:4222')
+    expect(loadConfig({ NATS_URL: ' nats://a:4222 ,, nats://b:4222' }).natsUrl).toBe('nats://a:4222,nats://b:4222')
   })
 
   it('refuse other values with one line naming the variable', () => {
     expect(() => loadConfig({ LOG_LEVEL: 'loud' })).toThrow(new ConfigError('LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'))
     for (const bad of ['garbage', '10.0.0.0/99', '999.1.1.1', '2130706433', '10', '0x0a.0.0.1', '10/8', 'fe80::1%eth0']) {
       expect(() => loadConfig({ KBIS_TRUSTED_PROXIES: `10.0.0.1,${bad}` }), bad).toThrow(new ConfigError(`KBIS_TRUSTED_PROXIES: a comma-separated list of addresses or CIDRs (10.0.0.1, 10.0.0.0/8, 2001:db8::/32; IPv4 in dotted decimal), got "${bad}"`))
+    }
+    for (const none of [' ', ',', ' , ']) {
+      expect(() => loadConfig({ NATS_URL: none }), none).toThrow(new ConfigError(`NATS_URL: names no server; a comma-separated list of NATS servers such as nats://127.0.0.1:4222, got "${none}"`))
     }
     for (const bad of [':::', 'http://nats.example.com:4222', 'nats://']) {
       expect(() => loadConfig({ NATS_URL: bad }), bad).toThrow(new ConfigError(`NATS_URL: a comma-separated list of NATS servers such as nats://127.0.0.1:4222, got "${bad}"`))
