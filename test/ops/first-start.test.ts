@@ -107,6 +107,31 @@ for (const store of STORES) {
         }
       })
 
+      it(`${label}: a SIGTERM caught while the program loads but not yet handled when it starts listening itself is not lost`, async () => {
+        const { env, drop } = await cliStore(store)
+        // bin/kbis.js keeps a signal that comes while the modules load and stops keeping them once
+        // the serve command listens. A signal already caught then, whose turn had not come, was
+        // dropped with the last listener: the server started and ran on. Sent here at that moment.
+        const dir = await mkdtemp(path.join(tmpdir(), 'kbis-kept-signal-'))
+        const preload = path.join(dir, 'send.cjs')
+        await writeFile(preload, `const off = process.removeListener; let sent = false
+process.removeListener = process.off = function (event, listener) {
+  if (event === 'SIGTERM' && !sent) { sent = true; process.kill(process.pid, 'SIGTERM') }
+  return off.call(this, event, listener)
+}
+`)
+        try {
+          const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${preload}` })
+          onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
+          const exited = await Promise.race([started.exited, new Promise((resolve) => setTimeout(() => resolve('still running after 30 s'), 30_000))])
+          expect([exited, started.child.signalCode]).toEqual([0, null])
+          expect(started.lines.filter((line) => /listening on|Admin API key/.test(line))).toEqual([])
+        } finally {
+          await drop()
+          await rm(dir, { recursive: true, force: true })
+        }
+      })
+
       it(`${label}: a SIGTERM before the start began (while its modules load) ends it at once, exit 0, nothing started`, async () => {
         const { env, drop } = await cliStore(store)
         // Says on standard error when the process first listens for SIGTERM (a module preloaded
