@@ -154,10 +154,12 @@ function registerServe(program: Command, entry: EntryPoint): void {
         return process.exit(0)
       }
       if (flags.workers !== undefined && !isWorker()) {
-        // The primary drains its workers itself (cli/workers.ts).
+        // The primary drains its workers itself (cli/workers.ts): it listens for signals before
+        // this stops, so that none falls between the two.
+        const primary = runPrimary(config, flags.workers, out)
         process.off('SIGINT', stop)
         process.off('SIGTERM', stop)
-        return runPrimary(config, flags.workers, out)
+        return primary
       }
       server = isWorker() ? await startWorker(config, out) : await startServer(config, out)
       if (stopping) void drain(server)

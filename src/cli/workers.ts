@@ -29,6 +29,21 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
   if (!config.databaseUrl) {
     throw new WorkersError('--workers needs PostgreSQL (set DATABASE_URL): the embedded PGlite store belongs to one process')
   }
+  let stopping = false
+  let announced = false
+  // A SIGTERM or SIGINT before the start is announced lets it finish first (every worker
+  // listening, the first start's key made and printed), as a single server does; then it drains.
+  // Listened for before the first await: main stops listening for this process once this one
+  // does, and a signal in between (while the store migrates) ended the primary with 143.
+  let started = false
+  let signalled = false
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (!signalled) print(stoppingLine(signal, config.shutdownTimeoutSeconds))
+    signalled = true
+    if (started) void stop(0)
+  }
+  process.on('SIGTERM', onSignal)
+  process.on('SIGINT', onSignal)
   // Migrated here, once; organization `default` and its Admin key only when every worker
   // listens (a port in use must not create a key that is shown only once and then lost).
   const db = await openStore(config, { onMigrated: (applied) => print(migratedLine(applied)) })
@@ -36,12 +51,6 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
     cluster: true,
     onError: (err, requestId) => print(`kbis: metrics could not be collected (request ${requestId}): ${err instanceof Error ? err.message : String(err)}`),
   }) : null
-  let stopping = false
-  let announced = false
-  // A SIGTERM or SIGINT before the start is announced lets it finish first (every worker
-  // listening, the first start's key made and printed), as a single server does; then it drains.
-  let started = false
-  let signalled = false
   const restarts: number[] = []
   // The workers accept connections themselves from the shared listening socket, rather than the
   // primary accepting and handing each to a worker (node:cluster's default, round-robin): a
@@ -114,13 +123,6 @@ export async function runPrimary(config: Config, workers: number, print: (line: 
     if (exitCode === 0) print(STOPPED_LINE)
     process.exit(exitCode)
   }
-  const onSignal = (signal: NodeJS.Signals): void => {
-    if (!signalled) print(stoppingLine(signal, config.shutdownTimeoutSeconds))
-    signalled = true
-    if (started) void stop(0)
-  }
-  process.on('SIGTERM', onSignal)
-  process.on('SIGINT', onSignal)
   for (let i = 0; i < workers; i++) fork()
 }
 

@@ -132,6 +132,34 @@ process.removeListener = process.off = function (event, listener) {
         }
       })
 
+      if (extra.includes('--workers')) {
+        it(`${label}: a SIGTERM as the primary takes signals over from the command lets the start finish, then drains, exit 0`, async () => {
+          const { env, drop } = await cliStore(store)
+          // Sent as the serve command stops listening (its second SIGTERM listener removed, after
+          // bin/kbis.js's): the primary listened only once its store was open, and a signal in
+          // between was lost, or ended it with 143 while it migrated.
+          const dir = await mkdtemp(path.join(tmpdir(), 'kbis-primary-signal-'))
+          const preload = path.join(dir, 'send.cjs')
+          await writeFile(preload, `const off = process.removeListener; let removed = 0
+process.removeListener = process.off = function (event, listener) {
+  if (event === 'SIGTERM' && ++removed === 2 && require('node:cluster').isPrimary) process.kill(process.pid, 'SIGTERM')
+  return off.call(this, event, listener)
+}
+`)
+          try {
+            const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${preload}` })
+            onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
+            const exited = await Promise.race([started.exited, new Promise((resolve) => setTimeout(() => resolve('still running after 60 s'), 60_000))])
+            expect([exited, started.child.signalCode]).toEqual([0, null])
+            expect(started.lines.filter((line) => /^kbis: SIGTERM received|^kbis stopped$|^Admin API key/.test(line)).map((line) => line.replace(/kbis_\S+/, 'kbis_…').replace(/ \(.*$/, '')))
+              .toEqual(['kbis: SIGTERM received; stopping', 'Admin API key', 'kbis stopped'])
+          } finally {
+            await drop()
+            await rm(dir, { recursive: true, force: true })
+          }
+        }, 90_000)
+      }
+
       it(`${label}: a SIGTERM before the start began (while its modules load) ends it at once, exit 0, nothing started`, async () => {
         const { env, drop } = await cliStore(store)
         // Says on standard error when the process first listens for SIGTERM (a module preloaded
