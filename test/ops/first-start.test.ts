@@ -5,7 +5,7 @@ import path from 'node:path'
 import { createServer, type Server } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { STORES } from '../helpers/stores.js'
-import { cliRun, cliStore, freePort, runCli } from '../helpers/cli-server.js'
+import { cliRun, cliStore, freePort, runCli, type CliProcess } from '../helpers/cli-server.js'
 import { openDb, type StoreKind } from '../../src/store/db.js'
 
 /**
@@ -30,6 +30,26 @@ for (const store of STORES) {
         return (await db.query<{ key: string }>('SELECT key FROM organizations ORDER BY key')).rows.map((r) => r.key)
       } finally {
         await db.close()
+      }
+    }
+
+    /**
+     * `kbis serve` on a new store of this kind with `preload` (CommonJS) run before bin/kbis.js
+     * (NODE_OPTIONS --require): it watches or sends the process's signals. The store and the
+     * preload are removed after `use`; a server still running is killed.
+     */
+    async function servePreloaded(extra: string[], preload: string, use: (started: CliProcess) => Promise<void>): Promise<void> {
+      const { env, drop } = await cliStore(store)
+      const dir = await mkdtemp(path.join(tmpdir(), 'kbis-preload-'))
+      const file = path.join(dir, 'preload.cjs')
+      await writeFile(file, preload)
+      try {
+        const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${file}` })
+        onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
+        await use(started)
+      } finally {
+        await drop()
+        await rm(dir, { recursive: true, force: true })
       }
     }
 
@@ -108,82 +128,53 @@ for (const store of STORES) {
       })
 
       it(`${label}: a SIGTERM caught while the program loads but not yet handled when it starts listening itself is not lost`, async () => {
-        const { env, drop } = await cliStore(store)
         // bin/kbis.js keeps a signal that comes while the modules load and stops keeping them once
         // the serve command listens. A signal already caught then, whose turn had not come, was
         // dropped with the last listener: the server started and ran on. Sent here at that moment.
-        const dir = await mkdtemp(path.join(tmpdir(), 'kbis-kept-signal-'))
-        const preload = path.join(dir, 'send.cjs')
-        await writeFile(preload, `const off = process.removeListener; let sent = false
+        await servePreloaded(extra, `const off = process.removeListener; let sent = false
 process.removeListener = process.off = function (event, listener) {
   if (event === 'SIGTERM' && !sent) { sent = true; process.kill(process.pid, 'SIGTERM') }
   return off.call(this, event, listener)
 }
-`)
-        try {
-          const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${preload}` })
-          onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
-          const exited = await Promise.race([started.exited, new Promise((resolve) => setTimeout(() => resolve('still running after 30 s'), 30_000))])
-          expect([exited, started.child.signalCode]).toEqual([0, null])
+`, async (started) => {
+          expect([await exitWithin(started, 30_000), started.child.signalCode]).toEqual([0, null])
           expect(started.lines.filter((line) => /listening on|Admin API key/.test(line))).toEqual([])
-        } finally {
-          await drop()
-          await rm(dir, { recursive: true, force: true })
-        }
+        })
       })
 
       if (extra.includes('--workers')) {
         it(`${label}: a SIGTERM as the primary takes signals over from the command lets the start finish, then drains, exit 0`, async () => {
-          const { env, drop } = await cliStore(store)
           // Sent as the serve command stops listening (its second SIGTERM listener removed, after
           // bin/kbis.js's): the primary listened only once its store was open, and a signal in
           // between was lost, or ended it with 143 while it migrated.
-          const dir = await mkdtemp(path.join(tmpdir(), 'kbis-primary-signal-'))
-          const preload = path.join(dir, 'send.cjs')
-          await writeFile(preload, `const off = process.removeListener; let removed = 0
+          await servePreloaded(extra, `const off = process.removeListener; let removed = 0
 process.removeListener = process.off = function (event, listener) {
   if (event === 'SIGTERM' && ++removed === 2 && require('node:cluster').isPrimary) process.kill(process.pid, 'SIGTERM')
   return off.call(this, event, listener)
 }
-`)
-          try {
-            const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${preload}` })
-            onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
-            const exited = await Promise.race([started.exited, new Promise((resolve) => setTimeout(() => resolve('still running after 60 s'), 60_000))])
-            expect([exited, started.child.signalCode]).toEqual([0, null])
-            expect(started.lines.filter((line) => /^kbis: SIGTERM received|^kbis stopped$|^Admin API key/.test(line)).map((line) => line.replace(/kbis_\S+/, 'kbis_…').replace(/ \(.*$/, '')))
+`, async (started) => {
+            expect([await exitWithin(started, 60_000), started.child.signalCode]).toEqual([0, null])
+            expect(started.lines.filter((line) => /^kbis: SIGTERM received|^kbis stopped$|^Admin API key/.test(line)).map((line) => line.replace(/ \(.*$/, '')))
               .toEqual(['kbis: SIGTERM received; stopping', 'Admin API key', 'kbis stopped'])
-          } finally {
-            await drop()
-            await rm(dir, { recursive: true, force: true })
-          }
+          })
         }, 90_000)
       }
 
       it(`${label}: a SIGTERM before the start began (while its modules load) ends it at once, exit 0, nothing started`, async () => {
-        const { env, drop } = await cliStore(store)
         // Says on standard error when the process first listens for SIGTERM (a module preloaded
         // before bin/kbis.js): the moment from which a signal is the program's to handle. Before
         // it, Node's default ends the process (143) and no program can help it.
-        const dir = await mkdtemp(path.join(tmpdir(), 'kbis-early-signal-'))
-        const preload = path.join(dir, 'tell.cjs')
-        await writeFile(preload, `const on = process.on; let told = false
+        await servePreloaded(extra, `const on = process.on; let told = false
 process.on = function (event, listener) {
   const result = on.call(this, event, listener)
   if (event === 'SIGTERM' && !told) { told = true; require('node:fs').writeSync(2, 'listening for SIGTERM\\n') }
   return result
 }
-`)
-        try {
-          const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${preload}` })
-          onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
+`, async (started) => {
           await started.waitFor(/^listening for SIGTERM$/, 60_000)
           started.child.kill('SIGTERM')
           expect([await started.exited, started.child.signalCode, started.lines]).toEqual([0, null, ['listening for SIGTERM']])
-        } finally {
-          await drop()
-          await rm(dir, { recursive: true, force: true })
-        }
+        })
       })
 
       it(`${label}: says when webhooks made before migration 0019 still get every event of their organization`, async () => {
@@ -238,4 +229,15 @@ process.on = function (event, listener) {
       })
     }
   })
+}
+
+/** The process's exit code, or a sentence saying it still runs after `ms`. */
+async function exitWithin(started: CliProcess, ms: number): Promise<number | null | string> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<string>((resolve) => { timer = setTimeout(() => resolve(`still running after ${ms / 1000} s`), ms) })
+  try {
+    return await Promise.race([started.exited, late])
+  } finally {
+    clearTimeout(timer)
+  }
 }
