@@ -4,6 +4,9 @@ import { BACKGROUND_SQL, type Db } from '../store/db.js'
 import { EVENT_COLUMNS, toCloudEvent, type StampedEventRow } from '../outbox/cloud-event.js'
 import type { EventRelay, StampedEvent } from './relay.js'
 
+/** Bytes of a message's max_payload left to its headers (NATS counts them in the limit). */
+const HEADERS_MARGIN = 1024
+
 export interface NatsOptions {
   url: string
   stream: string
@@ -105,7 +108,8 @@ export async function attachNats(relay: EventRelay, db: Db, options: NatsOptions
   const payloadOf = (event: StampedEvent['event']): Uint8Array => {
     const whole = encoder.encode(JSON.stringify(event))
     const max = nc.info?.max_payload
-    if (max === undefined || whole.length <= max) return whole
+    // The limit holds the headers too (Nats-Msg-Id and JetStream's own): a margin for them.
+    if (max === undefined || whole.length + HEADERS_MARGIN <= max) return whole
     options.onOversized?.(event.id, whole.length, max)
     return encoder.encode(JSON.stringify({ ...event, data: null, dataomitted: true }))
   }
