@@ -252,7 +252,7 @@ function storedText(field: AnalyticsField, projection: Projection): string | nul
 }
 
 function numberExpr(field: AnalyticsField, projection: Projection): string {
-  if (field.kind !== 'property') throw new Error('sum and average take a number property')
+  if (field.kind !== 'property') throw new Error('sum and average take a number or integer property')
   return columnRef(projection, 'a', 'number', field.key)
 }
 

@@ -42,7 +42,7 @@ export const analyticsBody = {
         additionalProperties: false,
         properties: {
           type: { type: 'string', enum: ['count', 'count_distinct', 'sum', 'average'] },
-          field: { type: 'string', description: 'count_distinct: any field; sum and average: a number property.' },
+          field: { type: 'string', description: 'count_distinct: any field; sum and average: a number or integer property (not currency, percentage or score: 400).' },
           as: { type: 'string', minLength: 1, description: 'The measure\'s name (default `count` or `<type>:<field>`).' },
         },
       },

@@ -10,7 +10,7 @@ import { checkMembers, failAt, isObject } from '../core/json.js'
  * Stage 1 of analytics: the body (CONTRACT §7) checked against the metamodel into an
  * {@link AnalyticsSpec}. Pure. Errors are 400 with a pointer into the body: `invalid_filter` for
  * the filter (the search compiler's), `invalid_request` for everything else — among them a
- * sum/average on a field that is not a number property.
+ * sum/average on a field that is not a number or integer property.
  */
 
 export const INTERVALS = ['day', 'week', 'month', 'quarter', 'year'] as const
@@ -102,19 +102,29 @@ function parseMeasure(entry: unknown, at: string, metamodel: Metamodel): Measure
   }
   if (typeof field !== 'string') bad(`${at}/field`, `${String(type)} needs a field`)
   const resolved = parseField(field, `${at}/field`, metamodel)
-  if ((type === 'sum' || type === 'average') && !isNumber(resolved)) {
-    // A key that is a number on some types and not on others is read as text (docs/analytics.md).
-    const some = resolved.kind === 'property' && resolved.kinds.includes('number')
-    bad(`${at}/field`, some
-      ? `${type} needs a number property; ${field} is a number on some asset types and not on others, so it is read as text: filter asset_type_key to the types where it is a number`
-      : `${type} needs a number property (number, integer, percentage, currency, score); ${field} is not one`)
-  }
+  if (type === 'sum' || type === 'average') checkSummable(type, field, resolved, metamodel, `${at}/field`)
   return { type: type as 'count_distinct' | 'sum' | 'average', name: (as as string | undefined) ?? `${String(type)}:${field}`, field: resolved }
 }
 
-/** A property every asset type in reach defines as a number (a key of mixed kinds is read as text). */
-function isNumber(field: AnalyticsField): boolean {
-  return field.kind === 'property' && field.kinds.length === 1 && field.kinds[0] === 'number'
+/** Property types `sum` and `average` take (CONTRACT §7: "only on number and integer properties (400 otherwise)"). */
+const SUMMABLE_TYPES: ReadonlySet<string> = new Set(['number', 'integer'])
+
+/**
+ * A sum or average needs a property that every asset type in reach defines as `number` or
+ * `integer`. A key of mixed kinds is read as text (docs/analytics.md); currency, percentage and
+ * score hold numbers but are refused, as the CONTRACT's letter says.
+ */
+function checkSummable(type: 'sum' | 'average', name: string, field: AnalyticsField, metamodel: Metamodel, at: string): void {
+  if (field.kind !== 'property') bad(at, `${type} needs a number or integer property; ${name} is not one`)
+  const defs = metamodel.propertiesByKey.get(field.key) ?? []
+  const other = defs.find((d) => !SUMMABLE_TYPES.has(d.type))
+  if (other === undefined) return
+  if (field.kinds.length > 1 && field.kinds.includes('number')) {
+    bad(at, `${type} needs a number or integer property; ${name} is a number on some asset types and not on others, so it is read as text: filter asset_type_key to the types where it is a number or an integer`)
+  }
+  bad(at, valueKindOf(other.type) === 'number'
+    ? `${type} takes number and integer properties only (not currency, percentage or score); ${name} is a ${other.type} property of ${other.asset_type_key}`
+    : `${type} needs a number or integer property; ${name} is not one`)
 }
 
 /** `asset_type_key`, `created_at`, … or `properties.<key>` of a key some asset type defines. */

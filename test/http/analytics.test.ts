@@ -148,6 +148,11 @@ for (const store of STORES) {
     it.each<[string, unknown, string, string]>([
       ['sum on a text property', { measures: [{ type: 'sum', field: 'properties.owner' }] }, 'invalid_request', '/measures/0/field'],
       ['average on a select', { measures: [{ type: 'count' }, { type: 'average', field: 'properties.environment' }] }, 'invalid_request', '/measures/1/field'],
+      // CONTRACT §7: "sum/average only on number and integer properties (400 otherwise)".
+      ['sum on a currency property', { measures: [{ type: 'sum', field: 'properties.price' }] }, 'invalid_request', '/measures/0/field'],
+      ['average on a percentage property', { measures: [{ type: 'average', field: 'properties.uptime' }] }, 'invalid_request', '/measures/0/field'],
+      ['sum on a score property', { measures: [{ type: 'count' }, { type: 'sum', field: 'properties.rating' }] }, 'invalid_request', '/measures/1/field'],
+      ['sum on a system field', { measures: [{ type: 'sum', field: 'created_at' }] }, 'invalid_request', '/measures/0/field'],
       ['an unknown group field', { group_by: ['colour'] }, 'invalid_request', '/group_by/0'],
       ['created_at without an interval', { group_by: ['created_at'] }, 'invalid_request', '/group_by/0'],
       ['an unknown member', { measures: [{ type: 'count' }], order_by: 'count' }, 'invalid_request', '/order_by'],

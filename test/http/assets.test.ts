@@ -103,7 +103,7 @@ for (const store of STORES) {
 
     it('validates every property type', async () => {
       const cases: [string, unknown, boolean][] = [
-        ['cost', 12.5, true], ['cost', '12', false],
+        ['cost', 12.5, true], ['cost', '12', false], ['price', 12.5, true], ['price', '12', false],
         ['uptime', 99.9, true], ['uptime', 101, false],
         ['rating', 5, true], ['rating', 6, false], ['rating', 2.5, false],
         ['homepage', 'https://example.com/x', true], ['homepage', 'not a url', false],

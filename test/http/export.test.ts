@@ -87,7 +87,7 @@ for (const store of STORES) {
       expect(res.status).toBe(200)
       expect(res.type).toBe('text/csv')
       const rows = parse(res.body) as string[][]
-      expect(rows[0]).toEqual(['id', 'name', 'access_domain_key', 'created_at', 'updated_at', 'hostname', 'environment', 'cpu_count', 'memory_gb', 'purchased_on', 'tags', 'managed', 'owner', 'cost', 'uptime', 'rating', 'homepage', 'notes', 'summary'])
+      expect(rows[0]).toEqual(['id', 'name', 'access_domain_key', 'created_at', 'updated_at', 'hostname', 'environment', 'cpu_count', 'memory_gb', 'purchased_on', 'tags', 'managed', 'owner', 'cost', 'uptime', 'rating', 'homepage', 'notes', 'summary', 'price'])
       const web = await record('web-01')
       const db = await record('db, "main"\nprimary')
       const dev = await record('dev-01')
@@ -95,9 +95,9 @@ for (const store of STORES) {
       const line = (r: { id: string; name: string; access_domain_key: string | null; created_at: string; updated_at: string }, props: string[]) =>
         [r.id, r.name, r.access_domain_key ?? '', r.created_at, r.updated_at, ...props]
       const cells: Record<string, string[]> = {
-        [web.id]: ['web-01', 'prod', '8', '', '2024-02-29', 'pci|gdpr', 'true', '', '', '', '', '', '', ''],
-        [db.id]: ['db-01', 'prod', '', '12.5', '', '', '', '', '', '', '', '', '', ''],
-        [dev.id]: ['dev-01', 'dev', '', '', '', '', '', '', '', '', '', '', '', ''],
+        [web.id]: ['web-01', 'prod', '8', '', '2024-02-29', 'pci|gdpr', 'true', '', '', '', '', '', '', '', ''],
+        [db.id]: ['db-01', 'prod', '', '12.5', '', '', '', '', '', '', '', '', '', '', ''],
+        [dev.id]: ['dev-01', 'dev', '', '', '', '', '', '', '', '', '', '', '', '', ''],
       }
       expect(rows.slice(1)).toEqual(expected.map((r) => line(r, cells[r.id]!)))
       expect(res.body).toContain('"db, ""main""\nprimary"')

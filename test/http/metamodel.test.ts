@@ -19,7 +19,7 @@ for (const store of STORES) {
       expect(server.unique_property_key).toBe('hostname')
       expect(server.properties.map((p: { key: string }) => p.key)).toEqual([
         'hostname', 'environment', 'cpu_count', 'memory_gb', 'purchased_on', 'tags', 'managed', 'owner', 'cost', 'uptime', 'rating',
-        'homepage', 'notes', 'summary',
+        'homepage', 'notes', 'summary', 'price',
       ])
       expect(res.body.data[2]).toEqual({
         key: 'note', name: 'Note', description: null, unique_property_key: null,
@@ -33,7 +33,7 @@ for (const store of STORES) {
       const byKey = Object.fromEntries(res.body.data.properties.map((p: { key: string }) => [p.key, p]))
       expect(byKey.hostname).toEqual({ key: 'hostname', asset_type_key: 'server', name: 'Hostname', description: null, type: 'unique_key', required: true, options: null, currency: null, min: null, max: null })
       expect(byKey.environment.options).toEqual(['dev', 'staging', 'prod'])
-      expect(byKey.cost.currency).toBe('EUR')
+      expect(byKey.price.currency).toBe('EUR')
       expect([byKey.rating.min, byKey.rating.max]).toEqual([0, 5])
       expect(byKey.cpu_count.min).toBe(1)
     })
@@ -51,7 +51,7 @@ for (const store of STORES) {
 
     it('lists property definitions, filtered by asset type', async () => {
       const all = await t.request('GET', '/api/v1/metamodel/property-definitions?page[size]=100')
-      expect(all.body.meta.page.total_items).toBe(18)
+      expect(all.body.meta.page.total_items).toBe(19)
       const app = await t.request('GET', '/api/v1/metamodel/property-definitions?filter[asset_type_key]=application')
       expect(app.body.data.map((p: { key: string }) => p.key)).toEqual(['code', 'owner', 'tier'])
     })

@@ -44,7 +44,13 @@ describe('parseAnalytics', () => {
       { type: 'sum', name: 'sum:properties.size', field: { kind: 'property', key: 'size', kinds: ['number'] } },
     ])
     expect(fails({ measures: [{ type: 'average', field: 'properties.size' }] }).issues[0]?.detail).toBe(
-      'average needs a number property; properties.size is a number on some asset types and not on others, so it is read as text: filter asset_type_key to the types where it is a number')
+      'average needs a number or integer property; properties.size is a number on some asset types and not on others, so it is read as text: filter asset_type_key to the types where it is a number or an integer')
+  })
+
+  it('refuses sum and average on currency, percentage and score properties (CONTRACT §7: "only on number and integer properties")', () => {
+    expect(fails({ measures: [{ type: 'sum', field: 'properties.price' }] }).issues).toEqual([{ pointer: '/measures/0/field',
+      detail: 'sum takes number and integer properties only (not currency, percentage or score); properties.price is a currency property of rack' }])
+    expect(fails({ measures: [{ type: 'average', field: 'properties.owner' }] }).issues[0]?.detail).toBe('average needs a number or integer property; properties.owner is not one')
   })
 
   it.each<[string, unknown, string, string]>([

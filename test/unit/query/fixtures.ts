@@ -27,7 +27,7 @@ export function givenMetamodel(): Metamodel {
     ],
   }
   // `size` and `kind` mean different kinds on two types: a number and a text, a select and a multi-select.
-  const rack: AssetType = { key: 'rack', name: 'Rack', description: null, unique_property_key: null, properties: [prop('rack', 'size', 'integer'), prop('rack', 'kind', 'select', ['a', 'b'])] }
+  const rack: AssetType = { key: 'rack', name: 'Rack', description: null, unique_property_key: null, properties: [prop('rack', 'size', 'integer'), prop('rack', 'kind', 'select', ['a', 'b']), prop('rack', 'price', 'currency')] }
   const cable: AssetType = { key: 'cable', name: 'Cable', description: null, unique_property_key: null, properties: [prop('cable', 'size', 'text'), prop('cable', 'kind', 'multi_select', ['a', 'b'])] }
   const types = [server, rack, cable]
   const byKey = new Map<string, PropertyDefinition[]>()
