@@ -1,5 +1,5 @@
 import { MAX_INDEXED_TEXT } from '../core/schemas.js'
-import { DATE_PATTERN, UNIQUE_KEY_PATTERN, boundsText } from '../metamodel/validate.js'
+import { DATE_PATTERN, UNIQUE_KEY_PATTERN, URI_PATTERN, boundsText } from '../metamodel/validate.js'
 import { Params } from '../store/sql.js'
 import type { PropertySpec } from './types.js'
 
@@ -9,13 +9,10 @@ import type { PropertySpec } from './types.js'
  * every asset. Every cast sits behind a CASE that has checked the JSON type first, so a value of
  * another type yields false rather than a cast error. Values enter only as parameters.
  *
- * The unique key and date patterns are the API's own: written to mean the same to JavaScript and
- * to PostgreSQL (no `\s`, `\d` or `[:space:]`, whose meaning in SQL follows the server's locale),
+ * The unique key, date and URL patterns are the API's own: written to mean the same to JavaScript
+ * and to PostgreSQL (no `\s`, `\d` or `[:space:]`, whose meaning in SQL follows the server's locale),
  * they cannot drift apart.
  */
-
-/** A scheme, then anything without white space: a looser test than the API's `format: uri`. */
-const URL_SQL_PATTERN = '^[A-Za-z][A-Za-z0-9+.-]*:[^[:space:]]+$'
 
 function string(v: string): string {
   return `jsonb_typeof(${v}) = 'string'`
@@ -57,7 +54,7 @@ export function fitsSql(v: string, p: PropertySpec, params: Params): string {
     case 'text': case 'long_text': case 'rich_text':
       return string(v)
     case 'url':
-      return `(${string(v)} AND (${v} #>> '{}') ~ ${params.add(URL_SQL_PATTERN)})`
+      return `(${string(v)} AND (${v} #>> '{}') ~ ${params.add(URI_PATTERN)})`
     case 'unique_key':
       // length() counts characters, as Ajv's maxLength does (an emoji is one, not two).
       return `(${string(v)} AND length(${v} #>> '{}') <= ${params.add(MAX_INDEXED_TEXT)}::int
