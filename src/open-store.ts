@@ -28,7 +28,7 @@ export interface OpenStoreOptions {
 export async function openStore(config: Config, { onInitialize, onMigrated, existingOnly = false, whenLocked }: OpenStoreOptions = {}): Promise<Db> {
   const answerTimeoutMs = config.databaseUrl && config.statementTimeoutMs > 0 ? config.statementTimeoutMs + PRIMARY_ANSWER_MARGIN_MS : undefined
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
-    statementTimeoutMs: config.statementTimeoutMs, answerTimeoutMs, parallelSetupCost: config.pgParallelSetupCost, onInitialize, existingOnly, whenLocked })
+    statementTimeoutMs: config.statementTimeoutMs, answerTimeoutMs, connectTimeoutMs: config.databaseUrl ? config.connectTimeoutMs : undefined, parallelSetupCost: config.pgParallelSetupCost, onInitialize, existingOnly, whenLocked })
   // Whatever keeps the first connection from opening (an address, a login, SSL) is PostgreSQL's to name.
   let reached = false
   try {

@@ -163,7 +163,7 @@ export interface StoreOptions {
   /** PostgreSQL schema to use (tests isolate each file in its own schema). */
   schema?: string | undefined
   poolSize?: number | undefined
-  /** Give up connecting after this long (a replica that is down must not hold reads up). */
+  /** Give up opening a connection after this long (a replica that is down must not hold reads up; a server that takes connections and never answers them must not hold requests or the LISTEN connection). */
   connectTimeoutMs?: number | undefined
   /**
    * PostgreSQL: `statement_timeout` of every pooled connection, in ms (unset or 0: none). A

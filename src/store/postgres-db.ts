@@ -347,7 +347,6 @@ export function openPostgres(options: StoreOptions & { databaseUrl: string }): D
     max: options.poolSize ?? 10,
     ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
   }
-  // The pool's connections only: the LISTEN connection (built from `config`) waits without end.
   const cost = options.parallelSetupCost
   if (cost !== undefined && (!Number.isFinite(cost) || cost < 0)) throw new Error(`parallelSetupCost: a cost of 0 or more, got ${cost}`)
   // Whatever the database or role sets: timestamps in the ISO style (`ALTER DATABASE … SET
@@ -379,5 +378,7 @@ export function openPostgres(options: StoreOptions & { databaseUrl: string }): D
   }
   const pool = new pg.Pool(poolConfig)
   pool.on('error', () => undefined)
-  return new PostgresDb(pool, config)
+  // The LISTEN connection gives up opening at the same bound, and reconnects with back-off: one
+  // opened to a server that never answered it would otherwise wait (and miss notifications) for good.
+  return new PostgresDb(pool, connectWithin ? { ...config, connectionTimeoutMillis: connectWithin } : config)
 }

@@ -4,7 +4,9 @@ import { createServer, connect, type Server, type Socket } from 'node:net'
  * A TCP proxy on 127.0.0.1 to a server of the machine (NATS, Redis, a replica), to play its
  * outages: `stop()` cuts every connection and refuses new ones until `start()`; `freeze()` keeps
  * the connections open and forwards nothing until `thaw()` (a server that stopped answering);
- * `freezeOpen()` does so to the connections open now only.
+ * `freezeOpen()` does so to the connections open now only; `holdNew()` accepts new connections and
+ * never forwards them (a server that takes connections and never answers one), until `forwardNew()`
+ * lets later ones through (the held ones stay silent).
  */
 export interface TcpProxy {
   port: number
@@ -16,6 +18,8 @@ export interface TcpProxy {
   /** Holds the connections open now (nothing forwarded either way), new ones forwarded: one connection gone silent while the server is fine. */
   freezeOpen(): void
   thaw(): void
+  holdNew(): void
+  forwardNew(): void
   close(): Promise<void>
 }
 
@@ -26,6 +30,8 @@ export async function tcpProxy(targetUrl: string, defaultPort: number): Promise<
   let server: Server | null = null
   let port = 0
   let frozen = false
+  let holdingNew = false
+  const held = new Set<Socket>()
   const forward = ([client, upstream]: [Socket, Socket]) => {
     client.pipe(upstream)
     upstream.pipe(client)
@@ -38,6 +44,13 @@ export async function tcpProxy(targetUrl: string, defaultPort: number): Promise<
   }
   const listen = async (): Promise<void> => {
     server = createServer((client) => {
+      if (holdingNew) {
+        held.add(client)
+        client.on('error', () => client.destroy())
+        client.on('close', () => held.delete(client))
+        client.pause()
+        return
+      }
       const pair: [Socket, Socket] = [client, connect(targetPort, target.hostname)]
       pairs.add(pair)
       for (const s of pair) {
@@ -57,6 +70,7 @@ export async function tcpProxy(targetUrl: string, defaultPort: number): Promise<
       client.destroy()
       upstream.destroy()
     }
+    for (const client of held) client.destroy()
     await closing
     server = null
   }
@@ -83,6 +97,12 @@ export async function tcpProxy(targetUrl: string, defaultPort: number): Promise<
         pair[0].resume()
         pair[1].resume()
       }
+    },
+    holdNew() {
+      holdingNew = true
+    },
+    forwardNew() {
+      holdingNew = false
     },
     close: stop,
   }

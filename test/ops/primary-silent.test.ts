@@ -107,3 +107,77 @@ describe.runIf(STORES.includes('postgres'))('postgres: a primary that stops answ
     }
   })
 })
+
+/**
+ * A PostgreSQL that takes new connections and never answers them (a frozen server, a middlebox
+ * black-holing a flow): every connection the server opens gives up after KBIS_CONNECT_TIMEOUT_MS.
+ * Without it a pooled connection's open held its request for as long as the client waited, and the
+ * LISTEN connection's reconnection hung for good (revocations no longer reached this process; found
+ * by an outside audit).
+ */
+describe.runIf(STORES.includes('postgres'))('postgres: a primary that takes connections and never answers them', () => {
+  const CONNECT_TIMEOUT_MS = 500
+  const name = `kbis_silent_connect_${process.pid}`
+  let store: TestStore
+  let proxy: TcpProxy
+  let db: Db
+  let app: FastifyInstance
+  let key: string
+  let admin: Db
+
+  beforeAll(async () => {
+    const acme = await createAcmeStore('postgres', 'silentconnect')
+    store = acme.store
+    key = acme.key
+    proxy = await tcpProxy(process.env.TEST_DATABASE_URL!, 5432)
+    const url = new URL(proxy.url)
+    url.searchParams.set('options', `-c search_path=${store.schema}`)
+    url.searchParams.set('application_name', name)
+    const config = loadConfig({ DATABASE_URL: url.href, KBIS_CONNECT_TIMEOUT_MS: String(CONNECT_TIMEOUT_MS) })
+    db = await openStore(config)
+    app = await buildApp({ db, config, logger: false })
+    await app.ready()
+    admin = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL!, poolSize: 1 })
+  })
+  afterAll(async () => {
+    // First: a connection still held would keep the pool from ending.
+    await proxy?.close()
+    await app?.close()
+    await admin?.close()
+    await store?.drop()
+  })
+
+  const listener = () => (db as Db & { listenerProcessId: number | null }).listenerProcessId
+  const get = async (url: string) => {
+    const started = performance.now()
+    const res = await within(15_000, app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${key}` } }))
+    return { status: res.statusCode, code: (res.json() as { errors?: { code: string }[] }).errors?.[0]?.code, ms: performance.now() - started }
+  }
+  async function until(what: string, check: () => boolean, ms: number): Promise<void> {
+    const start = Date.now()
+    while (!check()) {
+      if (Date.now() - start > ms) throw new Error(`${what}: not within ${ms} ms`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+
+  it('answers 503 instead of waiting for a connection, and the LISTEN connection reconnects once connections are answered again', async () => {
+    expect((await get('/api/v1/assets')).status).toBe(200)
+    const first = listener()
+    expect(first).toBeTypeOf('number')
+    proxy.holdNew()
+    // Every connection of this server ends (the pool's and the listener's): each new one is held.
+    await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [name])
+    await until('listener lost', () => listener() === null, 5_000)
+    // The listener's reconnection (after 250 ms) is held now, and the pool has dropped its broken connections.
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    const refused = await get('/api/v1/assets')
+    expect([refused.status, refused.code]).toEqual([503, 'service_unavailable'])
+    expect(refused.ms).toBeGreaterThanOrEqual(CONNECT_TIMEOUT_MS - 50)
+    expect(refused.ms).toBeLessThan(CONNECT_TIMEOUT_MS * 6)
+    proxy.forwardNew()
+    // The listener's back-off is at most 5 s; its held attempt gave up after the connect timeout.
+    await until('listener back', () => listener() !== null && listener() !== first, 10_000)
+    expect((await get('/api/v1/assets')).status).toBe(200)
+  }, 60_000)
+})
