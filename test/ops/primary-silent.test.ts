@@ -15,6 +15,22 @@ const ANSWER_TIMEOUT_MS = STATEMENT_TIMEOUT_MS + PRIMARY_ANSWER_MARGIN_MS
 const within = <T>(ms: number, work: Promise<T>): Promise<T> =>
   Promise.race([work, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms))])
 
+interface Served { store: TestStore; key: string; proxy: TcpProxy; db: Db; app: FastifyInstance }
+
+/** The acme store of `name`, opened as `kbis serve` opens it (openStore) with `env`, through a proxy to PostgreSQL; `params` join its URL. */
+async function serveThroughProxy(name: string, env: Record<string, string>, params: Record<string, string> = {}): Promise<Served> {
+  const { store, key } = await createAcmeStore('postgres', name)
+  const proxy = await tcpProxy(process.env.TEST_DATABASE_URL!, 5432)
+  const url = new URL(proxy.url)
+  url.searchParams.set('options', `-c search_path=${store.schema}`)
+  for (const [param, value] of Object.entries(params)) url.searchParams.set(param, value)
+  const config = loadConfig({ DATABASE_URL: url.href, ...env })
+  const db = await openStore(config)
+  const app = await buildApp({ db, config, logger: false })
+  await app.ready()
+  return { store, key, proxy, db, app }
+}
+
 /**
  * A PostgreSQL that stops answering (a frozen machine, packets dropped without a reset) cannot
  * fire its own statement_timeout. The server, opened as `kbis serve` opens it (openStore) through
@@ -29,16 +45,7 @@ describe.runIf(STORES.includes('postgres'))('postgres: a primary that stops answ
   let key: string
 
   beforeAll(async () => {
-    const acme = await createAcmeStore('postgres', 'silent')
-    store = acme.store
-    key = acme.key
-    proxy = await tcpProxy(process.env.TEST_DATABASE_URL!, 5432)
-    const url = new URL(proxy.url)
-    url.searchParams.set('options', `-c search_path=${store.schema}`)
-    const config = loadConfig({ DATABASE_URL: url.href, KBIS_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS) })
-    db = await openStore(config)
-    app = await buildApp({ db, config, logger: false })
-    await app.ready()
+    ({ store, key, proxy, db, app } = await serveThroughProxy('silent', { KBIS_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS) }))
   })
   afterAll(async () => {
     proxy?.thaw()
@@ -126,17 +133,7 @@ describe.runIf(STORES.includes('postgres'))('postgres: a primary that takes conn
   let admin: Db
 
   beforeAll(async () => {
-    const acme = await createAcmeStore('postgres', 'silentconnect')
-    store = acme.store
-    key = acme.key
-    proxy = await tcpProxy(process.env.TEST_DATABASE_URL!, 5432)
-    const url = new URL(proxy.url)
-    url.searchParams.set('options', `-c search_path=${store.schema}`)
-    url.searchParams.set('application_name', name)
-    const config = loadConfig({ DATABASE_URL: url.href, KBIS_CONNECT_TIMEOUT_MS: String(CONNECT_TIMEOUT_MS) })
-    db = await openStore(config)
-    app = await buildApp({ db, config, logger: false })
-    await app.ready()
+    ({ store, key, proxy, db, app } = await serveThroughProxy('silentconnect', { KBIS_CONNECT_TIMEOUT_MS: String(CONNECT_TIMEOUT_MS) }, { application_name: name }))
     admin = await openDb({ databaseUrl: process.env.TEST_DATABASE_URL!, poolSize: 1 })
   })
   afterAll(async () => {
