@@ -200,8 +200,9 @@ function resolveScalar(field: ResolvedField, operator: Operator, raw: unknown, c
 }
 
 function resolveList(field: ResolvedField, operator: Operator, raw: unknown, ctx: ValueContext): ResolvedValue | Failure {
-  if (!Array.isArray(raw) || raw.length === 0) {
-    return failure(ctx.source.locate('value'), `${operator} needs a non-empty array of values, got ${describeValue(raw)}`)
+  // An empty list is a list ("an array of values"): `in []` matches nothing, `not_in []` everything, as an empty `or` and `and` do.
+  if (!Array.isArray(raw)) {
+    return failure(ctx.source.locate('value'), `${operator} needs an array of values, got ${describeValue(raw)}`)
   }
   if (field.kind === 'column' && field.assetRef && raw.some((item) => typeof item === 'string' && !isUuid(item))) return assetRefList(raw, ctx)
   const values: Scalar[] = []

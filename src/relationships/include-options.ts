@@ -165,7 +165,7 @@ function resolveNode(node: FilterNode): IncludeFilterNode {
   const at = { pointer: `${node.pointer}/value` }
   const list = operator === 'in' || operator === 'not_in'
   const { value } = node
-  if (list && (!Array.isArray(value) || value.length === 0 || value.some((v) => typeof v !== 'string'))) fail(Errors.INVALID_FILTER, at, `${operator} takes a non-empty array of strings`)
+  if (list && (!Array.isArray(value) || value.some((v) => typeof v !== 'string'))) fail(Errors.INVALID_FILTER, at, `${operator} takes an array of strings`)
   if (!list && typeof value !== 'string') fail(Errors.INVALID_FILTER, at, `${operator} takes a string`)
   return { kind: 'condition', field, operator, values: checkDirections(field, list ? (value as string[]) : [value as string], at) }
 }

@@ -108,6 +108,10 @@ for (const store of STORES) {
       ['nested groups', { and: [{ or: [c('properties.tags', 'includes', 'legacy'), c('properties.tier', 'equals', 'gold')] }, { or: [c('access_domain_key', 'equals', 'it'), { and: [c('name', 'contains', '02')] }] }] },
         ['cache-01', 'crm', 'web-02']],
       ['an empty and matches all, an empty or none', { or: [{ and: [] }, { or: [] }] }, ALL],
+      // "in, not_in (match against an array of values)": an empty array too, as an empty or and and.
+      ['in an empty list matches nothing', c('properties.cpu_count', 'in', []), []],
+      ['not_in an empty list matches everything, empty values included', c('properties.cpu_count', 'not_in', []), ALL],
+      ['in an empty list of ids', c('id', 'in', []), []],
     ])('%s', async (_, filter, expected) => {
       expect(await names(filter)).toEqual(expected)
     })
