@@ -16,6 +16,18 @@ const owed = new WeakSet<IncomingMessage>()
 /** Requests whose connection the shutdown closed: none of their transactions commits from then on. */
 const cut = new WeakSet<IncomingMessage>()
 
+/** What a request's transactions record before each commit (marksWritten). */
+const marks = new WeakMap<IncomingMessage, (tx: Tx) => Promise<void>>()
+
+/**
+ * Runs `mark` in each transaction of `request`'s services, last, before it commits: whatever the
+ * request must record exactly when its changes commit (its Idempotency-Key's claim, written).
+ * A transaction rolled back (a dry run, a failure) takes the mark with it.
+ */
+export function markWrites(request: FastifyRequest, mark: (tx: Tx) => Promise<void>): void {
+  marks.set(request.raw, mark)
+}
+
 /** Whether `request`'s changes have begun to commit: its answer tells of a write, whatever comes after. */
 export function answerOwed(request: FastifyRequest): boolean {
   return owed.has(request.raw)
@@ -40,6 +52,7 @@ export function requestStore(request: FastifyRequest, store: Db): Db {
     goOn()
     return store.transaction(async (tx) => {
       const result = await fn(tx)
+      await marks.get(request.raw)?.(tx)
       goOn()
       return result
     }, {

@@ -2,13 +2,13 @@ import { createHash, randomUUID } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Db } from '../store/db.js'
 import { AppError, Errors, errorBody } from '../core/errors.js'
-import { claimKey, completeKey, dropUnfinishedClaims, purgeExpiredKeys, readKey, refreshClaims, releaseKey, type KeyScope } from './sql.js'
+import { claimKey, completeKey, dropUnfinishedClaims, markWritten, purgeExpiredKeys, readKey, refreshClaims, releaseKey, type KeyScope } from './sql.js'
 import { openAnswer, sealAnswer } from './seal.js'
 import { bearerToken } from '../core/auth/authenticate.js'
 import { WRITE_METHODS } from '../core/writes.js'
 import { setAsideDigest } from '../core/http-input.js'
 import { FIRST_ROUND_AFTER_MS, scheduleRounds } from '../core/rounds.js'
-import { answerOwed } from '../core/cut-off.js'
+import { answerOwed, markWrites } from '../core/cut-off.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -239,6 +239,7 @@ async function beforeWrite(db: Db, running: Running, request: FastifyRequest, re
     }
     if (claimed) {
       claims.set(request, claim)
+      markWrites(request, (tx) => markWritten(tx, scope, claim.id))
       request.idempotencyKey = key
       return undefined
     }
@@ -254,9 +255,10 @@ async function beforeWrite(db: Db, running: Running, request: FastifyRequest, re
  * body; null while the first request runs; 'gone' when no request holds the key.
  */
 async function replayStored(db: Db, scope: KeyScope, fingerprint: string, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | null | 'gone'> {
-  const stored = await readKey(db, scope)
+  const stored = await readKey(db, scope, STALE_CLAIM_SECONDS)
   if (stored === null) return 'gone'
   if (!sameRequest(stored.fingerprint, fingerprint, request)) throw reused()
+  if (stored.lost) throw answerLost()
   if (stored.status === null) return null
   const body = openAnswer(tokenOf(request), sealScopeOf(scope), stored.body ?? '')
   // Only the API key that wrote the answer reads this row (the scope holds its id), and a key's
@@ -269,6 +271,8 @@ async function replayStored(db: Db, scope: KeyScope, fingerprint: string, reques
 
 const reused = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_REUSED, [{ detail: 'this Idempotency-Key was used for another request (another body or query string) to this method and path in the last 24 hours' }])
 const stillRunning = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }])
+const answerLost = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the first request with this Idempotency-Key wrote its changes, but its server stopped before it could keep the answer: '
+  + 'the request is not run again (that would write them twice), and this key answers so until it expires, 24 hours after its first use; read the current state instead' }])
 const throwStillRunning = (): never => {
   throw stillRunning()
 }
@@ -327,7 +331,7 @@ async function keepUnreadBodyAnswer(db: Db, request: FastifyRequest, reply: Fast
       await completeKey(db, scope, id, { status, headers: replayedHeaders(reply), body: sealAnswer(tokenOf(request), sealScope, body) })
       return payload
     }
-    const stored = await readKey(db, scope)
+    const stored = await readKey(db, scope, STALE_CLAIM_SECONDS)
     if (stored === null || stored.status === null) return payload
     if (stored.fingerprint !== fingerprint) {
       // Another body (another length, another query string) than the request the key answered.

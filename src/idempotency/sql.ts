@@ -13,6 +13,11 @@ export interface StoredKey {
   fingerprint: string
   /** null while the first request runs. */
   status: number | null
+  /**
+   * No answer, and none will come: the first request's changes committed (`written`) and its
+   * process stopped beating before it stored the answer (it died in between).
+   */
+  lost: boolean
   headers: Record<string, string> | null
   body: string | null
 }
@@ -24,7 +29,8 @@ const scopeValues = (s: KeyScope) => [s.orgId, s.apiKeyId, s.method, s.path, s.k
  * Claims the key for one request: true when this request may run. One statement, so that of two
  * requests racing on one key (in this process or another on the same database) exactly one wins.
  * An expired row, or a claim whose heartbeat (refreshClaims) stopped `staleSeconds` ago (its
- * process died), is taken over.
+ * process died), is taken over, unless that claim's changes were written (markWritten): running
+ * the request again would write them twice.
  */
 export async function claimKey(db: Queryable, scope: KeyScope, claim: { id: string; fingerprint: string; ttlSeconds: number; staleSeconds: number }): Promise<boolean> {
   const result = await db.query(
@@ -33,7 +39,7 @@ export async function claimKey(db: Queryable, scope: KeyScope, claim: { id: stri
      ON CONFLICT (org_id, api_key_id, method, path, idempotency_key) DO UPDATE
        SET fingerprint = EXCLUDED.fingerprint, claim_id = EXCLUDED.claim_id, status = NULL, headers = NULL, body = NULL,
            created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-       WHERE k.expires_at <= now() OR (k.status IS NULL AND k.created_at < now() - $9::int * interval '1 second')
+       WHERE k.expires_at <= now() OR (k.status IS NULL AND NOT k.written AND k.created_at < now() - $9::int * interval '1 second')
      RETURNING 1 AS claimed`,
     [...scopeValues(scope), claim.fingerprint, claim.id, claim.ttlSeconds, claim.staleSeconds],
   )
@@ -41,10 +47,11 @@ export async function claimKey(db: Queryable, scope: KeyScope, claim: { id: stri
 }
 
 /** The live row of a key, or null (it expired or its first request gave it back meanwhile). */
-export async function readKey(db: Queryable, scope: KeyScope): Promise<StoredKey | null> {
+export async function readKey(db: Queryable, scope: KeyScope, staleSeconds: number): Promise<StoredKey | null> {
   const result = await db.query<StoredKey>(
-    `SELECT fingerprint, status, headers, body FROM idempotency_keys WHERE ${SCOPE} AND expires_at > now()`,
-    scopeValues(scope),
+    `SELECT fingerprint, status, headers, body, (status IS NULL AND written AND created_at < now() - $6::int * interval '1 second') AS lost
+     FROM idempotency_keys WHERE ${SCOPE} AND expires_at > now()`,
+    [...scopeValues(scope), staleSeconds],
   )
   return result.rows[0] ?? null
 }
@@ -57,9 +64,17 @@ export async function completeKey(db: Queryable, scope: KeyScope, claimId: strin
   )
 }
 
-/** Gives a claim back (a 5xx or 429 answer is not kept: a retry runs again). */
+/**
+ * Marks the claim's changes as written, inside the write's own transaction (cut-off.ts runs it
+ * before each commit of the request): the mark commits exactly when the changes do.
+ */
+export async function markWritten(tx: Queryable, scope: KeyScope, claimId: string): Promise<void> {
+  await tx.query(`UPDATE idempotency_keys SET written = true WHERE ${SCOPE} AND claim_id = $6 AND NOT written`, [...scopeValues(scope), claimId])
+}
+
+/** Gives a claim back (a 5xx or 429 answer is not kept: a retry runs again), unless its changes were written. */
 export async function releaseKey(db: Queryable, scope: KeyScope, claimId: string): Promise<void> {
-  await db.query(`DELETE FROM idempotency_keys WHERE ${SCOPE} AND claim_id = $6 AND status IS NULL`, [...scopeValues(scope), claimId])
+  await db.query(`DELETE FROM idempotency_keys WHERE ${SCOPE} AND claim_id = $6 AND status IS NULL AND NOT written`, [...scopeValues(scope), claimId])
 }
 
 /**
@@ -77,9 +92,12 @@ export async function refreshClaims(db: Queryable, held: readonly { scope: KeySc
   )
 }
 
-/** Claims no process can hold any more: the embedded store belongs to the one process opening it. */
+/**
+ * Claims no process can hold any more: the embedded store belongs to the one process opening it.
+ * A claim whose changes were written stays (its repeats are answered 409, not run again).
+ */
 export async function dropUnfinishedClaims(db: Queryable): Promise<number> {
-  return (await db.query('DELETE FROM idempotency_keys WHERE status IS NULL')).rowCount
+  return (await db.query('DELETE FROM idempotency_keys WHERE status IS NULL AND NOT written')).rowCount
 }
 
 /** Deletes every expired key, in every organization; returns how many. */

@@ -6,6 +6,8 @@ import { STORES } from '../helpers/stores.js'
 import pg from 'pg'
 import { createTestApp, type TestApp } from '../helpers/app.js'
 import { purgeExpiredKeys } from '../../src/idempotency/hooks.js'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/core/config.js'
 
 const server = (hostname: string) => ({ asset_type_key: 'server', name: hostname, properties: { hostname, environment: 'prod' } })
 
@@ -339,6 +341,26 @@ for (const store of STORES) {
       const res = await send('POST', '/api/v1/assets', 'stale-1', server('idem-stale'))
       expect(res.status).toBe(201)
     })
+
+    it('never runs again a request whose changes committed before its answer was kept (its server stopped in between): 409, nothing written twice', async () => {
+      const bulk = ['idem-lost-1', 'idem-lost-2', 'idem-lost-3'].map(server)
+      expect((await send('POST', '/api/v1/bulk/assets', 'lost-1', bulk)).status).toBe(201)
+      const written = async (key: string) => (await t.store.db.query<{ written: boolean }>('SELECT written FROM idempotency_keys WHERE idempotency_key = $1', [key])).rows[0]?.written
+      // The mark commits with the changes; a dry run and a refusal roll it back with theirs.
+      expect(await written('lost-1')).toBe(true)
+      expect((await send('POST', '/api/v1/bulk/assets?dry_run=true', 'lost-dry', [server('idem-lost-dry')])).status).toBe(200)
+      expect((await send('POST', '/api/v1/bulk/assets', 'lost-refused', [server('idem-lost-1')])).status).toBe(409)
+      expect([await written('lost-dry'), await written('lost-refused')]).toEqual([false, false])
+      // As a server that died between the commit and storing the answer leaves the key: no answer,
+      // no heartbeat for 31 s.
+      await t.store.db.query(`UPDATE idempotency_keys SET status = NULL, headers = NULL, body = NULL, created_at = now() - interval '31 seconds' WHERE idempotency_key = 'lost-1'`)
+      for (let i = 0; i < 2; i++) {
+        const again = await send('POST', '/api/v1/bulk/assets', 'lost-1', bulk)
+        expect([again.status, JSON.parse(again.raw).errors[0].code]).toEqual([409, 'idempotency_key_in_use'])
+        expect(JSON.parse(again.raw).errors[0].detail).toMatch(/^the first request with this Idempotency-Key wrote its changes, but its server stopped before it could keep the answer: the request is not run again/)
+      }
+      expect(await count('idem-lost-%')).toBe(3)
+    })
   })
 }
 
@@ -375,7 +397,7 @@ describe.runIf(STORES.includes('postgres'))('postgres: Idempotency-Key claims of
 })
 
 describe('pglite: claims left by the previous run of the process', () => {
-  it('are dropped at start: the embedded store belongs to one process, so none of them is still running', async () => {
+  it('are dropped at start (the embedded store belongs to one process, so none of them is still running), but for those whose changes were written', async () => {
     const t = await createTestApp('pglite')
     try {
       const send = () => t.app.inject({ method: 'POST', url: '/api/v1/assets', headers: { authorization: `Bearer ${t.adminKey}`, 'idempotency-key': 'crashed-1' }, payload: server('idem-crashed') })
@@ -387,15 +409,26 @@ describe('pglite: claims left by the previous run of the process', () => {
       expect((await send()).statusCode).toBe(422)
       // The process starts again on the same store.
       await t.app.close()
-      const { buildApp } = await import('../../src/app.js')
-      const { loadConfig } = await import('../../src/core/config.js')
       const again = await buildApp({ db: t.store.db, config: loadConfig({}, {}) })
       await again.ready()
       try {
         const res = await again.inject({ method: 'POST', url: '/api/v1/assets', headers: { authorization: `Bearer ${t.adminKey}`, 'idempotency-key': 'crashed-1' }, payload: server('idem-crashed') })
         expect(res.statusCode).toBe(201)
+        // A claim whose changes were written, its answer never kept (the crash came after the commit), stays at the next start.
+        const written = await again.inject({ method: 'POST', url: '/api/v1/assets', headers: { authorization: `Bearer ${t.adminKey}`, 'idempotency-key': 'crashed-2' }, payload: server('idem-crashed-2') })
+        expect(written.statusCode).toBe(201)
+        await t.store.db.query(`UPDATE idempotency_keys SET status = NULL, headers = NULL, body = NULL, created_at = now() - interval '31 seconds' WHERE idempotency_key = 'crashed-2'`)
       } finally {
         await again.close()
+      }
+      const third = await buildApp({ db: t.store.db, config: loadConfig({}, {}) })
+      await third.ready()
+      try {
+        const res = await third.inject({ method: 'POST', url: '/api/v1/assets', headers: { authorization: `Bearer ${t.adminKey}`, 'idempotency-key': 'crashed-2' }, payload: server('idem-crashed-2') })
+        expect([res.statusCode, res.json().errors[0].code]).toEqual([409, 'idempotency_key_in_use'])
+        expect((await t.store.db.query(`SELECT count(*)::int AS n FROM assets WHERE unique_value = 'idem-crashed-2'`)).rows).toEqual([{ n: 1 }])
+      } finally {
+        await third.close()
       }
     } finally {
       await t.close()
