@@ -4,8 +4,6 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import cors from '@fastify/cors'
 import compress from '@fastify/compress'
-import { Ajv, type ValidateFunction } from 'ajv'
-import addFormats from 'ajv-formats'
 import type { Config } from './core/config.js'
 import { KBIS_VERSION } from './core/version.js'
 import { RouteMethods } from './core/route-methods.js'
@@ -48,7 +46,7 @@ import { eventRoutes } from './events/routes.js'
 import { createWebhookWorker, webhookRoutes } from './webhooks/plugin.js'
 import type { WebhookWorker } from './webhooks/worker.js'
 import { answerConsoleRouterError, consoleRoutes } from './console/plugin.js'
-import { itemsWhenShort } from './core/bounded-lists.js'
+import { validatorCompiler } from './core/validators.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -80,44 +78,12 @@ export const REQUEST_TIMEOUT_MS = 300_000
 /** How often the batched `last_used_at` values are written. */
 export const LAST_USED_FLUSH_MS = 1_000
 
-/**
- * Schemas are compiled once per route at start. Bodies are validated strictly (no coercion, no
- * silent removal of unknown members); query strings and path parameters arrive as text, so
- * their numbers are coerced.
- */
-function newValidators(): { body: Ajv; query: Ajv } {
-  const options = { allErrors: true, strict: false, removeAdditional: false, useDefaults: true } as const
-  const body = new Ajv({ ...options, coerceTypes: false })
-  const query = new Ajv({ ...options, coerceTypes: true })
-  for (const ajv of [body, query]) addFormats.default(ajv)
-  // Shared body schemas: the routes refer to them by $id (app.addSchema puts them in the OpenAPI document).
-  body.addSchema(filterNodeSchema)
-  return { body, query }
-}
-
-let validators: ReturnType<typeof newValidators> | null = null
-const compiledValidators = new Map<string, ValidateFunction>()
-
-/**
- * One validator per distinct schema and part (body, or the text of a query and path), kept for
- * the process as the serializers are (core/serializer.ts): a validator is a pure function of its
- * schema, and compiling every route's took a seventh of a server's start, paid again by every app
- * a process builds (the tests build hundreds).
- */
-function compileValidator({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction {
-  validators ??= newValidators()
-  const part = httpPart === 'body' ? 'body' : 'query'
-  const key = `${part}\n${JSON.stringify(schema)}`
-  let validate = compiledValidators.get(key)
-  if (validate === undefined) compiledValidators.set(key, (validate = validators[part].compile(itemsWhenShort(schema))))
-  return validate
-}
-
 /** Builds the whole application without listening (tests drive it with `inject`). */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { db, config } = options
   const app = Fastify(fastifyOptions(options))
-  app.setValidatorCompiler(compileValidator)
+  // Shared body schemas: the routes refer to them by $id (app.addSchema puts them in the OpenAPI document).
+  app.setValidatorCompiler(validatorCompiler([filterNodeSchema]))
   registerErrorHandling(app)
   registerHttpLayer(app)
   registerInputGuards(app)

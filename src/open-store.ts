@@ -19,16 +19,18 @@ export interface OpenStoreOptions {
   existingOnly?: boolean
   /** PGlite: as openDb's, once the directory is locked. */
   whenLocked?: (dir: string) => Promise<void>
+  /** PGlite: as openDb's, when PGlite starts booting in its thread. */
+  onBooting?: () => void
 }
 
 /**
  * Opens the configured store (PGlite or PostgreSQL) and migrates it; `onInitialize` as openDb's,
  * `onMigrated` with the migrations this call applied (none when the store was current).
  */
-export async function openStore(config: Config, { onInitialize, onMigrated, existingOnly = false, whenLocked }: OpenStoreOptions = {}): Promise<Db> {
+export async function openStore(config: Config, { onInitialize, onMigrated, existingOnly = false, whenLocked, onBooting }: OpenStoreOptions = {}): Promise<Db> {
   const answerTimeoutMs = config.databaseUrl && config.statementTimeoutMs > 0 ? config.statementTimeoutMs + PRIMARY_ANSWER_MARGIN_MS : undefined
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, sharedBuffersMb: config.pgliteSharedBuffersMb, poolSize: config.poolSize,
-    statementTimeoutMs: config.statementTimeoutMs, answerTimeoutMs, connectTimeoutMs: config.databaseUrl ? config.connectTimeoutMs : undefined, parallelSetupCost: config.pgParallelSetupCost, onInitialize, existingOnly, whenLocked })
+    statementTimeoutMs: config.statementTimeoutMs, answerTimeoutMs, connectTimeoutMs: config.databaseUrl ? config.connectTimeoutMs : undefined, parallelSetupCost: config.pgParallelSetupCost, onInitialize, existingOnly, whenLocked, onBooting })
   // Whatever keeps the first connection from opening (an address, a login, SSL) is PostgreSQL's to name.
   let reached = false
   try {

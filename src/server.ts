@@ -2,16 +2,13 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import type { Config } from './core/config.js'
 import type { Db } from './store/db.js'
-import { announceInitialize, migratedLine, openStore } from './open-store.js'
+import { abandonServeStore, openServeStore, type ServeStore } from './serve-store.js'
 import { ensureDefaultOrganization } from './setup/bootstrap.js'
 import { storeNewKey } from './keys/create.js'
 import { operatorOrigin } from './outbox/write.js'
 import { startControlSocket, type ControlSocket } from './cli/control.js'
-import { serverAnswers, whileHeldHere } from './cli/control-client.js'
 import { startMetricsServer } from './ops/metrics-server.js'
 import type { Server } from 'node:http'
-import { rmSync } from 'node:fs'
-import { applyHeapPolicy } from './ops/heap.js'
 import { countUnscopedWebhooks } from './webhooks/sql.js'
 
 export interface RunningServer {
@@ -50,44 +47,19 @@ export interface StartOptions {
   announce?: boolean
 }
 
-/**
- * Opens the store; a PGlite directory held by a command of this host (a `kbis apply` run beside
- * `kbis serve &` in a script, which may even have created the directory first) is waited for, up
- * to HOLDER_WAIT_MS, as the commands wait for a server that is starting. A server that answers on
- * the directory's control socket holds it for good: its message stands at once.
- */
-async function openWhenFree(config: Config, print: (line: string) => void, onCreate: () => void): Promise<Db> {
-  const created = (dir: string) => {
-    onCreate()
-    announceInitialize(dir)
-  }
-  const open = () => openStore(config, { onInitialize: created, onMigrated: (applied) => print(migratedLine(applied)), whenLocked: refuseUnlockedServer })
-  return whileHeldHere(config.dataDir, 'a kbis command, or a kbis serve starting', open, () => serverAnswers(config.dataDir))
-}
-
-/**
- * A kbis serve from before 2026-11-27 (cca5170) holds no kbis.lock but answers on the directory's
- * control socket: with the lock taken here, a server that answers there is such a one. Opening the
- * directory beside it would migrate the files it is writing (both then wrote apart, and the store
- * no longer opened once both stopped).
- */
-async function refuseUnlockedServer(dir: string): Promise<void> {
-  if (await serverAnswers(dir)) {
-    throw new Error(`${dir} is served by an older kbis serve of this host (it answers on the directory's control socket but holds no kbis.lock): stop it, then start this one`)
-  }
-}
-
 /** Whether `err` is the listening socket's own failure (an address in use or not here, a port refused), not the store's. */
 function isSocketError(err: Error): boolean {
   const { code, syscall } = err as NodeJS.ErrnoException
   return syscall === 'listen' || syscall === 'bind' || syscall === 'getaddrinfo' || code === 'ERR_SOCKET_BAD_PORT'
 }
 
-/** config → store → app → listen (and, on PGlite, the control socket the CLI talks to). */
-export async function startServer(config: Config, print: (line: string) => void, options: StartOptions = {}): Promise<RunningServer> {
-  applyHeapPolicy(config)
-  let created = false
-  const db = await openWhenFree(config, print, () => { created = true })
+/**
+ * config → store → app → listen (and, on PGlite, the control socket the CLI talks to). `store`:
+ * the store already being opened (serve-store.ts) by a command that loaded this module meanwhile.
+ */
+export async function startServer(config: Config, print: (line: string) => void, options: StartOptions = {}, store?: Promise<ServeStore>): Promise<RunningServer> {
+  const opened = await (store ?? openServeStore(config, print).store)
+  const { db, created } = opened
   // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.
   const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })
   // Not ready (/readyz 503) until the first start's organization and key exist and the CLI's
@@ -97,8 +69,7 @@ export async function startServer(config: Config, print: (line: string) => void,
   // organization and key, and does not leave behind the data directory it created for nothing.
   const giveUp = async (err: Error): Promise<never> => {
     await app.close().catch(() => undefined)
-    await db.close().catch(() => undefined)
-    if (created) rmSync(config.dataDir, { recursive: true, force: true })
+    await abandonServeStore(opened, config)
     throw new Error(`${err.message}${created ? `; the new data directory ${config.dataDir} was removed` : ''}`)
   }
   // app.listen also runs the onReady hooks, which read the store: only a socket's failure is the address's.

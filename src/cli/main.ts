@@ -10,6 +10,7 @@ import { registerSyncCommands } from './sync/commands.js'
 import type { BackupReport } from '../store/backup.js'
 import type { Db } from '../store/db.js'
 import type { RunningServer } from '../server.js'
+import type { ServeStore } from '../serve-store.js'
 import cluster from 'node:cluster'
 import { existsSync } from 'node:fs'
 import path from 'node:path'
@@ -146,10 +147,32 @@ function registerServe(program: Command, entry: EntryPoint): void {
       process.on('SIGTERM', stop)
       const early = entry.earlySignal?.() ?? false
       if (early) stopping = true
+      // A server of this process (not --workers, whose primary and workers open their own) starts
+      // opening its store before the app's modules load, and they load while it opens: on PGlite
+      // its thread boots PostgreSQL (a second of CPU) beside the main thread loading them (most
+      // of another), which a start did one after the other.
+      // The modules load once the opening goes on off this thread: loading them holds this thread
+      // for most of a second at a time, and the opening needs it for a moment between its steps.
+      let opening: Promise<ServeStore> | null = null
+      if (!stopping && flags.workers === undefined && !cluster.isWorker) {
+        const { openServeStore } = await import('../serve-store.js')
+        if (!stopping) {
+          const started = openServeStore(config, out)
+          opening = started.store
+          await started.offThread
+        }
+      }
       const { isWorker, runPrimary, startWorker } = await import('./workers.js')
       const { startServer } = await import('../server.js')
       if (stopping) {
-        // A signal before the program listened for one (while bin/kbis.js loaded) said nothing.
+        // A signal before the start (while the modules loaded): nothing is left of it, not the
+        // store opened meanwhile nor a data directory made for it. One before the program
+        // listened for signals (while bin/kbis.js loaded) said nothing.
+        if (opening) {
+          const { abandonServeStore } = await import('../serve-store.js')
+          const store = await opening.catch(() => null)
+          if (store) await abandonServeStore(store, config)
+        }
         if (!early) say(STOPPED_LINE)
         return process.exit(0)
       }
@@ -161,7 +184,7 @@ function registerServe(program: Command, entry: EntryPoint): void {
         process.off('SIGTERM', stop)
         return primary
       }
-      server = isWorker() ? await startWorker(config, out) : await startServer(config, out)
+      server = isWorker() ? await startWorker(config, out) : await startServer(config, out, {}, opening ?? undefined)
       if (stopping) void drain(server)
     })
 }

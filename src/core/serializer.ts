@@ -33,23 +33,33 @@ export function forSerializer(schema: unknown): unknown {
   return out
 }
 
-/** Serializers by the shared schemas and options they were built with, then by schema. */
-const serializers = new Map<string, Map<string, (doc: unknown) => string>>()
+/**
+ * Serializers by the shared schemas and options they were built with, then by schema: built, or
+ * to be built by the first answer that needs it (one wrapper per schema, whichever routes share it).
+ */
+const serializers = new Map<string, Map<string, Serialize>>()
+/** Serializers that a route registered and no answer has needed yet. */
+const pending = new Map<() => Serialize, string>()
+
+type Serialize = (doc: unknown) => string
 
 /**
  * Fastify's serializer factory (fast-json-stringify, as by default) over schemas passed through
  * `forSerializer`: `Fastify({ schemaController: { compilersFactory: { buildSerializer } } })`.
+ * Each is built when an answer first needs it, not when its route is registered: building one
+ * (fast-json-stringify checks the schema against the JSON Schema meta-schema, then generates and
+ * compiles code) for every route and status was a tenth of a server's start, for answers most of
+ * which a process never sends (the error envelope under a dozen statuses). compilePendingSerializers
+ * builds the rest (the tests check that every route's schema builds). Decision 0030.
  */
-export function buildSerializer(externalSchemas?: unknown, options?: object): (route: { schema?: unknown; method: string; url: string; httpStatus: string }) => (doc: unknown) => string {
+export function buildSerializer(externalSchemas?: unknown, options?: object): (route: { schema?: unknown; method: string; url: string; httpStatus: string }) => Serialize {
   const external = isObject(externalSchemas)
     ? Object.fromEntries(Object.entries(externalSchemas).map(([id, s]) => [id, forSerializer(s)]))
     : externalSchemas
   const compile = SerializerSelector()(external, options)
   // One serializer per distinct schema (with the same shared schemas and options): most routes
-  // answer the same error envelope under six or more statuses, and building each
-  // (fast-json-stringify checks the schema against the JSON Schema meta-schema, then generates
-  // and compiles code) was most of the server's start. Kept for the process: a serializer is a
-  // pure function of its schema, and processes that build several apps (tests) build each once.
+  // answer the same error envelope under six or more statuses. Kept for the process: a serializer
+  // is a pure function of its schema, and processes that build several apps (tests) build each once.
   // Looked up in two steps: the shared schemas' text is long (every event type's), and a key made
   // of it and each route's schema cost more than a tenth of building an app.
   const scope = `${JSON.stringify(external) ?? ''}\n${JSON.stringify(options) ?? ''}`
@@ -57,10 +67,39 @@ export function buildSerializer(externalSchemas?: unknown, options?: object): (r
   if (built === undefined) serializers.set(scope, (built = new Map()))
   const inScope = built
   return (route) => {
+    // The copy is taken now: what the route registered is what is built.
     const schema = forSerializer(route.schema)
     const key = JSON.stringify(schema)
     let serialize = inScope.get(key)
-    if (!serialize) inScope.set(key, (serialize = compile({ ...route, schema })))
+    if (serialize === undefined) {
+      let compiled: Serialize | undefined
+      const build = (): Serialize => {
+        if (compiled === undefined) {
+          // A schema fast-json-stringify refuses (a defect of the route) fails each answer that
+          // needs it, with a 500, and the check once: it is not left pending.
+          pending.delete(build)
+          compiled = compile({ ...route, schema })
+          // Routes registered from now on get the built one itself.
+          inScope.set(key, compiled)
+        }
+        return compiled
+      }
+      pending.set(build, `${route.method} ${route.url} (${route.httpStatus})`)
+      inScope.set(key, (serialize = (doc) => (compiled ?? build())(doc)))
+    }
     return serialize
   }
+}
+
+/** Builds every serializer registered and not yet built; how many it built. A schema fast-json-stringify refuses throws, named by its route. */
+export function compilePendingSerializers(): number {
+  const builds = [...pending]
+  for (const [build, where] of builds) {
+    try {
+      build()
+    } catch (err) {
+      throw new Error(`${where}: ${(err as Error).message}`, { cause: err })
+    }
+  }
+  return builds.length
 }

@@ -154,6 +154,11 @@ export interface StoreOptions {
   databaseUrl?: string | undefined
   /** PGlite: called once the data directory is locked, before a new one is created (unpacked from the build's template, or initdb). */
   onInitialize?: ((dir: string) => void) | undefined
+  /**
+   * PGlite: called when PGlite starts booting in its thread, off the caller's thread for about a
+   * second: a caller with other work (`kbis serve` loading the app) may do it meanwhile.
+   */
+  onBooting?: (() => void) | undefined
   /** PGlite data directory; `memory://` for an in-memory store. */
   dataDir?: string | undefined
   /** PGlite: refuse a data directory that holds no store, rather than create one there (store/pglite-init.ts checkDataDir). */

@@ -204,7 +204,7 @@ export async function openPglite(options: StoreOptions): Promise<Db> {
     await initPgliteDataDir(dir, options.onInitialize)
     // PGlite opens a directory reached through a symbolic link (a data directory linked to a
     // mounted volume) as none it can use: it is given the directory the link names.
-    const thread = await PgliteThread.start({ ...settings, dataDir: realpathSync(dir) }).catch((err: unknown) => {
+    const thread = await PgliteThread.start({ ...settings, dataDir: realpathSync(dir) }, options.onBooting).catch((err: unknown) => {
       throw new Error(cannotOpen(dir, err))
     })
     return new PgliteDb(thread, dir, lock)

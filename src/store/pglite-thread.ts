@@ -102,10 +102,11 @@ export class PgliteThread {
     worker.on('exit', (code) => stop(new Error(`the embedded store stopped (its thread exited with code ${code})`)))
   }
 
-  /** Starts the thread and PGlite in it; resolves once PGlite is ready. */
-  static async start(options: Omit<PgliteWorkerOptions, 'pgliteWasmModule' | 'fsBundle'>): Promise<PgliteThread> {
+  /** Starts the thread and PGlite in it (`onBooting` then); resolves once PGlite is ready. */
+  static async start(options: Omit<PgliteWorkerOptions, 'pgliteWasmModule' | 'fsBundle'>, onBooting?: () => void): Promise<PgliteThread> {
     const worker = newWorker({ ...options, ...(await pgliteFiles()) })
     const thread = new PgliteThread(worker)
+    onBooting?.()
     try {
       // Answer 0 is the thread's "ready", or the error that kept PGlite from starting.
       await new Promise((resolve, reject) => thread.pending.set(0, { resolve, reject }))

@@ -177,6 +177,33 @@ process.on = function (event, listener) {
         })
       })
 
+      if (store === 'pglite') {
+        it(`${label}: a SIGTERM while it creates the data directory, before the app's modules load, ends the start: nothing of it is left`, async () => {
+          // The store starts opening while the app's modules load (cli/main.ts): a signal then
+          // comes before the start, which does not happen; the new directory is closed and removed.
+          const dir = await mkdtemp(path.join(tmpdir(), 'kbis-opening-'))
+          const dataDir = path.join(dir, 'data')
+          const preload = path.join(dir, 'preload.cjs')
+          await writeFile(preload, `const write = process.stderr.write
+process.stderr.write = function (chunk, ...rest) {
+  if (String(chunk).startsWith('kbis: creating the PGlite data directory')) process.kill(process.pid, 'SIGTERM')
+  return write.call(this, chunk, ...rest)
+}
+`)
+          try {
+            const started = runCli(['serve', '--port', String(await freePort()), ...extra], { KBIS_DATA_DIR: dataDir, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${preload}` })
+            onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
+            expect([await exitWithin(started, 60_000), started.child.signalCode]).toEqual([0, null])
+            expect(started.lines.map((line) => line.replace(/ \(.*$/, ''))).toEqual([
+              `kbis: creating the PGlite data directory ${dataDir}`, 'kbis: SIGTERM received; stopping', 'kbis stopped',
+            ])
+            expect(existsSync(dataDir)).toBe(false)
+          } finally {
+            await rm(dir, { recursive: true, force: true })
+          }
+        })
+      }
+
       it(`${label}: says when webhooks made before migration 0019 still get every event of their organization`, async () => {
         const { env, yaml, drop } = await cliStore(store)
         try {
