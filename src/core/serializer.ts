@@ -1,5 +1,6 @@
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
 import { isObject } from './json.js'
+import { compileLater } from './compile-later.js'
 
 type Schema = Record<string, unknown>
 
@@ -38,8 +39,6 @@ export function forSerializer(schema: unknown): unknown {
  * to be built by the first answer that needs it (one wrapper per schema, whichever routes share it).
  */
 const serializers = new Map<string, Map<string, Serialize>>()
-/** Serializers that a route registered and no answer has needed yet. */
-const pending = new Map<() => Serialize, string>()
 
 type Serialize = (doc: unknown) => string
 
@@ -49,8 +48,8 @@ type Serialize = (doc: unknown) => string
  * Each is built when an answer first needs it, not when its route is registered: building one
  * (fast-json-stringify checks the schema against the JSON Schema meta-schema, then generates and
  * compiles code) for every route and status was a tenth of a server's start, for answers most of
- * which a process never sends (the error envelope under a dozen statuses). compilePendingSerializers
- * builds the rest (the tests check that every route's schema builds). Decision 0030.
+ * which a process never sends (the error envelope under a dozen statuses). compilePending
+ * (core/compile-later.ts) builds the rest (the tests check that every route's schema builds). Decision 0030.
  */
 export function buildSerializer(externalSchemas?: unknown, options?: object): (route: { schema?: unknown; method: string; url: string; httpStatus: string }) => Serialize {
   const external = isObject(externalSchemas)
@@ -72,34 +71,14 @@ export function buildSerializer(externalSchemas?: unknown, options?: object): (r
     const key = JSON.stringify(schema)
     let serialize = inScope.get(key)
     if (serialize === undefined) {
-      let compiled: Serialize | undefined
-      const build = (): Serialize => {
-        if (compiled === undefined) {
-          // A schema fast-json-stringify refuses (a defect of the route) fails each answer that
-          // needs it, with a 500, and the check once: it is not left pending.
-          pending.delete(build)
-          compiled = compile({ ...route, schema })
-          // Routes registered from now on get the built one itself.
-          inScope.set(key, compiled)
-        }
-        return compiled
-      }
-      pending.set(build, `${route.method} ${route.url} (${route.httpStatus})`)
-      inScope.set(key, (serialize = (doc) => (compiled ?? build())(doc)))
+      const build = compileLater(`${route.method} ${route.url} (${route.httpStatus})`, () => {
+        const built = compile({ ...route, schema })
+        // Routes registered from now on get the built one itself.
+        inScope.set(key, built)
+        return built
+      })
+      inScope.set(key, (serialize = (doc) => build()(doc)))
     }
     return serialize
   }
-}
-
-/** Builds every serializer registered and not yet built; how many it built. A schema fast-json-stringify refuses throws, named by its route. */
-export function compilePendingSerializers(): number {
-  const builds = [...pending]
-  for (const [build, where] of builds) {
-    try {
-      build()
-    } catch (err) {
-      throw new Error(`${where}: ${(err as Error).message}`, { cause: err })
-    }
-  }
-  return builds.length
 }

@@ -2,6 +2,7 @@ import { Ajv, type ValidateFunction } from 'ajv'
 import type { DataValidationCxt } from 'ajv/dist/types/index.js'
 import addFormats from 'ajv-formats'
 import { itemsWhenShort } from './bounded-lists.js'
+import { compileLater } from './compile-later.js'
 
 /**
  * Bodies are validated strictly (no coercion, no silent removal of unknown members); query
@@ -21,8 +22,6 @@ type Part = 'body' | 'query'
 
 /** Validators by the shared schemas they were made with. */
 const scopes = new Map<string, { shared: readonly object[]; validators: ReturnType<typeof newValidators> | null; byKey: Map<string, ValidateFunction> }>()
-/** Compiles a registered schema that no request has needed yet, and the first route and part that registered it. */
-const pending = new Map<() => ValidateFunction, string>()
 
 /**
  * Fastify's validator compiler, with the body schemas that routes refer to by $id: one Ajv
@@ -32,7 +31,7 @@ const pending = new Map<() => ValidateFunction, string>()
  * every route's took a seventh of a server's start (about 0.3 s of CPU on a slow machine), paid by
  * every `kbis serve` and `--workers` process before it could listen, while a request needs the few
  * schemas of its own route (a few ms each, once per process). The schema is taken as text at
- * registration, so what the route registered is what is compiled; compilePendingValidators
+ * registration, so what the route registered is what is compiled; compilePending (core/compile-later.ts)
  * compiles the rest (the tests check that every route's schema compiles). Decision 0030.
  */
 export function validatorCompiler(sharedBodySchemas: readonly object[]): (route: { schema: object; httpPart?: string; method?: string; url?: string }) => ValidateFunction {
@@ -45,21 +44,15 @@ export function validatorCompiler(sharedBodySchemas: readonly object[]): (route:
     const key = `${part}\n${JSON.stringify(schema)}`
     let validator = inScope.byKey.get(key)
     if (validator !== undefined) return validator
-    let compiled: ValidateFunction | undefined
-    const compile = (): ValidateFunction => {
-      if (compiled === undefined) {
-        // A schema Ajv refuses (a defect of the route) fails each request that needs it, with a
-        // 500, and the check once: it is not left pending.
-        pending.delete(compile)
-        inScope.validators ??= newValidators(inScope.shared)
-        compiled = inScope.validators[part].compile(itemsWhenShort(JSON.parse(key.slice(part.length + 1)) as object))
-        // Routes registered from now on get the compiled one itself.
-        inScope.byKey.set(key, compiled)
-      }
+    const compile = compileLater(`${method ?? ''} ${url ?? ''} (${httpPart ?? 'schema'})`, () => {
+      inScope.validators ??= newValidators(inScope.shared)
+      const compiled = inScope.validators[part].compile(itemsWhenShort(JSON.parse(key.slice(part.length + 1)) as object))
+      // Routes registered from now on get the compiled one itself.
+      inScope.byKey.set(key, compiled)
       return compiled
-    }
+    })
     validator = function (this: unknown, data: unknown, context?: DataValidationCxt): boolean {
-      const validate = compiled ?? compile()
+      const validate = compile()
       const valid = validate.call(this, data, context)
       validator!.errors = validate.errors
       return valid
@@ -67,21 +60,7 @@ export function validatorCompiler(sharedBodySchemas: readonly object[]): (route:
     // Fastify gives a function with a schemaEnv (an Ajv validator) the request as the parent of the
     // part it validates, so that Ajv may replace a root value it coerces: this one passes it on.
     validator.schemaEnv = true as unknown as ValidateFunction['schemaEnv']
-    pending.set(compile, `${method ?? ''} ${url ?? ''} (${httpPart ?? 'schema'})`)
     inScope.byKey.set(key, validator)
     return validator
   }
-}
-
-/** Compiles every schema registered and not yet compiled; how many it compiled. A schema Ajv refuses throws, named by its route. */
-export function compilePendingValidators(): number {
-  const compiles = [...pending]
-  for (const [compile, where] of compiles) {
-    try {
-      compile()
-    } catch (err) {
-      throw new Error(`${where}: ${(err as Error).message}`, { cause: err })
-    }
-  }
-  return compiles.length
 }
