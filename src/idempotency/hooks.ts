@@ -247,7 +247,7 @@ async function beforeWrite(db: Db, running: Running, request: FastifyRequest, re
     if (replayed === 'gone') continue
     return replayed ?? throwStillRunning()
   }
-  throw new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the request with this Idempotency-Key is changing state; retry' }])
+  throw new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the request with this Idempotency-Key is changing state; retry' }], RETRY_SOON)
 }
 
 /**
@@ -270,7 +270,13 @@ async function replayStored(db: Db, scope: KeyScope, fingerprint: string, reques
 }
 
 const reused = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_REUSED, [{ detail: 'this Idempotency-Key was used for another request (another body or query string) to this method and path in the last 24 hours' }])
-const stillRunning = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }])
+/**
+ * A repeat while the first request runs is to be sent again (Retry-After); one whose first request
+ * wrote its changes and lost its answer gets the same code without it: sending it again changes
+ * nothing (`kbis import` tells the two apart by it).
+ */
+const RETRY_SOON = { 'Retry-After': '1' }
+const stillRunning = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }], RETRY_SOON)
 const answerLost = (): AppError => new AppError(Errors.IDEMPOTENCY_KEY_IN_USE, [{ detail: 'the first request with this Idempotency-Key wrote its changes, but its server stopped before it could keep the answer: '
   + 'the request is not run again (that would write them twice), and this key answers so until it expires, 24 hours after its first use; read the current state instead' }])
 const throwStillRunning = (): never => {

@@ -142,7 +142,7 @@ const RESPONSE_HEADERS = {
     schema: { type: 'integer', minimum: 1 },
   },
   'Retry-After': {
-    description: 'Seconds to wait before sending the request again: with every 429 (rate_limit_exceeded) and with a 503 service_unavailable (not query_timeout).',
+    description: 'Seconds to wait before sending the request again: with every 429 (rate_limit_exceeded), with a 503 service_unavailable (not query_timeout), and with a 409 idempotency_key_in_use whose first request is still running (not with the one whose first request wrote its changes and lost its answer, which is never run again).',
     schema: { type: 'integer', minimum: 1 },
   },
   'WWW-Authenticate': {
@@ -170,8 +170,8 @@ function headersOf(operation: Json, status: string): HeaderName[] {
   // The HTTP layer's 431 is answered before any key is read.
   if (!(Array.isArray(operation.security) && operation.security.length === 0) && status !== '431') names.push('RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset')
   if (status === '401') names.push('WWW-Authenticate')
-  if (status === '429' || status === '503') names.push('Retry-After')
   const idempotent = (operation.parameters as Json[] | undefined)?.some((p) => p.in === 'header' && String(p.name).toLowerCase() === 'idempotency-key')
+  if (status === '429' || status === '503' || (idempotent && status === '409')) names.push('Retry-After')
   if (idempotent && Number(status) < 500 && !['429', '413', '431'].includes(status)) names.push('Idempotent-Replayed')
   return names
 }

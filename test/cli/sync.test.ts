@@ -649,7 +649,7 @@ describe.concurrent('kbis import / kbis export against an address that is no kbi
       if (answeredServerType(req, res)) return
       keys.add(req.headers['idempotency-key'])
       if (++posts <= 6) {
-        res.writeHead(409, { 'content-type': 'application/json' })
+        res.writeHead(409, { 'content-type': 'application/json', 'retry-after': '1' })
         res.end(JSON.stringify({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered' }] }))
         return
       }
@@ -659,6 +659,32 @@ describe.concurrent('kbis import / kbis export against an address that is no kbi
     })
     expect(posts).toBe(7)
     expect(keys.size).toBe(1)
+  })
+
+  it('says at once of a chunk whose first try was written and whose answer the server lost (409 without Retry-After) that its rows are written, and exits 1', async () => {
+    const csv = file('answer-lost.csv', 'name,hostname\ncli-lost-1,cli-lost-1\ncli-lost-2,cli-lost-2\n')
+    const errors = path.join(dir, 'answer-lost-errors.csv')
+    const detail = 'the first request with this Idempotency-Key wrote its changes, but its server stopped before it could keep the answer: the request is not run again'
+    let posts = 0
+    await withStubServer((req, res) => {
+      if (answeredServerType(req, res)) return
+      posts++
+      res.writeHead(409, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail }] }))
+    }, async (url) => {
+      const started = Date.now()
+      const run = await kbis(['import', csv, '--type', 'server', '--errors', errors], { ...env, KBIS_URL: url })
+      expect(run).toEqual({
+        code: 1,
+        stdout: '2 rows read; 0 refused; 0 created; 1 chunk(s) written whose answer the server lost (an --upsert re-run reports their rows unchanged)\n',
+        stderr: `lines 2-3: 2 rows, written by an earlier try whose answer the server lost (HTTP 409: ${detail})\n`,
+      })
+      // Asked once, not again every 2 s for a minute: the answer would not change.
+      expect(Date.now() - started).toBeLessThan(20_000)
+    })
+    expect(posts).toBe(1)
+    // Its rows are not refused ones.
+    expect(readFileSync(errors, 'utf8')).toBe('line,field,message\n')
   })
 
   it('says which chunk was in flight when the server stays unreachable mid-import, and that the rest was not sent', { timeout: 60_000 }, async () => {

@@ -26,7 +26,7 @@ for (const store of STORES) {
         headers: { authorization: `Bearer ${apiKey}`, ...(key !== null ? { 'idempotency-key': key } : {}) },
         ...(body !== undefined ? { payload: body as object } : {}),
       })
-      return { status: res.statusCode, raw: res.body, replayed: res.headers['idempotent-replayed'], type: res.headers['content-type'] }
+      return { status: res.statusCode, raw: res.body, replayed: res.headers['idempotent-replayed'], type: res.headers['content-type'], retryAfter: res.headers['retry-after'] }
     }
     const count = async (pattern: string): Promise<number> =>
       (await t.store.db.query<{ n: number }>('SELECT count(*)::int AS n FROM assets WHERE unique_value LIKE $1', [pattern])).rows[0]!.n
@@ -217,6 +217,7 @@ for (const store of STORES) {
         if (a === ran[0]) continue
         if (a.status === 409) {
           expect(JSON.parse(a.raw)).toEqual({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered', meta: { request_id: expect.any(String) } }] })
+          expect(a.retryAfter).toBe('1')
         } else expect(a).toEqual({ ...ran[0], replayed: 'true' })
       }
       expect(await count('idem-conc-%')).toBe(300)
@@ -313,6 +314,8 @@ for (const store of STORES) {
       const repeat = await send('POST', '/api/v1/assets', 'running-1', server('idem-running'))
       expect(repeat.status).toBe(409)
       expect(JSON.parse(repeat.raw)).toEqual({ errors: [{ status: '409', code: 'idempotency_key_in_use', detail: 'the first request with this Idempotency-Key is still running; retry when it has answered', meta: { request_id: expect.any(String) } }] })
+      // To be sent again: it runs, or is replayed, once the first has answered.
+      expect(repeat.retryAfter).toBe('1')
       expect(await count('idem-running')).toBe(1)
     })
 
@@ -358,6 +361,8 @@ for (const store of STORES) {
         const again = await send('POST', '/api/v1/bulk/assets', 'lost-1', bulk)
         expect([again.status, JSON.parse(again.raw).errors[0].code]).toEqual([409, 'idempotency_key_in_use'])
         expect(JSON.parse(again.raw).errors[0].detail).toMatch(/^the first request with this Idempotency-Key wrote its changes, but its server stopped before it could keep the answer: the request is not run again/)
+        // Not to be sent again (it would get this answer for 24 hours): no Retry-After, unlike the 409 of a request still running.
+        expect(again.retryAfter).toBeUndefined()
       }
       expect(await count('idem-lost-%')).toBe(3)
     })

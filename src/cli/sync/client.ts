@@ -18,6 +18,11 @@ export interface ApiError {
 export interface ApiAnswer {
   status: number
   body: unknown
+  /**
+   * A 409 idempotency_key_in_use without Retry-After: the first request with this Idempotency-Key
+   * wrote its changes and its server stopped before it kept the answer; it is never run again.
+   */
+  answerLost?: true
 }
 
 export class ServerClient {
@@ -59,7 +64,7 @@ export class ServerClient {
   /**
    * One JSON request, retried up to 5 times on 503 and 429 (after Retry-After), and on a refused
    * or dropped connection once the server has answered before; every 2 s for up to 60 s while its
-   * Idempotency-Key is in use.
+   * Idempotency-Key is in use by a first request still running (the 409 says Retry-After).
    */
   async json(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiAnswer> {
     // A chunk whose first try is still running (409 idempotency_key_in_use) is asked again until
@@ -83,10 +88,15 @@ export class ServerClient {
       }
       this.reached = true
       const text = await res.text()
-      if (isInUse(res.status, text) && Date.now() < inUseUntil) {
-        attempt--
-        await sleep(IN_USE_RETRY_MS)
-        continue
+      if (isInUse(res.status, text)) {
+        // Without Retry-After, the first request wrote its changes and lost its answer: asking
+        // again would get the same 409 for 24 hours.
+        if (res.headers.get('retry-after') === null) return { status: res.status, body: parseAnswer(this.base, res, text), answerLost: true }
+        if (Date.now() < inUseUntil) {
+          attempt--
+          await sleep(IN_USE_RETRY_MS)
+          continue
+        }
       }
       if ((res.status === 503 || res.status === 429) && attempt < 5) {
         await sleep(Math.min(30, Number(res.headers.get('retry-after')) || attempt) * 1000)

@@ -26,8 +26,9 @@ export function registerSyncCommands(program: Command): void {
       const summary = await runImport(new ServerClient(flags), { file, format: flags.format, type: flags.type, upsert: !!flags.upsert, dryRun: !!flags.dryRun, errors: flags.errors })
       const r = summary.results
       const done = flags.dryRun ? 'dry run, nothing written' : flags.upsert ? `${r.created} created, ${r.updated} updated, ${r.unchanged} unchanged` : `${r.created} created`
-      out(`${rowCount(summary.rows)} read; ${summary.refused} refused; ${done}${summary.failedChunks > 0 ? `; ${summary.failedChunks} chunk(s) failed and wrote nothing` : ''}`)
-      if (summary.failedChunks > 0) process.exitCode = 1
+      const lost = summary.lostChunks > 0 ? `; ${summary.lostChunks} chunk(s) written whose answer the server lost (an --upsert re-run reports their rows unchanged)` : ''
+      out(`${rowCount(summary.rows)} read; ${summary.refused} refused; ${done}${summary.failedChunks > 0 ? `; ${summary.failedChunks} chunk(s) failed and wrote nothing` : ''}${lost}`)
+      if (summary.failedChunks > 0 || summary.lostChunks > 0) process.exitCode = 1
     })
 
   serverOptions(program

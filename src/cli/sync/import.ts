@@ -30,6 +30,8 @@ export interface ImportSummary {
   rows: number
   refused: number
   failedChunks: number
+  /** Chunks that an earlier try wrote, whose answer the server lost (ApiAnswer.answerLost): what they hold is not known here. */
+  lostChunks: number
   results: { created: number; updated: number; unchanged: number }
 }
 
@@ -158,7 +160,7 @@ async function probeDryRun(client: ServerClient, method: string): Promise<boolea
  * that the report also lists what the server would refuse, those rows included (with the cells
  * that converted).
  */
-async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Promise<{ refusals: Refusal[]; failed: boolean; results: ImportSummary['results']; note: string } | 'too large'> {
+async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Promise<{ refusals: Refusal[]; failed: boolean; lost: boolean; results: ImportSummary['results']; note: string } | 'too large'> {
   const results = { created: 0, updated: 0, unchanged: 0 }
   const refusals: Refusal[] = rows.flatMap((r) => r.issues.map((i) => ({ line: r.line, ...i })))
   const items: Record<string, unknown>[] = []
@@ -193,6 +195,12 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
     // the import; a 403 that names items (the key's roles do not reach their access domain) is
     // about those rows only, reported like any refused row, and the next chunks go on.
     const errors = errorsOf(res.body)
+    // An earlier try of this chunk (this run's, before its server restarted) wrote it, and the
+    // server lost its answer: its rows are written, how (created, updated, unchanged) is not known.
+    if (res.answerLost) {
+      const lines = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.lastLine}`
+      return { refusals, failed: false, lost: true, results, note: `${lines}: ${rowCount(rows.length)}, written by an earlier try whose answer the server lost (HTTP ${res.status}: ${errors[0]?.detail ?? 'idempotency_key_in_use'})` }
+    }
     // Rows of long texts: 10,000 of them may pass the server's byte limit for a bulk body (8 MiB
     // by default) though each is valid; the caller sends the chunk again in halves.
     if (res.status === 413 && rows.length > 1) return 'too large'
@@ -216,7 +224,7 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
   }
   const written = failed || ctx.options.dryRun ? 'nothing written' : `${results.created} created, ${results.updated} updated, ${results.unchanged} unchanged`
   const note = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.lastLine}: ${rowCount(rows.length)}, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}${whole}`
-  return { refusals, failed, results, note }
+  return { refusals, failed, lost: false, results, note }
 }
 
 /**
@@ -285,7 +293,7 @@ async function importRows(client: ServerClient, options: ImportOptions, report: 
   // Standard input has no size: the bar shows items and their rate, without a share or an ETA.
   const bar = progress ?? createProgress(stdin ? null : statSync(options.file).size, { beforeExit: () => report.close() })
   const ctx: ChunkContext = { client, type, options, runId: randomUUID(), dryRun, created: options.dryRun && !options.upsert && type.unique_property_key ? new Map() : null }
-  const summary: ImportSummary = { rows: 0, refused: 0, failedChunks: 0, results: { created: 0, updated: 0, unchanged: 0 } }
+  const summary: ImportSummary = { rows: 0, refused: 0, failedChunks: 0, lostChunks: 0, results: { created: 0, updated: 0, unchanged: 0 } }
   let chunk: FileRow[] = []
   let index = 0
   // A chunk over the server's byte limit is sent as two, each atomic, and so on (`label`: its
@@ -307,6 +315,7 @@ async function importRows(client: ServerClient, options: ImportOptions, report: 
     summary.rows += rows.length
     summary.refused += new Set(sent.refusals.map((r) => r.line)).size
     if (sent.failed) summary.failedChunks++
+    if (sent.lost) summary.lostChunks++
     for (const k of ['created', 'updated', 'unchanged'] as const) summary.results[k] += sent.results[k]
     await report.add(sent.refusals.sort((a, b) => a.line - b.line))
     bar.update(read.bytes, summary.rows)
