@@ -81,6 +81,18 @@ for (const kind of STORES) {
       await cli(['keys', 'revoke', key.id, '--org', 'acme'], env)
     })
 
+    it('refuses to create a key with standard output closed (>&-), where its secret would be lost without a word, and creates nothing', async () => {
+      // The shell closes descriptor 1 for the command, as `kbis keys create … >&-` does.
+      const command = `exec "$0" keys create --org acme --user owner@acme.test --name 'closed output' --type Viewer --roles all >&-`
+      const child = spawn('sh', ['-c', command, KBIS_BIN], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+      let stderr = ''
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()))
+      const [code] = await once(child, 'close') as [number]
+      expect({ code, stderr }).toEqual({ code: 1, stderr: "kbis: standard output is closed: the new key's secret, shown only this once, would be lost; nothing was created\n" })
+      const listed = JSON.parse((await cli(['keys', 'list', '--org', 'acme', '--json'], env)).at(-1)!) as { name: string }[]
+      expect(listed.filter((k) => k.name === 'closed output')).toEqual([])
+    })
+
     it('refuses a name or a description longer than POST /api-keys takes, and takes them at the limit', async () => {
       const create = (name: string, description: string) =>
         cliRun(['keys', 'create', '--org', 'acme', '--user', 'owner@acme.test', '--name', name, '--description', description, '--type', 'Editor', '--roles', 'all', '--json'], env)
