@@ -38,20 +38,20 @@ export interface ServeStoreOpening {
 export function openServeStore(config: Config, print: (line: string) => void): ServeStoreOpening {
   applyHeapPolicy(config)
   let created = false
-  let offThread!: () => void
-  const busy = new Promise<void>((resolve) => { offThread = resolve })
+  let wentOffThread!: () => void
+  const offThread = new Promise<void>((resolve) => { wentOffThread = resolve })
   const onInitialize = (dir: string) => {
     created = true
     announceInitialize(dir)
     // Unpacked by a child process (store/pglite-template.ts).
-    offThread()
+    wentOffThread()
   }
-  const open = () => openStore(config, { onInitialize, onBooting: offThread, onMigrated: (applied) => print(migratedLine(applied)), whenLocked: refuseUnlockedServer })
+  const open = () => openStore(config, { onInitialize, onBooting: wentOffThread, onMigrated: (applied) => print(migratedLine(applied)), whenLocked: refuseUnlockedServer })
   const store = whileHeldHere(config.dataDir, 'a kbis command, or a kbis serve starting', open, () => serverAnswers(config.dataDir))
     .then((db) => ({ db, created }))
   // Awaited by the caller later; a failure meanwhile is not an unhandled rejection.
   store.catch(() => undefined)
-  return { store, offThread: Promise.race([busy, store.then(() => undefined, () => undefined)]) }
+  return { store, offThread: Promise.race([offThread, store.then(() => undefined, () => undefined)]) }
 }
 
 /**

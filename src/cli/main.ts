@@ -148,11 +148,10 @@ function registerServe(program: Command, entry: EntryPoint): void {
       const early = entry.earlySignal?.() ?? false
       if (early) stopping = true
       // A server of this process (not --workers, whose primary and workers open their own) starts
-      // opening its store before the app's modules load, and they load while it opens: on PGlite
-      // its thread boots PostgreSQL (a second of CPU) beside the main thread loading them (most
-      // of another), which a start did one after the other.
-      // The modules load once the opening goes on off this thread: loading them holds this thread
-      // for most of a second at a time, and the opening needs it for a moment between its steps.
+      // opening its store first and loads the app's modules while it opens: on PGlite its thread
+      // boots PostgreSQL (a second of CPU) beside this one loading them (most of another), which a
+      // start did one after the other. They load once the opening goes on off this thread: loading
+      // holds it for most of a second at a time, and the opening needs it between its steps.
       let opening: Promise<ServeStore> | null = null
       if (!stopping && flags.workers === undefined && !cluster.isWorker) {
         const { openServeStore } = await import('../serve-store.js')

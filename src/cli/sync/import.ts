@@ -198,8 +198,7 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
     // An earlier try of this chunk (this run's, before its server restarted) wrote it, and the
     // server lost its answer: its rows are written, how (created, updated, unchanged) is not known.
     if (res.answerLost) {
-      const lines = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.lastLine}`
-      return { refusals, failed: false, lost: true, results, note: `${lines}: ${rowCount(rows.length)}, written by an earlier try whose answer the server lost (HTTP ${res.status}: ${errors[0]?.detail ?? 'idempotency_key_in_use'})` }
+      return { refusals, failed: false, lost: true, results, note: `${linesOf(rows)}: ${rowCount(rows.length)}, written by an earlier try whose answer the server lost (HTTP ${res.status}: ${errors[0]?.detail ?? 'idempotency_key_in_use'})` }
     }
     // Rows of long texts: 10,000 of them may pass the server's byte limit for a bulk body (8 MiB
     // by default) though each is valid; the caller sends the chunk again in halves.
@@ -223,8 +222,13 @@ async function sendChunk(ctx: ChunkContext, rows: FileRow[], index: string): Pro
     }
   }
   const written = failed || ctx.options.dryRun ? 'nothing written' : `${results.created} created, ${results.updated} updated, ${results.unchanged} unchanged`
-  const note = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.lastLine}: ${rowCount(rows.length)}, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}${whole}`
+  const note = `${linesOf(rows)}: ${rowCount(rows.length)}, ${failed ? `${new Set(refusals.map((r) => r.line)).size} refused, ` : ctx.options.dryRun ? 'all valid, ' : ''}${written}${whole}`
   return { refusals, failed, lost: false, results, note }
+}
+
+/** The file lines of a chunk, as its report names them: `lines 2-10001` (a row's last line: a quoted cell may span several). */
+function linesOf(rows: readonly FileRow[]): string {
+  return `lines ${rows[0]!.line}-${rows[rows.length - 1]!.lastLine}`
 }
 
 /**
@@ -300,7 +304,7 @@ async function importRows(client: ServerClient, options: ImportOptions, report: 
   // Idempotency-Key's part, 3, then 3a and 3b, …).
   const send = async (rows: FileRow[], label: string): Promise<void> => {
     // A dry run writes nothing: an interruption then has nothing to say of the chunk in flight.
-    const lines = `lines ${rows[0]!.line}-${rows[rows.length - 1]!.lastLine}`
+    const lines = linesOf(rows)
     if (!options.dryRun) bar.sending(lines)
     const sent = await sendChunk(ctx, rows, label).catch((err: unknown) => {
       // The server went away for good mid-import: say what it may hold, as an interruption does.
