@@ -17,11 +17,14 @@ process.on('warning', (warning) => {
   process.stderr.write(`kbis: warning: ${String(warning.message).split('\n')[0].trim()}\n`)
 })
 
-// `kbis keys` and `kbis users` run a few statements on the store and exit: V8 compiling PGlite's
-// busiest WebAssembly functions again, optimized, would not pay off before the exit. Baseline code
-// only: `kbis keys list` on the embedded store took 1.0 s of CPU instead of 1.7, and 0.95 s instead
-// of 1.2 (medians of five, taking turns).
-if (process.argv[2] === 'keys' || process.argv[2] === 'users') {
+// `kbis keys`, `kbis users` and `kbis apply` run a few statements on the store and exit: V8
+// compiling PGlite's busiest WebAssembly functions again, optimized, would not pay off before the
+// exit. Baseline code only: `kbis keys list` on the embedded store took 1.0 s of CPU instead of
+// 1.7, and 0.95 s instead of 1.2 (medians of five, taking turns); `kbis apply` of a small
+// organization 1.7 s instead of 2.6, and 1.4 s instead of 1.8 (three each, taking turns). An apply
+// whose migrations rewrite a large store would take longer (baseline code runs a long statement
+// ≈ 1.3–1.5× slower); `kbis serve` runs the migrations of a new version itself as it starts.
+if (process.argv[2] === 'keys' || process.argv[2] === 'users' || process.argv[2] === 'apply') {
   const v8 = await import('node:v8')
   v8.setFlagsFromString('--liftoff-only')
 }

@@ -68,8 +68,8 @@ export async function startRawRoutes(db: Db, serviceDb: Db): Promise<{ url: stri
     const { sql, data } = request.body as { sql: string; data: string }
     if (db.kind !== 'pglite') throw new Error('bench: /copy is for PGlite (PostgreSQL is copied into from the bench process)')
     // COPY from a blob is not in the Db interface; PGlite's store offers it to the benchmark.
-    const pglite = db as unknown as { copyFromBlob(sql: string, data: Blob): Promise<void> }
-    const blob = new Blob([data])
+    const pglite = db as unknown as { copyFromBlob(sql: string, data: ArrayBuffer): Promise<void> }
+    const blob = new TextEncoder().encode(data).buffer
     const start = performance.now()
     await pglite.copyFromBlob(sql, blob)
     return { ms: performance.now() - start }

@@ -194,6 +194,6 @@ export interface StoreOptions {
    * decision 0015).
    */
   sharedBuffersMb?: number | undefined
-  /** PGlite only: a dump of a data directory (`dumpDataDir`) to start from instead of an empty one. */
-  loadDataDir?: Blob | undefined
+  /** PGlite only: the bytes of a data directory's dump (`dumpDataDir`, a tar file) to start from instead of an empty one. */
+  loadDataDir?: Uint8Array | undefined
 }

@@ -112,8 +112,8 @@ class PgliteDb implements Db {
     return (await this.thread.call({ op: 'memory' })) as number
   }
 
-  /** The benchmark's bulk-load limit only: `COPY … FROM '/dev/blob'` of `data`, in PGlite's thread. */
-  async copyFromBlob(sql: string, data: Blob): Promise<void> {
+  /** The benchmark's bulk-load limit only: `COPY … FROM '/dev/blob'` of `data`, in PGlite's thread, which takes the bytes over. */
+  async copyFromBlob(sql: string, data: ArrayBuffer): Promise<void> {
     await this.thread.call({ op: 'query', tx: 0, sql, params: [], blob: data })
   }
 

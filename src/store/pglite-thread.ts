@@ -37,8 +37,8 @@ function compiledWorker(): URL {
  */
 const YOUNG_GENERATION_MB = 4
 
-function newWorker(options: PgliteWorkerOptions): Worker {
-  const settings = { workerData: options, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } }
+function newWorker(options: PgliteWorkerOptions, transferList: ArrayBuffer[]): Worker {
+  const settings = { workerData: options, transferList, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } }
   const file = FROM_SOURCES ? compiledWorker() : new URL('./pglite-worker.js', import.meta.url)
   if (file.pathname.endsWith('.js')) return new Worker(file, settings)
   // tsx's ESM entry of its API, as its package.json exports it (require.resolve gives the CommonJS one).
@@ -59,12 +59,19 @@ const PGLITE_DIST = path.dirname(createRequire(import.meta.url).resolve('@electr
 
 let compiled: Promise<WebAssembly.Module> | null = null
 
+/** `bytes` as an ArrayBuffer of their own, to transfer (readFile's is its own unless the file is small). */
+function ownBuffer(bytes: Uint8Array): ArrayBuffer {
+  if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.buffer instanceof ArrayBuffer) return bytes.buffer
+  return new Uint8Array(bytes).buffer
+}
+
 /**
  * PGlite's WebAssembly module and file-system bundle for a new thread. The module is compiled
  * once per process and shared by every thread of it (a compiled module crosses to a worker
  * without being compiled again), instead of each thread compiling its own (≈ 0.3 s per store,
  * which the tests, opening a store per file, paid hundreds of times). The bundle (6 MB) is read
- * for each thread and not kept: a server starts one, which unpacks it into its own file system.
+ * for each thread, moved to it and not kept: a server starts one, which unpacks it into its own
+ * file system.
  */
 async function pgliteFiles(): Promise<Pick<PgliteWorkerOptions, 'pgliteWasmModule' | 'fsBundle'>> {
   if (compiled === null) {
@@ -75,7 +82,7 @@ async function pgliteFiles(): Promise<Pick<PgliteWorkerOptions, 'pgliteWasmModul
     })
   }
   const [pgliteWasmModule, bundle] = await Promise.all([compiled, readFile(path.join(PGLITE_DIST, 'pglite.data'))])
-  return { pgliteWasmModule, fsBundle: new Blob([bundle]) }
+  return { pgliteWasmModule, fsBundle: ownBuffer(bundle) }
 }
 
 export class PgliteThread {
@@ -103,8 +110,12 @@ export class PgliteThread {
   }
 
   /** Starts the thread and PGlite in it (`onBooting` then); resolves once PGlite is ready. */
-  static async start(options: Omit<PgliteWorkerOptions, 'pgliteWasmModule' | 'fsBundle'>, onBooting?: () => void): Promise<PgliteThread> {
-    const worker = newWorker({ ...options, ...(await pgliteFiles()) })
+  static async start(options: Omit<PgliteWorkerOptions, 'pgliteWasmModule' | 'fsBundle' | 'loadDataDir'> & { loadDataDir: Uint8Array | null }, onBooting?: () => void): Promise<PgliteThread> {
+    const files = await pgliteFiles()
+    // A dump is copied (new Uint8Array: a Buffer's slice is a view) for the thread, which takes
+    // the copy over; the caller's stays theirs (the tests load one into every store).
+    const loadDataDir = options.loadDataDir === null ? null : new Uint8Array(options.loadDataDir).buffer
+    const worker = newWorker({ ...options, ...files, loadDataDir }, [files.fsBundle, ...(loadDataDir === null ? [] : [loadDataDir])])
     const thread = new PgliteThread(worker)
     onBooting?.()
     try {
@@ -146,8 +157,10 @@ export class PgliteThread {
     if (this.stopped) return Promise.reject(this.stopped)
     return new Promise((resolve, reject) => {
       try {
-        // Throws at once for a value a structured clone cannot take (a function, a symbol).
-        this.worker.postMessage({ ...request, id } as PgliteRequest)
+        // Throws at once for a value a structured clone cannot take (a function, a symbol). A
+        // COPY's bytes are moved to the thread, not copied.
+        const moved = request.op === 'query' && request.blob !== undefined ? [request.blob] : []
+        this.worker.postMessage({ ...request, id } as PgliteRequest, moved)
       } catch (err) {
         return reject(err)
       }

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import path from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { createInterface } from 'node:readline'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -59,10 +60,17 @@ export function runKbis(args: string[], options: { env?: Record<string, string>;
  */
 export const TEST_ALLOCATOR = { GLIBC_TUNABLES: ALLOCATOR_TUNABLES }
 
+/**
+ * The V8 setting of the kbis processes the tests start: PGlite's WebAssembly in baseline code only
+ * (test/helpers/liftoff-only.mjs), which the processes of `--workers` inherit. A test that measures
+ * a server's memory or time starts it as users do (`NODE_OPTIONS: undefined`).
+ */
+export const TEST_WASM = { NODE_OPTIONS: `--import ${JSON.stringify(pathToFileURL(path.resolve('test/helpers/liftoff-only.mjs')).href)}` }
+
 /** Runs the `kbis` CLI (bin/kbis) in its own process (`kbis serve`, `kbis apply`, …). */
 export function runCli(args: string[], env: Record<string, string | undefined> = {}): CliProcess {
   const child = spawn(KBIS_BIN, args, {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_ALLOCATOR, ...env },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_ALLOCATOR, ...TEST_WASM, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const lines: string[] = []

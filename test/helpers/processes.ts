@@ -23,7 +23,8 @@ export interface ServerProcess {
 
 /** Starts test/helpers/server-entry.ts in its own Node process and waits until it listens. */
 export async function startServerProcess(env: Record<string, string | undefined>): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/server-entry.ts'], {
+  // Baseline WebAssembly code only, as the CLI's servers of the tests (TEST_WASM in cli-server.ts).
+  const child = spawn(process.execPath, ['--liftoff-only', '--import', 'tsx', 'test/helpers/server-entry.ts'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -56,7 +56,7 @@ describe('KBIS_HEAP_GROWTH_PERCENT', () => {
  * and environment): the V8 heap the server reports on /metrics and its peak RSS, in bytes.
  */
 async function memoryAfterBulks(store: { args: string[]; env: Record<string, string> }, secret: string, env: Record<string, string>, batch: string): Promise<{ heap: number; peakRss: number }> {
-  const server = runCli(['serve', '--port', '0', '--metrics-port', '0', ...store.args], { GLIBC_TUNABLES: undefined, ...store.env, ...env })
+  const server = runCli(['serve', '--port', '0', '--metrics-port', '0', ...store.args], { GLIBC_TUNABLES: undefined, NODE_OPTIONS: undefined, ...store.env, ...env })
   try {
     const [, url] = await server.waitFor(/kbis listening on (http:\/\/\S+)/, 120_000)
     const [, metricsUrl] = await server.waitFor(/metrics on (http:\/\/\S+)/)
@@ -144,7 +144,7 @@ describe('kbis serve on PGlite: memory of 10,000-item bulks', { timeout: 300_000
 
   /** `kbis serve` started as users start it, 3 s after it listens: its environment and its RSS in bytes. */
   async function afterStart(env: Record<string, string>): Promise<{ environ: string[]; rss: number }> {
-    const server = runCli(['serve', '--port', '0', '--data-dir', dir], { GLIBC_TUNABLES: undefined, ...env })
+    const server = runCli(['serve', '--port', '0', '--data-dir', dir], { GLIBC_TUNABLES: undefined, NODE_OPTIONS: undefined, ...env })
     try {
       await server.waitFor(/kbis listening on/, 120_000)
       await new Promise((resolve) => setTimeout(resolve, 3000))
