@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { stringify } from 'yaml'
 import { typedDocument } from './typed.js'
 import { commonErrorResponses } from '../core/schemas.js'
 import { registerRouteGuards } from '../core/http-input.js'
@@ -28,6 +27,9 @@ function baseDocument(app: FastifyInstance): Record<string, unknown> {
  */
 const YAML_OPTIONS = { aliasDuplicateObjects: false, version: '1.1' } as const
 
+/** The YAML writer, loaded when a YAML document is first asked for: not by every server's start. */
+const yaml = () => import('yaml')
+
 /** The 200 of the document routes: the document itself, as JSON or as YAML text (sent as it is, not serialized by a schema). */
 const OPENAPI_JSON = { type: 'object', additionalProperties: true, description: 'An OpenAPI 3.1 document' }
 const OPENAPI_YAML = { description: 'An OpenAPI 3.1 document (YAML)', content: { 'application/yaml': { schema: { type: 'string' } } } }
@@ -46,7 +48,7 @@ export async function openapiRoutes(app: FastifyInstance): Promise<void> {
     reply.type('application/json; charset=utf-8').send(baseDocument(app)),
   )
   app.get('/openapi/base.yaml', { schema: schema('YAML', OPENAPI_YAML) }, async (_request, reply) =>
-    reply.type('application/yaml; charset=utf-8').send(stringify(baseDocument(app), YAML_OPTIONS)),
+    reply.type('application/yaml; charset=utf-8').send((await yaml()).stringify(baseDocument(app), YAML_OPTIONS)),
   )
 }
 
@@ -84,7 +86,7 @@ export async function typedOpenapiRoutes(app: FastifyInstance): Promise<void> {
   )
   app.get('/openapi/typed.yaml', { schema: schema('YAML', OPENAPI_YAML) }, async (request, reply) => {
     const entry = await entryFor(request)
-    entry.yaml ??= stringify(entry.document, YAML_OPTIONS)
+    entry.yaml ??= (await yaml()).stringify(entry.document, YAML_OPTIONS)
     return reply.type('application/yaml; charset=utf-8').send(entry.yaml)
   })
 }

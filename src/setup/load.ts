@@ -4,14 +4,13 @@ import path from 'node:path'
 import { parseDocument } from 'yaml'
 import type { Issue } from '../core/errors.js'
 import { losesDigits, unstorableParsed, unstorableValues } from '../core/json-values.js'
-import { checkRules } from './checks.js'
-import { fillScoreBounds, normalizeSetup } from './normalize.js'
-import { checkReferences } from './references.js'
-import { fieldPath, firstShapeError } from './schema.js'
+import { fieldPath } from './schema.js'
 import { SetupError, type SetupFile } from './types.js'
+import { validateSetup } from './validate.js'
 
 export { SetupError } from './types.js'
 export type { SetupFile } from './types.js'
+export { validateSetup } from './validate.js'
 
 export type SetupFormat = 'yaml' | 'json'
 
@@ -114,23 +113,6 @@ function refuseDuplicateMembers(text: string, source: string): void {
   if (!error) return
   const pos = error.linePos?.[0]
   throw new SetupError(`${source}: invalid JSON: ${pos ? `line ${pos.line}, column ${pos.col}: ` : ''}a member is named twice in one object (the first would be lost)`)
-}
-
-/**
- * Validates parsed data and fills in defaults. Checks shape, rules and references within the file;
- * references into sections the file does not list are checked by `applySetup` against the store.
- */
-export function validateSetup(data: unknown, source?: string): SetupFile {
-  const fail = (message: string): never => {
-    throw new SetupError(source ? `${source}: ${message}` : message)
-  }
-  const shape = firstShapeError(data)
-  if (shape) fail(shape)
-  const setup = normalizeSetup(data as Record<string, unknown>, source)
-  const problem = checkRules(setup) ?? checkReferences(setup, null)
-  if (problem) fail(problem)
-  fillScoreBounds(setup)
-  return setup
 }
 
 /** Parses the text of a set-up file; `source` names it in error messages. */

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openDb, PREPARED_PER_CONNECTION, type Db } from '../../src/store/db.js'
+import { openDb, type Db } from '../../src/store/db.js'
+import { PREPARED_PER_CONNECTION } from '../../src/store/postgres-db.js'
 import { STORES } from '../helpers/stores.js'
 
 /**

@@ -1,7 +1,4 @@
 import { Command, Option } from 'commander'
-import { ServerClient } from './client.js'
-import { rowCount, runImport } from './import.js'
-import { runExport } from './export.js'
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
 
@@ -23,6 +20,8 @@ export function registerSyncCommands(program: Command): void {
     .option('--dry-run', 'check the whole file and write nothing')
     .option('--errors <out.csv>', 'write every refused row as CSV: line,field,message'))
     .action(async (file: string, flags: { type: string; format?: 'csv' | 'ndjson'; upsert?: boolean; dryRun?: boolean; errors?: string; url?: string; key?: string }) => {
+      // Loaded by the command that runs (a CSV parser, a progress bar), not by every command (cli/main.ts).
+      const [{ ServerClient }, { rowCount, runImport }] = await Promise.all([import('./client.js'), import('./import.js')])
       const summary = await runImport(new ServerClient(flags), { file, format: flags.format, type: flags.type, upsert: !!flags.upsert, dryRun: !!flags.dryRun, errors: flags.errors })
       const r = summary.results
       const done = flags.dryRun ? 'dry run, nothing written' : flags.upsert ? `${r.created} created, ${r.updated} updated, ${r.unchanged} unchanged` : `${r.created} created`
@@ -38,6 +37,7 @@ export function registerSyncCommands(program: Command): void {
     .addOption(new Option('--format <format>', 'output format').choices(['csv', 'ndjson']).default('csv'))
     .option('--output <file>', 'write to this file instead of stdout'))
     .action(async (flags: { type: string; format: 'csv' | 'ndjson'; output?: string; url?: string; key?: string }) => {
+      const [{ ServerClient }, { runExport }] = await Promise.all([import('./client.js'), import('./export.js')])
       await runExport(new ServerClient(flags), { type: flags.type, format: flags.format, output: flags.output })
     })
 }
