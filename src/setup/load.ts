@@ -10,7 +10,6 @@ import { validateSetup } from './validate.js'
 
 export { SetupError } from './types.js'
 export type { SetupFile } from './types.js'
-export { validateSetup } from './validate.js'
 
 export type SetupFormat = 'yaml' | 'json'
 
