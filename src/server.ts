@@ -8,6 +8,7 @@ import { storeNewKey } from './keys/create.js'
 import { operatorOrigin } from './outbox/write.js'
 import { startControlSocket, type ControlSocket } from './cli/control.js'
 import { startMetricsServer } from './ops/metrics-server.js'
+import { logStream, logWritten, type LogStream } from './ops/log-stream.js'
 import type { Server } from 'node:http'
 import { countUnscopedWebhooks } from './webhooks/sql.js'
 
@@ -61,7 +62,8 @@ export async function startServer(config: Config, print: (line: string) => void,
   const opened = await (store ?? openServeStore(config, print).store)
   const { db, created } = opened
   // JSON lines on stdout (pino). The Admin key is printed through `print`, never into this stream.
-  const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] } })
+  const log = logStream()
+  const app = await buildApp({ db, config, logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'], stream: log } })
   // Not ready (/readyz 503) until the first start's organization and key exist and the CLI's
   // control socket is up: a load balancer or script waiting for it finds the server whole.
   app.lifecycle.starting = true
@@ -102,7 +104,7 @@ export async function startServer(config: Config, print: (line: string) => void,
     app,
     db,
     url,
-    close: () => shutDown({ app, db, control, metricsServer, timeoutSeconds: config.shutdownTimeoutSeconds }),
+    close: () => shutDown({ app, db, control, metricsServer, log, timeoutSeconds: config.shutdownTimeoutSeconds }),
   }
 }
 
@@ -142,7 +144,7 @@ const SHUTDOWN_MARGIN_MS = 2_000
  * end, then its transaction rolls back; exiting with one of its transactions open is a crash to
  * it, and its write-ahead log makes the next start roll that transaction back.
  */
-async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlSocket | null; metricsServer: Server | null; timeoutSeconds: number }): Promise<void> {
+async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlSocket | null; metricsServer: Server | null; log: LogStream; timeoutSeconds: number }): Promise<void> {
   const { app, db } = parts
   app.lifecycle.startDraining()
   const timer = setTimeout(() => {
@@ -179,12 +181,7 @@ async function shutDown(parts: { app: FastifyInstance; db: Db; control: ControlS
     }
   } finally {
     clearTimeout(deadline)
-    // The log's last lines are out before the caller prints `kbis stopped` (pino may hold them).
-    const log = app.log as typeof app.log & { flush?: (done: () => void) => void }
-    await new Promise<void>((resolve) => {
-      setTimeout(resolve, 1_000).unref()
-      if (log.flush) log.flush(() => resolve())
-      else resolve()
-    })
+    // The log's last lines are out before the caller prints `kbis stopped` on the same output.
+    await logWritten(parts.log, 1_000)
   }
 }

@@ -25,6 +25,7 @@ export interface CliProcess {
   lines: string[]
   /** Resolves with the first line (already written or to come) that matches. */
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<RegExpExecArray>
+  /** Its exit code, once it has exited and its output has been read to the end. */
   exited: Promise<number | null>
 }
 
@@ -84,7 +85,14 @@ export function runCli(args: string[], env: Record<string, string | undefined> =
   }
   createInterface({ input: child.stdout! }).on('line', onLine)
   createInterface({ input: child.stderr! }).on('line', onLine)
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  // Exited once its output is read to the end too ('close': the process ended and its pipes were
+  // drained), else a last line (`kbis stopped`) may still be on its way when a test reads `lines`.
+  // Processes it started that outlive it (workers killed with their primary) may hold the pipes
+  // open: then its exit plus a bound is enough.
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('close', (code) => resolve(code))
+    child.once('exit', (code) => void setTimeout(() => resolve(code), 5_000).unref())
+  })
   return {
     child,
     lines,
@@ -106,8 +114,6 @@ export function runCli(args: string[], env: Record<string, string | undefined> =
 export async function cliRun(args: string[], env: Record<string, string | undefined> = {}): Promise<{ code: number | null; lines: string[] }> {
   const run = runCli(args, env)
   const code = await run.exited
-  // The last lines' events come after the exit's.
-  await new Promise((resolve) => setImmediate(resolve))
   return { code, lines: run.lines }
 }
 
