@@ -197,7 +197,12 @@ if (STORES.includes('pglite')) {
       expect(cut.length).toBeGreaterThan(0)
       for (const line of cut) expect([null, 503]).toContain(line.status_code)
       expect(server.lines.filter((l) => l.startsWith('{') && (JSON.parse(l) as { level: number }).level >= 50)).toEqual([])
-      expect(server.lines.some((l) => l.includes('request cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT); its transaction was rolled back'))).toBe(true)
+      // The bulk running at the timeout runs its statement to its end (PGlite cannot cancel one),
+      // then rolls back and says so; on a machine slow enough that it was still running 2 s later,
+      // the process exited with its transaction open, which the next open rolls back (below).
+      const overdue = server.lines.some((l) => l.includes('shutdown still not done 2 s after KBIS_SHUTDOWN_TIMEOUT'))
+      const rolledBack = server.lines.some((l) => l.includes('request cut off by the shutdown timeout (KBIS_SHUTDOWN_TIMEOUT); its transaction was rolled back'))
+      expect(rolledBack || overdue, server.lines.join('\n')).toBe(true)
       // Last, even after a shutdown that outlasted the timeout's 2 s margin (its warning comes before).
       expect(server.lines.at(-1)).toBe('kbis stopped')
       // Committed exactly when answered 201; at least one was cut off.
