@@ -3,7 +3,7 @@ import { buildApp } from './app.js'
 import type { Config } from './core/config.js'
 import type { Db } from './store/db.js'
 import { abandonServeStore, openServeStore, type ServeStore } from './serve-store.js'
-import { ensureDefaultOrganization } from './setup/bootstrap.js'
+import { DEFAULT_OWNER, ensureDefaultOrganization } from './setup/bootstrap.js'
 import { storeNewKey } from './keys/create.js'
 import { operatorOrigin } from './outbox/write.js'
 import { startControlSocket, type ControlSocket } from './cli/control.js'
@@ -121,9 +121,23 @@ export async function unscopedWebhooksLine(db: Db): Promise<string | null> {
     + `of assets hidden from the key that made ${them} too, until a PATCH sets ${their} url (docs/webhooks.md)`
 }
 
+/**
+ * The first start's Admin key, on standard output (`print`). Nothing shows it again: when standard
+ * output could not take it (a reader that stopped, `kbis serve | head -1`), standard error says
+ * how to make another.
+ */
 export function printAdminKey(print: (line: string) => void, secret: string): void {
   print('Created organization "default" with an Owner user and the role "all".')
   print(`Admin API key (shown only this once): ${secret}`)
+  // Called back once the lines before it are written, with the error of a closed output.
+  process.stdout.write('', (err) => {
+    if (err) process.stderr.write(`${adminKeyLostLine()}\n`)
+  })
+}
+
+/** What a start says when its Admin key could not be shown. */
+export function adminKeyLostLine(): string {
+  return `kbis: the Admin key could not be written to standard output; make another with \`kbis keys create --org default --user ${DEFAULT_OWNER.email} --name admin --type Admin --roles all\` (same --data-dir or DATABASE_URL)`
 }
 
 /**

@@ -92,7 +92,8 @@ export async function main(argv: string[], entry: EntryPoint = {}): Promise<void
     .configureOutput({ outputError: (text, write) => write(`kbis: ${text.replace(/^error: /, '').trimEnd().replace(/\n+/g, ' ')}\n`) })
   // A reader that stops early (`kbis keys list | head -1`) closes standard output under a command:
   // its work is done, so it stops quietly, as Unix tools do, instead of dying on EPIPE with a
-  // stack trace. Not the server, whose end would look like a normal stop to its supervisor.
+  // stack trace. Not the server, whose end would look like a normal stop to its supervisor: it
+  // serves on (registerServe).
   program.hook('preAction', (_program, command) => {
     if (command.name() !== 'serve') process.stdout.on('error', quietOnClosedOutput)
   })
@@ -129,6 +130,9 @@ function registerServe(program: Command, entry: EntryPoint): void {
       // The operator sees the stop begin and end (a worker of --workers says nothing: its primary
       // says it once for all).
       const say = (line: string) => void (cluster.isWorker || out(line))
+      // A reader that stopped (`kbis serve | head -1`) closes standard output under the server: it
+      // serves on, and says so once on standard error (its log goes quiet by itself).
+      process.stdout.on('error', outputClosedUnderServer)
       const drain = (running: RunningServer) => running.close().then(() => {
         say(STOPPED_LINE)
         process.exit(0)
@@ -335,6 +339,13 @@ function keyTable(keys: readonly CliKeyRecord[]): string[] {
     ...keys.map((k) => [k.id, k.secret_prefix, k.permission_type, printable(k.owner_email), k.role_keys.join(','), k.last_used_at ?? 'never', printable(k.name)])]
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '))
+}
+
+let outputClosedSaid = false
+function outputClosedUnderServer(err: NodeJS.ErrnoException): void {
+  if (outputClosedSaid) return
+  outputClosedSaid = true
+  process.stderr.write(`kbis: standard output: ${err.message}; serving on without it (what kbis prints there, its log included, is lost)\n`)
 }
 
 function quietOnClosedOutput(err: NodeJS.ErrnoException): void {

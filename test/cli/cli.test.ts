@@ -343,4 +343,37 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect({ code, stderr }).toEqual({ code: 0, stderr: '' })
     expect((await kbis(['apply', path.join(dir, 'acme.yaml'), '--data-dir', data])).stdout).toBe('organization acme: updated; no changes\n')
   })
+
+  it('serves on when its standard output is closed (kbis serve | head -1), saying so on standard error with how to make the Admin key it could not show', async () => {
+    const data = await templateDataDir(path.join(dir, 'data7'))
+    const port = await freePort()
+    const child = spawn(KBIS_BIN, ['serve', '--port', String(port), '--data-dir', data], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'info', ...TEST_ALLOCATOR } })
+    running.add(child)
+    const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
+    // Closed before the server writes anything: its first line meets a closed pipe (EPIPE).
+    child.stdout.destroy()
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    const url = `http://127.0.0.1:${port}`
+    const deadline = Date.now() + 120_000
+    while ((await fetch(`${url}/readyz`).then((res) => res.status, () => 0)) !== 200 || !stderr.includes('serving on')) {
+      expect(Date.now(), stderr).toBeLessThan(deadline)
+      expect(child.exitCode, stderr).toBeNull()
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+    expect(stderr.split('\n').filter(Boolean).sort()).toEqual([
+      'kbis: standard output: write EPIPE; serving on without it (what kbis prints there, its log included, is lost)',
+      'kbis: the Admin key could not be written to standard output; make another with `kbis keys create --org default --user owner@default.local --name admin --type Admin --roles all` (same --data-dir or DATABASE_URL)',
+    ])
+    // The command it names, run as it says while the server runs, makes a key that works; the
+    // server serves requests (whose log lines meet the closed output) as before.
+    const made = await kbis(['keys', 'create', '--org', 'default', '--user', 'owner@default.local', '--name', 'admin', '--type', 'Admin', '--roles', 'all', '--json', '--data-dir', data])
+    const { secret } = JSON.parse(made.stdout) as { secret: string }
+    for (let i = 0; i < 3; i++) {
+      expect((await fetch(`${url}/api/v1/metamodel/asset-types`, { headers: { authorization: `Bearer ${secret}` } })).status).toBe(200)
+    }
+    child.kill('SIGTERM')
+    expect(await closed).toBe(0)
+    expect(stderr.split('\n').filter(Boolean)).toHaveLength(2)
+  })
 })
