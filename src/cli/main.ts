@@ -133,6 +133,8 @@ function registerServe(program: Command, entry: EntryPoint): void {
       // A reader that stopped (`kbis serve | head -1`) closes standard output under the server: it
       // serves on, and says so once on standard error (its log goes quiet by itself).
       process.stdout.on('error', outputClosedUnderServer)
+      // Standard error closed with it (`kbis serve 2>&1 | head -1`): nothing is left to say so on.
+      process.stderr.on('error', () => undefined)
       const drain = (running: RunningServer) => running.close().then(() => {
         say(STOPPED_LINE)
         process.exit(0)

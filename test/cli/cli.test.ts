@@ -376,4 +376,26 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect(await closed).toBe(0)
     expect(stderr.split('\n').filter(Boolean)).toHaveLength(2)
   })
+
+  it('serves on when standard error is closed with standard output (kbis serve 2>&1 | head -1)', async () => {
+    const data = await templateDataDir(path.join(dir, 'data8'))
+    const port = await freePort()
+    const child = spawn(KBIS_BIN, ['serve', '--port', String(port), '--data-dir', data], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'info', ...TEST_ALLOCATOR } })
+    running.add(child)
+    const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
+    child.stdout.destroy()
+    child.stderr.destroy()
+    const url = `http://127.0.0.1:${port}`
+    const deadline = Date.now() + 120_000
+    while ((await fetch(`${url}/readyz`).then((res) => res.status, () => 0)) !== 200) {
+      expect(Date.now()).toBeLessThan(deadline)
+      expect(child.exitCode).toBeNull()
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+    const made = await kbis(['keys', 'create', '--org', 'default', '--user', 'owner@default.local', '--name', 'admin', '--type', 'Admin', '--roles', 'all', '--json', '--data-dir', data])
+    const { secret } = JSON.parse(made.stdout) as { secret: string }
+    expect((await fetch(`${url}/api/v1/metamodel/asset-types`, { headers: { authorization: `Bearer ${secret}` } })).status).toBe(200)
+    child.kill('SIGTERM')
+    expect(await closed).toBe(0)
+  })
 })
