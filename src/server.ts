@@ -123,15 +123,16 @@ export async function unscopedWebhooksLine(db: Db): Promise<string | null> {
 
 /**
  * The first start's Admin key, on standard output (`print`). Nothing shows it again: when standard
- * output could not take it (a reader that stopped, `kbis serve | head -1`), standard error says
- * how to make another.
+ * output could not take it (a reader that stopped, `kbis serve | head -1`) or was closed when the
+ * process started (`kbis serve >&-`, where Node writes to /dev/null in its place: bin/kbis tells
+ * with KBIS_STDOUT_CLOSED), standard error says how to make another.
  */
 export function printAdminKey(print: (line: string) => void, secret: string): void {
   print('Created organization "default" with an Owner user and the role "all".')
   print(`Admin API key (shown only this once): ${secret}`)
   // Called back once the lines before it are written, with the error of a closed output.
   process.stdout.write('', (err) => {
-    if (err) process.stderr.write(`${adminKeyLostLine()}\n`)
+    if (err || process.env.KBIS_STDOUT_CLOSED === '1') process.stderr.write(`${adminKeyLostLine()}\n`)
   })
 }
 

@@ -94,8 +94,12 @@ export async function main(argv: string[], entry: EntryPoint = {}): Promise<void
   // its work is done, so it stops quietly, as Unix tools do, instead of dying on EPIPE with a
   // stack trace. Not the server, whose end would look like a normal stop to its supervisor: it
   // serves on (registerServe).
+  // A closed standard error (progress and warnings, `kbis import … 2>&1 >rows.log | head -1`)
+  // leaves nothing to say anything on: the command goes on to its end and exit code.
   program.hook('preAction', (_program, command) => {
-    if (command.name() !== 'serve') process.stdout.on('error', quietOnClosedOutput)
+    if (command.name() === 'serve') return
+    process.stdout.on('error', quietOnClosedOutput)
+    process.stderr.on('error', () => undefined)
   })
 
   registerServe(program, entry)

@@ -377,6 +377,31 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
     expect(stderr.split('\n').filter(Boolean)).toHaveLength(2)
   })
 
+  it('says on standard error how to make the Admin key a first start with standard output closed (kbis serve >&-) could not show, and not with it sent to /dev/null', async () => {
+    for (const [redirect, told] of [['>&-', true], ['>/dev/null', false]] as const) {
+      const data = await templateDataDir(path.join(dir, `data-${told ? 'closed' : 'null'}`))
+      const port = await freePort()
+      const child = spawn('sh', ['-c', `exec "$0" serve --port ${port} --data-dir "$1" ${redirect}`, KBIS_BIN, data], { env: { ...process.env, DATABASE_URL: '', ...TEST_ALLOCATOR } })
+      running.add(child)
+      const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
+      let stderr = ''
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+      const deadline = Date.now() + 120_000
+      while ((await fetch(`http://127.0.0.1:${port}/readyz`).then((res) => res.status, () => 0)) !== 200) {
+        expect(Date.now(), stderr).toBeLessThan(deadline)
+        expect(child.exitCode, stderr).toBeNull()
+        await new Promise((resolve) => setTimeout(resolve, 200))
+      }
+      // The line comes once the key's line was written (to the /dev/null Node put in its place).
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      child.kill('SIGTERM')
+      expect(await closed).toBe(0)
+      expect({ redirect, stderr }).toEqual({ redirect, stderr: told
+        ? 'kbis: the Admin key could not be written to standard output; make another with `kbis keys create --org default --user owner@default.local --name admin --type Admin --roles all` (same --data-dir or DATABASE_URL)\n'
+        : '' })
+    }
+  })
+
   it('serves on when standard error is closed with standard output (kbis serve 2>&1 | head -1)', async () => {
     const data = await templateDataDir(path.join(dir, 'data8'))
     const port = await freePort()

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -8,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startMetricsServer } from '../../src/ops/metrics-server.js'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
-import { runCli, runKbis, type CliRun } from '../helpers/cli-server.js'
+import { KBIS_BIN, runCli, runKbis, type CliRun } from '../helpers/cli-server.js'
 
 
 type Run = CliRun
@@ -639,6 +640,25 @@ describe.concurrent('kbis import / kbis export against an address that is no kbi
       expect(await kbis(['import', csv, '--type', 'server'], { ...env, KBIS_URL: url })).toEqual(ONE_CREATED)
     })
     expect(posts).toBe(2)
+  })
+
+  it('finishes an import whose standard error is closed under it (kbis import … 2>&1 >rows.log | head -1): its progress lines are lost, not its rows', async () => {
+    const csv = file('stderr-closed.csv', 'name,hostname\ncli-quiet,cli-quiet\n')
+    let posts = 0
+    await withStubServer((req, res) => {
+      if (answeredServerType(req, res)) return
+      posts++
+      answerOneCreated(res)
+    }, async (url) => {
+      const child = spawn(KBIS_BIN, ['import', csv, '--type', 'server'], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, KBIS_URL: url } })
+      // Closed before the command writes anything: its first progress line meets a closed pipe.
+      child.stderr.destroy()
+      let stdout = ''
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+      expect({ code, stdout }).toEqual({ code: 0, stdout: ONE_CREATED.stdout })
+    })
+    expect(posts).toBe(1)
   })
 
   it('waits out a chunk whose Idempotency-Key is in use longer than five tries (a claim a crashed server left goes stale), then sends it', { timeout: 60_000 }, async () => {
