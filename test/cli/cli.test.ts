@@ -56,6 +56,33 @@ function serve(dataDir: string): Promise<{ child: ChildProcess; url: string; out
   })
 }
 
+/**
+ * `kbis serve` (or what `start` runs) on a new store in `dataDir` and a free port, its output left
+ * to the test: its store, address, process and exit code.
+ */
+async function serveOnFreePort(dataDir: string, start?: (port: number, data: string) => ChildProcess): Promise<{ data: string; url: string; child: ChildProcess; closed: Promise<number | null> }> {
+  const data = await templateDataDir(dataDir)
+  const port = await freePort()
+  const child = start ? start(port, data) : spawn(KBIS_BIN, ['serve', '--port', String(port), '--data-dir', data], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'info', ...TEST_ALLOCATOR } })
+  running.add(child)
+  const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
+  return { data, url: `http://127.0.0.1:${port}`, child, closed }
+}
+
+/**
+ * Resolves once the server at `url` answers /readyz with 200 (and `also()` holds): for a server
+ * whose output says nothing. Fails, with what it wrote on standard error (`said`), when it exits
+ * first or after two minutes.
+ */
+async function untilReady(url: string, child: ChildProcess, said: () => string, also = () => true): Promise<void> {
+  const deadline = Date.now() + 120_000
+  while ((await fetch(`${url}/readyz`).then((res) => res.status, () => 0)) !== 200 || !also()) {
+    expect(Date.now(), said()).toBeLessThan(deadline)
+    expect(child.exitCode, said()).toBeNull()
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+}
+
 function stop(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     child.once('close', () => resolve())
@@ -345,22 +372,12 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
   })
 
   it('serves on when its standard output is closed (kbis serve | head -1), saying so on standard error with how to make the Admin key it could not show', async () => {
-    const data = await templateDataDir(path.join(dir, 'data7'))
-    const port = await freePort()
-    const child = spawn(KBIS_BIN, ['serve', '--port', String(port), '--data-dir', data], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'info', ...TEST_ALLOCATOR } })
-    running.add(child)
-    const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
+    const { data, url, child, closed } = await serveOnFreePort(path.join(dir, 'data7'))
     // Closed before the server writes anything: its first line meets a closed pipe (EPIPE).
-    child.stdout.destroy()
+    child.stdout!.destroy()
     let stderr = ''
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-    const url = `http://127.0.0.1:${port}`
-    const deadline = Date.now() + 120_000
-    while ((await fetch(`${url}/readyz`).then((res) => res.status, () => 0)) !== 200 || !stderr.includes('serving on')) {
-      expect(Date.now(), stderr).toBeLessThan(deadline)
-      expect(child.exitCode, stderr).toBeNull()
-      await new Promise((resolve) => setTimeout(resolve, 200))
-    }
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()))
+    await untilReady(url, child, () => stderr, () => stderr.includes('serving on'))
     expect(stderr.split('\n').filter(Boolean).sort()).toEqual([
       'kbis: standard output: write EPIPE; serving on without it (what kbis prints there, its log included, is lost)',
       'kbis: the Admin key could not be written to standard output; make another with `kbis keys create --org default --user owner@default.local --name admin --type Admin --roles all` (same --data-dir or DATABASE_URL)',
@@ -379,19 +396,11 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
 
   it('says on standard error how to make the Admin key a first start with standard output closed (kbis serve >&-) could not show, and not with it sent to /dev/null', async () => {
     for (const [redirect, told] of [['>&-', true], ['>/dev/null', false]] as const) {
-      const data = await templateDataDir(path.join(dir, `data-${told ? 'closed' : 'null'}`))
-      const port = await freePort()
-      const child = spawn('sh', ['-c', `exec "$0" serve --port ${port} --data-dir "$1" ${redirect}`, KBIS_BIN, data], { env: { ...process.env, DATABASE_URL: '', ...TEST_ALLOCATOR } })
-      running.add(child)
-      const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
+      const { url, child, closed } = await serveOnFreePort(path.join(dir, `data-${told ? 'closed' : 'null'}`), (port, data) =>
+        spawn('sh', ['-c', `exec "$0" serve --port ${port} --data-dir "$1" ${redirect}`, KBIS_BIN, data], { env: { ...process.env, DATABASE_URL: '', ...TEST_ALLOCATOR } }))
       let stderr = ''
-      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-      const deadline = Date.now() + 120_000
-      while ((await fetch(`http://127.0.0.1:${port}/readyz`).then((res) => res.status, () => 0)) !== 200) {
-        expect(Date.now(), stderr).toBeLessThan(deadline)
-        expect(child.exitCode, stderr).toBeNull()
-        await new Promise((resolve) => setTimeout(resolve, 200))
-      }
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()))
+      await untilReady(url, child, () => stderr)
       // The line comes once the key's line was written (to the /dev/null Node put in its place).
       await new Promise((resolve) => setTimeout(resolve, 500))
       child.kill('SIGTERM')
@@ -403,20 +412,10 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
   })
 
   it('serves on when standard error is closed with standard output (kbis serve 2>&1 | head -1)', async () => {
-    const data = await templateDataDir(path.join(dir, 'data8'))
-    const port = await freePort()
-    const child = spawn(KBIS_BIN, ['serve', '--port', String(port), '--data-dir', data], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'info', ...TEST_ALLOCATOR } })
-    running.add(child)
-    const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
-    child.stdout.destroy()
-    child.stderr.destroy()
-    const url = `http://127.0.0.1:${port}`
-    const deadline = Date.now() + 120_000
-    while ((await fetch(`${url}/readyz`).then((res) => res.status, () => 0)) !== 200) {
-      expect(Date.now()).toBeLessThan(deadline)
-      expect(child.exitCode).toBeNull()
-      await new Promise((resolve) => setTimeout(resolve, 200))
-    }
+    const { data, url, child, closed } = await serveOnFreePort(path.join(dir, 'data8'))
+    child.stdout!.destroy()
+    child.stderr!.destroy()
+    await untilReady(url, child, () => '')
     const made = await kbis(['keys', 'create', '--org', 'default', '--user', 'owner@default.local', '--name', 'admin', '--type', 'Admin', '--roles', 'all', '--json', '--data-dir', data])
     const { secret } = JSON.parse(made.stdout) as { secret: string }
     expect((await fetch(`${url}/api/v1/metamodel/asset-types`, { headers: { authorization: `Bearer ${secret}` } })).status).toBe(200)
