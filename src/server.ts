@@ -137,7 +137,7 @@ export function printAdminKey(print: (line: string) => void, secret: string): vo
 }
 
 /** What a start says when its Admin key could not be shown. */
-export function adminKeyLostLine(): string {
+function adminKeyLostLine(): string {
   return `kbis: the Admin key could not be written to standard output; make another with \`kbis keys create --org default --user ${DEFAULT_OWNER.email} --name admin --type Admin --roles all\` (same --data-dir or DATABASE_URL)`
 }
 
