@@ -94,13 +94,13 @@ export async function main(argv: string[], entry: EntryPoint = {}): Promise<void
   // its work is done, so it stops quietly, as Unix tools do, instead of dying on EPIPE with a
   // stack trace. Not the server, whose end would look like a normal stop to its supervisor: it
   // serves on (registerServe).
-  // A closed standard error (progress and warnings, `kbis import … 2>&1 >rows.log | head -1`)
-  // leaves nothing to say anything on: the command goes on to its end and exit code.
   program.hook('preAction', (_program, command) => {
-    if (command.name() === 'serve') return
-    process.stdout.on('error', quietOnClosedOutput)
-    process.stderr.on('error', () => undefined)
+    if (command.name() !== 'serve') process.stdout.on('error', quietOnClosedOutput)
   })
+  // A closed standard error (progress and warnings, `kbis import … 2>&1 >rows.log | head -1`;
+  // the server's `kbis serve 2>&1 | head -1`) leaves nothing to say anything on: a command goes
+  // on to its end and exit code, the server serves on.
+  process.stderr.on('error', () => undefined)
 
   registerServe(program, entry)
   registerApply(program)
@@ -137,8 +137,6 @@ function registerServe(program: Command, entry: EntryPoint): void {
       // A reader that stopped (`kbis serve | head -1`) closes standard output under the server: it
       // serves on, and says so once on standard error (its log goes quiet by itself).
       process.stdout.on('error', outputClosedUnderServer)
-      // Standard error closed with it (`kbis serve 2>&1 | head -1`): nothing is left to say so on.
-      process.stderr.on('error', () => undefined)
       const drain = (running: RunningServer) => running.close().then(() => {
         say(STOPPED_LINE)
         process.exit(0)
