@@ -132,14 +132,12 @@ export function printAdminKey(print: (line: string) => void, secret: string): vo
   print(`Admin API key (shown only this once): ${secret}`)
   // Called back once the lines before it are written, with the error of a closed output.
   process.stdout.write('', (err) => {
-    if (err || process.env.KBIS_STDOUT_CLOSED === '1') process.stderr.write(`${adminKeyLostLine()}\n`)
+    if (err || process.env.KBIS_STDOUT_CLOSED === '1') process.stderr.write(`${ADMIN_KEY_LOST_LINE}\n`)
   })
 }
 
 /** What a start says when its Admin key could not be shown. */
-function adminKeyLostLine(): string {
-  return `kbis: the Admin key could not be written to standard output; make another with \`kbis keys create --org default --user ${DEFAULT_OWNER.email} --name admin --type Admin --roles all\` (same --data-dir or DATABASE_URL)`
-}
+const ADMIN_KEY_LOST_LINE = `kbis: the Admin key could not be written to standard output; make another with \`kbis keys create --org default --user ${DEFAULT_OWNER.email} --name admin --type Admin --roles all\` (same --data-dir or DATABASE_URL)`
 
 /**
  * After `KBIS_SHUTDOWN_TIMEOUT` a shutdown stops waiting: what still runs gets this long to wind
