@@ -4,16 +4,19 @@ import { STORES } from '../helpers/stores.js'
 import { createTestApp, type Response, type TestApp } from '../helpers/app.js'
 
 /**
- * The write side against a model in plain JavaScript (CONTRACT §2, §5, §13, §16): random sequences
- * of single and bulk creates, PATCHes (merging, `null` clearing), PUTs by composite key (replacing
- * or merging; creating what does not exist), archives, dry runs of each, requests refused whole
- * for one bad item, and replays of the last request under its Idempotency-Key. After each request
- * the answer is checked against the model; after each sequence, every asset's state, and the event
- * feed request by request: one `asset.created` / `asset.updated` / `asset.archived` per item that
- * changed, `changes` listing exactly what changed (`from`/`to`), nothing for a request that changed
- * nothing, a dry run, a refused request or a replay, and sequence numbers in the order of the
- * requests. A failure prints fast-check's seed and the shortest sequence it found.
- * KBIS_WRITE_MODEL_RUNS sets the number of sequences per store (25 by default).
+ * The write side against a model in plain JavaScript (CONTRACT §2, §5, §6, §13, §16): random
+ * sequences of single and bulk creates, PATCHes (merging, `null` clearing, embedded relationship
+ * syncs of either direction), PUTs by composite key (replacing or merging; creating what does not
+ * exist), relationships created (a duplicate refused) and deleted, archives (which hide an asset's
+ * relationships), dry runs, bulk requests refused whole for one bad item, and replays of the last
+ * request under its Idempotency-Key. After each request the answer is checked against the model;
+ * after each sequence, every asset's and relationship's state, and the event feed request by
+ * request: one `asset.created` / `asset.updated` / `asset.archived` per item that changed,
+ * `changes` listing exactly what changed (`from`/`to`), `relationship.created` / `.deleted` for
+ * each relationship a request made or removed, nothing for a request that changed nothing, a dry
+ * run, a refused request or a replay, and sequence numbers in the order of the requests. A failure
+ * prints fast-check's seed and the shortest sequence it found. KBIS_WRITE_MODEL_RUNS sets the
+ * number of sequences per store (25 by default).
  */
 const RUNS = Number(process.env.KBIS_WRITE_MODEL_RUNS ?? 25)
 
@@ -22,9 +25,15 @@ interface Values { name: string; access_domain_key: string | null; properties: P
 interface ModelAsset extends Values { id: string; hostname: string; archived: boolean }
 interface ExpectedEvent { type: string; subject: string; changes?: Record<string, { from: unknown; to: unknown }> }
 
+/** A `depends_on` relationship; its id is null until it is looked up (made by an embedded sync). */
+interface ModelLink { id: string | null; source: ModelAsset; target: ModelAsset; deleted: boolean }
+/** An embedded sync of one (direction, `depends_on`) pair: the related assets, by index among the live ones. */
+interface SyncSpec { direction: 'outgoing' | 'incoming'; picks: number[] }
+
 /** What a sequence has done so far, as the service should have it. */
 interface Model {
   assets: ModelAsset[]
+  links: ModelLink[]
   /** The events each request (by its X-Request-Id) should have written, in request order. */
   events: { requestId: string; events: ExpectedEvent[] }[]
   /** The last request sent, for a replay. */
@@ -82,6 +91,68 @@ function changesOf(before: Values, after: Values): Record<string, { from: unknow
 }
 
 const live = (m: Model) => m.assets.filter((a) => !a.archived)
+/** Relationships that exist for the API: not deleted, both ends live. */
+const visibleLinks = (m: Model) => m.links.filter((l) => !l.deleted && !l.source.archived && !l.target.archived)
+/** A relationship event as compared: its type and ends (an embedded sync's ids are not known beforehand). */
+const linkEvent = (type: string, l: { source: { id: string }; target: { id: string } }): ExpectedEvent => ({ type, subject: `relationship ${l.source.id}>${l.target.id}` })
+
+/** The relationships one request's syncs create and delete (a request's events are its net change). */
+interface LinkChanges { created: Set<ModelLink>; deleted: Set<ModelLink> }
+const noLinkChanges = (): LinkChanges => ({ created: new Set(), deleted: new Set() })
+
+/**
+ * An embedded sync of `asset` (CONTRACT §2, docs/relationships.md): the pair's visible
+ * relationships to assets not listed are deleted, listed ones that are missing created; hidden
+ * ones (an archived end) are left alone. Applied to the model, recorded in `changes`. Within one
+ * request the syncs of its items add up to one change: a relationship an earlier item created and
+ * a later one deleted never existed, one an earlier item deleted and a later one listed again stays.
+ */
+function sync(m: Model, asset: ModelAsset, spec: SyncSpec, changes: LinkChanges): void {
+  const related = [...new Set(spec.picks.map((p) => live(m)[p % live(m).length]!))]
+  const outgoing = spec.direction === 'outgoing'
+  for (const link of visibleLinks(m)) {
+    if ((outgoing ? link.source : link.target) !== asset) continue
+    if (related.includes(outgoing ? link.target : link.source)) continue
+    link.deleted = true
+    if (changes.created.delete(link)) m.links.splice(m.links.indexOf(link), 1)
+    else changes.deleted.add(link)
+  }
+  for (const other of related) {
+    const [source, target] = outgoing ? [asset, other] : [other, asset]
+    if (visibleLinks(m).some((l) => l.source === source && l.target === target)) continue
+    const again = [...changes.deleted].find((l) => l.source === source && l.target === target)
+    if (again !== undefined) {
+      again.deleted = false
+      changes.deleted.delete(again)
+      continue
+    }
+    const link: ModelLink = { id: null, source, target, deleted: false }
+    m.links.push(link)
+    changes.created.add(link)
+  }
+}
+
+const linkEvents = (changes: LinkChanges): ExpectedEvent[] => [
+  ...[...changes.created].map((l) => linkEvent('relationship.created', l)),
+  ...[...changes.deleted].map((l) => linkEvent('relationship.deleted', l)),
+]
+
+/** The body member of an embedded sync. */
+function syncBody(m: Model, spec: SyncSpec | null): object {
+  if (spec === null) return {}
+  const related = [...new Set(spec.picks.map((p) => live(m)[p % live(m).length]!))]
+  return { relationships: { [spec.direction]: { depends_on: { related_assets: related.map((a) => ({ id: a.id })) } } } }
+}
+
+/** Looks up the ids of the relationships the model made without one (by an embedded sync). */
+async function learnLinkIds(m: Model, r: Real): Promise<void> {
+  for (const link of m.links.filter((l) => l.id === null && !l.deleted)) {
+    const res = await r.t.request('GET', `/api/v1/relationships?filter[relationship_type_key]=depends_on&filter[source_asset_id]=${link.source.id}&filter[target_asset_id]=${link.target.id}`)
+    expect(res.status).toBe(200)
+    expect(res.body.data, `${link.source.id}>${link.target.id}`).toHaveLength(1)
+    link.id = res.body.data[0].id
+  }
+}
 
 /** Sends a write as the model's next request: its own X-Request-Id and Idempotency-Key. */
 async function send(m: Model, r: Real, method: string, url: string, body?: unknown): Promise<{ res: Response; requestId: string }> {
@@ -118,20 +189,23 @@ class Create implements fc.AsyncCommand<Model, Real> {
 }
 
 class Patch implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly pick: number, readonly next: Partial<Values>, readonly dry: boolean) {}
+  constructor(readonly pick: number, readonly next: Partial<Values>, readonly sync: SyncSpec | null, readonly dry: boolean) {}
   check = (m: Readonly<Model>) => live(m as Model).length > 0
   async run(m: Model, r: Real) {
     const asset = live(m)[this.pick % live(m).length]!
-    const { res, requestId } = await send(m, r, 'PATCH', dryRun(`/api/v1/assets/${asset.id}`, this.dry), this.next)
+    const { res, requestId } = await send(m, r, 'PATCH', dryRun(`/api/v1/assets/${asset.id}`, this.dry), { ...this.next, ...syncBody(m, this.sync) })
     expect(res.status, JSON.stringify(res.body)).toBe(200)
     if (this.dry) return expectEvents(m, requestId, [])
     const after = applied(asset, this.next, true)
     const changes = changesOf(asset, after)
     Object.assign(asset, after)
-    expectEvents(m, requestId, Object.keys(changes).length === 0 ? [] : [{ type: 'asset.updated', subject: `assets/${asset.id}`, changes }])
+    const links = noLinkChanges()
+    if (this.sync !== null) sync(m, asset, this.sync, links)
+    expectEvents(m, requestId, [...(Object.keys(changes).length === 0 ? [] : [{ type: 'asset.updated', subject: `assets/${asset.id}`, changes }]), ...linkEvents(links)])
     expect(res.body.data).toMatchObject({ id: asset.id, name: asset.name, access_domain_key: asset.access_domain_key, properties: { ...asset.properties, hostname: asset.hostname } })
+    await learnLinkIds(m, r)
   }
-  toString = () => `Patch(#${this.pick}, ${JSON.stringify(this.next)}${this.dry ? ', dry run' : ''})`
+  toString = () => `Patch(#${this.pick}, ${JSON.stringify(this.next)}${this.sync ? `, sync ${JSON.stringify(this.sync)}` : ''}${this.dry ? ', dry run' : ''})`
 }
 
 /** PUT /assets/server:hostname:<h> of a live asset (`pick`) or of a new hostname (`pick` null). */
@@ -194,11 +268,12 @@ class BulkCreate implements fc.AsyncCommand<Model, Real> {
 }
 
 class BulkPatch implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly picks: number[], readonly changes: Partial<Values>[], readonly byKey: boolean, readonly dry: boolean) {}
+  constructor(readonly picks: number[], readonly changes: Partial<Values>[], readonly syncs: (SyncSpec | null)[], readonly byKey: boolean, readonly dry: boolean) {}
   check = (m: Readonly<Model>) => live(m as Model).length > 0
   async run(m: Model, r: Real) {
     const assets = [...new Set(this.picks.map((p) => live(m)[p % live(m).length]!))]
-    const body = assets.map((a, i) => ({ id: this.byKey ? `server:hostname:${a.hostname}` : a.id, ...this.changes[i % this.changes.length] }))
+    const syncOf = (i: number) => this.syncs[i % this.syncs.length] ?? null
+    const body = assets.map((a, i) => ({ id: this.byKey ? `server:hostname:${a.hostname}` : a.id, ...this.changes[i % this.changes.length], ...syncBody(m, syncOf(i)) }))
     const { res, requestId } = await send(m, r, 'PATCH', dryRun('/api/v1/bulk/assets', this.dry), body)
     expect(res.status, JSON.stringify(res.body)).toBe(200)
     if (this.dry) return expectEvents(m, requestId, [])
@@ -209,9 +284,16 @@ class BulkPatch implements fc.AsyncCommand<Model, Real> {
       Object.assign(asset, after)
       if (Object.keys(changes).length > 0) events.push({ type: 'asset.updated', subject: `assets/${asset.id}`, changes })
     })
-    expectEvents(m, requestId, events)
+    // The items' syncs in item order, each on the relationships as the earlier items left them.
+    const links = noLinkChanges()
+    assets.forEach((asset, i) => {
+      const spec = syncOf(i)
+      if (spec !== null) sync(m, asset, spec, links)
+    })
+    expectEvents(m, requestId, [...events, ...linkEvents(links)])
+    await learnLinkIds(m, r)
   }
-  toString = () => `BulkPatch(${JSON.stringify(this.picks)}, ${JSON.stringify(this.changes)}${this.byKey ? ', by composite key' : ''}${this.dry ? ', dry run' : ''})`
+  toString = () => `BulkPatch(${JSON.stringify(this.picks)}, ${JSON.stringify(this.changes)}, syncs ${JSON.stringify(this.syncs)}${this.byKey ? ', by composite key' : ''}${this.dry ? ', dry run' : ''})`
 }
 
 /** PUT /bulk/assets: each item a live asset (`pick`) or a new hostname (`null`). */
@@ -272,6 +354,42 @@ class Archive implements fc.AsyncCommand<Model, Real> {
   toString = () => `Archive(#${this.pick})`
 }
 
+/** POST /relationships `depends_on` between two live assets: 201, or 409 when it exists. */
+class Link implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly source: number, readonly target: number) {}
+  check = (m: Readonly<Model>) => live(m as Model).length > 0
+  async run(m: Model, r: Real) {
+    const [source, target] = [live(m)[this.source % live(m).length]!, live(m)[this.target % live(m).length]!]
+    const body = { relationship_type_key: 'depends_on', source_asset_id: source.id, target_asset_id: `server:hostname:${target.hostname}` }
+    const { res, requestId } = await send(m, r, 'POST', '/api/v1/relationships', body)
+    if (visibleLinks(m).some((l) => l.source === source && l.target === target)) {
+      expect(res.status, JSON.stringify(res.body)).toBe(409)
+      expect(res.body.errors[0].code).toBe('duplicate_relationship')
+      return expectEvents(m, requestId, [])
+    }
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+    expect(res.body.data).toMatchObject({ source_asset_id: source.id, target_asset_id: target.id })
+    const link: ModelLink = { id: res.body.data.id, source, target, deleted: false }
+    m.links.push(link)
+    expectEvents(m, requestId, [linkEvent('relationship.created', link)])
+  }
+  toString = () => `Link(#${this.source}, #${this.target})`
+}
+
+/** DELETE /relationships/{id} of a visible relationship. */
+class Unlink implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly pick: number) {}
+  check = (m: Readonly<Model>) => visibleLinks(m as Model).length > 0
+  async run(m: Model, r: Real) {
+    const link = visibleLinks(m)[this.pick % visibleLinks(m).length]!
+    const { res, requestId } = await send(m, r, 'DELETE', `/api/v1/relationships/${link.id}`)
+    expect(res.status, JSON.stringify(res.body)).toBe(204)
+    link.deleted = true
+    expectEvents(m, requestId, [linkEvent('relationship.deleted', link)])
+  }
+  toString = () => `Unlink(#${this.pick})`
+}
+
 /**
  * The last request again, with its Idempotency-Key and body: its first answer, and nothing
  * written. Sent with the first request's X-Request-Id: a replayed error answer is the first one
@@ -291,12 +409,17 @@ class Replay implements fc.AsyncCommand<Model, Real> {
   toString = () => 'Replay'
 }
 
+const syncSpec: fc.Arbitrary<SyncSpec> = fc.record({ direction: fc.constantFrom<'outgoing' | 'incoming'>('outgoing', 'incoming'), picks: fc.array(fc.nat(), { maxLength: 3 }) })
+
 const commands = [
   fc.tuple(values, fc.boolean()).map(([v, dry]) => new Create(v, dry)),
-  fc.tuple(fc.nat(), change, fc.boolean()).map(([p, c, dry]) => new Patch(p, c, dry)),
+  fc.tuple(fc.nat(), change, fc.option(syncSpec, { nil: null }), fc.boolean()).map(([p, c, sync, dry]) => new Patch(p, c, sync, dry)),
   fc.tuple(fc.option(fc.nat(), { nil: null }), fc.oneof(values, fc.constant('as stored' as const)), fc.boolean(), fc.boolean()).map(([p, v, merge, dry]) => new Put(p, v, merge, dry)),
   fc.tuple(fc.array(values, { minLength: 1, maxLength: 4 }), fc.option(fc.nat(), { nil: null, freq: 3 }), fc.boolean()).map(([items, bad, dry]) => new BulkCreate(items, bad, dry)),
-  fc.tuple(fc.array(fc.nat(), { minLength: 1, maxLength: 4 }), fc.array(change, { minLength: 1, maxLength: 4 }), fc.boolean(), fc.boolean()).map(([p, c, byKey, dry]) => new BulkPatch(p, c, byKey, dry)),
+  fc.tuple(fc.array(fc.nat(), { minLength: 1, maxLength: 4 }), fc.array(change, { minLength: 1, maxLength: 4 }), fc.array(fc.option(syncSpec, { nil: null }), { minLength: 1, maxLength: 4 }),
+    fc.boolean(), fc.boolean()).map(([p, c, syncs, byKey, dry]) => new BulkPatch(p, c, syncs, byKey, dry)),
+  fc.tuple(fc.nat(), fc.nat()).map(([a, b]) => new Link(a, b)),
+  fc.nat().map((p) => new Unlink(p)),
   fc.tuple(fc.array(fc.option(fc.nat(), { nil: null }), { minLength: 1, maxLength: 4 }), fc.array(fc.oneof(values, fc.constant('as stored' as const)), { minLength: 1, maxLength: 4 }), fc.boolean())
     .map(([p, v, dry]) => new BulkPut(p, v, dry)),
   fc.nat().map((p) => new Archive(p)),
@@ -310,7 +433,13 @@ const START: Values[] = [
   { name: 'web', access_domain_key: 'it', properties: {} },
 ]
 
-interface FeedEvent { type: string; subject: string; sequence: string; requestid: string | null; data: { object: { name: string }; changes?: unknown } }
+interface FeedEvent {
+  type: string
+  subject: string
+  sequence: string
+  requestid: string | null
+  data: { object: { name?: string; source_asset_id?: string; target_asset_id?: string }; changes?: unknown }
+}
 
 /** Every event after `cursor`, and the cursor past them. */
 async function readFeed(t: TestApp, cursor: string | null): Promise<{ events: FeedEvent[]; cursor: string }> {
@@ -342,7 +471,7 @@ for (const store of STORES) {
           // half-way), once the relay has stamped them: each run reads only its own.
           await t.settled()
           cursor = (await readFeed(t, cursor)).cursor
-          const m: Model = { assets: [], events: [], last: null, hostnames: 0 }
+          const m: Model = { assets: [], links: [], events: [], last: null, hostnames: 0 }
           const r: Real = { t, run: `w${++runs}`, requests: 0 }
           // Four assets to start from, so that the commands on live assets run from the first one.
           await new BulkCreate(START, null, false).run(m, r)
@@ -359,6 +488,13 @@ for (const store of STORES) {
               .toEqual({ name: asset.name, access_domain_key: asset.access_domain_key, properties: { ...asset.properties, hostname: asset.hostname } })
           }
 
+          for (const link of m.links) {
+            const res = await t.request('GET', `/api/v1/relationships/${link.id}`)
+            const visible = !link.deleted && !link.source.archived && !link.target.archived
+            expect(res.status, `${link.id} ${visible ? 'visible' : 'deleted or hidden'}`).toBe(visible ? 200 : 404)
+            if (visible) expect(res.body.data).toMatchObject({ relationship_type_key: 'depends_on', source_asset_id: link.source.id, target_asset_id: link.target.id })
+          }
+
           await t.settled()
           const feed = await readFeed(t, cursor)
           const ours = feed.events.filter((e) => e.requestid?.startsWith(`${r.run}-`))
@@ -367,7 +503,9 @@ for (const store of STORES) {
           for (const e of ours) byRequest.set(e.requestid!, [...(byRequest.get(e.requestid!) ?? []), e])
           const bySubject = (a: { subject: string }, b: { subject: string }) => a.subject.localeCompare(b.subject)
           for (const { requestId, events } of m.events) {
-            const got = (byRequest.get(requestId) ?? []).map((e) => ({ type: e.type, subject: e.subject, ...(e.type === 'asset.updated' ? { changes: e.data.changes } : {}) }))
+            const got = (byRequest.get(requestId) ?? []).map((e) => (e.type.startsWith('relationship.')
+              ? linkEvent(e.type, { source: { id: e.data.object.source_asset_id! }, target: { id: e.data.object.target_asset_id! } })
+              : { type: e.type, subject: e.subject, ...(e.type === 'asset.updated' ? { changes: e.data.changes } : {}) }))
             expect(got.sort(bySubject), requestId).toEqual([...events].sort(bySubject))
           }
           // Sequence numbers follow the requests' order (each request committed before the next was sent).
