@@ -283,13 +283,30 @@ const sort: fc.Arbitrary<Sort[]> = fc.uniqueArray(fc.record({ field: fc.constant
 // Analytics (CONTRACT §7, docs/analytics.md)
 // ---------------------------------------------------------------------------------------------
 
-type Grouping = string | { field: 'related_asset_type_key'; relationship_type_key?: string; direction?: 'outgoing' | 'incoming'; as: string }
+type Interval = 'day' | 'week' | 'month' | 'quarter' | 'year'
+type Grouping = string
+  | { field: 'related_asset_type_key'; relationship_type_key?: string; direction?: 'outgoing' | 'incoming'; as: string }
+  | { field: 'properties.purchased_on'; interval: Interval; as: string }
 interface Measure { type: 'count' | 'count_distinct' | 'sum' | 'average'; field?: string }
 type GroupValue = string | number | boolean | null
 
 const GROUPINGS: Grouping[] = ['asset_type_key', 'access_domain_key', 'properties.environment', 'properties.tags', 'properties.owner', 'properties.managed',
   'properties.cpu_count', 'properties.purchased_on', 'properties.tier',
-  { field: 'related_asset_type_key', as: 'related' }, { field: 'related_asset_type_key', relationship_type_key: 'runs_on', direction: 'incoming', as: 'run_by' }]
+  { field: 'related_asset_type_key', as: 'related' }, { field: 'related_asset_type_key', relationship_type_key: 'runs_on', direction: 'incoming', as: 'run_by' },
+  ...(['day', 'week', 'month', 'quarter', 'year'] as const).map((interval) => ({ field: 'properties.purchased_on' as const, interval, as: `purchased_${interval}` }))]
+
+/** A date's interval, named by its first day (UTC; weeks start on Monday). */
+function intervalOf(date: string, interval: Interval): string {
+  const [y, mo, d] = date.split('-').map(Number) as [number, number, number]
+  const day = (t: number) => new Date(t).toISOString().slice(0, 10)
+  switch (interval) {
+    case 'day': return date
+    case 'week': return day(Date.UTC(y, mo - 1, d) - ((new Date(Date.UTC(y, mo - 1, d)).getUTCDay() + 6) % 7) * 86_400_000)
+    case 'month': return day(Date.UTC(y, mo - 1, 1))
+    case 'quarter': return day(Date.UTC(y, mo - 1 - ((mo - 1) % 3), 1))
+    case 'year': return day(Date.UTC(y, 0, 1))
+  }
+}
 const MEASURES: Measure[] = [
   { type: 'count_distinct', field: 'properties.owner' }, { type: 'count_distinct', field: 'properties.tags' }, { type: 'count_distinct', field: 'properties.environment' },
   { type: 'count_distinct', field: 'properties.cpu_count' }, { type: 'count_distinct', field: 'name' }, { type: 'count_distinct', field: 'access_domain_key' },
@@ -301,6 +318,10 @@ const measureName = (m: Measure): string => (m.type === 'count' ? 'count' : `${m
 
 /** The values an asset is grouped under: one per option of a multi-select or related type, `[null]` when it has none. */
 function groupValues(asset: Asset, grouping: Grouping, links: readonly Relationship[], assets: ReadonlyMap<string, Asset>): GroupValue[] {
+  if (typeof grouping !== 'string' && 'interval' in grouping) {
+    const v = read(asset, grouping.field)
+    return isEmpty(v) ? [null] : [intervalOf(v as string, grouping.interval)]
+  }
   if (typeof grouping !== 'string') {
     const outgoing = grouping.direction !== 'incoming'
     const types = new Set(links
