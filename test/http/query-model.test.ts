@@ -9,9 +9,9 @@ import { createTestApp, type TestApp } from '../helpers/app.js'
  * on every kind of field), sorts, pages and aggregations over a fixed set of assets and
  * relationships whose values collide on purpose (empties of every kind, case variants, equal
  * names, keys that some asset types do not define, archived ends), asked with an Admin key and
- * with a key of narrower roles. Each answer — POST /search/assets and /search/relationships, GET
- * /assets with its links, POST /analytics/assets — is compared with what the model selects,
- * orders, cuts and counts. The records come back through the API, so the model reads the values
+ * with a key of narrower roles. Each answer — POST /search/assets (with each asset's included
+ * relationships filtered, sorted and paged) and /search/relationships, GET /assets with its links,
+ * POST /analytics/assets — is compared with what the model selects, orders, cuts and counts. The records come back through the API, so the model reads the values
  * as stored. A failure prints fast-check's seed and the smallest request it found.
  * KBIS_QUERY_MODEL_RUNS sets the number of requests per test and store (200 by default).
  */
@@ -427,6 +427,47 @@ const relationshipSort: fc.Arbitrary<Sort[]> = fc.uniqueArray(
   { minLength: 1, maxLength: 2, selector: (s) => s.field },
 )
 
+// ---------------------------------------------------------------------------------------------
+// Included relationships (CONTRACT §3, §4; docs/relationships.md)
+// ---------------------------------------------------------------------------------------------
+
+interface Entry { id: string; relationship_type_key: string; direction: 'outgoing' | 'incoming'; related: Asset; created_at: string }
+
+/** Each relationship of `asset` the key sees, as an entry seen from it (no relationship in these assets joins an asset to itself). */
+function entriesOf(asset: Asset, links: readonly Relationship[], assets: ReadonlyMap<string, Asset>): Entry[] {
+  return links.flatMap((r): Entry[] => {
+    if (r.source_asset_id === asset.id) return [{ id: r.id, relationship_type_key: r.relationship_type_key, direction: 'outgoing', related: assets.get(r.target_asset_id)!, created_at: r.created_at }]
+    if (r.target_asset_id === asset.id) return [{ id: r.id, relationship_type_key: r.relationship_type_key, direction: 'incoming', related: assets.get(r.source_asset_id)!, created_at: r.created_at }]
+    return []
+  })
+}
+
+const readEntry = (entry: object, field: string): Value => {
+  const e = entry as Entry
+  if (field === 'related_asset.name') return e.related.name
+  if (field === 'related_asset.asset_type_key') return e.related.asset_type_key
+  return read(e, field)
+}
+
+const includeCondition: fc.Arbitrary<Condition> = fc.oneof(
+  fc.tuple(fc.constantFrom('equals', 'not_equals'), text(['runs_on', 'depends_on'])).map(([op, v]) => c('relationship_type_key', op, v)),
+  fc.tuple(fc.constantFrom('equals', 'not_equals'), text(['outgoing', 'incoming'])).map(([op, v]) => c('direction', op, v)),
+  fc.tuple(fc.constantFrom('in', 'not_in'), fc.uniqueArray(text(['server', 'application', 'note']), { minLength: 1, maxLength: 2 })).map(([op, v]) => c('related_asset.asset_type_key', op, v)),
+  fc.tuple(fc.constantFrom('equals', 'not_equals', 'contains', 'not_contains', 'starts_with'), substring(NAMES)).map(([op, v]) => c('related_asset.name', op, v)),
+)
+const includeFilter: fc.Arbitrary<Node> = fc.letrec<{ node: Node }>((tie) => ({
+  node: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    includeCondition,
+    fc.array(tie('node'), { maxLength: 3 }).map((and) => ({ and })),
+    fc.array(tie('node'), { maxLength: 3 }).map((or) => ({ or })),
+  ),
+})).node
+const includeSort: fc.Arbitrary<Sort[]> = fc.uniqueArray(
+  fc.record({ field: fc.constantFrom('created_at', 'relationship_type_key', 'related_asset.name'), order: fc.constantFrom<'asc' | 'desc'>('asc', 'desc') }),
+  { maxLength: 2, selector: (s) => s.field },
+)
+
 /**
  * A GET list's `filter[<field>]=<value>` (CONTRACT §3): equality read by the field's type, a
  * multi-select including the value, `filter[access_domain_key]=` (empty) for no access domain.
@@ -571,6 +612,30 @@ for (const store of STORES) {
           expect(roundedAnswer(res.body.data)).toEqual(expected)
           expect(res.body.meta.total_groups).toBe(expected.length)
         }),
+        { numRuns: RUNS },
+      )
+    })
+
+    it('includes each found asset\'s relationships as the model pages, filters and sorts them', async () => {
+      await fc.assert(
+        fc.asyncProperty(condition, fc.option(includeFilter, { nil: undefined }), includeSort, fc.record({ number: fc.integer({ min: 1, max: 4 }), size: fc.integer({ min: 1, max: 5 }) }), fc.boolean(),
+          async (f, relFilter, relSort, relPage, scoped) => {
+            const seen = view(scoped)
+            const body = { filter: f, sort: [{ field: 'name' }], page: { size: 100 }, include: ['relationships', 'relationships.related_asset'], relationships: { page: relPage, sort: relSort, ...(relFilter === undefined ? {} : { filter: relFilter }) } }
+            const res = await t.request('POST', '/api/v1/search/assets', { body, key: seen.key })
+            expect(res.status, JSON.stringify(res.body)).toBe(200)
+            const found = order(seen.assets.filter((a) => matches(a, f)), [{ field: 'name', order: 'asc' }], read)
+            expect((res.body.data as Asset[]).map((a) => a.id)).toEqual(found.map((a) => a.id))
+            for (const [i, asset] of found.entries()) {
+              const all = order(entriesOf(asset, seen.links, seen.byId).filter((e) => relFilter === undefined || tree(relFilter, (cond) => holds(readEntry(e, cond.field), cond))),
+                relSort.length === 0 ? [{ field: 'created_at', order: 'asc' }] : relSort, readEntry)
+              const page = all.slice((relPage.number - 1) * relPage.size, relPage.number * relPage.size)
+              const got = res.body.data[i]
+              expect(got.relationships.map((e: { id: string; direction: string; related_asset_id: string; related_asset: { name: string } }) => [e.id, e.direction, e.related_asset_id, e.related_asset.name]),
+                asset.name).toEqual(page.map((e) => [e.id, e.direction, e.related.id, e.related.name]))
+              expect(got.relationships_meta.page).toEqual({ number: relPage.number, size: relPage.size, total_items: all.length, total_items_exact: true, total_pages: Math.ceil(all.length / relPage.size) })
+            }
+          }),
         { numRuns: RUNS },
       )
     })
