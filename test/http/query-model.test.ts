@@ -264,14 +264,19 @@ const condition: fc.Arbitrary<Condition> = fc.oneof(
   ),
 )
 
-const filter: fc.Arbitrary<Node> = fc.letrec<{ node: Node }>((tie) => ({
-  node: fc.oneof(
-    { depthSize: 'small', withCrossShrink: true },
-    condition,
-    fc.array(tie('node'), { maxLength: 4 }).map((and) => ({ and })),
-    fc.array(tie('node'), { maxLength: 4 }).map((or) => ({ or })),
-  ),
-})).node
+/** Filter trees of `conditions`: nested `and` / `or` groups of up to `width` members (empty ones included). */
+function treesOf(conditions: fc.Arbitrary<Condition>, width = 4): fc.Arbitrary<Node> {
+  return fc.letrec<{ node: Node }>((tie) => ({
+    node: fc.oneof(
+      { depthSize: 'small', withCrossShrink: true },
+      conditions,
+      fc.array(tie('node'), { maxLength: width }).map((and) => ({ and })),
+      fc.array(tie('node'), { maxLength: width }).map((or) => ({ or })),
+    ),
+  })).node
+}
+
+const filter = treesOf(condition)
 
 const SORT_FIELDS = ['name', 'created_at', 'asset_type_key', 'properties.owner', 'properties.environment', 'properties.cpu_count', 'properties.memory_gb',
   'properties.purchased_on', 'properties.managed', 'properties.tags']
@@ -412,14 +417,7 @@ function relationshipFilter(assetIds: readonly string[]): fc.Arbitrary<Node> {
     fc.tuple(fc.constantFrom('source_asset_id', 'target_asset_id'), fc.constantFrom('in', 'not_in'), fc.uniqueArray(ids, { maxLength: 4 })).map(([field, op, v]) => c(field, op, v)),
   )
   const onEnd = fc.tuple(fc.constantFrom('source_asset.', 'target_asset.'), condition).map(([prefix, cond]) => ({ ...cond, field: `${prefix}${cond.field}` }))
-  return fc.letrec<{ node: Node }>((tie) => ({
-    node: fc.oneof(
-      { depthSize: 'small', withCrossShrink: true },
-      fc.oneof(own, onEnd),
-      fc.array(tie('node'), { maxLength: 4 }).map((and) => ({ and })),
-      fc.array(tie('node'), { maxLength: 4 }).map((or) => ({ or })),
-    ),
-  })).node
+  return treesOf(fc.oneof(own, onEnd))
 }
 
 const relationshipSort: fc.Arbitrary<Sort[]> = fc.uniqueArray(
@@ -455,14 +453,7 @@ const includeCondition: fc.Arbitrary<Condition> = fc.oneof(
   fc.tuple(fc.constantFrom('in', 'not_in'), fc.uniqueArray(text(['server', 'application', 'note']), { minLength: 1, maxLength: 2 })).map(([op, v]) => c('related_asset.asset_type_key', op, v)),
   fc.tuple(fc.constantFrom('equals', 'not_equals', 'contains', 'not_contains', 'starts_with'), substring(NAMES)).map(([op, v]) => c('related_asset.name', op, v)),
 )
-const includeFilter: fc.Arbitrary<Node> = fc.letrec<{ node: Node }>((tie) => ({
-  node: fc.oneof(
-    { depthSize: 'small', withCrossShrink: true },
-    includeCondition,
-    fc.array(tie('node'), { maxLength: 3 }).map((and) => ({ and })),
-    fc.array(tie('node'), { maxLength: 3 }).map((or) => ({ or })),
-  ),
-})).node
+const includeFilter = treesOf(includeCondition, 3)
 const includeSort: fc.Arbitrary<Sort[]> = fc.uniqueArray(
   fc.record({ field: fc.constantFrom('created_at', 'relationship_type_key', 'related_asset.name'), order: fc.constantFrom<'asc' | 'desc'>('asc', 'desc') }),
   { maxLength: 2, selector: (s) => s.field },
