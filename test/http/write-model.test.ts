@@ -14,7 +14,9 @@ import { createTestApp, type Response, type TestApp } from '../helpers/app.js'
  * request: one `asset.created` / `asset.updated` / `asset.archived` per item that changed,
  * `changes` listing exactly what changed (`from`/`to`), `relationship.created` / `.deleted` for
  * each relationship a request made or removed, nothing for a request that changed nothing, a dry
- * run, a refused request or a replay, and sequence numbers in the order of the requests. A failure
+ * run, a refused request or a replay, and sequence numbers in the order of the requests; the same
+ * events read again in small pages through `filter[type]` or `filter[subject]` (by id or composite
+ * key), and an asset's history (its events and its relationships', newest first). A failure
  * prints fast-check's seed and the shortest sequence it found. KBIS_WRITE_MODEL_RUNS sets the
  * number of sequences per store (25 by default).
  */
@@ -426,6 +428,15 @@ const commands = [
   fc.constant(new Replay()),
 ]
 
+/** How a sequence's events are read again: page size, and a filter by type or by one asset (by id or composite key). */
+const feedRead = fc.record({
+  size: fc.integer({ min: 1, max: 9 }),
+  types: fc.subarray(['asset.created', 'asset.updated', 'asset.archived', 'relationship.created', 'relationship.deleted'], { minLength: 1 }),
+  bySubject: fc.boolean(),
+  byKey: fc.boolean(),
+  pick: fc.nat(),
+})
+
 const START: Values[] = [
   { name: 'web', access_domain_key: 'it', properties: { environment: 'prod', cpu_count: 2, owner: 'ann', tags: ['pci', 'gdpr'] } },
   { name: 'db', access_domain_key: 'finance', properties: { environment: 'dev', tags: [] } },
@@ -434,6 +445,7 @@ const START: Values[] = [
 ]
 
 interface FeedEvent {
+  id: string
   type: string
   subject: string
   sequence: string
@@ -466,11 +478,12 @@ for (const store of STORES) {
     it('changes, answers and emits what the model says, request by request', { timeout: 300_000 }, async () => {
       let cursor: string | null = null
       await fc.assert(
-        fc.asyncProperty(fc.commands(commands, { maxCommands: 20, size: 'max' }), async (cmds) => {
+        fc.asyncProperty(fc.commands(commands, { maxCommands: 20, size: 'max' }), feedRead, async (cmds, reading) => {
           // Start after every event so far (the setup's keys, earlier runs, a run that failed
           // half-way), once the relay has stamped them: each run reads only its own.
           await t.settled()
           cursor = (await readFeed(t, cursor)).cursor
+          const start = cursor
           const m: Model = { assets: [], links: [], events: [], last: null, hostnames: 0 }
           const r: Real = { t, run: `w${++runs}`, requests: 0 }
           // Four assets to start from, so that the commands on live assets run from the first one.
@@ -513,6 +526,30 @@ for (const store of STORES) {
           expect(sequences).toEqual([...sequences].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)))
           const order = m.events.filter((x) => x.events.length > 0).map((x) => x.requestId)
           expect([...new Set(ours.map((e) => e.requestid))]).toEqual(order)
+
+          // The same events read again in small pages through a filter: the filtered list, in order.
+          const subjectOf = (asset: ModelAsset) => `assets/${reading.byKey ? `server:hostname:${asset.hostname}` : asset.id}`
+          const named = live(m)[reading.pick % Math.max(live(m).length, 1)]
+          const query = reading.bySubject && named !== undefined ? `&filter[subject]=${encodeURIComponent(subjectOf(named))}` : `&filter[type]=${reading.types.join(',')}`
+          const paged: FeedEvent[] = []
+          for (let after = start; ;) {
+            const res = await t.request('GET', `/api/v1/events?page[size]=${reading.size}&after=${encodeURIComponent(after)}${query}`)
+            expect(res.status, JSON.stringify(res.body)).toBe(200)
+            expect(res.body.data.length).toBeLessThanOrEqual(reading.size)
+            paged.push(...res.body.data)
+            after = res.body.meta.next_cursor
+            if (!res.body.meta.has_more) break
+          }
+          const wanted = reading.bySubject && named !== undefined ? (e: FeedEvent) => e.subject === `assets/${named.id}` : (e: FeedEvent) => reading.types.includes(e.type)
+          expect(paged.map((e) => e.id), query).toEqual(ours.filter(wanted).map((e) => e.id))
+
+          // A live asset's history: its events and those of the relationships that touch it, newest first.
+          if (named !== undefined) {
+            const res = await t.request('GET', `/api/v1/assets/${named.id}/history?page[size]=100`)
+            expect(res.status).toBe(200)
+            const touches = (e: FeedEvent) => e.subject === `assets/${named.id}` || e.data.object.source_asset_id === named.id || e.data.object.target_asset_id === named.id
+            expect((res.body.data as FeedEvent[]).map((e) => e.id)).toEqual(ours.filter(touches).map((e) => e.id).reverse())
+          }
         }),
         { numRuns: RUNS },
       )
