@@ -16,12 +16,15 @@ export const EVENTS_FROM = `events e CROSS JOIN LATERAL (SELECT e.related_asset_
 /**
  * The `data` of an event as this key may read it: as stored, but for the move of an asset out of
  * an access domain the key cannot see, whose changes it gets without their `from` values
- * (withoutFromSql). `e.data` itself when the key sees every domain.
+ * (withoutFromSql). `e.data` itself when the key sees every domain. A move out of no access
+ * domain has a `from` of JSON null, read as SQL NULL, where a grant's `domain = $n` is NULL rather
+ * than false: `IS NOT TRUE` counts that as not seen (a plain `NOT` left the values before a move
+ * out of no domain to keys that never saw it).
  */
 function visibleDataSql(auth: AuthContext, params: Params): string {
   const before = scopeCondition(auth, 'f', 'view', params)
   if (before === 'TRUE') return 'e.data'
-  return `CASE WHEN e.data #> '{changes,access_domain_key}' IS NOT NULL AND NOT (${before}) THEN ${withoutFromSql('e.data', '{changes}')} ELSE e.data END`
+  return `CASE WHEN e.data #> '{changes,access_domain_key}' IS NOT NULL AND (${before}) IS NOT TRUE THEN ${withoutFromSql('e.data', '{changes}')} ELSE e.data END`
 }
 
 /**

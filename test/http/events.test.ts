@@ -215,6 +215,15 @@ for (const store of STORES) {
       // A key that sees both domains gets every value.
       const both = await t.givenKey({ type: 'Viewer', user: 'viewer@acme.test', roles: ['all'] })
       expect(changes((await feed(null, `&filter[subject]=assets/${a.id}`, both)).events).at(-1)).toEqual(['asset.updated', { access_domain_key: { from: 'finance', to: 'it' } }])
+
+      // Out of no access domain, which it_editor does not see either (found by test/http/write-model.test.ts).
+      const n = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'server', name: 'nodomain-secret', properties: { hostname: 'move-2', owner: 'nodomain-owner' } } })).body.data
+      await t.request('PATCH', `/api/v1/assets/${n.id}`, { body: { access_domain_key: 'it', name: 'server-in-it', properties: { owner: null } } })
+      const moved = { access_domain_key: { to: 'it' }, name: { to: 'server-in-it' }, 'properties.owner': { to: null } }
+      expect(changes((await feed(null, `&filter[subject]=assets/${n.id}`, itOnly)).events)).toEqual([['asset.updated', moved]])
+      const its = await t.request('GET', `/api/v1/assets/${n.id}/history`, { key: itOnly })
+      expect(changes(its.body.data)).toEqual([['asset.updated', moved]])
+      expect(JSON.stringify(its.body)).not.toMatch(/nodomain-/)
     })
 
     it('refuses an event type or a subject that cannot exist with 400 invalid_filter', async () => {
