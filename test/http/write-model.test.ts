@@ -25,7 +25,15 @@ const RUNS = Number(process.env.KBIS_WRITE_MODEL_RUNS ?? 25)
 type Properties = Record<string, unknown>
 interface Values { name: string; access_domain_key: string | null; properties: Properties }
 interface ModelAsset extends Values { id: string; hostname: string; archived: boolean }
-interface ExpectedEvent { type: string; subject: string; changes?: Record<string, { from: unknown; to: unknown }> }
+type Changes = Record<string, { from?: unknown; to: unknown }>
+/**
+ * An event as compared: type, subject and `changes`; with the access domains its visibility is
+ * decided on (the asset's at the event, or both ends'), and for an update the domain before it.
+ */
+interface ExpectedEvent { type: string; subject: string; changes?: Changes; domains?: (string | null)[]; before?: string | null }
+const assetEvent = (type: string, asset: ModelAsset): ExpectedEvent => ({ type, subject: `assets/${asset.id}`, domains: [asset.access_domain_key] })
+/** `asset.updated` of `asset` (as it is after the change), moved from the domain `before`. */
+const updatedEvent = (asset: ModelAsset, changes: Changes, before: string | null): ExpectedEvent => ({ ...assetEvent('asset.updated', asset), changes, before })
 
 /** A `depends_on` relationship; its id is null until it is looked up (made by an embedded sync). */
 interface ModelLink { id: string | null; source: ModelAsset; target: ModelAsset; deleted: boolean }
@@ -82,8 +90,8 @@ function applied(asset: Values, next: Partial<Values>, merge: boolean): Values {
 }
 
 /** The `changes` of an `asset.updated` from `before` to `after`; empty when nothing changed. */
-function changesOf(before: Values, after: Values): Record<string, { from: unknown; to: unknown }> {
-  const changes: Record<string, { from: unknown; to: unknown }> = {}
+function changesOf(before: Values, after: Values): Changes {
+  const changes: Changes = {}
   if (before.name !== after.name) changes.name = { from: before.name, to: after.name }
   if (before.access_domain_key !== after.access_domain_key) changes.access_domain_key = { from: before.access_domain_key, to: after.access_domain_key }
   for (const key of new Set([...Object.keys(before.properties), ...Object.keys(after.properties)])) {
@@ -96,7 +104,9 @@ const live = (m: Model) => m.assets.filter((a) => !a.archived)
 /** Relationships that exist for the API: not deleted, both ends live. */
 const visibleLinks = (m: Model) => m.links.filter((l) => !l.deleted && !l.source.archived && !l.target.archived)
 /** A relationship event as compared: its type and ends (an embedded sync's ids are not known beforehand). */
-const linkEvent = (type: string, l: { source: { id: string }; target: { id: string } }): ExpectedEvent => ({ type, subject: `relationship ${l.source.id}>${l.target.id}` })
+const linkEvent = (type: string, l: { source: { id: string; access_domain_key?: string | null }; target: { id: string; access_domain_key?: string | null } }): ExpectedEvent => ({
+  type, subject: `relationship ${l.source.id}>${l.target.id}`, domains: [l.source.access_domain_key ?? null, l.target.access_domain_key ?? null],
+})
 
 /** The relationships one request's syncs create and delete (a request's events are its net change). */
 interface LinkChanges { created: Set<ModelLink>; deleted: Set<ModelLink> }
@@ -185,7 +195,7 @@ class Create implements fc.AsyncCommand<Model, Real> {
     expect(res.status, JSON.stringify(res.body)).toBe(201)
     const asset: ModelAsset = { id: res.body.data.id, hostname, archived: false, ...applied({ name: '', access_domain_key: null, properties: {} }, { ...this.v, properties: body.properties }, false) }
     m.assets.push(asset)
-    expectEvents(m, requestId, [{ type: 'asset.created', subject: `assets/${asset.id}` }])
+    expectEvents(m, requestId, [assetEvent('asset.created', asset)])
   }
   toString = () => `Create(${JSON.stringify(this.v)}${this.dry ? ', dry run' : ''})`
 }
@@ -199,11 +209,11 @@ class Patch implements fc.AsyncCommand<Model, Real> {
     expect(res.status, JSON.stringify(res.body)).toBe(200)
     if (this.dry) return expectEvents(m, requestId, [])
     const after = applied(asset, this.next, true)
-    const changes = changesOf(asset, after)
+    const [changes, before] = [changesOf(asset, after), asset.access_domain_key]
     Object.assign(asset, after)
     const links = noLinkChanges()
     if (this.sync !== null) sync(m, asset, this.sync, links)
-    expectEvents(m, requestId, [...(Object.keys(changes).length === 0 ? [] : [{ type: 'asset.updated', subject: `assets/${asset.id}`, changes }]), ...linkEvents(links)])
+    expectEvents(m, requestId, [...(Object.keys(changes).length === 0 ? [] : [updatedEvent(asset, changes, before)]), ...linkEvents(links)])
     expect(res.body.data).toMatchObject({ id: asset.id, name: asset.name, access_domain_key: asset.access_domain_key, properties: { ...asset.properties, hostname: asset.hostname } })
     await learnLinkIds(m, r)
   }
@@ -230,13 +240,13 @@ class Put implements fc.AsyncCommand<Model, Real> {
       expect(res.status, JSON.stringify(res.body)).toBe(201)
       const created: ModelAsset = { id: res.body.data.id, hostname, archived: false, ...applied({ name: '', access_domain_key: null, properties: {} }, body, false) }
       m.assets.push(created)
-      return expectEvents(m, requestId, [{ type: 'asset.created', subject: `assets/${created.id}` }])
+      return expectEvents(m, requestId, [assetEvent('asset.created', created)])
     }
     expect(res.status, JSON.stringify(res.body)).toBe(200)
     const after = applied(asset, body, this.merge)
-    const changes = changesOf(asset, after)
+    const [changes, before] = [changesOf(asset, after), asset.access_domain_key]
     Object.assign(asset, after)
-    expectEvents(m, requestId, Object.keys(changes).length === 0 ? [] : [{ type: 'asset.updated', subject: `assets/${asset.id}`, changes }])
+    expectEvents(m, requestId, Object.keys(changes).length === 0 ? [] : [updatedEvent(asset, changes, before)])
   }
   toString = () => `Put(${this.pick === null ? 'new' : `#${this.pick}`}, ${JSON.stringify(this.given)}${this.merge ? ', merge' : ''}${this.dry ? ', dry run' : ''})`
 }
@@ -264,7 +274,7 @@ class BulkCreate implements fc.AsyncCommand<Model, Real> {
     expect(res.status, JSON.stringify(res.body)).toBe(201)
     const created = body.map((item, i): ModelAsset => ({ id: res.body.data[i].id, hostname: hostnames[i]!, archived: false, ...applied({ name: '', access_domain_key: null, properties: {} }, item, false) }))
     m.assets.push(...created)
-    expectEvents(m, requestId, created.map((a) => ({ type: 'asset.created', subject: `assets/${a.id}` })))
+    expectEvents(m, requestId, created.map((a) => assetEvent('asset.created', a)))
   }
   toString = () => `BulkCreate(${JSON.stringify(this.items)}${this.badAt !== null ? `, bad item ${this.badAt}` : ''}${this.dry ? ', dry run' : ''})`
 }
@@ -282,9 +292,9 @@ class BulkPatch implements fc.AsyncCommand<Model, Real> {
     const events: ExpectedEvent[] = []
     assets.forEach((asset, i) => {
       const after = applied(asset, this.changes[i % this.changes.length]!, true)
-      const changes = changesOf(asset, after)
+      const [changes, before] = [changesOf(asset, after), asset.access_domain_key]
       Object.assign(asset, after)
-      if (Object.keys(changes).length > 0) events.push({ type: 'asset.updated', subject: `assets/${asset.id}`, changes })
+      if (Object.keys(changes).length > 0) events.push(updatedEvent(asset, changes, before))
     })
     // The items' syncs in item order, each on the relationships as the earlier items left them.
     const links = noLinkChanges()
@@ -327,14 +337,14 @@ class BulkPut implements fc.AsyncCommand<Model, Real> {
       if (asset === null) {
         const created: ModelAsset = { id: answered.id, hostname: hostnames[i]!, archived: false, ...applied({ name: '', access_domain_key: null, properties: {} }, item, false) }
         m.assets.push(created)
-        events.push({ type: 'asset.created', subject: `assets/${created.id}` })
+        events.push(assetEvent('asset.created', created))
         return 'created'
       }
       const after = applied(asset, item, false)
-      const changes = changesOf(asset, after)
+      const [changes, before] = [changesOf(asset, after), asset.access_domain_key]
       Object.assign(asset, after)
       if (Object.keys(changes).length === 0) return 'unchanged'
-      events.push({ type: 'asset.updated', subject: `assets/${asset.id}`, changes })
+      events.push(updatedEvent(asset, changes, before))
       return 'updated'
     })
     expect((res.body.data as { result: string }[]).map((d) => d.result)).toEqual(results)
@@ -351,7 +361,7 @@ class Archive implements fc.AsyncCommand<Model, Real> {
     const { res, requestId } = await send(m, r, 'DELETE', `/api/v1/assets/${asset.id}`)
     expect(res.status, JSON.stringify(res.body)).toBe(204)
     asset.archived = true
-    expectEvents(m, requestId, [{ type: 'asset.archived', subject: `assets/${asset.id}` }])
+    expectEvents(m, requestId, [assetEvent('asset.archived', asset)])
   }
   toString = () => `Archive(#${this.pick})`
 }
@@ -454,10 +464,10 @@ interface FeedEvent {
 }
 
 /** Every event after `cursor`, and the cursor past them. */
-async function readFeed(t: TestApp, cursor: string | null): Promise<{ events: FeedEvent[]; cursor: string }> {
+async function readFeed(t: TestApp, cursor: string | null, key?: string): Promise<{ events: FeedEvent[]; cursor: string }> {
   const events: FeedEvent[] = []
   for (;;) {
-    const res = await t.request('GET', `/api/v1/events?page[size]=1000${cursor === null ? '' : `&after=${encodeURIComponent(cursor)}`}`)
+    const res = await t.request('GET', `/api/v1/events?page[size]=1000${cursor === null ? '' : `&after=${encodeURIComponent(cursor)}`}`, { key })
     expect(res.status).toBe(200)
     events.push(...res.body.data)
     cursor = res.body.meta.next_cursor as string
@@ -465,13 +475,32 @@ async function readFeed(t: TestApp, cursor: string | null): Promise<{ events: Fe
   }
 }
 
+/**
+ * The feed's events `got`, request by request (their `requestid`), against the model's: each
+ * request's as `seen` shows them to the reader (null: not seen), compared by type, subject (a
+ * relationship's by its ends) and `changes`, in any order within the request.
+ */
+function compareByRequest(m: Model, got: readonly FeedEvent[], seen: (e: ExpectedEvent) => ExpectedEvent | null): void {
+  const asCompared = (e: ExpectedEvent) => ({ type: e.type, subject: e.subject, ...(e.changes === undefined ? {} : { changes: e.changes }) })
+  const bySubject = (a: { subject: string }, b: { subject: string }) => a.subject.localeCompare(b.subject)
+  for (const { requestId, events } of m.events) {
+    const read = got.filter((e) => e.requestid === requestId).map((e) => asCompared(e.type.startsWith('relationship.')
+      ? linkEvent(e.type, { source: { id: e.data.object.source_asset_id! }, target: { id: e.data.object.target_asset_id! } })
+      : { type: e.type, subject: e.subject, ...(e.type === 'asset.updated' ? { changes: e.data.changes as Changes } : {}) }))
+    const expected = events.map(seen).filter((e): e is ExpectedEvent => e !== null).map(asCompared)
+    expect(read.sort(bySubject), requestId).toEqual(expected.sort(bySubject))
+  }
+}
+
 for (const store of STORES) {
   describe(`${store}: writes against a model of their rules`, () => {
     let t: TestApp
     let runs = 0
+    let scopedKey: string
 
     beforeAll(async () => {
       t = await createTestApp(store)
+      scopedKey = await t.givenKey({ type: 'Viewer', roles: ['it_editor'] })
     })
     afterAll(async () => t.close())
 
@@ -512,15 +541,7 @@ for (const store of STORES) {
           const feed = await readFeed(t, cursor)
           const ours = feed.events.filter((e) => e.requestid?.startsWith(`${r.run}-`))
           expect(ours).toHaveLength(feed.events.length)
-          const byRequest = new Map<string, FeedEvent[]>()
-          for (const e of ours) byRequest.set(e.requestid!, [...(byRequest.get(e.requestid!) ?? []), e])
-          const bySubject = (a: { subject: string }, b: { subject: string }) => a.subject.localeCompare(b.subject)
-          for (const { requestId, events } of m.events) {
-            const got = (byRequest.get(requestId) ?? []).map((e) => (e.type.startsWith('relationship.')
-              ? linkEvent(e.type, { source: { id: e.data.object.source_asset_id! }, target: { id: e.data.object.target_asset_id! } })
-              : { type: e.type, subject: e.subject, ...(e.type === 'asset.updated' ? { changes: e.data.changes } : {}) }))
-            expect(got.sort(bySubject), requestId).toEqual([...events].sort(bySubject))
-          }
+          compareByRequest(m, ours, (e) => e)
           // Sequence numbers follow the requests' order (each request committed before the next was sent).
           const sequences = ours.map((e) => BigInt(e.sequence))
           expect(sequences).toEqual([...sequences].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)))
@@ -550,6 +571,15 @@ for (const store of STORES) {
             const touches = (e: FeedEvent) => e.subject === `assets/${named.id}` || e.data.object.source_asset_id === named.id || e.data.object.target_asset_id === named.id
             expect((res.body.data as FeedEvent[]).map((e) => e.id)).toEqual(ours.filter(touches).map((e) => e.id).reverse())
           }
+
+          // A key of narrower roles (servers of `it` and `finance`, none without a domain) reads the
+          // events of the assets it could see at the event; a move into its sight without `from`.
+          const scoped = (await readFeed(t, start, scopedKey)).events
+          compareByRequest(m, scoped, (e) => {
+            if (!e.domains!.every((d) => d === 'it' || d === 'finance')) return null
+            if (e.changes === undefined || e.before === 'it' || e.before === 'finance') return e
+            return { ...e, changes: Object.fromEntries(Object.entries(e.changes).map(([k, v]) => [k, { to: v.to }])) }
+          })
         }),
         { numRuns: RUNS },
       )
