@@ -340,17 +340,21 @@ for (const store of STORES) {
       const a = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'wh-fin-secret', access_domain_key: 'finance', properties: { body: 'wh-fin-body' } } })).body.data
       await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { access_domain_key: 'it', name: 'wh-now-it' } })
       await t.request('PATCH', `/api/v1/assets/${a.id}`, { body: { name: 'wh-later' } })
+      // And out of no access domain, which it_editor does not see either.
+      const b = (await t.request('POST', '/api/v1/assets', { body: { asset_type_key: 'note', name: 'wh-nodomain-secret', properties: { body: 'wh-nodomain-body' } } })).body.data
+      await t.request('PATCH', `/api/v1/assets/${b.id}`, { body: { access_domain_key: 'it', name: 'wh-nodomain-now-it' } })
       const got = await eventually(async () => {
         const hits = receiver.received.filter((r) => r.url === '/hook?moves')
-        return hits.length >= 2 ? hits : null
+        return hits.length >= 3 ? hits : null
       })
       const events = (got.map((r) => verify(hook.secret, r)) as { sequence: string; subject: string; data: { changes: unknown; object: { name: string } } }[])
         .sort((x, y) => Number(x.sequence) - Number(y.sequence))
       expect(events.map((e) => [e.subject, e.data.changes, e.data.object.name])).toEqual([
         [`assets/${a.id}`, { access_domain_key: { to: 'it' }, name: { to: 'wh-now-it' } }, 'wh-now-it'],
         [`assets/${a.id}`, { name: { from: 'wh-now-it', to: 'wh-later' } }, 'wh-later'],
+        [`assets/${b.id}`, { access_domain_key: { to: 'it' }, name: { to: 'wh-nodomain-now-it' } }, 'wh-nodomain-now-it'],
       ])
-      expect(got.map((r) => r.body).join('')).not.toMatch(/wh-fin-secret/)
+      expect(got.map((r) => r.body).join('')).not.toMatch(/wh-fin-secret|wh-nodomain-secret/)
     })
 
     it('never sends a delivery queued under an earlier URL to a new one whose roles do not see its event', async () => {

@@ -16,7 +16,9 @@ import { createTestApp, type Response, type TestApp } from '../helpers/app.js'
  * each relationship a request made or removed, nothing for a request that changed nothing, a dry
  * run, a refused request or a replay, and sequence numbers in the order of the requests; the same
  * events read again in small pages through `filter[type]` or `filter[subject]` (by id or composite
- * key), and an asset's history (its events and its relationships', newest first). A failure
+ * key), an asset's history (its events and its relationships', newest first), and the feed as a
+ * key of narrower roles reads it (the events of the assets it could see at the event; a move into
+ * its sight without the values from before, CONTRACT §9, §13). A failure
  * prints fast-check's seed and the shortest sequence it found. KBIS_WRITE_MODEL_RUNS sets the
  * number of sequences per store (25 by default).
  */
