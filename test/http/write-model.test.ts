@@ -2,6 +2,7 @@ import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type Response, type TestApp } from '../helpers/app.js'
+import { ACME } from '../helpers/fixtures.js'
 
 /**
  * The write side against a model in plain JavaScript (CONTRACT §2, §5, §6, §13, §16): random
@@ -9,7 +10,9 @@ import { createTestApp, type Response, type TestApp } from '../helpers/app.js'
  * syncs of either direction), PUTs by composite key (replacing or merging; creating what does not
  * exist), relationships created (a duplicate refused) and deleted, archives (which hide an asset's
  * relationships), dry runs, bulk requests refused whole for one bad item, and replays of the last
- * request under its Idempotency-Key. After each request the answer is checked against the model;
+ * request under its Idempotency-Key; each single write and bulk create sent with the Admin key or
+ * an Editor key of role `mixed` (a level per access domain: 403 and nothing written where it falls
+ * short, CONTRACT §9). After each request the answer is checked against the model;
  * after each sequence, every asset's and relationship's state, and the event feed request by
  * request: one `asset.created` / `asset.updated` / `asset.archived` per item that changed,
  * `changes` listing exactly what changed (`from`/`to`), `relationship.created` / `.deleted` for
@@ -49,7 +52,7 @@ interface Model {
   /** The events each request (by its X-Request-Id) should have written, in request order. */
   events: { requestId: string; events: ExpectedEvent[] }[]
   /** The last request sent, for a replay. */
-  last: { method: string; url: string; body: unknown; key: string; requestId: string; status: number; text: string } | null
+  last: { method: string; url: string; body: unknown; key: string; requestId: string; status: number; text: string; apiKey: string | undefined } | null
   hostnames: number
 }
 
@@ -57,7 +60,22 @@ interface Real {
   t: TestApp
   run: string
   requests: number
+  /** An Editor key of role `mixed` (MIXED_LEVELS). */
+  editorKey: string
 }
+
+/**
+ * The levels of role `mixed` on servers, by access domain (`edit_access_domain` > `delete` >
+ * `edit` > `view`), which the scoped Editor key of a command writes with (docs/access-model.md):
+ * creating and updating need `edit`, archiving `delete`, moving to another domain
+ * `edit_access_domain` on both, creating a relationship `edit` on its source.
+ */
+const MIXED_LEVELS = { it: 4, finance: 1, none: 3 } as const
+const [EDIT, DELETE, MOVE] = [2, 3, 4]
+const levelIn = (domain: string | null): number => MIXED_LEVELS[(domain ?? 'none') as keyof typeof MIXED_LEVELS]
+/** Whether the Editor may change `asset` (in its domain `from`) to domain `to`. */
+const mayChange = (from: string | null, to: string | null | undefined): boolean =>
+  levelIn(from) >= EDIT && (to === undefined || to === from || (levelIn(from) >= MOVE && levelIn(to) >= MOVE))
 
 const ENVIRONMENTS = ['dev', 'staging', 'prod']
 const TAGS = ['pci', 'gdpr', 'legacy']
@@ -168,13 +186,24 @@ async function learnLinkIds(m: Model, r: Real): Promise<void> {
   }
 }
 
-/** Sends a write as the model's next request: its own X-Request-Id and Idempotency-Key. */
-async function send(m: Model, r: Real, method: string, url: string, body?: unknown): Promise<{ res: Response; requestId: string }> {
+/**
+ * Sends a write as the model's next request: its own X-Request-Id and Idempotency-Key; with the
+ * Admin key, or the scoped Editor key when `editor`.
+ */
+async function send(m: Model, r: Real, method: string, url: string, body?: unknown, editor = false): Promise<{ res: Response; requestId: string }> {
   const requestId = `${r.run}-${++r.requests}`
   const key = `key-${requestId}`
-  const res = await r.t.request(method, url, { body, headers: { 'x-request-id': requestId, 'idempotency-key': key } })
-  m.last = { method, url, body, key, requestId, status: res.status, text: JSON.stringify(res.body) }
+  const apiKey = editor ? r.editorKey : undefined
+  const res = await r.t.request(method, url, { body, key: apiKey, headers: { 'x-request-id': requestId, 'idempotency-key': key } })
+  m.last = { method, url, body, key, requestId, status: res.status, text: JSON.stringify(res.body), apiKey }
   return { res, requestId }
+}
+
+/** A write the scoped Editor may not make: 403 forbidden, nothing written or emitted. */
+function forbidden(m: Model, res: Response, requestId: string): void {
+  expect(res.status, JSON.stringify(res.body)).toBe(403)
+  expect(res.body.errors[0].code).toBe('forbidden')
+  expectEvents(m, requestId, [])
 }
 
 function expectEvents(m: Model, requestId: string, events: ExpectedEvent[]): void {
@@ -184,12 +213,13 @@ function expectEvents(m: Model, requestId: string, events: ExpectedEvent[]): voi
 const dryRun = (url: string, dry: boolean) => (dry ? `${url}${url.includes('?') ? '&' : '?'}dry_run=true` : url)
 
 class Create implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly v: Values, readonly dry: boolean) {}
+  constructor(readonly v: Values, readonly dry: boolean, readonly editor = false) {}
   check = () => true
   async run(m: Model, r: Real) {
     const hostname = `${r.run}-h${++m.hostnames}`
     const body = { asset_type_key: 'server', name: this.v.name, access_domain_key: this.v.access_domain_key, properties: { ...this.v.properties, hostname } }
-    const { res, requestId } = await send(m, r, 'POST', dryRun('/api/v1/assets', this.dry), body)
+    const { res, requestId } = await send(m, r, 'POST', dryRun('/api/v1/assets', this.dry), body, this.editor)
+    if (this.editor && levelIn(this.v.access_domain_key) < EDIT) return forbidden(m, res, requestId)
     if (this.dry) {
       expect(res.status, JSON.stringify(res.body)).toBe(200)
       return expectEvents(m, requestId, [])
@@ -199,15 +229,19 @@ class Create implements fc.AsyncCommand<Model, Real> {
     m.assets.push(asset)
     expectEvents(m, requestId, [assetEvent('asset.created', asset)])
   }
-  toString = () => `Create(${JSON.stringify(this.v)}${this.dry ? ', dry run' : ''})`
+  toString = () => `Create(${JSON.stringify(this.v)}${this.dry ? ', dry run' : ''}${this.editor ? ', editor' : ''})`
 }
 
 class Patch implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly pick: number, readonly next: Partial<Values>, readonly sync: SyncSpec | null, readonly dry: boolean) {}
+  /** The Editor's PATCHes carry no relationships (an incoming pair's rules reach other assets' levels). */
+  constructor(readonly pick: number, readonly next: Partial<Values>, readonly sync: SyncSpec | null, readonly dry: boolean, readonly editor = false) {
+    if (editor) this.sync = null
+  }
   check = (m: Readonly<Model>) => live(m as Model).length > 0
   async run(m: Model, r: Real) {
     const asset = live(m)[this.pick % live(m).length]!
-    const { res, requestId } = await send(m, r, 'PATCH', dryRun(`/api/v1/assets/${asset.id}`, this.dry), { ...this.next, ...syncBody(m, this.sync) })
+    const { res, requestId } = await send(m, r, 'PATCH', dryRun(`/api/v1/assets/${asset.id}`, this.dry), { ...this.next, ...syncBody(m, this.sync) }, this.editor)
+    if (this.editor && !mayChange(asset.access_domain_key, this.next.access_domain_key)) return forbidden(m, res, requestId)
     expect(res.status, JSON.stringify(res.body)).toBe(200)
     if (this.dry) return expectEvents(m, requestId, [])
     const after = applied(asset, this.next, true)
@@ -219,12 +253,12 @@ class Patch implements fc.AsyncCommand<Model, Real> {
     expect(res.body.data).toMatchObject({ id: asset.id, name: asset.name, access_domain_key: asset.access_domain_key, properties: { ...asset.properties, hostname: asset.hostname } })
     await learnLinkIds(m, r)
   }
-  toString = () => `Patch(#${this.pick}, ${JSON.stringify(this.next)}${this.sync ? `, sync ${JSON.stringify(this.sync)}` : ''}${this.dry ? ', dry run' : ''})`
+  toString = () => `Patch(#${this.pick}, ${JSON.stringify(this.next)}${this.sync ? `, sync ${JSON.stringify(this.sync)}` : ''}${this.dry ? ', dry run' : ''}${this.editor ? ', editor' : ''})`
 }
 
 /** PUT /assets/server:hostname:<h> of a live asset (`pick`) or of a new hostname (`pick` null). */
 class Put implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly pick: number | null, readonly given: Values | 'as stored', readonly merge: boolean, readonly dry: boolean) {}
+  constructor(readonly pick: number | null, readonly given: Values | 'as stored', readonly merge: boolean, readonly dry: boolean, readonly editor = false) {}
   private v: Values = { name: '', access_domain_key: null, properties: {} }
   check = (m: Readonly<Model>) => this.pick === null || live(m as Model).length > 0
   async run(m: Model, r: Real) {
@@ -233,7 +267,8 @@ class Put implements fc.AsyncCommand<Model, Real> {
     const hostname = asset?.hostname ?? `${r.run}-h${++m.hostnames}`
     const body = { name: this.v.name, access_domain_key: this.v.access_domain_key, properties: { ...this.v.properties, hostname } }
     const url = dryRun(`/api/v1/assets/server:hostname:${hostname}${this.merge ? '?merge=true' : ''}`, this.dry)
-    const { res, requestId } = await send(m, r, 'PUT', url, body)
+    const { res, requestId } = await send(m, r, 'PUT', url, body, this.editor)
+    if (this.editor && !(asset === null ? levelIn(body.access_domain_key) >= EDIT : mayChange(asset.access_domain_key, body.access_domain_key))) return forbidden(m, res, requestId)
     if (this.dry) {
       expect(res.status, JSON.stringify(res.body)).toBe(200)
       return expectEvents(m, requestId, [])
@@ -250,11 +285,11 @@ class Put implements fc.AsyncCommand<Model, Real> {
     Object.assign(asset, after)
     expectEvents(m, requestId, Object.keys(changes).length === 0 ? [] : [updatedEvent(asset, changes, before)])
   }
-  toString = () => `Put(${this.pick === null ? 'new' : `#${this.pick}`}, ${JSON.stringify(this.given)}${this.merge ? ', merge' : ''}${this.dry ? ', dry run' : ''})`
+  toString = () => `Put(${this.pick === null ? 'new' : `#${this.pick}`}, ${JSON.stringify(this.given)}${this.merge ? ', merge' : ''}${this.dry ? ', dry run' : ''}${this.editor ? ', editor' : ''})`
 }
 
 class BulkCreate implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly items: Values[], readonly badAt: number | null, readonly dry: boolean) {}
+  constructor(readonly items: Values[], readonly badAt: number | null, readonly dry: boolean, readonly editor = false) {}
   check = () => true
   async run(m: Model, r: Real) {
     const hostnames = this.items.map(() => `${r.run}-h${++m.hostnames}`)
@@ -262,7 +297,8 @@ class BulkCreate implements fc.AsyncCommand<Model, Real> {
       asset_type_key: 'server', name: v.name, access_domain_key: v.access_domain_key, client_ref: `r${i}`,
       properties: { ...v.properties, hostname: hostnames[i], ...(this.badAt !== null && this.badAt % this.items.length === i ? { environment: 'moon' } : {}) },
     }))
-    const { res, requestId } = await send(m, r, 'POST', dryRun('/api/v1/bulk/assets', this.dry), body)
+    const { res, requestId } = await send(m, r, 'POST', dryRun('/api/v1/bulk/assets', this.dry), body, this.editor)
+    if (this.editor && this.badAt === null && this.items.some((v) => levelIn(v.access_domain_key) < EDIT)) return forbidden(m, res, requestId)
     if (this.badAt !== null) {
       expect(res.status, JSON.stringify(res.body)).toBe(422)
       expect(res.body.errors.map((e: { meta?: { index?: number } }) => e.meta?.index)).toContain(this.badAt % this.items.length)
@@ -278,7 +314,7 @@ class BulkCreate implements fc.AsyncCommand<Model, Real> {
     m.assets.push(...created)
     expectEvents(m, requestId, created.map((a) => assetEvent('asset.created', a)))
   }
-  toString = () => `BulkCreate(${JSON.stringify(this.items)}${this.badAt !== null ? `, bad item ${this.badAt}` : ''}${this.dry ? ', dry run' : ''})`
+  toString = () => `BulkCreate(${JSON.stringify(this.items)}${this.badAt !== null ? `, bad item ${this.badAt}` : ''}${this.dry ? ', dry run' : ''}${this.editor ? ', editor' : ''})`
 }
 
 class BulkPatch implements fc.AsyncCommand<Model, Real> {
@@ -356,26 +392,28 @@ class BulkPut implements fc.AsyncCommand<Model, Real> {
 }
 
 class Archive implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly pick: number) {}
+  constructor(readonly pick: number, readonly editor = false) {}
   check = (m: Readonly<Model>) => live(m as Model).length > 0
   async run(m: Model, r: Real) {
     const asset = live(m)[this.pick % live(m).length]!
-    const { res, requestId } = await send(m, r, 'DELETE', `/api/v1/assets/${asset.id}`)
+    const { res, requestId } = await send(m, r, 'DELETE', `/api/v1/assets/${asset.id}`, undefined, this.editor)
+    if (this.editor && levelIn(asset.access_domain_key) < DELETE) return forbidden(m, res, requestId)
     expect(res.status, JSON.stringify(res.body)).toBe(204)
     asset.archived = true
     expectEvents(m, requestId, [assetEvent('asset.archived', asset)])
   }
-  toString = () => `Archive(#${this.pick})`
+  toString = () => `Archive(#${this.pick}${this.editor ? ', editor' : ''})`
 }
 
 /** POST /relationships `depends_on` between two live assets: 201, or 409 when it exists. */
 class Link implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly source: number, readonly target: number) {}
+  constructor(readonly source: number, readonly target: number, readonly editor = false) {}
   check = (m: Readonly<Model>) => live(m as Model).length > 0
   async run(m: Model, r: Real) {
     const [source, target] = [live(m)[this.source % live(m).length]!, live(m)[this.target % live(m).length]!]
     const body = { relationship_type_key: 'depends_on', source_asset_id: source.id, target_asset_id: `server:hostname:${target.hostname}` }
-    const { res, requestId } = await send(m, r, 'POST', '/api/v1/relationships', body)
+    const { res, requestId } = await send(m, r, 'POST', '/api/v1/relationships', body, this.editor)
+    if (this.editor && levelIn(source.access_domain_key) < EDIT) return forbidden(m, res, requestId)
     if (visibleLinks(m).some((l) => l.source === source && l.target === target)) {
       expect(res.status, JSON.stringify(res.body)).toBe(409)
       expect(res.body.errors[0].code).toBe('duplicate_relationship')
@@ -387,7 +425,7 @@ class Link implements fc.AsyncCommand<Model, Real> {
     m.links.push(link)
     expectEvents(m, requestId, [linkEvent('relationship.created', link)])
   }
-  toString = () => `Link(#${this.source}, #${this.target})`
+  toString = () => `Link(#${this.source}, #${this.target}${this.editor ? ', editor' : ''})`
 }
 
 /** DELETE /relationships/{id} of a visible relationship. */
@@ -415,7 +453,7 @@ class Replay implements fc.AsyncCommand<Model, Real> {
   check = (m: Readonly<Model>) => m.last !== null
   async run(m: Model, r: Real) {
     const last = m.last!
-    const res = await r.t.request(last.method, last.url, { body: last.body, headers: { 'x-request-id': last.requestId, 'idempotency-key': last.key } })
+    const res = await r.t.request(last.method, last.url, { body: last.body, key: last.apiKey, headers: { 'x-request-id': last.requestId, 'idempotency-key': last.key } })
     expect(res.status).toBe(last.status)
     expect(JSON.stringify(res.body)).toBe(last.text)
     expect(res.headers['idempotent-replayed']).toBe('true')
@@ -426,17 +464,19 @@ class Replay implements fc.AsyncCommand<Model, Real> {
 const syncSpec: fc.Arbitrary<SyncSpec> = fc.record({ direction: fc.constantFrom<'outgoing' | 'incoming'>('outgoing', 'incoming'), picks: fc.array(fc.nat(), { maxLength: 3 }) })
 
 const commands = [
-  fc.tuple(values, fc.boolean()).map(([v, dry]) => new Create(v, dry)),
-  fc.tuple(fc.nat(), change, fc.option(syncSpec, { nil: null }), fc.boolean()).map(([p, c, sync, dry]) => new Patch(p, c, sync, dry)),
-  fc.tuple(fc.option(fc.nat(), { nil: null }), fc.oneof(values, fc.constant('as stored' as const)), fc.boolean(), fc.boolean()).map(([p, v, merge, dry]) => new Put(p, v, merge, dry)),
-  fc.tuple(fc.array(values, { minLength: 1, maxLength: 4 }), fc.option(fc.nat(), { nil: null, freq: 3 }), fc.boolean()).map(([items, bad, dry]) => new BulkCreate(items, bad, dry)),
+  fc.tuple(values, fc.boolean(), fc.boolean()).map(([v, dry, editor]) => new Create(v, dry, editor)),
+  fc.tuple(fc.nat(), change, fc.option(syncSpec, { nil: null }), fc.boolean(), fc.boolean()).map(([p, c, sync, dry, editor]) => new Patch(p, c, sync, dry, editor)),
+  fc.tuple(fc.option(fc.nat(), { nil: null }), fc.oneof(values, fc.constant('as stored' as const)), fc.boolean(), fc.boolean(), fc.boolean())
+    .map(([p, v, merge, dry, editor]) => new Put(p, v, merge, dry, editor)),
+  fc.tuple(fc.array(values, { minLength: 1, maxLength: 4 }), fc.option(fc.nat(), { nil: null, freq: 3 }), fc.boolean(), fc.boolean())
+    .map(([items, bad, dry, editor]) => new BulkCreate(items, bad, dry, editor)),
   fc.tuple(fc.array(fc.nat(), { minLength: 1, maxLength: 4 }), fc.array(change, { minLength: 1, maxLength: 4 }), fc.array(fc.option(syncSpec, { nil: null }), { minLength: 1, maxLength: 4 }),
     fc.boolean(), fc.boolean()).map(([p, c, syncs, byKey, dry]) => new BulkPatch(p, c, syncs, byKey, dry)),
-  fc.tuple(fc.nat(), fc.nat()).map(([a, b]) => new Link(a, b)),
+  fc.tuple(fc.nat(), fc.nat(), fc.boolean()).map(([a, b, editor]) => new Link(a, b, editor)),
   fc.nat().map((p) => new Unlink(p)),
   fc.tuple(fc.array(fc.option(fc.nat(), { nil: null }), { minLength: 1, maxLength: 4 }), fc.array(fc.oneof(values, fc.constant('as stored' as const)), { minLength: 1, maxLength: 4 }), fc.boolean())
     .map(([p, v, dry]) => new BulkPut(p, v, dry)),
-  fc.nat().map((p) => new Archive(p)),
+  fc.tuple(fc.nat(), fc.boolean()).map(([p, editor]) => new Archive(p, editor)),
   fc.constant(new Replay()),
 ]
 
@@ -448,6 +488,19 @@ const feedRead = fc.record({
   byKey: fc.boolean(),
   pick: fc.nat(),
 })
+
+/** ACME with role `mixed` (MIXED_LEVELS on servers), held by the owner. */
+const MIXED_SETUP = {
+  ...ACME,
+  roles: [...ACME.roles, {
+    key: 'mixed', name: 'Mixed', grants: [
+      { access_domain_key: 'it', asset_type_keys: ['server'], level: 'edit_access_domain' },
+      { access_domain_key: 'finance', asset_type_keys: ['server'], level: 'view' },
+      { access_domain_key: null, asset_type_keys: ['server'], level: 'delete' },
+    ],
+  }],
+  users: ACME.users.map((u) => (u.email === 'owner@acme.test' ? { ...u, role_keys: [...u.role_keys, 'mixed'] } : u)),
+}
 
 const START: Values[] = [
   { name: 'web', access_domain_key: 'it', properties: { environment: 'prod', cpu_count: 2, owner: 'ann', tags: ['pci', 'gdpr'] } },
@@ -499,10 +552,12 @@ for (const store of STORES) {
     let t: TestApp
     let runs = 0
     let scopedKey: string
+    let editorKey: string
 
     beforeAll(async () => {
-      t = await createTestApp(store)
+      t = await createTestApp(store, MIXED_SETUP)
       scopedKey = await t.givenKey({ type: 'Viewer', roles: ['it_editor'] })
+      editorKey = await t.givenKey({ type: 'Editor', roles: ['mixed'] })
     })
     afterAll(async () => t.close())
 
@@ -516,7 +571,7 @@ for (const store of STORES) {
           cursor = (await readFeed(t, cursor)).cursor
           const start = cursor
           const m: Model = { assets: [], links: [], events: [], last: null, hostnames: 0 }
-          const r: Real = { t, run: `w${++runs}`, requests: 0 }
+          const r: Real = { t, run: `w${++runs}`, requests: 0, editorKey }
           // Four assets to start from, so that the commands on live assets run from the first one.
           await new BulkCreate(START, null, false).run(m, r)
           await fc.asyncModelRun(() => ({ model: m, real: r }), cmds)
