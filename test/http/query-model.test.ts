@@ -631,6 +631,41 @@ for (const store of STORES) {
       )
     })
 
+    it('includes each listed asset\'s relationships as the model pages, filters and sorts them (query-string form)', async () => {
+      const queryFilter = fc.uniqueArray(fc.oneof(
+        text(['runs_on', 'depends_on']).map((v) => ['relationship_type_key', v] as const),
+        text(['outgoing', 'incoming']).map((v) => ['direction', v] as const),
+        text(['server', 'application', 'note']).map((v) => ['related_asset.asset_type_key', v] as const),
+        text(NAMES).map((v) => ['related_asset.name', v] as const),
+      ), { maxLength: 2, selector: ([field]) => field })
+      await fc.assert(
+        fc.asyncProperty(listFilter, queryFilter, includeSort, fc.record({ number: fc.integer({ min: 1, max: 4 }), size: fc.integer({ min: 1, max: 5 }) }), fc.boolean(),
+          async ([field, value, assetCondition], relFilter, relSort, relPage, scoped) => {
+            const seen = view(scoped)
+            const query = new URLSearchParams([
+              [`filter[${field}]`, value], ['sort', 'name'], ['page[size]', '100'], ['include', 'relationships,relationships.related_asset'],
+              ...relFilter.map(([f, v]): [string, string] => [`relationships_filter[${f}]`, v]),
+              ...(relSort.length === 0 ? [] : [['relationships_sort', relSort.map((x) => (x.order === 'desc' ? `-${x.field}` : x.field)).join(',')] as [string, string]]),
+              ['relationships_page[number]', String(relPage.number)], ['relationships_page[size]', String(relPage.size)],
+            ])
+            const res = await t.request('GET', `/api/v1/assets?${query}`, { key: seen.key })
+            expect(res.status, JSON.stringify(res.body)).toBe(200)
+            const found = order(seen.assets.filter((a) => matches(a, assetCondition)), [{ field: 'name', order: 'asc' }], read)
+            expect((res.body.data as Asset[]).map((a) => a.id)).toEqual(found.map((a) => a.id))
+            for (const [i, asset] of found.entries()) {
+              const all = order(entriesOf(asset, seen.links, seen.byId).filter((e) => relFilter.every(([f, v]) => readEntry(e, f) === v)),
+                relSort.length === 0 ? [{ field: 'created_at', order: 'asc' }] : relSort, readEntry)
+              const page = all.slice((relPage.number - 1) * relPage.size, relPage.number * relPage.size)
+              const got = res.body.data[i]
+              expect(got.relationships.map((e: { id: string; direction: string; related_asset_id: string }) => [e.id, e.direction, e.related_asset_id]), asset.name)
+                .toEqual(page.map((e) => [e.id, e.direction, e.related.id]))
+              expect(got.relationships_meta.page.total_items).toBe(all.length)
+            }
+          }),
+        { numRuns: RUNS },
+      )
+    })
+
     it('lists what the model selects and orders for random GET filters and sorts', async () => {
       await fc.assert(
         fc.asyncProperty(fc.uniqueArray(listFilter, { maxLength: 3, selector: ([field]) => field }), sort, async (filters, s) => {
