@@ -23,9 +23,9 @@ import { ACME } from '../helpers/fixtures.js'
  * key of narrower roles reads it (the events of the assets it could see at the event; a move into
  * its sight without the values from before, CONTRACT §9, §13). A failure
  * prints fast-check's seed and the shortest sequence it found. KBIS_WRITE_MODEL_RUNS sets the
- * number of sequences per store (25 by default).
+ * number of sequences per store (20 by default).
  */
-const RUNS = Number(process.env.KBIS_WRITE_MODEL_RUNS ?? 25)
+const RUNS = Number(process.env.KBIS_WRITE_MODEL_RUNS ?? 20)
 
 type Properties = Record<string, unknown>
 interface Values { name: string; access_domain_key: string | null; properties: Properties }
