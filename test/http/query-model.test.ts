@@ -2,6 +2,7 @@ import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, type TestApp } from '../helpers/app.js'
+import { ACME } from '../helpers/fixtures.js'
 
 /**
  * The read side against a model of its rules written in plain JavaScript (CONTRACT §3, §4, §7, §9;
@@ -9,7 +10,7 @@ import { createTestApp, type TestApp } from '../helpers/app.js'
  * on every kind of field), sorts, pages and aggregations over a fixed set of assets and
  * relationships whose values collide on purpose (empties of every kind, case variants, equal
  * names, keys that some asset types do not define, archived ends), asked with an Admin key and
- * with a key of narrower roles. Each answer — POST /search/assets (with each asset's included
+ * with keys of narrower roles (one of them seeing only assets without an access domain). Each answer — POST /search/assets (with each asset's included
  * relationships filtered, sorted and paged) and /search/relationships, GET /assets with its links,
  * POST /analytics/assets — is compared with what the model selects, orders, cuts and counts. The records come back through the API, so the model reads the values
  * as stored. A failure prints fast-check's seed and the smallest request it found.
@@ -477,22 +478,45 @@ const listFilter: fc.Arbitrary<[string, string, Condition]> = fc.oneof(
   fc.boolean().map((v) => ['properties.managed', String(v), c('properties.managed', 'equals', v)] as [string, string, Condition]),
 )
 
+/**
+ * Who asks: the Admin key, or a Viewer key of role `it_editor` (domain `it` whole, servers of
+ * `finance`, nothing without a domain) or of role `no_domain` (assets without a domain, and
+ * applications of `finance`); each with the assets its roles reach.
+ */
+type Reader = 'admin' | 'it_editor' | 'no_domain'
+const READERS: Record<Reader, (a: Asset) => boolean> = {
+  admin: () => true,
+  it_editor: (a) => a.access_domain_key === 'it' || (a.access_domain_key === 'finance' && a.asset_type_key === 'server'),
+  no_domain: (a) => a.access_domain_key === null || (a.access_domain_key === 'finance' && a.asset_type_key === 'application'),
+}
+const reader = fc.constantFrom<Reader>('admin', 'it_editor', 'no_domain')
+const QUERY_SETUP = {
+  ...ACME,
+  roles: [...ACME.roles, {
+    key: 'no_domain', name: 'No domain', grants: [
+      { access_domain_key: null, asset_type_keys: ['*'], level: 'view' },
+      { access_domain_key: 'finance', asset_type_keys: ['application'], level: 'view' },
+    ],
+  }],
+  users: ACME.users.map((u) => (u.email === 'owner@acme.test' ? { ...u, role_keys: [...u.role_keys, 'no_domain'] } : u)),
+}
+
 for (const store of STORES) {
   describe(`${store}: searches, lists and analytics against a model of their rules`, () => {
     let t: TestApp
     let live: Asset[]
     let links: Relationship[]
-    /** A Viewer key of role `it_editor`: domain `it` whole, servers of `finance`, no asset without a domain. */
-    let scopedKey: string
-    /** What a key sees: every live asset and relationship, or (scoped) those of its roles, a relationship only with both ends seen. */
-    const view = (scoped: boolean) => {
-      const assets = scoped ? live.filter((a) => a.access_domain_key === 'it' || (a.access_domain_key === 'finance' && a.asset_type_key === 'server')) : live
+    /** Viewer keys of roles `it_editor` and `no_domain` (READERS). */
+    const keys: Partial<Record<Reader, string>> = {}
+    /** What a reader sees: the live assets its roles reach, and the relationships whose ends it sees both. */
+    const view = (reader: Reader) => {
+      const assets = live.filter((a) => READERS[reader](a))
       const byId = new Map(assets.map((a) => [a.id, a]))
-      return { assets, byId, links: links.filter((r) => byId.has(r.source_asset_id) && byId.has(r.target_asset_id)), key: scoped ? scopedKey : undefined }
+      return { assets, byId, links: links.filter((r) => byId.has(r.source_asset_id) && byId.has(r.target_asset_id)), key: keys[reader] }
     }
 
     beforeAll(async () => {
-      t = await createTestApp(store)
+      t = await createTestApp(store, QUERY_SETUP)
       for (const { type, items } of seedBodies()) {
         const res = await t.request('POST', '/api/v1/bulk/assets', { body: items.map((item) => ({ asset_type_key: type, ...item })) })
         expect(res.status).toBe(201)
@@ -515,17 +539,20 @@ for (const store of STORES) {
       links = seen.body.data
       expect(links.length).toBe(sent.filter((r) => liveIds.has(r.source_asset_id) && liveIds.has(r.target_asset_id)).length)
       expect(links.length).toBeGreaterThan(60)
-      scopedKey = await t.givenKey({ type: 'Viewer', roles: ['it_editor'] })
-      expect(view(true).assets.length).toBeGreaterThan(20)
-      expect(view(true).assets.length).toBeLessThan(live.length - 20)
+      keys.it_editor = await t.givenKey({ type: 'Viewer', roles: ['it_editor'] })
+      keys.no_domain = await t.givenKey({ type: 'Viewer', roles: ['no_domain'] })
+      for (const reader of ['it_editor', 'no_domain'] as const) {
+        expect(view(reader).assets.length, reader).toBeGreaterThan(20)
+        expect(view(reader).assets.length, reader).toBeLessThan(live.length - 20)
+      }
     })
     afterAll(async () => t.close())
 
     it('selects and orders what the model selects and orders, for random filters and sorts', async () => {
       const sizes: number[] = []
       await fc.assert(
-        fc.asyncProperty(filter, sort, fc.boolean(), async (f, s, scoped) => {
-          const seen = view(scoped)
+        fc.asyncProperty(filter, sort, reader, async (f, s, who) => {
+          const seen = view(who)
           const res = await t.request('POST', '/api/v1/search/assets', { body: { filter: f, sort: s, page: { size: 100 } }, key: seen.key })
           expect(res.status, JSON.stringify(res.body)).toBe(200)
           const expected = order(seen.assets.filter((a) => matches(a, f)), s, read)
@@ -543,8 +570,8 @@ for (const store of STORES) {
     it('finds the relationships the model finds, by their own fields and their ends\' fields, in its order', async () => {
       const sizes: number[] = []
       await fc.assert(
-        fc.asyncProperty(relationshipFilter(live.map((a) => a.id)), relationshipSort, fc.boolean(), async (f, s, scoped) => {
-          const seen = view(scoped)
+        fc.asyncProperty(relationshipFilter(live.map((a) => a.id)), relationshipSort, reader, async (f, s, who) => {
+          const seen = view(who)
           const res = await t.request('POST', '/api/v1/search/relationships', { body: { filter: f, sort: s, page: { size: 100 } }, key: seen.key })
           expect(res.status, JSON.stringify(res.body)).toBe(200)
           const expected = order(seen.links.filter((r) => relationshipMatches(r, f, seen.byId)), s, read)
@@ -594,8 +621,8 @@ for (const store of STORES) {
 
     it('aggregates as the model does: groups, their order, breakdowns and every measure', async () => {
       await fc.assert(
-        fc.asyncProperty(filter, analyticsBody, fc.boolean(), async (f, body, scoped) => {
-          const seen = view(scoped)
+        fc.asyncProperty(filter, analyticsBody, reader, async (f, body, who) => {
+          const seen = view(who)
           // JSON drops a breakdown_by left undefined.
           const res = await t.request('POST', '/api/v1/analytics/assets', { body: JSON.parse(JSON.stringify({ filter: f, ...body })), key: seen.key })
           expect(res.status, JSON.stringify(res.body)).toBe(200)
@@ -609,9 +636,9 @@ for (const store of STORES) {
 
     it('includes each found asset\'s relationships as the model pages, filters and sorts them', async () => {
       await fc.assert(
-        fc.asyncProperty(condition, fc.option(includeFilter, { nil: undefined }), includeSort, fc.record({ number: fc.integer({ min: 1, max: 4 }), size: fc.integer({ min: 1, max: 5 }) }), fc.boolean(),
-          async (f, relFilter, relSort, relPage, scoped) => {
-            const seen = view(scoped)
+        fc.asyncProperty(condition, fc.option(includeFilter, { nil: undefined }), includeSort, fc.record({ number: fc.integer({ min: 1, max: 4 }), size: fc.integer({ min: 1, max: 5 }) }), reader,
+          async (f, relFilter, relSort, relPage, who) => {
+            const seen = view(who)
             const body = { filter: f, sort: [{ field: 'name' }], page: { size: 100 }, include: ['relationships', 'relationships.related_asset'], relationships: { page: relPage, sort: relSort, ...(relFilter === undefined ? {} : { filter: relFilter }) } }
             const res = await t.request('POST', '/api/v1/search/assets', { body, key: seen.key })
             expect(res.status, JSON.stringify(res.body)).toBe(200)
@@ -639,9 +666,9 @@ for (const store of STORES) {
         text(NAMES).map((v) => ['related_asset.name', v] as const),
       ), { maxLength: 2, selector: ([field]) => field })
       await fc.assert(
-        fc.asyncProperty(listFilter, queryFilter, includeSort, fc.record({ number: fc.integer({ min: 1, max: 4 }), size: fc.integer({ min: 1, max: 5 }) }), fc.boolean(),
-          async ([field, value, assetCondition], relFilter, relSort, relPage, scoped) => {
-            const seen = view(scoped)
+        fc.asyncProperty(listFilter, queryFilter, includeSort, fc.record({ number: fc.integer({ min: 1, max: 4 }), size: fc.integer({ min: 1, max: 5 }) }), reader,
+          async ([field, value, assetCondition], relFilter, relSort, relPage, who) => {
+            const seen = view(who)
             const query = new URLSearchParams([
               [`filter[${field}]`, value], ['sort', 'name'], ['page[size]', '100'], ['include', 'relationships,relationships.related_asset'],
               ...relFilter.map(([f, v]): [string, string] => [`relationships_filter[${f}]`, v]),
