@@ -10,11 +10,13 @@ import { ACME } from '../helpers/fixtures.js'
  * on every kind of field), sorts, pages and aggregations over a fixed set of assets and
  * relationships whose values collide on purpose (empties of every kind, case variants, equal
  * names, keys that some asset types do not define, archived ends), asked with an Admin key and
- * with keys of narrower roles (one of them seeing only assets without an access domain). Each answer — POST /search/assets (with each asset's included
- * relationships filtered, sorted and paged) and /search/relationships, GET /assets with its links,
- * POST /analytics/assets — is compared with what the model selects, orders, cuts and counts. The records come back through the API, so the model reads the values
- * as stored. A failure prints fast-check's seed and the smallest request it found.
- * KBIS_QUERY_MODEL_RUNS sets the number of requests per test and store (100 by default).
+ * with keys of narrower roles (one of them seeing only assets without an access domain). Each
+ * answer — POST /search/assets (with each asset's included relationships filtered, sorted and
+ * paged) and /search/relationships, GET /assets with its links and included relationships, POST
+ * /analytics/assets — is compared with what the model selects, orders, cuts and counts. The
+ * records come back through the API, so the model reads the values as stored. A failure prints
+ * fast-check's seed and the smallest request it found. KBIS_QUERY_MODEL_RUNS sets the number of
+ * requests per test and store (100 by default; `npm run models`: 2,000).
  */
 const RUNS = Number(process.env.KBIS_QUERY_MODEL_RUNS ?? 100)
 

@@ -5,25 +5,24 @@ import { createTestApp, type Response, type TestApp } from '../helpers/app.js'
 import { ACME } from '../helpers/fixtures.js'
 
 /**
- * The write side against a model in plain JavaScript (CONTRACT §2, §5, §6, §13, §16): random
+ * The write side against a model in plain JavaScript (CONTRACT §2, §5, §6, §9, §13, §16): random
  * sequences of single and bulk creates, PATCHes (merging, `null` clearing, embedded relationship
  * syncs of either direction), PUTs by composite key (replacing or merging; creating what does not
  * exist), relationships created (a duplicate refused) and deleted, archives (which hide an asset's
  * relationships), dry runs, bulk requests refused whole for one bad item, and replays of the last
  * request under its Idempotency-Key; each single write and bulk create sent with the Admin key or
  * an Editor key of role `mixed` (a level per access domain: 403 and nothing written where it falls
- * short, CONTRACT §9). After each request the answer is checked against the model;
- * after each sequence, every asset's and relationship's state, and the event feed request by
- * request: one `asset.created` / `asset.updated` / `asset.archived` per item that changed,
- * `changes` listing exactly what changed (`from`/`to`), `relationship.created` / `.deleted` for
- * each relationship a request made or removed, nothing for a request that changed nothing, a dry
- * run, a refused request or a replay, and sequence numbers in the order of the requests; the same
- * events read again in small pages through `filter[type]` or `filter[subject]` (by id or composite
- * key), an asset's history (its events and its relationships', newest first), and the feed as a
- * key of narrower roles reads it (the events of the assets it could see at the event; a move into
- * its sight without the values from before, CONTRACT §9, §13). A failure
- * prints fast-check's seed and the shortest sequence it found. KBIS_WRITE_MODEL_RUNS sets the
- * number of sequences per store (20 by default).
+ * short). After each request the answer is checked against the model; after each sequence, every
+ * asset's and relationship's state, and the event feed request by request: one `asset.created` /
+ * `asset.updated` / `asset.archived` per item that changed, `changes` listing exactly what changed
+ * (`from`/`to`), `relationship.created` / `.deleted` for each relationship a request made or
+ * removed, nothing for a request that changed nothing, a dry run, a refused request or a replay,
+ * and sequence numbers in the order of the requests; the same events read again in small pages
+ * through `filter[type]` or `filter[subject]` (by id or composite key), an asset's history (its
+ * events and its relationships', newest first), and the feed as a key of narrower roles reads it
+ * (the events of the assets it could see at the event; a move into its sight without the values
+ * from before). A failure prints fast-check's seed and the shortest sequence it found.
+ * KBIS_WRITE_MODEL_RUNS sets the number of sequences per store (20 by default; `npm run models`: 400).
  */
 const RUNS = Number(process.env.KBIS_WRITE_MODEL_RUNS ?? 20)
 
