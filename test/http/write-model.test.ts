@@ -22,9 +22,9 @@ import { ACME } from '../helpers/fixtures.js'
  * events and its relationships', newest first), and the feed as a key of narrower roles reads it
  * (the events of the assets it could see at the event; a move into its sight without the values
  * from before). A failure prints fast-check's seed and the shortest sequence it found.
- * KBIS_WRITE_MODEL_RUNS sets the number of sequences per store (20 by default; `npm run models`: 400).
+ * KBIS_WRITE_MODEL_RUNS sets the number of sequences per store (10 by default; `npm run models`: 400).
  */
-const RUNS = Number(process.env.KBIS_WRITE_MODEL_RUNS ?? 20)
+const RUNS = Number(process.env.KBIS_WRITE_MODEL_RUNS ?? 10)
 
 type Properties = Record<string, unknown>
 interface Values { name: string; access_domain_key: string | null; properties: Properties }
