@@ -184,7 +184,7 @@ function relationshipMatches(relationship: Relationship, node: Node, assets: Rea
 }
 
 /** Sorting as docs/search.md says: empties last ascending and first descending, ties by id. */
-function order<T extends { id: string }>(items: readonly T[], sort: readonly Sort[], read: (item: T, field: string) => Value): T[] {
+function order<T extends { id: string }>(items: readonly T[], sort: readonly Sort[], valueOf: (item: T, field: string) => Value): T[] {
   const cmpValues = (a: Value, b: Value): number => {
     if (Array.isArray(a) && Array.isArray(b)) {
       for (let i = 0; i < Math.min(a.length, b.length); i++) {
@@ -198,7 +198,7 @@ function order<T extends { id: string }>(items: readonly T[], sort: readonly Sor
   }
   return [...items].sort((x, y) => {
     for (const { field, order: dir } of sort) {
-      const [a, b] = [read(x, field), read(y, field)]
+      const [a, b] = [valueOf(x, field), valueOf(y, field)]
       const [ea, eb] = [isEmpty(a), isEmpty(b)]
       let c: number
       if (ea && eb) c = 0
@@ -283,9 +283,10 @@ const filter = treesOf(condition)
 
 const SORT_FIELDS = ['name', 'created_at', 'asset_type_key', 'properties.owner', 'properties.environment', 'properties.cpu_count', 'properties.memory_gb',
   'properties.purchased_on', 'properties.managed', 'properties.tags']
-const sort: fc.Arbitrary<Sort[]> = fc.uniqueArray(fc.record({ field: fc.constantFrom(...SORT_FIELDS), order: fc.constantFrom<'asc' | 'desc'>('asc', 'desc') }), {
-  minLength: 1, maxLength: 2, selector: (s) => s.field,
-})
+/** Sorts of one or two of `fields` (none at all when `minLength` is 0), each ascending or descending. */
+const sortsOf = (fields: readonly string[], minLength = 1): fc.Arbitrary<Sort[]> =>
+  fc.uniqueArray(fc.record({ field: fc.constantFrom(...fields), order: fc.constantFrom<'asc' | 'desc'>('asc', 'desc') }), { minLength, maxLength: 2, selector: (s) => s.field })
+const sort = sortsOf(SORT_FIELDS)
 
 // ---------------------------------------------------------------------------------------------
 // Analytics (CONTRACT §7, docs/analytics.md)
@@ -423,10 +424,7 @@ function relationshipFilter(assetIds: readonly string[]): fc.Arbitrary<Node> {
   return treesOf(fc.oneof(own, onEnd))
 }
 
-const relationshipSort: fc.Arbitrary<Sort[]> = fc.uniqueArray(
-  fc.record({ field: fc.constantFrom('created_at', 'relationship_type_key', 'source_asset_id', 'target_asset_id'), order: fc.constantFrom<'asc' | 'desc'>('asc', 'desc') }),
-  { minLength: 1, maxLength: 2, selector: (s) => s.field },
-)
+const relationshipSort = sortsOf(['created_at', 'relationship_type_key', 'source_asset_id', 'target_asset_id'])
 
 // ---------------------------------------------------------------------------------------------
 // Included relationships (CONTRACT §3, §4; docs/relationships.md)
@@ -457,10 +455,7 @@ const includeCondition: fc.Arbitrary<Condition> = fc.oneof(
   fc.tuple(fc.constantFrom('equals', 'not_equals', 'contains', 'not_contains', 'starts_with'), substring(NAMES)).map(([op, v]) => c('related_asset.name', op, v)),
 )
 const includeFilter = treesOf(includeCondition, 3)
-const includeSort: fc.Arbitrary<Sort[]> = fc.uniqueArray(
-  fc.record({ field: fc.constantFrom('created_at', 'relationship_type_key', 'related_asset.name'), order: fc.constantFrom<'asc' | 'desc'>('asc', 'desc') }),
-  { maxLength: 2, selector: (s) => s.field },
-)
+const includeSort = sortsOf(['created_at', 'relationship_type_key', 'related_asset.name'], 0)
 
 /**
  * A GET list's `filter[<field>]=<value>` (CONTRACT §3): equality read by the field's type, a

@@ -34,7 +34,7 @@ type Changes = Record<string, { from?: unknown; to: unknown }>
  * An event as compared: type, subject and `changes`; with the access domains its visibility is
  * decided on (the asset's at the event, or both ends'), and for an update the domain before it.
  */
-interface ExpectedEvent { type: string; subject: string; changes?: Changes; domains?: (string | null)[]; before?: string | null }
+interface ExpectedEvent { type: string; subject: string; changes?: Changes; domains: (string | null)[]; before?: string | null }
 const assetEvent = (type: string, asset: ModelAsset): ExpectedEvent => ({ type, subject: `assets/${asset.id}`, domains: [asset.access_domain_key] })
 /** `asset.updated` of `asset` (as it is after the change), moved from the domain `before`. */
 const updatedEvent = (asset: ModelAsset, changes: Changes, before: string | null): ExpectedEvent => ({ ...assetEvent('asset.updated', asset), changes, before })
@@ -51,7 +51,7 @@ interface Model {
   /** The events each request (by its X-Request-Id) should have written, in request order. */
   events: { requestId: string; events: ExpectedEvent[] }[]
   /** The last request sent, for a replay. */
-  last: { method: string; url: string; body: unknown; key: string; requestId: string; status: number; text: string; apiKey: string | undefined } | null
+  last: { method: string; url: string; body: unknown; idempotencyKey: string; requestId: string; status: number; text: string; apiKey: string | undefined } | null
   hostnames: number
 }
 
@@ -120,6 +120,14 @@ function changesOf(before: Values, after: Values): Changes {
 }
 
 const live = (m: Model) => m.assets.filter((a) => !a.archived)
+/** The live asset a command's number picks (commands run only when there is one). */
+const pickLive = (m: Model, n: number): ModelAsset => live(m)[n % live(m).length]!
+/** The related assets an embedded sync lists, each once. */
+const relatedOf = (m: Model, spec: SyncSpec): ModelAsset[] => [...new Set(spec.picks.map((p) => pickLive(m, p)))]
+/** A hostname no asset has held. */
+const newHostname = (m: Model, r: Real): string => `${r.run}-h${++m.hostnames}`
+/** A new asset in the model: its id, its hostname, and the values a create stores (`null` properties left out). */
+const created = (id: string, hostname: string, v: Partial<Values>): ModelAsset => ({ id, hostname, archived: false, ...applied({ name: '', access_domain_key: null, properties: {} }, v, false) })
 /** Relationships that exist for the API: not deleted, both ends live. */
 const visibleLinks = (m: Model) => m.links.filter((l) => !l.deleted && !l.source.archived && !l.target.archived)
 /** A relationship event as compared: its type and ends (an embedded sync's ids are not known beforehand). */
@@ -139,7 +147,7 @@ const noLinkChanges = (): LinkChanges => ({ created: new Set(), deleted: new Set
  * a later one deleted never existed, one an earlier item deleted and a later one listed again stays.
  */
 function sync(m: Model, asset: ModelAsset, spec: SyncSpec, changes: LinkChanges): void {
-  const related = [...new Set(spec.picks.map((p) => live(m)[p % live(m).length]!))]
+  const related = relatedOf(m, spec)
   const outgoing = spec.direction === 'outgoing'
   for (const link of visibleLinks(m)) {
     if ((outgoing ? link.source : link.target) !== asset) continue
@@ -171,8 +179,7 @@ const linkEvents = (changes: LinkChanges): ExpectedEvent[] => [
 /** The body member of an embedded sync. */
 function syncBody(m: Model, spec: SyncSpec | null): object {
   if (spec === null) return {}
-  const related = [...new Set(spec.picks.map((p) => live(m)[p % live(m).length]!))]
-  return { relationships: { [spec.direction]: { depends_on: { related_assets: related.map((a) => ({ id: a.id })) } } } }
+  return { relationships: { [spec.direction]: { depends_on: { related_assets: relatedOf(m, spec).map((a) => ({ id: a.id })) } } } }
 }
 
 /** Looks up the ids of the relationships the model made without one (by an embedded sync). */
@@ -191,10 +198,10 @@ async function learnLinkIds(m: Model, r: Real): Promise<void> {
  */
 async function send(m: Model, r: Real, method: string, url: string, body?: unknown, editor = false): Promise<{ res: Response; requestId: string }> {
   const requestId = `${r.run}-${++r.requests}`
-  const key = `key-${requestId}`
+  const idempotencyKey = `key-${requestId}`
   const apiKey = editor ? r.editorKey : undefined
-  const res = await r.t.request(method, url, { body, key: apiKey, headers: { 'x-request-id': requestId, 'idempotency-key': key } })
-  m.last = { method, url, body, key, requestId, status: res.status, text: JSON.stringify(res.body), apiKey }
+  const res = await r.t.request(method, url, { body, key: apiKey, headers: { 'x-request-id': requestId, 'idempotency-key': idempotencyKey } })
+  m.last = { method, url, body, idempotencyKey, requestId, status: res.status, text: JSON.stringify(res.body), apiKey }
   return { res, requestId }
 }
 
@@ -215,7 +222,7 @@ class Create implements fc.AsyncCommand<Model, Real> {
   constructor(readonly v: Values, readonly dry: boolean, readonly editor = false) {}
   check = () => true
   async run(m: Model, r: Real) {
-    const hostname = `${r.run}-h${++m.hostnames}`
+    const hostname = newHostname(m, r)
     const body = { asset_type_key: 'server', name: this.v.name, access_domain_key: this.v.access_domain_key, properties: { ...this.v.properties, hostname } }
     const { res, requestId } = await send(m, r, 'POST', dryRun('/api/v1/assets', this.dry), body, this.editor)
     if (this.editor && levelIn(this.v.access_domain_key) < EDIT) return forbidden(m, res, requestId)
@@ -224,7 +231,7 @@ class Create implements fc.AsyncCommand<Model, Real> {
       return expectEvents(m, requestId, [])
     }
     expect(res.status, JSON.stringify(res.body)).toBe(201)
-    const asset: ModelAsset = { id: res.body.data.id, hostname, archived: false, ...applied({ name: '', access_domain_key: null, properties: {} }, { ...this.v, properties: body.properties }, false) }
+    const asset = created(res.body.data.id, hostname, body)
     m.assets.push(asset)
     expectEvents(m, requestId, [assetEvent('asset.created', asset)])
   }
@@ -232,13 +239,10 @@ class Create implements fc.AsyncCommand<Model, Real> {
 }
 
 class Patch implements fc.AsyncCommand<Model, Real> {
-  /** The Editor's PATCHes carry no relationships (an incoming pair's rules reach other assets' levels). */
-  constructor(readonly pick: number, readonly next: Partial<Values>, readonly sync: SyncSpec | null, readonly dry: boolean, readonly editor = false) {
-    if (editor) this.sync = null
-  }
+  constructor(readonly pick: number, readonly next: Partial<Values>, readonly sync: SyncSpec | null, readonly dry: boolean, readonly editor = false) {}
   check = (m: Readonly<Model>) => live(m as Model).length > 0
   async run(m: Model, r: Real) {
-    const asset = live(m)[this.pick % live(m).length]!
+    const asset = pickLive(m, this.pick)
     const { res, requestId } = await send(m, r, 'PATCH', dryRun(`/api/v1/assets/${asset.id}`, this.dry), { ...this.next, ...syncBody(m, this.sync) }, this.editor)
     if (this.editor && !mayChange(asset.access_domain_key, this.next.access_domain_key)) return forbidden(m, res, requestId)
     expect(res.status, JSON.stringify(res.body)).toBe(200)
@@ -258,13 +262,12 @@ class Patch implements fc.AsyncCommand<Model, Real> {
 /** PUT /assets/server:hostname:<h> of a live asset (`pick`) or of a new hostname (`pick` null). */
 class Put implements fc.AsyncCommand<Model, Real> {
   constructor(readonly pick: number | null, readonly given: Values | 'as stored', readonly merge: boolean, readonly dry: boolean, readonly editor = false) {}
-  private v: Values = { name: '', access_domain_key: null, properties: {} }
   check = (m: Readonly<Model>) => this.pick === null || live(m as Model).length > 0
   async run(m: Model, r: Real) {
-    const asset = this.pick === null ? null : live(m)[this.pick % live(m).length]!
-    this.v = this.given !== 'as stored' ? this.given : asset ?? START[0]!
-    const hostname = asset?.hostname ?? `${r.run}-h${++m.hostnames}`
-    const body = { name: this.v.name, access_domain_key: this.v.access_domain_key, properties: { ...this.v.properties, hostname } }
+    const asset = this.pick === null ? null : pickLive(m, this.pick)
+    const v = this.given !== 'as stored' ? this.given : asset ?? START[0]!
+    const hostname = asset?.hostname ?? newHostname(m, r)
+    const body = { name: v.name, access_domain_key: v.access_domain_key, properties: { ...v.properties, hostname } }
     const url = dryRun(`/api/v1/assets/server:hostname:${hostname}${this.merge ? '?merge=true' : ''}`, this.dry)
     const { res, requestId } = await send(m, r, 'PUT', url, body, this.editor)
     if (this.editor && !(asset === null ? levelIn(body.access_domain_key) >= EDIT : mayChange(asset.access_domain_key, body.access_domain_key))) return forbidden(m, res, requestId)
@@ -274,9 +277,9 @@ class Put implements fc.AsyncCommand<Model, Real> {
     }
     if (asset === null) {
       expect(res.status, JSON.stringify(res.body)).toBe(201)
-      const created: ModelAsset = { id: res.body.data.id, hostname, archived: false, ...applied({ name: '', access_domain_key: null, properties: {} }, body, false) }
-      m.assets.push(created)
-      return expectEvents(m, requestId, [assetEvent('asset.created', created)])
+      const asset = created(res.body.data.id, hostname, body)
+      m.assets.push(asset)
+      return expectEvents(m, requestId, [assetEvent('asset.created', asset)])
     }
     expect(res.status, JSON.stringify(res.body)).toBe(200)
     const after = applied(asset, body, this.merge)
@@ -291,7 +294,7 @@ class BulkCreate implements fc.AsyncCommand<Model, Real> {
   constructor(readonly items: Values[], readonly badAt: number | null, readonly dry: boolean, readonly editor = false) {}
   check = () => true
   async run(m: Model, r: Real) {
-    const hostnames = this.items.map(() => `${r.run}-h${++m.hostnames}`)
+    const hostnames = this.items.map(() => newHostname(m, r))
     const body = this.items.map((v, i) => ({
       asset_type_key: 'server', name: v.name, access_domain_key: v.access_domain_key, client_ref: `r${i}`,
       properties: { ...v.properties, hostname: hostnames[i], ...(this.badAt !== null && this.badAt % this.items.length === i ? { environment: 'moon' } : {}) },
@@ -309,9 +312,9 @@ class BulkCreate implements fc.AsyncCommand<Model, Real> {
       return expectEvents(m, requestId, [])
     }
     expect(res.status, JSON.stringify(res.body)).toBe(201)
-    const created = body.map((item, i): ModelAsset => ({ id: res.body.data[i].id, hostname: hostnames[i]!, archived: false, ...applied({ name: '', access_domain_key: null, properties: {} }, item, false) }))
-    m.assets.push(...created)
-    expectEvents(m, requestId, created.map((a) => assetEvent('asset.created', a)))
+    const made = body.map((item, i) => created(res.body.data[i].id, hostnames[i]!, item))
+    m.assets.push(...made)
+    expectEvents(m, requestId, made.map((a) => assetEvent('asset.created', a)))
   }
   toString = () => `BulkCreate(${JSON.stringify(this.items)}${this.badAt !== null ? `, bad item ${this.badAt}` : ''}${this.dry ? ', dry run' : ''}${this.editor ? ', editor' : ''})`
 }
@@ -320,7 +323,7 @@ class BulkPatch implements fc.AsyncCommand<Model, Real> {
   constructor(readonly picks: number[], readonly changes: Partial<Values>[], readonly syncs: (SyncSpec | null)[], readonly byKey: boolean, readonly dry: boolean) {}
   check = (m: Readonly<Model>) => live(m as Model).length > 0
   async run(m: Model, r: Real) {
-    const assets = [...new Set(this.picks.map((p) => live(m)[p % live(m).length]!))]
+    const assets = [...new Set(this.picks.map((p) => pickLive(m, p)))]
     const syncOf = (i: number) => this.syncs[i % this.syncs.length] ?? null
     const body = assets.map((a, i) => ({ id: this.byKey ? `server:hostname:${a.hostname}` : a.id, ...this.changes[i % this.changes.length], ...syncBody(m, syncOf(i)) }))
     const { res, requestId } = await send(m, r, 'PATCH', dryRun('/api/v1/bulk/assets', this.dry), body)
@@ -353,12 +356,12 @@ class BulkPut implements fc.AsyncCommand<Model, Real> {
     const seen = new Set<ModelAsset>()
     const targets = this.picks.map((p) => {
       if (p === null) return null
-      const asset = live(m)[p % live(m).length]!
+      const asset = pickLive(m, p)
       if (seen.has(asset)) return undefined
       seen.add(asset)
       return asset
     }).filter((a): a is ModelAsset | null => a !== undefined)
-    const hostnames = targets.map((a) => a?.hostname ?? `${r.run}-h${++m.hostnames}`)
+    const hostnames = targets.map((a) => a?.hostname ?? newHostname(m, r))
     const body = targets.map((asset, i) => {
       const given = this.items[i % this.items.length]!
       const v = given !== 'as stored' ? given : asset ?? START[0]!
@@ -372,9 +375,9 @@ class BulkPut implements fc.AsyncCommand<Model, Real> {
       const item = body[i]!
       const answered = res.body.data[i]
       if (asset === null) {
-        const created: ModelAsset = { id: answered.id, hostname: hostnames[i]!, archived: false, ...applied({ name: '', access_domain_key: null, properties: {} }, item, false) }
-        m.assets.push(created)
-        events.push(assetEvent('asset.created', created))
+        const made = created(answered.id, hostnames[i]!, item)
+        m.assets.push(made)
+        events.push(assetEvent('asset.created', made))
         return 'created'
       }
       const after = applied(asset, item, false)
@@ -394,7 +397,7 @@ class Archive implements fc.AsyncCommand<Model, Real> {
   constructor(readonly pick: number, readonly editor = false) {}
   check = (m: Readonly<Model>) => live(m as Model).length > 0
   async run(m: Model, r: Real) {
-    const asset = live(m)[this.pick % live(m).length]!
+    const asset = pickLive(m, this.pick)
     const { res, requestId } = await send(m, r, 'DELETE', `/api/v1/assets/${asset.id}`, undefined, this.editor)
     if (this.editor && levelIn(asset.access_domain_key) < DELETE) return forbidden(m, res, requestId)
     expect(res.status, JSON.stringify(res.body)).toBe(204)
@@ -409,7 +412,7 @@ class Link implements fc.AsyncCommand<Model, Real> {
   constructor(readonly source: number, readonly target: number, readonly editor = false) {}
   check = (m: Readonly<Model>) => live(m as Model).length > 0
   async run(m: Model, r: Real) {
-    const [source, target] = [live(m)[this.source % live(m).length]!, live(m)[this.target % live(m).length]!]
+    const [source, target] = [pickLive(m, this.source), pickLive(m, this.target)]
     const body = { relationship_type_key: 'depends_on', source_asset_id: source.id, target_asset_id: `server:hostname:${target.hostname}` }
     const { res, requestId } = await send(m, r, 'POST', '/api/v1/relationships', body, this.editor)
     if (this.editor && levelIn(source.access_domain_key) < EDIT) return forbidden(m, res, requestId)
@@ -452,7 +455,7 @@ class Replay implements fc.AsyncCommand<Model, Real> {
   check = (m: Readonly<Model>) => m.last !== null
   async run(m: Model, r: Real) {
     const last = m.last!
-    const res = await r.t.request(last.method, last.url, { body: last.body, key: last.apiKey, headers: { 'x-request-id': last.requestId, 'idempotency-key': last.key } })
+    const res = await r.t.request(last.method, last.url, { body: last.body, key: last.apiKey, headers: { 'x-request-id': last.requestId, 'idempotency-key': last.idempotencyKey } })
     expect(res.status).toBe(last.status)
     expect(JSON.stringify(res.body)).toBe(last.text)
     expect(res.headers['idempotent-replayed']).toBe('true')
@@ -464,7 +467,8 @@ const syncSpec: fc.Arbitrary<SyncSpec> = fc.record({ direction: fc.constantFrom<
 
 const commands = [
   fc.tuple(values, fc.boolean(), fc.boolean()).map(([v, dry, editor]) => new Create(v, dry, editor)),
-  fc.tuple(fc.nat(), change, fc.option(syncSpec, { nil: null }), fc.boolean(), fc.boolean()).map(([p, c, sync, dry, editor]) => new Patch(p, c, sync, dry, editor)),
+  // The Editor's PATCHes carry no relationships (an incoming pair's rules reach other assets' levels).
+  fc.tuple(fc.nat(), change, fc.option(syncSpec, { nil: null }), fc.boolean(), fc.boolean()).map(([p, c, sync, dry, editor]) => new Patch(p, c, editor ? null : sync, dry, editor)),
   fc.tuple(fc.option(fc.nat(), { nil: null }), fc.oneof(values, fc.constant('as stored' as const)), fc.boolean(), fc.boolean(), fc.boolean())
     .map(([p, v, merge, dry, editor]) => new Put(p, v, merge, dry, editor)),
   fc.tuple(fc.array(values, { minLength: 1, maxLength: 4 }), fc.option(fc.nat(), { nil: null, freq: 3 }), fc.boolean(), fc.boolean())
@@ -535,7 +539,7 @@ async function readFeed(t: TestApp, cursor: string | null, key?: string): Promis
  * relationship's by its ends) and `changes`, in any order within the request.
  */
 function compareByRequest(m: Model, got: readonly FeedEvent[], seen: (e: ExpectedEvent) => ExpectedEvent | null): void {
-  const asCompared = (e: ExpectedEvent) => ({ type: e.type, subject: e.subject, ...(e.changes === undefined ? {} : { changes: e.changes }) })
+  const asCompared = (e: Pick<ExpectedEvent, 'type' | 'subject' | 'changes'>) => ({ type: e.type, subject: e.subject, ...(e.changes === undefined ? {} : { changes: e.changes }) })
   const bySubject = (a: { subject: string }, b: { subject: string }) => a.subject.localeCompare(b.subject)
   for (const { requestId, events } of m.events) {
     const read = got.filter((e) => e.requestid === requestId).map((e) => asCompared(e.type.startsWith('relationship.')
@@ -632,7 +636,7 @@ for (const store of STORES) {
           // events of the assets it could see at the event; a move into its sight without `from`.
           const scoped = (await readFeed(t, start, scopedKey)).events
           compareByRequest(m, scoped, (e) => {
-            if (!e.domains!.every((d) => d === 'it' || d === 'finance')) return null
+            if (!e.domains.every((d) => d === 'it' || d === 'finance')) return null
             if (e.changes === undefined || e.before === 'it' || e.before === 'finance') return e
             return { ...e, changes: Object.fromEntries(Object.entries(e.changes).map(([k, v]) => [k, { to: v.to }])) }
           })
