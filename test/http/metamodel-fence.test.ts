@@ -82,7 +82,8 @@ for (const store of STORES) {
           const bulk = t.request('POST', '/api/v1/bulk/assets', { body: [server('fence-6', 'staging'), server('fence-7', 'prod')] })
           // The bulk waits for the organization's row: it has not written when the apply changes the metamodel.
           await new Promise((resolve) => setTimeout(resolve, 300))
-          const waiting = await apply.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR KEY SHARE%'")
+          // Only the sessions this one blocks: pg_stat_activity lists the whole cluster, other files' tests included.
+          const waiting = await apply.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)) AND query LIKE '%FOR KEY SHARE%'")
           expect(waiting.rows[0].n).toBe(1)
           await removeStaging((text, values) => apply.query(text, values))()
           await apply.query('COMMIT')
