@@ -344,11 +344,12 @@ if (STORES.includes('postgres')) {
       } finally {
         await db.close()
       }
-      const answer = postWithKey(`${url}/api/v1/assets`, key, 'kept-1', { asset_type_key: 'server', name: 'kept', properties: { hostname: 'kept.acme.test' } }, async () => {
-        await new Promise((r) => setTimeout(r, 300))
-        server.child.kill('SIGTERM')
-        await new Promise((r) => setTimeout(r, 200))
-      })
+      const answer = postWithKey(`${url}/api/v1/assets`, key, 'kept-1', { asset_type_key: 'server', name: 'kept', properties: { hostname: 'kept.acme.test' } }, async () => undefined)
+      // The signal once the write has committed, while its answer is being kept: the timeout (1 s)
+      // comes during those 5 s. (Sent at a fixed time instead, a loaded machine had not committed
+      // the write by the timeout, which then rightly cut it off without an answer.)
+      while ((await namesStored(env, ['kept'])).length === 0) await new Promise((r) => setTimeout(r, 50))
+      server.child.kill('SIGTERM')
       expect(await answer).toEqual({ status: 201 })
       expect(await server.exited).toBe(0)
       expect(server.lines.some((l) => l.includes('the answer of an Idempotency-Key could not be kept; the answer is sent all the same'))).toBe(true)
