@@ -4,10 +4,14 @@ import { defineConfig } from 'vitest/config'
  * Files that need a process of their own: they measure the memory of the process they run in
  * (export-large, statement-slices, pglite-memory, heap), start, stop and kill servers and CLI
  * processes or watch the process's own signals and handlers (shutdown, first-start, workers,
- * data-dir-lock, crash, cli), count on the process's own metrics registry (requests,
- * aborted-requests), or drive a browser (console). The other ops files test a store or an app of
- * their own and share the workers like the rest (each own process cost a fork and the app's and
- * PGlite's import, 3–7 s on a slow 2-core machine).
+ * data-dir-lock, crash, the CLI's store commands), count on the process's own metrics registry
+ * (requests, aborted-requests), or drive a browser (console). The other ops files test a store or
+ * an app of their own and share the workers like the rest (each own process cost a fork and the
+ * app's and PGlite's import, 3–7 s on a slow 2-core machine), and so does test/cli/sync.test.ts:
+ * its `kbis import` / `kbis export` processes talk to an app of the file's own or a stub, and much
+ * of its time is waiting (retries after Retry-After, a claim going stale), which the shared files'
+ * third worker fills; run first among the own-process files it kept the CPU of that phase, which is
+ * busy throughout, for ≈ 100 s (that phase 700 → 594 s, the whole suite 1,092 → 1,052 s, one run each).
  */
 const OWN_PROCESS = [
   'test/ops/aborted-requests.test.ts',
@@ -19,7 +23,11 @@ const OWN_PROCESS = [
   'test/ops/shutdown.test.ts',
   'test/ops/workers.test.ts',
   'test/crash/**/*.test.ts',
-  'test/cli/**/*.test.ts',
+  'test/cli/backup.test.ts',
+  'test/cli/cli.test.ts',
+  'test/cli/docs-examples.test.ts',
+  'test/cli/keys.test.ts',
+  'test/cli/users.test.ts',
   'test/console/**/*.test.ts',
   'test/http/export-large.test.ts',
   'test/http/statement-slices.test.ts',
@@ -45,7 +53,12 @@ export default defineConfig({
         // an idle 2-core machine 357 s → 315 s, the whole suite 893 s → 818 s. The own-process
         // files kept the CPU 90 % busy with two (a third, tried for the whole suite, made it
         // slower), and vitest runs projects of different worker counts one after the other.
-        test: { name: 'shared', include: ['test/**/*.test.ts'], exclude: OWN_PROCESS, isolate: false, maxWorkers: 3, sequence: { groupOrder: 1 } },
+        // Their workers compile WebAssembly (PGlite's, the one every in-process store runs) to
+        // baseline code only, as the tests' `kbis` processes do (test/helpers/liftoff-only.mjs):
+        // optimizing PGlite's busiest functions again in each worker cost more than it saved on
+        // their small statements (the shared files alone: 537 → 506 s of CPU, 396 → 376 s).
+        // A fourth worker gained nothing (1,060 s): with sync.test.ts among them the CPU was 98 % busy over the whole run.
+        test: { name: 'shared', execArgv: ['--liftoff-only'], include: ['test/**/*.test.ts'], exclude: OWN_PROCESS, isolate: false, maxWorkers: 3, sequence: { groupOrder: 1 } },
       },
       { extends: true, test: { name: 'own-process', include: OWN_PROCESS, sequence: { groupOrder: 0 } } },
     ],
