@@ -29,6 +29,13 @@ export const MAX_PAGE_SIZE = 100
 export const MAX_PAGE_NUMBER = Number.MAX_SAFE_INTEGER
 
 /**
+ * {@link COUNT_CAP} with thousands separators, for the schemas' descriptions: written without
+ * `toLocaleString`, whose first call loads ICU's number formats (≈ 25 ms of every server start,
+ * which builds these schemas before it listens).
+ */
+const COUNT_CAP_TEXT = String(COUNT_CAP).replace(/\B(?=(\d{3})+$)/g, ',')
+
+/**
  * Query-string schema members for `page[number]` and `page[size]` (validated by Fastify's Ajv),
  * and `page[count]` on lists whose total is counted (`withCount`).
  */
@@ -41,7 +48,7 @@ export function pageQuerySchema(prefix = 'page', withCount = prefix === 'page'):
           [`${prefix}[count]`]: {
             type: 'string',
             enum: ['exact'],
-            description: `\`exact\`: count every match. Without it \`total_items\` is exact up to ${COUNT_CAP.toLocaleString('en')} matches; beyond, it is ${COUNT_CAP.toLocaleString('en')} and \`total_items_exact\` is false.`,
+            description: `\`exact\`: count every match. Without it \`total_items\` is exact up to ${COUNT_CAP_TEXT} matches; beyond, it is ${COUNT_CAP_TEXT} and \`total_items_exact\` is false.`,
           },
         }
       : {}),
