@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { FastifyInstance } from 'fastify'
 import { STORES } from '../helpers/stores.js'
 import { createTestApp, withoutRequestIds, type Response, type TestApp } from '../helpers/app.js'
@@ -31,6 +31,16 @@ for (const store of STORES) {
       receiver = await startReceiver()
       editorKey = await t.givenKey({ user: 'editor@acme.test', type: 'Editor', roles: ['it_editor'] })
       viewerKey = await t.givenKey({ user: 'viewer@acme.test', type: 'Viewer' })
+    })
+    // The webhooks made only to be checked (hooks.example.com, a public address, localhost:9) go
+    // with their test: the events of the next tests would be delivered to them, and a lookup or a
+    // connection this machine cannot make would hold each sender's slot, and the close, for up to
+    // the webhook timeout (15 s).
+    afterEach(async () => {
+      const hooks = (await t.request('GET', '/api/v1/webhooks?page[size]=100')).body.data as { id: string; url: string }[]
+      for (const hook of hooks.filter((h) => !h.url.startsWith(receiver.url))) {
+        expect((await t.request('DELETE', `/api/v1/webhooks/${hook.id}`)).status).toBe(204)
+      }
     })
     afterAll(async () => {
       await strict.close()
