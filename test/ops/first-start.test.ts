@@ -5,7 +5,7 @@ import path from 'node:path'
 import { createServer, type Server } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { STORES } from '../helpers/stores.js'
-import { cliRun, cliStore, freePort, runCli, type CliProcess } from '../helpers/cli-server.js'
+import { cliRun, cliStore, freePort, runCli, TEST_WASM, type CliProcess } from '../helpers/cli-server.js'
 import { openDb, type StoreKind } from '../../src/store/db.js'
 
 /**
@@ -35,8 +35,9 @@ for (const store of STORES) {
 
     /**
      * `kbis serve` on a new store of this kind with `preload` (CommonJS) run before bin/kbis.js
-     * (NODE_OPTIONS --require): it watches or sends the process's signals. The store and the
-     * preload are removed after `use`; a server still running is killed.
+     * (NODE_OPTIONS --require, next to the tests' own TEST_WASM): it watches or sends the
+     * process's signals. The store and the preload are removed after `use`; a server still
+     * running is killed.
      */
     async function servePreloaded(extra: string[], preload: string, use: (started: CliProcess) => Promise<void>): Promise<void> {
       const { env, drop } = await cliStore(store)
@@ -44,7 +45,7 @@ for (const store of STORES) {
       const file = path.join(dir, 'preload.cjs')
       await writeFile(file, preload)
       try {
-        const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${file}` })
+        const started = runCli(['serve', '--port', String(await freePort()), ...extra], { ...env, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${file} ${TEST_WASM.NODE_OPTIONS}` })
         onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
         await use(started)
       } finally {
@@ -191,7 +192,7 @@ process.stderr.write = function (chunk, ...rest) {
 }
 `)
           try {
-            const started = runCli(['serve', '--port', String(await freePort()), ...extra], { KBIS_DATA_DIR: dataDir, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${preload}` })
+            const started = runCli(['serve', '--port', String(await freePort()), ...extra], { KBIS_DATA_DIR: dataDir, LOG_LEVEL: 'info', NODE_OPTIONS: `--require ${preload} ${TEST_WASM.NODE_OPTIONS}` })
             onTestFinished(() => void (started.child.exitCode === null && started.child.kill('SIGKILL')))
             expect([await exitWithin(started, 60_000), started.child.signalCode]).toEqual([0, null])
             expect(started.lines.map((line) => line.replace(/ \(.*$/, ''))).toEqual([
