@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { ACME_YAML, freePort, KBIS_BIN, postgresSchema, TEST_ALLOCATOR, TEST_WASM } from '../helpers/cli-server.js'
+import { ACME_YAML, freePort, KBIS_BIN, postgresSchema, TEST_KBIS_SETTINGS } from '../helpers/cli-server.js'
 import { STORES } from '../helpers/stores.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 import { openDb } from '../../src/store/db.js'
@@ -18,7 +18,7 @@ interface Run {
 
 function kbis(args: string[], env: Record<string, string> = {}, input?: string): Promise<Run> {
   return new Promise((resolve) => {
-    const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', ...TEST_ALLOCATOR, ...TEST_WASM, ...env } })
+    const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', ...TEST_KBIS_SETTINGS, ...env } })
     if (input !== undefined) child.stdin.end(input)
     let stdout = ''
     let stderr = ''
@@ -38,7 +38,7 @@ afterEach(() => {
 function serve(dataDir: string): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(KBIS_BIN, ['serve', '--port', '0', '--data-dir', dataDir], {
-      env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_ALLOCATOR, ...TEST_WASM },
+      env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_KBIS_SETTINGS },
     })
     running.add(child)
     child.once('close', () => running.delete(child))
@@ -63,7 +63,7 @@ function serve(dataDir: string): Promise<{ child: ChildProcess; url: string; out
 async function serveOnFreePort(dataDir: string, start?: (port: number, data: string) => ChildProcess): Promise<{ data: string; url: string; child: ChildProcess; closed: Promise<number | null> }> {
   const data = await templateDataDir(dataDir)
   const port = await freePort()
-  const child = start ? start(port, data) : spawn(KBIS_BIN, ['serve', '--port', String(port), '--data-dir', data], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'info', ...TEST_ALLOCATOR, ...TEST_WASM } })
+  const child = start ? start(port, data) : spawn(KBIS_BIN, ['serve', '--port', String(port), '--data-dir', data], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'info', ...TEST_KBIS_SETTINGS } })
   running.add(child)
   const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)))
   return { data, url: `http://127.0.0.1:${port}`, child, closed }
@@ -397,7 +397,7 @@ describe('kbis CLI on PGlite', { timeout: 420_000 }, () => {
   it('says on standard error how to make the Admin key a first start with standard output closed (kbis serve >&-) could not show, and not with it sent to /dev/null', async () => {
     for (const [redirect, told] of [['>&-', true], ['>/dev/null', false]] as const) {
       const { url, child, closed } = await serveOnFreePort(path.join(dir, `data-${told ? 'closed' : 'null'}`), (port, data) =>
-        spawn('sh', ['-c', `exec "$0" serve --port ${port} --data-dir "$1" ${redirect}`, KBIS_BIN, data], { env: { ...process.env, DATABASE_URL: '', ...TEST_ALLOCATOR, ...TEST_WASM } }))
+        spawn('sh', ['-c', `exec "$0" serve --port ${port} --data-dir "$1" ${redirect}`, KBIS_BIN, data], { env: { ...process.env, DATABASE_URL: '', ...TEST_KBIS_SETTINGS } }))
       let stderr = ''
       child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()))
       await untilReady(url, child, () => stderr)

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ACME_YAML, KBIS_BIN, runCli, TEST_ALLOCATOR, TEST_WASM } from '../helpers/cli-server.js'
+import { ACME_YAML, KBIS_BIN, runCli, TEST_KBIS_SETTINGS } from '../helpers/cli-server.js'
 import { templateDataDir } from '../helpers/pglite-template.js'
 import { openDb } from '../../src/store/db.js'
 
@@ -11,7 +11,7 @@ import { openDb } from '../../src/store/db.js'
 /** Runs the CLI with `input` on its standard input. */
 function kbis(args: string[], input: string): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_ALLOCATOR, ...TEST_WASM } })
+    const child = spawn(KBIS_BIN, args, { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_KBIS_SETTINGS } })
     let out = ''
     child.stdout.on('data', (d: Buffer) => (out += d.toString()))
     child.stderr.on('data', (d: Buffer) => (out += d.toString()))
@@ -73,7 +73,7 @@ describe('kbis users set-password on PGlite', { timeout: 600_000 }, () => {
     // before, the terminal would echo it itself).
     const typed = (first: string, second: string) => new Promise<{ code: number | null; out: string }>((resolve) => {
       const command = `${KBIS_BIN} users set-password --org acme --email owner@acme.test --data-dir ${data}`
-      const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_ALLOCATOR, ...TEST_WASM } })
+      const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...process.env, DATABASE_URL: '', LOG_LEVEL: 'warn', ...TEST_KBIS_SETTINGS } })
       let out = ''
       const answered = new Set<string>()
       child.stdout.on('data', (d: Buffer) => {
